@@ -1,0 +1,5 @@
+//! Level 0 benchmarks.
+
+fn main() {
+    divan::main();
+}

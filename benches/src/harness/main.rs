@@ -1,0 +1,3 @@
+//! Tern's end-to-end benchmark harness (levels 2 and 3).
+
+fn main() {}

@@ -1,0 +1,1 @@
+//! Tern congestion control.

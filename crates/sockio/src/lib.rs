@@ -1,0 +1,1 @@
+//! Tern socket I/O.

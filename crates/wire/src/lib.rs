@@ -1,0 +1,1 @@
+//! Tern's wire format.

@@ -1,0 +1,3 @@
+//! Tern project tasks.
+
+fn main() {}
