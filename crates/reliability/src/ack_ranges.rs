@@ -1,0 +1,418 @@
+//! The receiver's record of packet numbers received, as the ranges an ACK frame carries.
+//!
+//! Ranges are kept ascending in a `VecDeque`: packets mostly arrive in order,
+//! which extends the last range in O(1); a late packet costs a binary search
+//! and a shift of at most `max_ranges` entries. The number of ranges is
+//! bounded; when a new gap would exceed it the oldest range is dropped, as
+//! RFC 9000 §13.2.3 allows: "If it does not, then older ranges (those with the
+//! smallest packet numbers) are omitted."
+
+use std::collections::VecDeque;
+use std::ops::RangeInclusive;
+
+/// Default bound on the number of ranges remembered (and so sent in one ACK).
+pub const DEFAULT_MAX_RANGES: usize = 64;
+
+/// How a received packet number relates to those received before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// The next number after the largest received (or the first packet).
+    InOrder,
+    /// Above the largest received, leaving a gap: packets were lost or reordered.
+    AfterGap,
+    /// Below the largest received, filling a gap: the packet was reordered.
+    Late,
+    /// Already recorded.
+    Duplicate,
+    /// Below the oldest number still tracked; not recorded.
+    Forgotten,
+}
+
+impl Arrival {
+    /// Whether the packet arrived out of order (RFC 9000 §13.2.1 asks for an
+    /// immediate ACK then).
+    #[must_use]
+    pub fn is_reordered(self) -> bool {
+        matches!(self, Arrival::AfterGap | Arrival::Late)
+    }
+
+    /// Whether the packet number was new.
+    #[must_use]
+    pub fn is_new(self) -> bool {
+        matches!(self, Arrival::InOrder | Arrival::AfterGap | Arrival::Late)
+    }
+}
+
+/// The set of received packet numbers, as a bounded list of disjoint ranges.
+#[derive(Debug, Clone)]
+pub struct AckRanges {
+    /// Inclusive `(start, end)` pairs, ascending, disjoint and non-adjacent.
+    ranges: VecDeque<(u64, u64)>,
+    /// Most ranges kept.
+    max_ranges: usize,
+    /// Largest number ever received; kept even when its range is dropped
+    /// (RFC 9000 §13.2.3: receivers "MUST retain the largest packet number
+    /// that has been successfully processed").
+    largest: Option<u64>,
+    /// Numbers below this are no longer tracked.
+    floor: u64,
+}
+
+impl Default for AckRanges {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_RANGES)
+    }
+}
+
+impl AckRanges {
+    /// An empty set remembering at most `max_ranges` ranges (at least 1).
+    #[must_use]
+    pub fn new(max_ranges: usize) -> Self {
+        let max_ranges = max_ranges.max(1);
+        Self {
+            ranges: VecDeque::with_capacity(max_ranges + 1),
+            max_ranges,
+            largest: None,
+            floor: 0,
+        }
+    }
+
+    /// Records a received packet number and says how it arrived.
+    ///
+    /// RFC 9000 §13.1: "A packet MUST NOT be acknowledged until packet
+    /// protection has been successfully removed and all frames contained in the
+    /// packet have been processed." Call this after that.
+    pub fn insert(&mut self, packet_number: u64) -> Arrival {
+        let pn = packet_number;
+        if pn < self.floor {
+            return Arrival::Forgotten;
+        }
+        let arrival = match self.largest {
+            None => Arrival::InOrder,
+            Some(largest) if largest.checked_add(1) == Some(pn) => Arrival::InOrder,
+            Some(largest) if pn > largest => Arrival::AfterGap,
+            Some(_) => Arrival::Late,
+        };
+        let recorded = match self.ranges.back_mut() {
+            None => {
+                self.ranges.push_back((pn, pn));
+                true
+            }
+            Some(last) if last.1.checked_add(1) == Some(pn) => {
+                last.1 = pn;
+                true
+            }
+            Some(last) if pn > last.1 => {
+                self.ranges.push_back((pn, pn));
+                true
+            }
+            Some(_) => self.insert_below_last(pn),
+        };
+        if !recorded {
+            return Arrival::Duplicate;
+        }
+        self.largest = Some(self.largest.map_or(pn, |l| l.max(pn)));
+        if self.ranges.len() > self.max_ranges
+            && let Some((_, end)) = self.ranges.pop_front()
+        {
+            // A receiver "MUST retain an ACK Range unless it can ensure that it
+            // will not subsequently accept packets with numbers in that range"
+            // (RFC 9000 §13.2.3): the floor keeps dropped numbers out, and the
+            // replay window refuses them before they get here.
+            self.floor = end + 1;
+        }
+        arrival
+    }
+
+    /// Stops tracking numbers below `packet_number`, e.g. once the peer has
+    /// acknowledged an ACK frame that covered them. RFC 9000 §13.2.3: "After
+    /// receiving acknowledgments for an ACK frame, the receiver SHOULD stop
+    /// tracking those acknowledged ACK Ranges."
+    ///
+    /// The floor never passes above the largest number received, so the range
+    /// holding it is always kept.
+    pub fn forget_below(&mut self, packet_number: u64) {
+        let Some(largest) = self.largest else { return };
+        let floor = packet_number.min(largest);
+        if floor <= self.floor {
+            return;
+        }
+        self.floor = floor;
+        while self.ranges.front().is_some_and(|&(_, end)| end < floor) {
+            self.ranges.pop_front();
+        }
+        if let Some(first) = self.ranges.front_mut() {
+            first.0 = first.0.max(floor);
+        }
+    }
+
+    /// The ranges to put in an ACK frame, largest first.
+    pub fn iter(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = RangeInclusive<u64>> + ExactSizeIterator + Clone + '_ {
+        self.ranges.iter().rev().map(|&(start, end)| start..=end)
+    }
+
+    /// Whether `packet_number` is recorded as received.
+    #[must_use]
+    pub fn contains(&self, packet_number: u64) -> bool {
+        let index = self.ranges.partition_point(|&(_, end)| end < packet_number);
+        self.ranges
+            .get(index)
+            .is_some_and(|&(start, _)| start <= packet_number)
+    }
+
+    /// The largest packet number received.
+    #[must_use]
+    pub fn largest(&self) -> Option<u64> {
+        self.largest
+    }
+
+    /// Numbers below this are no longer tracked.
+    #[must_use]
+    pub fn floor(&self) -> u64 {
+        self.floor
+    }
+
+    /// How many ranges are held.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// Whether no range is held.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// The most ranges held.
+    #[must_use]
+    pub fn max_ranges(&self) -> usize {
+        self.max_ranges
+    }
+
+    /// Checks the set's internal consistency.
+    ///
+    /// # Errors
+    /// A description of the first broken invariant.
+    pub fn invariants(&self) -> Result<(), String> {
+        if self.ranges.len() > self.max_ranges {
+            return Err(format!(
+                "{} ranges exceed the bound {}",
+                self.ranges.len(),
+                self.max_ranges
+            ));
+        }
+        let mut previous_end: Option<u64> = None;
+        for &(start, end) in &self.ranges {
+            if start > end || start < self.floor {
+                return Err(format!(
+                    "range {start}..={end} inverted or below the floor {}",
+                    self.floor
+                ));
+            }
+            if previous_end.is_some_and(|p| p.saturating_add(1) >= start) {
+                return Err(format!(
+                    "range {start}..={end} touches or overlaps the previous one"
+                ));
+            }
+            previous_end = Some(end);
+        }
+        match (self.largest, self.ranges.back()) {
+            (None, None) => Ok(()),
+            (Some(largest), Some(&(_, end))) if largest == end => Ok(()),
+            (largest, last) => Err(format!(
+                "largest {largest:?} is not the end of the last range {last:?}"
+            )),
+        }
+    }
+
+    /// Inserts a number below the last range's end. Returns `false` if already present.
+    fn insert_below_last(&mut self, pn: u64) -> bool {
+        // The first range ending at or after pn exists: the last range does.
+        let index = self.ranges.partition_point(|&(_, end)| end < pn);
+        let (start, _) = self.ranges[index];
+        if start <= pn {
+            return false;
+        }
+        let joins_previous = index > 0 && self.ranges[index - 1].1 + 1 == pn;
+        let joins_next = start == pn + 1;
+        match (joins_previous, joins_next) {
+            (true, true) => {
+                self.ranges[index - 1].1 = self.ranges[index].1;
+                self.ranges.remove(index);
+            }
+            (true, false) => self.ranges[index - 1].1 = pn,
+            (false, true) => self.ranges[index].0 = pn,
+            (false, false) => self.ranges.insert(index, (pn, pn)),
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    fn ranges(set: &AckRanges) -> Vec<RangeInclusive<u64>> {
+        set.iter().collect()
+    }
+
+    #[test]
+    fn in_order_packets_form_one_range() {
+        let mut set = AckRanges::default();
+        for pn in 0..100 {
+            assert_eq!(set.insert(pn), Arrival::InOrder);
+        }
+        assert_eq!(ranges(&set), vec![0..=99]);
+    }
+
+    #[test]
+    fn gap_opens_a_new_range_and_late_packet_closes_it() {
+        let mut set = AckRanges::default();
+        set.insert(1);
+        assert_eq!(set.insert(4), Arrival::AfterGap);
+        assert_eq!(ranges(&set), vec![4..=4, 1..=1]);
+        assert_eq!(set.insert(2), Arrival::Late);
+        assert_eq!(set.insert(3), Arrival::Late);
+        assert_eq!(ranges(&set), vec![1..=4]);
+        assert_eq!(set.insert(0), Arrival::Late);
+        assert_eq!(ranges(&set), vec![0..=4]);
+    }
+
+    #[test]
+    fn duplicate_is_reported_and_changes_nothing() {
+        let mut set = AckRanges::default();
+        set.insert(5);
+        set.insert(7);
+        assert_eq!(set.insert(5), Arrival::Duplicate);
+        assert_eq!(set.insert(7), Arrival::Duplicate);
+        assert_eq!(ranges(&set), vec![7..=7, 5..=5]);
+    }
+
+    #[test]
+    fn too_many_ranges_drop_the_oldest() {
+        let mut set = AckRanges::new(3);
+        for pn in [0, 2, 4, 6] {
+            set.insert(pn);
+        }
+        assert_eq!(ranges(&set), vec![6..=6, 4..=4, 2..=2]);
+        assert_eq!(set.floor(), 1);
+        assert_eq!(set.insert(0), Arrival::Forgotten);
+        assert_eq!(set.insert(1), Arrival::Late);
+        assert_eq!(ranges(&set), vec![6..=6, 4..=4, 1..=2]);
+    }
+
+    #[test]
+    fn forgetting_acknowledged_ranges_keeps_the_largest() {
+        let mut set = AckRanges::default();
+        for pn in [0, 1, 2, 5, 6, 9] {
+            set.insert(pn);
+        }
+        set.forget_below(6);
+        assert_eq!(ranges(&set), vec![9..=9, 6..=6]);
+        set.forget_below(100);
+        assert_eq!(ranges(&set), vec![9..=9]);
+        assert_eq!(set.largest(), Some(9));
+        assert_eq!(set.insert(8), Arrival::Forgotten);
+        assert_eq!(set.insert(10), Arrival::InOrder);
+    }
+
+    #[test]
+    fn largest_packet_number_does_not_overflow() {
+        let mut set = AckRanges::default();
+        assert_eq!(set.insert(u64::MAX), Arrival::InOrder);
+        assert_eq!(set.insert(u64::MAX), Arrival::Duplicate);
+        assert_eq!(set.insert(u64::MAX - 1), Arrival::Late);
+        assert_eq!(ranges(&set), vec![u64::MAX - 1..=u64::MAX]);
+        set.invariants().unwrap();
+    }
+
+    /// The model: a set of numbers plus a floor, evicting the lowest run of
+    /// consecutive numbers whenever there are more runs than allowed.
+    struct Model {
+        set: BTreeSet<u64>,
+        floor: u64,
+        max_ranges: usize,
+    }
+
+    impl Model {
+        fn runs(&self) -> Vec<RangeInclusive<u64>> {
+            let mut runs: Vec<RangeInclusive<u64>> = Vec::new();
+            for &pn in &self.set {
+                match runs.last_mut() {
+                    Some(run) if *run.end() + 1 == pn => *run = *run.start()..=pn,
+                    _ => runs.push(pn..=pn),
+                }
+            }
+            runs.reverse();
+            runs
+        }
+
+        fn insert(&mut self, pn: u64) -> bool {
+            if pn < self.floor || !self.set.insert(pn) {
+                return false;
+            }
+            let runs = self.runs();
+            if runs.len() > self.max_ranges
+                && let Some(oldest) = runs.last()
+            {
+                for dropped in oldest.clone() {
+                    self.set.remove(&dropped);
+                }
+                self.floor = oldest.end() + 1;
+            }
+            true
+        }
+
+        fn forget_below(&mut self, pn: u64, largest: Option<u64>) {
+            let Some(largest) = largest else { return };
+            let floor = pn.min(largest);
+            if floor > self.floor {
+                self.floor = floor;
+                self.set.retain(|&x| x >= floor);
+            }
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u64),
+        Forget(u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![9 => (0u64..200).prop_map(Op::Insert), 1 => (0u64..200).prop_map(Op::Forget)]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn ranges_match_a_set_model_with_bounded_eviction(
+            max_ranges in 1usize..8,
+            ops in prop::collection::vec(op(), 1..200),
+        ) {
+            let mut set = AckRanges::new(max_ranges);
+            let mut model = Model { set: BTreeSet::new(), floor: 0, max_ranges };
+            for op in ops {
+                match op {
+                    Op::Insert(pn) => {
+                        let arrival = set.insert(pn);
+                        let new = model.insert(pn);
+                        prop_assert_eq!(arrival.is_new(), new, "insert {} gave {:?}", pn, arrival);
+                    }
+                    Op::Forget(pn) => {
+                        model.forget_below(pn, set.largest());
+                        set.forget_below(pn);
+                    }
+                }
+                prop_assert_eq!(set.invariants(), Ok(()));
+                prop_assert_eq!(ranges(&set), model.runs());
+                prop_assert_eq!(set.floor(), model.floor);
+            }
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! Refusing replayed packets.
+//!
+//! Every packet number is used once per key (it is the AEAD nonce counter),
+//! so a packet number seen twice is a replay or a network duplicate, and
+//! either way must not be processed again. [`ReplayWindow`] remembers the
+//! last `window` packet numbers below the largest accepted in a bitmap and
+//! refuses anything older, which it can no longer judge.
+//!
+//! # Where the connection calls it
+//!
+//! After AEAD open succeeds and before any frame is processed: first
+//! [`ReplayWindow::check`], then, once the packet is accepted,
+//! [`ReplayWindow::accept`] (or `accept` alone, which checks too). Checking
+//! only authenticated packets matters: a forged packet number must not be able
+//! to slide the window forward and make genuine packets look too old.
+
+use crate::error::ReplayError;
+
+/// Default window: 4096 packet numbers (512 bytes of bitmap), about 5.8 MB of
+/// reordering at 1452-byte packets.
+pub const DEFAULT_REPLAY_WINDOW: usize = 4096;
+
+/// A sliding bitmap of recently accepted packet numbers.
+#[derive(Debug, Clone)]
+pub struct ReplayWindow {
+    /// Bit `pn % window` is set if `pn` (within the window) was accepted.
+    words: Box<[u64]>,
+    /// Largest packet number accepted.
+    largest: Option<u64>,
+}
+
+impl Default for ReplayWindow {
+    fn default() -> Self {
+        Self::new(DEFAULT_REPLAY_WINDOW)
+    }
+}
+
+impl ReplayWindow {
+    /// A window judging the `window` packet numbers up to the largest accepted
+    /// (rounded up to a multiple of 64, at least 64). Allocates once.
+    #[must_use]
+    pub fn new(window: usize) -> Self {
+        let words = window.div_ceil(64).max(1);
+        Self {
+            words: vec![0; words].into_boxed_slice(),
+            largest: None,
+        }
+    }
+
+    /// How many packet numbers the window spans.
+    #[must_use]
+    pub fn window(&self) -> u64 {
+        self.words.len() as u64 * 64
+    }
+
+    /// The largest packet number accepted.
+    #[must_use]
+    pub fn largest(&self) -> Option<u64> {
+        self.largest
+    }
+
+    /// Whether `packet_number` may be accepted, without recording it.
+    ///
+    /// # Errors
+    /// [`ReplayError::Duplicate`] if it was accepted before,
+    /// [`ReplayError::TooOld`] if it lies `window` or more below the largest.
+    pub fn check(&self, packet_number: u64) -> Result<(), ReplayError> {
+        let Some(largest) = self.largest else {
+            return Ok(());
+        };
+        if packet_number > largest {
+            return Ok(());
+        }
+        if largest - packet_number >= self.window() {
+            return Err(ReplayError::TooOld(packet_number));
+        }
+        let (word, bit) = self.position(packet_number);
+        if self.words[word] & bit != 0 {
+            return Err(ReplayError::Duplicate(packet_number));
+        }
+        Ok(())
+    }
+
+    /// Checks `packet_number` and records it as accepted.
+    ///
+    /// # Errors
+    /// As [`ReplayWindow::check`]; nothing is recorded then.
+    pub fn accept(&mut self, packet_number: u64) -> Result<(), ReplayError> {
+        self.check(packet_number)?;
+        match self.largest {
+            Some(largest) if packet_number > largest => self.slide_to(largest, packet_number),
+            Some(_) => {}
+            None => self.largest = Some(packet_number),
+        }
+        let (word, bit) = self.position(packet_number);
+        self.words[word] |= bit;
+        Ok(())
+    }
+
+    /// Checks the window's internal consistency: no bit is set for a number
+    /// that cannot have been accepted, and the largest's bit is set.
+    ///
+    /// # Errors
+    /// A description of the first broken invariant.
+    pub fn invariants(&self) -> Result<(), String> {
+        let Some(largest) = self.largest else {
+            return match self.words.iter().all(|&w| w == 0) {
+                true => Ok(()),
+                false => Err("bits set before any packet was accepted".to_owned()),
+            };
+        };
+        let (word, bit) = self.position(largest);
+        if self.words[word] & bit == 0 {
+            return Err(format!("largest {largest} is not marked"));
+        }
+        // Slots standing for numbers below zero (window wider than largest) must be clear.
+        let window = self.window();
+        for distance in largest.saturating_add(1)..window {
+            let slot = (largest % window + window - distance) % window;
+            if self.words[(slot / 64) as usize] & (1 << (slot % 64)) != 0 {
+                return Err(format!(
+                    "bit for {largest} - {distance} set below packet number zero"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves the window's top from `largest` to `new_largest`, clearing the
+    /// slots of the numbers in between (they have not been received).
+    fn slide_to(&mut self, largest: u64, new_largest: u64) {
+        self.largest = Some(new_largest);
+        if new_largest - largest >= self.window() {
+            self.words.fill(0);
+            return;
+        }
+        let mut pn = largest + 1;
+        while pn <= new_largest {
+            let (word, bit) = self.position(pn);
+            if pn.is_multiple_of(64) && new_largest - pn >= 63 {
+                self.words[word] = 0;
+                pn += 64;
+            } else {
+                self.words[word] &= !bit;
+                pn += 1;
+            }
+        }
+    }
+
+    /// Word index and bit mask of a packet number's slot.
+    fn position(&self, packet_number: u64) -> (usize, u64) {
+        let slot = packet_number % self.window();
+        ((slot / 64) as usize, 1 << (slot % 64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn duplicate_packet_is_refused_by_replay_window() {
+        let mut window = ReplayWindow::default();
+        window.accept(7).unwrap();
+        assert_eq!(window.check(7), Err(ReplayError::Duplicate(7)));
+        assert_eq!(window.accept(7), Err(ReplayError::Duplicate(7)));
+    }
+
+    #[test]
+    fn reordered_packet_inside_the_window_is_accepted_once() {
+        let mut window = ReplayWindow::new(128);
+        window.accept(100).unwrap();
+        window.accept(50).unwrap();
+        assert_eq!(window.accept(50), Err(ReplayError::Duplicate(50)));
+        window.accept(0).unwrap();
+    }
+
+    #[test]
+    fn packet_a_full_window_below_the_largest_is_too_old() {
+        let mut window = ReplayWindow::new(2048);
+        window.accept(5000).unwrap();
+        assert_eq!(
+            window.check(5000 - 2048),
+            Err(ReplayError::TooOld(5000 - 2048))
+        );
+        assert_eq!(window.check(5000 - 2047), Ok(()));
+    }
+
+    #[test]
+    fn sliding_forward_forgets_old_marks() {
+        let mut window = ReplayWindow::new(64);
+        window.accept(1).unwrap();
+        window.accept(65).unwrap();
+        // 65 and 1 share a slot; 1 is now too old, and 65 must not look like 1.
+        assert_eq!(window.check(1), Err(ReplayError::TooOld(1)));
+        window.accept(200).unwrap();
+        assert_eq!(window.check(137), Ok(()));
+        window.invariants().unwrap();
+    }
+
+    #[test]
+    fn check_does_not_record() {
+        let mut window = ReplayWindow::default();
+        window.check(3).unwrap();
+        window.accept(3).unwrap();
+        assert_eq!(window.largest(), Some(3));
+    }
+
+    #[test]
+    fn extreme_packet_numbers_are_handled() {
+        let mut window = ReplayWindow::default();
+        window.accept(u64::MAX).unwrap();
+        assert_eq!(
+            window.check(u64::MAX),
+            Err(ReplayError::Duplicate(u64::MAX))
+        );
+        assert_eq!(window.check(0), Err(ReplayError::TooOld(0)));
+        window.invariants().unwrap();
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn replay_window_agrees_with_a_set_inside_its_window(
+            window_words in 1usize..4,
+            steps in prop::collection::vec((0u64..400, any::<bool>()), 1..300),
+        ) {
+            let mut window = ReplayWindow::new(window_words * 64);
+            let span = window.window();
+            let mut seen = HashSet::new();
+            let mut largest: Option<u64> = None;
+            for (pn, accept) in steps {
+                let expected = match largest {
+                    Some(l) if pn <= l && l - pn >= span => Err(ReplayError::TooOld(pn)),
+                    _ if seen.contains(&pn) => Err(ReplayError::Duplicate(pn)),
+                    _ => Ok(()),
+                };
+                prop_assert_eq!(window.check(pn), expected);
+                if accept {
+                    prop_assert_eq!(window.accept(pn), expected);
+                    if expected.is_ok() {
+                        seen.insert(pn);
+                        largest = Some(largest.map_or(pn, |l| l.max(pn)));
+                    }
+                }
+                prop_assert_eq!(window.invariants(), Ok(()));
+            }
+        }
+    }
+}

@@ -1,0 +1,733 @@
+//! The packets this side has sent and not yet seen resolved.
+//!
+//! # Why a `VecDeque` indexed by packet-number offset
+//!
+//! Packet numbers are assigned in strictly increasing order, so the packets
+//! in flight form a window `[base, largest_sent]`. A ring buffer indexed by
+//! `pn - base` gives O(1) lookup, appends at the back in O(1), and releases
+//! resolved packets from the front in O(1). Once it has grown to the size of
+//! the congestion window it never allocates again, which a `BTreeMap` cannot
+//! promise (it allocates and frees nodes as keys stream through it), and it is
+//! contiguous in memory.
+//!
+//! The weak point of a plain ring is an ACK that repeats ranges already
+//! processed (receivers repeat old ranges until they learn they arrived):
+//! walking them slot by slot would cost O(n) per ACK. Every resolved slot
+//! therefore holds a forward pointer to a slot at or before the next
+//! unresolved one, and lookups compress those pointers as they go (the
+//! "find" half of union–find). Walking an ACK range costs O(k) for the k
+//! packets it newly resolves plus an amortised O(log n) for the jumps, so
+//! processing an ACK that newly acknowledges k of n packets is
+//! O(k + log n) amortised, whatever ranges the ACK repeats.
+//!
+//! Memory is bounded by the span between the oldest unresolved packet and the
+//! newest one: packets declared lost are remembered (without their payload)
+//! only for a horizon chosen by [`crate::LossDetector`], so that a late ACK can
+//! be recognised as a spurious loss.
+
+use std::collections::VecDeque;
+use std::ops::RangeInclusive;
+
+use quanta::Instant;
+
+use crate::error::{AckError, SendError};
+
+/// How many packet numbers a sender may skip at once (see [`SendError::GapTooLarge`]).
+pub const MAX_PACKET_NUMBER_GAP: u64 = 1024;
+
+/// A packet in flight, as recorded when it was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentPacket<T> {
+    /// When it was handed to the socket.
+    pub time_sent: Instant,
+    /// Its size on the wire in bytes (UDP payload).
+    pub size: u32,
+    /// Whether it carries a frame the peer must acknowledge (anything but ACK and padding).
+    pub ack_eliciting: bool,
+    /// Whether it counts toward bytes in flight (RFC 9002: ack-eliciting or padding).
+    pub in_flight: bool,
+    /// What the caller needs to re-send its content as new frames if it is lost
+    /// (typically which frames, stream ranges and messages it carried).
+    pub payload: T,
+}
+
+/// A packet that was declared lost and then acknowledged after all.
+///
+/// RFC 9002 §6.1: "Spuriously declaring packets as lost leads to unnecessary
+/// retransmissions and may result in degraded performance due to the actions
+/// of the congestion controller upon detecting loss." Congestion control can
+/// use this report to undo its reaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpuriousLoss {
+    /// The packet's number.
+    pub packet_number: u64,
+    /// When it was sent.
+    pub time_sent: Instant,
+    /// When it was declared lost.
+    pub declared_lost_at: Instant,
+    /// Its size in bytes.
+    pub size: u32,
+    /// Whether it had counted toward bytes in flight.
+    pub in_flight: bool,
+}
+
+/// What is remembered of a lost packet once its payload has been handed back.
+#[derive(Debug, Clone, Copy)]
+struct LostRecord {
+    time_sent: Instant,
+    declared_lost_at: Instant,
+    size: u32,
+    in_flight: bool,
+}
+
+/// One tracked packet number.
+#[derive(Debug)]
+enum Slot<T> {
+    /// Sent, neither acknowledged nor declared lost.
+    Unacked(SentPacket<T>),
+    /// Declared lost; kept to recognise a late acknowledgement.
+    Lost(LostRecord),
+    /// Acknowledged, forgotten or never sent. `next` points forward: every
+    /// slot in `(this, next)` is `Resolved` too.
+    Resolved { next: u64 },
+}
+
+/// What an ACK range resolved, handed to the visitor of [`SentPackets::ack_range`].
+#[derive(Debug)]
+pub enum Resolved<T> {
+    /// A packet acknowledged for the first time.
+    Acked(SentPacket<T>),
+    /// A packet that had been declared lost.
+    Spurious(SpuriousLoss),
+}
+
+/// The sender's record of packets sent and not yet resolved, keyed by packet number.
+///
+/// See the module documentation for the data structure and its costs.
+#[derive(Debug)]
+pub struct SentPackets<T> {
+    /// `slots[i]` describes packet number `base + i`.
+    slots: VecDeque<Slot<T>>,
+    /// Packet number of `slots[0]` (or of the next slot to be pushed when empty).
+    base: u64,
+    /// Largest packet number ever pushed.
+    largest_sent: Option<u64>,
+    /// Every slot below this packet number is not `Unacked`; loss detection starts here.
+    loss_cursor: u64,
+    /// Packet numbers deliberately skipped and still inside the tracked span, ascending.
+    skipped: VecDeque<u64>,
+    /// Number of `Unacked` slots.
+    unacked: usize,
+    /// Number of `Unacked` slots that are ack-eliciting.
+    ack_eliciting_unacked: usize,
+    /// Sum of the sizes of `Unacked` slots that count toward bytes in flight.
+    bytes_in_flight: u64,
+    /// `time_sent` of the newest packet, used to keep send times monotonic.
+    last_time_sent: Option<Instant>,
+    /// `time_sent` of the newest ack-eliciting packet (RFC 9002's
+    /// `time_of_last_ack_eliciting_packet`); `None` while none is unacked.
+    last_ack_eliciting_sent: Option<Instant>,
+}
+
+impl<T> Default for SentPackets<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> SentPackets<T> {
+    /// An empty tracker.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::with_capacity(0)
+    }
+
+    /// An empty tracker with room for `capacity` packets before it allocates.
+    #[must_use]
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self {
+            slots: VecDeque::with_capacity(capacity),
+            base: 0,
+            largest_sent: None,
+            loss_cursor: 0,
+            skipped: VecDeque::new(),
+            unacked: 0,
+            ack_eliciting_unacked: 0,
+            bytes_in_flight: 0,
+            last_time_sent: None,
+            last_ack_eliciting_sent: None,
+        }
+    }
+
+    /// Records a sent packet.
+    ///
+    /// Send times are made monotonic: a `time_sent` earlier than the previous
+    /// packet's is raised to it, so a clock that steps back cannot break the
+    /// ordering loss detection relies on.
+    ///
+    /// # Errors
+    /// [`SendError`] if `packet_number` is not above every number sent so far
+    /// or skips more than [`MAX_PACKET_NUMBER_GAP`] numbers.
+    pub fn push(&mut self, packet_number: u64, mut packet: SentPacket<T>) -> Result<(), SendError> {
+        let first_new = match self.largest_sent {
+            None => {
+                self.base = packet_number;
+                self.loss_cursor = packet_number;
+                packet_number
+            }
+            Some(largest_sent) if packet_number <= largest_sent => {
+                return Err(SendError::NotIncreasing {
+                    packet_number,
+                    largest_sent,
+                });
+            }
+            Some(largest_sent) => {
+                let skipped = packet_number - largest_sent - 1;
+                if skipped > MAX_PACKET_NUMBER_GAP {
+                    return Err(SendError::GapTooLarge {
+                        packet_number,
+                        skipped,
+                        limit: MAX_PACKET_NUMBER_GAP,
+                    });
+                }
+                largest_sent + 1
+            }
+        };
+        for skipped in first_new..packet_number {
+            self.skipped.push_back(skipped);
+            self.slots.push_back(Slot::Resolved { next: skipped + 1 });
+        }
+        if let Some(last) = self.last_time_sent {
+            packet.time_sent = packet.time_sent.max(last);
+        }
+        self.last_time_sent = Some(packet.time_sent);
+        self.unacked += 1;
+        if packet.ack_eliciting {
+            self.ack_eliciting_unacked += 1;
+            self.last_ack_eliciting_sent = Some(packet.time_sent);
+        }
+        if packet.in_flight {
+            self.bytes_in_flight += u64::from(packet.size);
+        }
+        self.slots.push_back(Slot::Unacked(packet));
+        self.largest_sent = Some(packet_number);
+        Ok(())
+    }
+
+    /// Checks an ACK's ranges (largest first) without changing anything and
+    /// returns the largest packet number they acknowledge.
+    ///
+    /// # Errors
+    /// [`AckError`] if the ranges are empty, inverted, not strictly descending,
+    /// or cover a packet number never sent. Costs O(r log s) for r ranges and
+    /// s skipped numbers still tracked.
+    pub fn validate_ack<I>(&self, ranges: I) -> Result<u64, AckError>
+    where
+        I: IntoIterator<Item = RangeInclusive<u64>>,
+    {
+        let mut largest = None;
+        let mut previous_start: Option<u64> = None;
+        for range in ranges {
+            let (start, end) = (*range.start(), *range.end());
+            if start > end {
+                return Err(AckError::InvertedRange { start, end });
+            }
+            match previous_start {
+                None => {
+                    if self.largest_sent.is_none_or(|sent| end > sent) {
+                        return Err(AckError::UnsentPacket { packet_number: end });
+                    }
+                    largest = Some(end);
+                }
+                Some(previous_start) if end >= previous_start => {
+                    return Err(AckError::RangesNotDescending {
+                        end,
+                        previous_start,
+                    });
+                }
+                Some(_) => {}
+            }
+            previous_start = Some(start);
+            let first_skipped_at_or_above = self.skipped.partition_point(|&s| s < start);
+            if let Some(&skipped) = self.skipped.get(first_skipped_at_or_above)
+                && skipped <= end
+            {
+                return Err(AckError::UnsentPacket {
+                    packet_number: skipped,
+                });
+            }
+        }
+        largest.ok_or(AckError::NoRanges)
+    }
+
+    /// Resolves every tracked packet in `range` that is unacked or was declared
+    /// lost, handing each to `visit` in ascending order. Numbers already
+    /// resolved or released are skipped in amortised O(log n).
+    ///
+    /// Call [`SentPackets::validate_ack`] first: numbers never sent are not
+    /// detected here.
+    pub fn ack_range(
+        &mut self,
+        range: RangeInclusive<u64>,
+        mut visit: impl FnMut(u64, Resolved<T>),
+    ) {
+        let end = *range.end();
+        let mut pn = self.next_pending(*range.start());
+        while pn <= end && pn < self.end() {
+            let index = self.index(pn);
+            let slot = std::mem::replace(&mut self.slots[index], Slot::Resolved { next: pn + 1 });
+            match slot {
+                Slot::Unacked(packet) => {
+                    self.forget_unacked(&packet);
+                    visit(pn, Resolved::Acked(packet));
+                }
+                Slot::Lost(record) => visit(
+                    pn,
+                    Resolved::Spurious(SpuriousLoss {
+                        packet_number: pn,
+                        time_sent: record.time_sent,
+                        declared_lost_at: record.declared_lost_at,
+                        size: record.size,
+                        in_flight: record.in_flight,
+                    }),
+                ),
+                Slot::Resolved { .. } => unreachable!("next_pending stops only at pending slots"),
+            }
+            pn = self.next_pending(pn + 1);
+        }
+    }
+
+    /// Declares lost, oldest first, every unacked packet numbered at most
+    /// `largest_acked` that was sent at or before `lost_send_time` or
+    /// `packet_threshold` or more numbers below `largest_acked`, handing each
+    /// to `visit` with `now` as its declaration time.
+    ///
+    /// Returns the send time of the oldest unacked packet below `largest_acked`
+    /// that is not lost yet: the loss timer runs from it. Because send times and
+    /// packet numbers grow together, the lost packets are a prefix of the
+    /// unacked ones and the scan stops at the first survivor.
+    pub fn detect_lost(
+        &mut self,
+        largest_acked: u64,
+        lost_send_time: Option<Instant>,
+        packet_threshold: u64,
+        now: Instant,
+        mut visit: impl FnMut(u64, SentPacket<T>),
+    ) -> Option<Instant> {
+        loop {
+            let pn = self.next_pending(self.loss_cursor);
+            self.loss_cursor = pn;
+            if pn > largest_acked || pn >= self.end() {
+                return None;
+            }
+            let index = self.index(pn);
+            let Slot::Unacked(packet) = &self.slots[index] else {
+                // A lost record: already reported.
+                self.loss_cursor = pn + 1;
+                continue;
+            };
+            let by_time = lost_send_time.is_some_and(|t| packet.time_sent <= t);
+            let by_count = largest_acked - pn >= packet_threshold;
+            if !by_time && !by_count {
+                return Some(packet.time_sent);
+            }
+            let record = LostRecord {
+                time_sent: packet.time_sent,
+                declared_lost_at: now,
+                size: packet.size,
+                in_flight: packet.in_flight,
+            };
+            let Slot::Unacked(packet) =
+                std::mem::replace(&mut self.slots[index], Slot::Lost(record))
+            else {
+                unreachable!("matched as unacked above");
+            };
+            self.forget_unacked(&packet);
+            self.loss_cursor = pn + 1;
+            visit(pn, packet);
+        }
+    }
+
+    /// Releases resolved slots from the front, and lost records declared at or
+    /// before `forget_lost_before` (`None`: keep them).
+    pub fn release(&mut self, forget_lost_before: Option<Instant>) {
+        while let Some(front) = self.slots.front() {
+            let releasable = match front {
+                Slot::Resolved { .. } => true,
+                Slot::Lost(record) => {
+                    forget_lost_before.is_some_and(|t| record.declared_lost_at <= t)
+                }
+                Slot::Unacked(_) => false,
+            };
+            if !releasable {
+                break;
+            }
+            self.slots.pop_front();
+            self.base += 1;
+        }
+        self.loss_cursor = self.loss_cursor.max(self.base);
+        while self.skipped.front().is_some_and(|&s| s < self.base) {
+            self.skipped.pop_front();
+        }
+    }
+
+    /// The unacked packet with this number, if any.
+    #[must_use]
+    pub fn get(&self, packet_number: u64) -> Option<&SentPacket<T>> {
+        let index = usize::try_from(packet_number.checked_sub(self.base)?).ok()?;
+        match self.slots.get(index)? {
+            Slot::Unacked(packet) => Some(packet),
+            _ => None,
+        }
+    }
+
+    /// Unacked packets, oldest first (e.g. to choose what a probe re-sends).
+    pub fn unacked(&self) -> impl Iterator<Item = (u64, &SentPacket<T>)> {
+        (self.base..)
+            .zip(&self.slots)
+            .filter_map(|(pn, slot)| match slot {
+                Slot::Unacked(packet) => Some((pn, packet)),
+                _ => None,
+            })
+    }
+
+    /// The largest packet number sent so far.
+    #[must_use]
+    pub fn largest_sent(&self) -> Option<u64> {
+        self.largest_sent
+    }
+
+    /// How many packets are neither acknowledged nor declared lost.
+    #[must_use]
+    pub fn unacked_count(&self) -> usize {
+        self.unacked
+    }
+
+    /// How many of them are ack-eliciting.
+    #[must_use]
+    pub fn ack_eliciting_unacked(&self) -> usize {
+        self.ack_eliciting_unacked
+    }
+
+    /// Bytes of unacked packets that count toward the congestion window.
+    #[must_use]
+    pub fn bytes_in_flight(&self) -> u64 {
+        self.bytes_in_flight
+    }
+
+    /// Send time of the newest ack-eliciting packet, while any is unacked.
+    #[must_use]
+    pub fn last_ack_eliciting_sent(&self) -> Option<Instant> {
+        self.last_ack_eliciting_sent
+    }
+
+    /// How many packet numbers are tracked (unacked, lost records and resolved
+    /// slots not yet released): the memory this tracker holds, in slots.
+    #[must_use]
+    pub fn tracked_span(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Checks the tracker's internal consistency. O(n): for tests.
+    ///
+    /// # Errors
+    /// A description of the first broken invariant.
+    pub fn invariants(&self) -> Result<(), String> {
+        let end = self.end();
+        if let Some(largest) = self.largest_sent
+            && end != largest + 1
+        {
+            return Err(format!(
+                "tracked span ends at {end}, largest sent is {largest}"
+            ));
+        }
+        let (mut unacked, mut eliciting, mut bytes) = (0, 0, 0);
+        let mut seen_unacked = false;
+        let mut last_time: Option<Instant> = None;
+        for (pn, slot) in (self.base..).zip(&self.slots) {
+            match slot {
+                Slot::Unacked(packet) => {
+                    if pn < self.loss_cursor {
+                        return Err(format!(
+                            "unacked packet {pn} below the loss cursor {}",
+                            self.loss_cursor
+                        ));
+                    }
+                    if last_time.is_some_and(|t| packet.time_sent < t) {
+                        return Err(format!("packet {pn} was sent before an older packet"));
+                    }
+                    last_time = Some(packet.time_sent);
+                    seen_unacked = true;
+                    unacked += 1;
+                    eliciting += usize::from(packet.ack_eliciting);
+                    if packet.in_flight {
+                        bytes += u64::from(packet.size);
+                    }
+                }
+                Slot::Lost(_) if seen_unacked => {
+                    return Err(format!(
+                        "lost packet {pn} follows an unacked one: losses must be a prefix"
+                    ));
+                }
+                Slot::Lost(_) => {}
+                Slot::Resolved { next } => {
+                    if *next <= pn || *next > end {
+                        return Err(format!(
+                            "resolved slot {pn} points to {next}, outside ({pn}, {end}]"
+                        ));
+                    }
+                    for between in pn + 1..*next {
+                        if !matches!(self.slots[self.index(between)], Slot::Resolved { .. }) {
+                            return Err(format!("slot {pn} jumps over pending packet {between}"));
+                        }
+                    }
+                }
+            }
+        }
+        if (unacked, eliciting, bytes)
+            != (
+                self.unacked,
+                self.ack_eliciting_unacked,
+                self.bytes_in_flight,
+            )
+        {
+            return Err(format!(
+                "counters (unacked {}, eliciting {}, bytes {}) disagree with slots ({unacked}, {eliciting}, {bytes})",
+                self.unacked, self.ack_eliciting_unacked, self.bytes_in_flight
+            ));
+        }
+        if self.skipped.iter().any(|&s| s < self.base || s >= end)
+            || self
+                .skipped
+                .iter()
+                .zip(self.skipped.iter().skip(1))
+                .any(|(a, b)| a >= b)
+        {
+            return Err(format!(
+                "skipped numbers {:?} not ascending inside [{}, {end})",
+                self.skipped, self.base
+            ));
+        }
+        Ok(())
+    }
+
+    /// One past the largest tracked packet number.
+    fn end(&self) -> u64 {
+        self.base + self.slots.len() as u64
+    }
+
+    /// Slot index of a tracked packet number (caller checks `base <= pn < end`).
+    fn index(&self, packet_number: u64) -> usize {
+        // The span is bounded by memory, so it fits in usize.
+        (packet_number - self.base) as usize
+    }
+
+    /// The smallest tracked packet number at or above `from` whose slot is
+    /// unacked or lost, or `end()` if none; compresses the pointers it follows.
+    fn next_pending(&mut self, from: u64) -> u64 {
+        let end = self.end();
+        let start = from.max(self.base);
+        let mut root = start;
+        while root < end {
+            match self.slots[self.index(root)] {
+                Slot::Resolved { next } => root = next,
+                _ => break,
+            }
+        }
+        let mut pn = start;
+        while pn < root {
+            let index = self.index(pn);
+            match &mut self.slots[index] {
+                Slot::Resolved { next } => {
+                    pn = *next;
+                    *next = root;
+                }
+                _ => break,
+            }
+        }
+        root.min(end)
+    }
+
+    /// Updates the counters for a packet leaving the unacked state.
+    fn forget_unacked(&mut self, packet: &SentPacket<T>) {
+        self.unacked -= 1;
+        if packet.ack_eliciting {
+            self.ack_eliciting_unacked -= 1;
+            if self.ack_eliciting_unacked == 0 {
+                self.last_ack_eliciting_sent = None;
+            }
+        }
+        if packet.in_flight {
+            self.bytes_in_flight -= u64::from(packet.size);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn packet(time_sent: Instant, size: u32) -> SentPacket<u64> {
+        SentPacket {
+            time_sent,
+            size,
+            ack_eliciting: true,
+            in_flight: true,
+            payload: u64::from(size),
+        }
+    }
+
+    #[test]
+    fn packet_numbers_must_increase() {
+        let (clock, _) = quanta::Clock::mock();
+        let mut sent = SentPackets::new();
+        sent.push(5, packet(clock.now(), 100)).unwrap();
+        assert_eq!(
+            sent.push(5, packet(clock.now(), 100)),
+            Err(SendError::NotIncreasing {
+                packet_number: 5,
+                largest_sent: 5
+            })
+        );
+        assert!(matches!(
+            sent.push(5 + 2 + MAX_PACKET_NUMBER_GAP, packet(clock.now(), 1)),
+            Err(SendError::GapTooLarge { .. })
+        ));
+        sent.invariants().unwrap();
+    }
+
+    #[test]
+    fn repeated_ranges_skip_acknowledged_packets() {
+        let (clock, _) = quanta::Clock::mock();
+        let mut sent = SentPackets::new();
+        for pn in 0..1000 {
+            sent.push(pn, packet(clock.now(), 10)).unwrap();
+        }
+        let mut acked = Vec::new();
+        sent.ack_range(1..=998, |pn, _| acked.push(pn));
+        assert_eq!(acked.len(), 998);
+        acked.clear();
+        // The same range again finds nothing and, after pointer compression,
+        // reaches 999 in one jump.
+        sent.ack_range(1..=999, |pn, _| acked.push(pn));
+        assert_eq!(acked, [999]);
+        sent.invariants().unwrap();
+        sent.release(None);
+        assert_eq!(sent.tracked_span(), 1000, "packet 0 still holds the front");
+        sent.ack_range(0..=0, |_, _| {});
+        sent.release(None);
+        assert_eq!(sent.tracked_span(), 0);
+        assert_eq!(sent.bytes_in_flight(), 0);
+    }
+
+    #[test]
+    fn skipped_numbers_are_refused_in_acks() {
+        let (clock, _) = quanta::Clock::mock();
+        let mut sent = SentPackets::new();
+        sent.push(0, packet(clock.now(), 10)).unwrap();
+        sent.push(2, packet(clock.now(), 10)).unwrap();
+        assert_eq!(sent.validate_ack([2..=2, 0..=0]), Ok(2));
+        assert_eq!(
+            sent.validate_ack([0..=2]),
+            Err(AckError::UnsentPacket { packet_number: 1 })
+        );
+        sent.invariants().unwrap();
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Send { gap: u64, size: u32 },
+        Ack { top_back: u64, len: u64 },
+        Lose { threshold: u64 },
+        Release,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (prop::bool::weighted(0.1), 1u32..1500)
+                .prop_map(|(skip, size)| Op::Send { gap: u64::from(skip), size }),
+            4 => (0u64..40, 0u64..40).prop_map(|(top_back, len)| Op::Ack { top_back, len }),
+            1 => (1u64..6).prop_map(|threshold| Op::Lose { threshold }),
+            1 => Just(Op::Release),
+        ]
+    }
+
+    #[derive(Debug, PartialEq)]
+    enum State {
+        Unacked(u32),
+        Lost(u32),
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// The tracker against a `BTreeMap` of packet number → state: every
+        /// range acknowledges exactly the model's pending numbers in it, losses
+        /// are exactly the model's unacked numbers far enough below the largest
+        /// acknowledged, and the counters match.
+        #[test]
+        fn sent_packets_match_a_btreemap_model(ops in prop::collection::vec(op(), 1..300)) {
+            let (clock, _) = quanta::Clock::mock();
+            let now = clock.now();
+            let mut sent = SentPackets::new();
+            let mut model: BTreeMap<u64, State> = BTreeMap::new();
+            let mut next_pn = 0;
+            let mut largest_acked = None;
+            for op in ops {
+                match op {
+                    Op::Send { gap, size } => {
+                        let pn = next_pn + gap;
+                        sent.push(pn, packet(now, size)).unwrap();
+                        model.insert(pn, State::Unacked(size));
+                        next_pn = pn + 1;
+                    }
+                    Op::Ack { top_back, len } => {
+                        let Some(largest) = sent.largest_sent() else { continue };
+                        let end = largest.saturating_sub(top_back);
+                        let range = end.saturating_sub(len)..=end;
+                        let mut got = Vec::new();
+                        sent.ack_range(range.clone(), |pn, resolved| got.push((pn, resolved)));
+                        let expected: Vec<u64> = model.range(range).map(|(&pn, _)| pn).collect();
+                        prop_assert_eq!(got.iter().map(|(pn, _)| *pn).collect::<Vec<_>>(), expected);
+                        for (pn, resolved) in got {
+                            match (model.remove(&pn), resolved) {
+                                (Some(State::Unacked(size)), Resolved::Acked(p)) => prop_assert_eq!(p.size, size),
+                                (Some(State::Lost(size)), Resolved::Spurious(s)) => prop_assert_eq!(s.size, size),
+                                (state, resolved) => prop_assert!(false, "{pn}: model {state:?}, tracker {resolved:?}"),
+                            }
+                            largest_acked = largest_acked.max(Some(pn));
+                        }
+                    }
+                    Op::Lose { threshold } => {
+                        let Some(largest) = largest_acked else { continue };
+                        let mut lost = Vec::new();
+                        sent.detect_lost(largest, None, threshold, now, |pn, _| lost.push(pn));
+                        let expected: Vec<u64> = model
+                            .iter()
+                            .filter(|&(&pn, s)| matches!(s, State::Unacked(_)) && pn <= largest && largest - pn >= threshold)
+                            .map(|(&pn, _)| pn)
+                            .collect();
+                        prop_assert_eq!(&lost, &expected);
+                        for pn in lost {
+                            if let Some(State::Unacked(size)) = model.remove(&pn) {
+                                model.insert(pn, State::Lost(size));
+                            }
+                        }
+                    }
+                    Op::Release => {
+                        sent.release(Some(now));
+                        model.retain(|_, s| matches!(s, State::Unacked(_)) );
+                    }
+                }
+                prop_assert_eq!(sent.invariants(), Ok(()));
+                let unacked: Vec<u64> = sent.unacked().map(|(pn, _)| pn).collect();
+                let model_unacked: Vec<u64> =
+                    model.iter().filter(|(_, s)| matches!(s, State::Unacked(_))).map(|(&pn, _)| pn).collect();
+                prop_assert_eq!(unacked, model_unacked);
+                let bytes: u64 = model.values().map(|s| match s { State::Unacked(size) => u64::from(*size), State::Lost(_) => 0 }).sum();
+                prop_assert_eq!(sent.bytes_in_flight(), bytes);
+            }
+        }
+    }
+}
