@@ -1,0 +1,368 @@
+//! `cargo xtask bench`: build, run every source, print one table, then
+//! save, compare and report as asked.
+//!
+//! Order matters for trust: a baseline or result name is checked before
+//! minutes of measuring; everything is compiled before the first
+//! measurement, so compile time never mixes with the progress; and a source
+//! that is missing is a note, not an error, while a source that fails makes
+//! the exit status non-zero after the table of what did run.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use crate::args::BenchArgs;
+use crate::diff::{Change, Verdict, compare};
+use crate::divan::{self, DivanTarget};
+use crate::filter::DivanFilter;
+use crate::harness::{self, HARNESS_LEVELS};
+use crate::host::Environment;
+use crate::metric::Metric;
+use crate::progress::Progress;
+use crate::report;
+use crate::results::{Run, result_path};
+use crate::source::{Collected, Mode};
+use crate::table::results_table;
+use crate::workspace::{HARNESS_BIN, Workspace};
+
+/// What will run.
+#[derive(Debug, Default)]
+struct Plan {
+    divan: Vec<DivanTarget>,
+    harness_levels: Vec<u8>,
+    notes: Vec<String>,
+}
+
+impl Plan {
+    fn new(workspace: &Workspace, levels: &[u8]) -> Self {
+        let mut plan = Self::default();
+        let Some(package) = &workspace.bench_package else {
+            plan.notes
+                .push("no tern-benches package in this workspace: nothing to run".to_owned());
+            return plan;
+        };
+        let divan_levels: Vec<u8> = levels
+            .iter()
+            .copied()
+            .filter(|l| !HARNESS_LEVELS.contains(l))
+            .collect();
+        plan.divan = divan::discover(&package.dir.join("benches"), &divan_levels, &mut plan.notes);
+        for level in &divan_levels {
+            if !plan.divan.iter().any(|t| t.level == *level) {
+                plan.notes.push(format!(
+                    "level {level}: no benches/benches/level{level}_*.rs yet, skipped"
+                ));
+            }
+        }
+        let harness_levels: Vec<u8> = levels
+            .iter()
+            .copied()
+            .filter(|l| HARNESS_LEVELS.contains(l))
+            .collect();
+        if !harness_levels.is_empty() {
+            if package.has_harness {
+                plan.harness_levels = harness_levels;
+            } else {
+                plan.notes
+                    .push(format!("no {HARNESS_BIN} binary: levels 2 and 3 skipped"));
+            }
+        }
+        plan
+    }
+
+    fn is_empty(&self) -> bool {
+        self.divan.is_empty() && self.harness_levels.is_empty()
+    }
+}
+
+/// Runs `cargo xtask bench` with `args`.
+pub(crate) fn run(args: &BenchArgs) -> Result<ExitCode, String> {
+    let began = Instant::now();
+    let workspace = Workspace::locate()?;
+    let results_dir = workspace.results_dir();
+    let save_path = args
+        .save
+        .as_deref()
+        .map(|name| result_path(&results_dir, name))
+        .transpose()?;
+    let baseline = match args.baseline.as_deref() {
+        Some(name) => Some((name, Run::load(&result_path(&results_dir, name)?)?)),
+        None => None,
+    };
+    let mode = if args.full { Mode::Full } else { Mode::Quick };
+    let plan = Plan::new(&workspace, &args.levels);
+    for note in &plan.notes {
+        eprintln!("note: {note}");
+    }
+    if plan.is_empty() {
+        eprintln!("nothing to run for level {}", join(&args.levels));
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    divan::build(&plan.divan)?;
+    if !plan.harness_levels.is_empty() {
+        harness::build()?;
+    }
+    let compiled = Instant::now();
+
+    let filter = args.filter.as_deref();
+    let mut warnings: Vec<String> = Vec::new();
+    let mut divan_runs: Vec<(DivanTarget, DivanFilter, Vec<String>)> = Vec::new();
+    for target in &plan.divan {
+        let divan_filter = filter.map_or(DivanFilter::All, |f| DivanFilter::new(&target.name, f));
+        let listed = divan::list(target, &divan_filter)?;
+        if listed.is_empty() {
+            if filter.is_none() {
+                warnings.push(format!("{}: no benchmarks in this target", target.name));
+            }
+            continue;
+        }
+        divan_runs.push((target.clone(), divan_filter, listed));
+    }
+    let groups = if plan.harness_levels.is_empty() {
+        Vec::new()
+    } else {
+        harness::list(&plan.harness_levels, filter).unwrap_or_else(|e| {
+            warnings.push(e);
+            Vec::new()
+        })
+    };
+    if args.list {
+        print_list(&divan_runs, &groups);
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let total = divan_runs
+        .iter()
+        .map(|(_, _, listed)| listed.len())
+        .sum::<usize>()
+        + groups.len();
+    let progress = Progress::new(total);
+    let mut collected: Vec<Collected> = Vec::new();
+    for (target, divan_filter, listed) in &divan_runs {
+        collected.push(divan::run(target, mode, divan_filter, listed, &progress));
+    }
+    if !plan.harness_levels.is_empty() {
+        progress.start(&format!(
+            "{HARNESS_BIN}: level {}",
+            join(&plan.harness_levels)
+        ));
+        collected.push(harness::run(
+            &plan.harness_levels,
+            mode,
+            filter,
+            &groups,
+            &progress,
+        ));
+    }
+    progress.finish();
+
+    let mut failures = Vec::new();
+    let mut metrics = Vec::new();
+    for source in collected {
+        warnings.extend(source.warnings);
+        failures.extend(source.failure);
+        metrics.extend(source.metrics);
+    }
+    let metrics = keep(metrics, filter, &mut warnings);
+    for warning in &warnings {
+        eprintln!("warning: {warning}");
+    }
+    for failure in &failures {
+        eprintln!("error: {failure}");
+    }
+
+    let environment = Environment::detect(&workspace.root);
+    let run = Run::now(environment, mode == Mode::Quick, metrics);
+    let changes: Option<Vec<Change>> = baseline
+        .as_ref()
+        .map(|(_, base)| run.metrics.iter().map(|m| compare(m, base)).collect());
+    print_header(
+        &run,
+        args,
+        baseline.as_ref().map(|(name, base)| (*name, base)),
+    );
+    let table = results_table(&run.metrics, changes.as_deref());
+    if table.is_empty() {
+        println!("no metrics");
+    } else {
+        print!("{}", table.to_text());
+    }
+    if let (Some((name, base)), Some(changes)) = (&baseline, &changes) {
+        print_diff_summary(name, base, &run, args, changes);
+    }
+    eprintln!(
+        "{} metrics in {:.0} s ({:.0} s compiling, {:.0} s measuring)",
+        run.metrics.len(),
+        began.elapsed().as_secs_f64(),
+        compiled.duration_since(began).as_secs_f64(),
+        compiled.elapsed().as_secs_f64(),
+    );
+
+    if let Some(path) = &save_path {
+        if failures.is_empty() {
+            run.save(path)?;
+            eprintln!("saved {}", path.display());
+        } else {
+            eprintln!("not saved: a benchmark source failed, the run is incomplete");
+        }
+    }
+    if args.report {
+        let context = report::Context {
+            levels: &args.levels,
+            filter,
+            baseline: baseline
+                .as_ref()
+                .zip(changes.as_deref())
+                .map(|((name, base), changes)| (*name, base, changes)),
+            warnings: &warnings,
+        };
+        let path = report::write(&results_dir, &run, &context)?;
+        eprintln!("report: {}", path.display());
+    }
+
+    let regressed = changes
+        .iter()
+        .flatten()
+        .any(|c| c.verdict == Verdict::Regressed);
+    if !failures.is_empty() || (args.fail_on_regression && regressed) {
+        if regressed && args.fail_on_regression {
+            eprintln!("error: at least one metric regressed beyond its noise band");
+        }
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The metrics matching `filter`, each name once (the first wins).
+fn keep(metrics: Vec<Metric>, filter: Option<&str>, warnings: &mut Vec<String>) -> Vec<Metric> {
+    let mut seen = std::collections::HashSet::new();
+    metrics
+        .into_iter()
+        .filter(|m| filter.is_none_or(|f| m.name.contains(f)))
+        .filter(|m| {
+            let first = seen.insert(m.name.clone());
+            if !first {
+                warnings.push(format!("{}: reported twice, the second is dropped", m.name));
+            }
+            first
+        })
+        .collect()
+}
+
+fn join(levels: &[u8]) -> String {
+    levels
+        .iter()
+        .map(u8::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn print_list(divan_runs: &[(DivanTarget, DivanFilter, Vec<String>)], groups: &[String]) {
+    for (target, _, listed) in divan_runs {
+        for leaf in listed {
+            println!("{}/{leaf}", target.name);
+        }
+    }
+    for group in groups {
+        println!("{group}");
+    }
+}
+
+fn print_header(run: &Run, args: &BenchArgs, baseline: Option<(&str, &Run)>) {
+    let env = &run.environment;
+    let mode = if run.quick { "quick" } else { "full" };
+    let dirty = if env.dirty { ", dirty" } else { "" };
+    let short: String = env.revision.chars().take(10).collect();
+    println!(
+        "Tern benchmarks, {mode} mode, level {} — {}, {} — rev {short}{dirty}, {}",
+        join(&args.levels),
+        env.cpu,
+        env.kernel,
+        run.time
+    );
+    if let Some((name, base)) = baseline {
+        let short: String = base.environment.revision.chars().take(10).collect();
+        println!(
+            "baseline {name}: rev {short}, {}; noise bands 2 / 5 / 10 / 15 % at levels 0 / 1 / 2 / 3",
+            base.time
+        );
+    }
+    println!();
+}
+
+fn print_diff_summary(name: &str, base: &Run, run: &Run, args: &BenchArgs, changes: &[Change]) {
+    let count = |verdict| changes.iter().filter(|c| c.verdict == verdict).count();
+    println!(
+        "\nagainst {name}: {} improved, {} regressed, {} within noise, {} new",
+        count(Verdict::Improved),
+        count(Verdict::Regressed),
+        count(Verdict::Noise),
+        count(Verdict::New)
+    );
+    let absent: Vec<&str> = base
+        .metrics
+        .iter()
+        .filter(|m| args.levels.contains(&m.level))
+        .filter(|m| args.filter.as_deref().is_none_or(|f| m.name.contains(f)))
+        .filter(|m| run.metric(&m.name).is_none())
+        .map(|m| m.name.as_str())
+        .collect();
+    if !absent.is_empty() {
+        println!("in {name} but not in this run: {}", absent.join(", "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metric::{Better, Summary};
+
+    fn metric(name: &str) -> Metric {
+        let summary = Summary {
+            median: 1.0,
+            min: 1.0,
+            max: 1.0,
+            samples: 1,
+        };
+        Metric::new(name.to_owned(), 0, "ns", Better::Lower, summary)
+    }
+
+    #[test]
+    fn kept_metrics_match_the_filter_and_are_unique() {
+        let mut warnings = Vec::new();
+        let metrics = vec![
+            metric("a/seal"),
+            metric("a/open"),
+            metric("a/seal"),
+            metric("b/seal/throughput"),
+        ];
+        let kept = keep(metrics, Some("seal"), &mut warnings);
+        let names: Vec<&str> = kept.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["a/seal", "b/seal/throughput"]);
+        assert_eq!(warnings.len(), 1);
+    }
+
+    #[test]
+    fn the_plan_splits_levels_between_divan_and_the_harness() {
+        let dir = std::env::temp_dir().join(format!("tern-xtask-plan-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("benches")).expect("dir");
+        std::fs::write(dir.join("benches/level0_wire.rs"), "").expect("file");
+        let workspace = Workspace {
+            root: dir.clone(),
+            target_dir: dir.join("target"),
+            bench_package: Some(crate::workspace::BenchPackage {
+                dir: dir.clone(),
+                has_harness: true,
+            }),
+        };
+        let plan = Plan::new(&workspace, &[0, 1, 2]);
+        assert_eq!(plan.divan.len(), 1);
+        assert_eq!(plan.harness_levels, [2]);
+        assert_eq!(plan.notes.len(), 1, "{:?}", plan.notes);
+        assert!(plan.notes[0].starts_with("level 1"));
+        let plan = Plan::new(&workspace, &[3]);
+        assert!(plan.divan.is_empty());
+        assert_eq!(plan.harness_levels, [3]);
+        std::fs::remove_dir_all(&dir).expect("cleaned up");
+    }
+}
