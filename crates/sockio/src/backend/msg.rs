@@ -1,0 +1,564 @@
+//! What the Linux backends share: `msghdr` scratch built once per socket,
+//! socket addresses, control messages (GSO segment size out, GRO stride and
+//! drop count in) and the rules for what an `errno` means for a batch.
+//!
+//! Mmsg and Offload run their batches through [`send_batch`] and
+//! [`recv_batch`]; IoUring fills the same headers and hands them to the ring.
+
+use std::io;
+use std::net::{Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::RawFd;
+use std::ptr;
+
+use crate::backend::Stop;
+use crate::counters::{Counters, bump};
+use crate::cursor::{Chunk, Cursor};
+use crate::recv::{RecvBuffers, RecvMeta};
+use crate::transmit::Transmit;
+
+/// Bytes of control space per message: room for a GRO stride (`int`), a drop
+/// count (`u32`) and slack for anything else the kernel attaches.
+const CONTROL_LEN: usize = 128;
+
+/// Control-message space, aligned like `cmsghdr`.
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+struct Control([u8; CONTROL_LEN]);
+
+/// Headers, iovecs, addresses and control space for `capacity` messages,
+/// allocated at bind so that a batch allocates nothing.
+///
+/// The raw pointers inside (`msg_name`, `msg_iov`, `msg_control`, `iov_base`)
+/// are written at the start of every call and only used during it; between
+/// calls they are stale and never read.
+pub(crate) struct MsgScratch {
+    hdrs: Box<[libc::mmsghdr]>,
+    iovs: Box<[libc::iovec]>,
+    addrs: Box<[libc::sockaddr_storage]>,
+    controls: Box<[Control]>,
+    /// Where the cursor stands after message `i` went out.
+    pub(crate) ends: Box<[Cursor]>,
+    /// Datagrams in message `i`.
+    pub(crate) segments: Box<[usize]>,
+    /// Whether message `i` carries a `UDP_SEGMENT` control message.
+    pub(crate) gso: Box<[bool]>,
+    /// The socket is IPv6: IPv4 destinations are written as v4-mapped addresses.
+    v6: bool,
+    /// Test hook: the next GSO message fails with `EIO` as a device without
+    /// checksum offload would make it.
+    #[cfg(test)]
+    pub(crate) fail_next_gso: bool,
+}
+
+// SAFETY: the raw pointers in the headers point into this struct's own boxes
+// or into the caller's buffers and are only dereferenced (by the kernel)
+// during a call made through `&mut self`; they carry no ownership or thread
+// affinity, so moving the scratch to another thread is sound.
+unsafe impl Send for MsgScratch {}
+
+impl MsgScratch {
+    pub(crate) fn new(capacity: usize, v6: bool) -> Self {
+        let capacity = capacity.max(1);
+        // SAFETY: mmsghdr, iovec and sockaddr_storage are plain C structs for
+        // which all-zero bytes (null pointers, zero lengths) are valid values.
+        let (hdr, iov, addr) = unsafe {
+            (
+                std::mem::zeroed::<libc::mmsghdr>(),
+                std::mem::zeroed::<libc::iovec>(),
+                std::mem::zeroed::<libc::sockaddr_storage>(),
+            )
+        };
+        Self {
+            hdrs: vec![hdr; capacity].into_boxed_slice(),
+            iovs: vec![iov; capacity].into_boxed_slice(),
+            addrs: vec![addr; capacity].into_boxed_slice(),
+            controls: vec![Control([0; CONTROL_LEN]); capacity].into_boxed_slice(),
+            ends: vec![Cursor::default(); capacity].into_boxed_slice(),
+            segments: vec![0; capacity].into_boxed_slice(),
+            gso: vec![false; capacity].into_boxed_slice(),
+            v6,
+            #[cfg(test)]
+            fail_next_gso: false,
+        }
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.hdrs.len()
+    }
+
+    /// Plans up to `capacity` messages from `cursor` (without moving it) and
+    /// fills their headers; returns how many.
+    pub(crate) fn plan_sends(
+        &mut self,
+        transmits: &[Transmit<'_>],
+        cursor: Cursor,
+        max_segments: usize,
+        max_bytes: usize,
+    ) -> usize {
+        let mut next = cursor;
+        let mut n = 0;
+        while n < self.capacity() {
+            let Some(chunk) = next.next_chunk(transmits, max_segments, max_bytes) else {
+                break;
+            };
+            self.fill_send(n, &chunk);
+            self.ends[n] = next;
+            n += 1;
+        }
+        n
+    }
+
+    fn fill_send(&mut self, i: usize, chunk: &Chunk<'_>) {
+        let name_len = encode_addr(chunk.destination, self.v6, &mut self.addrs[i]);
+        self.iovs[i] = libc::iovec {
+            // The kernel only reads a send buffer; the cast to *mut is what iovec demands.
+            iov_base: chunk.bytes.as_ptr().cast_mut().cast(),
+            iov_len: chunk.bytes.len(),
+        };
+        self.segments[i] = chunk.segments;
+        self.gso[i] = chunk.segments > 1;
+        let hdr = &mut self.hdrs[i];
+        hdr.msg_len = 0;
+        let msg = &mut hdr.msg_hdr;
+        msg.msg_name = (&raw mut self.addrs[i]).cast();
+        msg.msg_namelen = name_len;
+        msg.msg_iov = &raw mut self.iovs[i];
+        msg.msg_iovlen = 1;
+        msg.msg_flags = 0;
+        if chunk.segments > 1 {
+            msg.msg_control = self.controls[i].0.as_mut_ptr().cast();
+            msg.msg_controllen = cmsg_space(size_of::<u16>());
+            // SAFETY: msg_control points to CONTROL_LEN bytes aligned for
+            // cmsghdr and msg_controllen covers one cmsg of a u16, so the first
+            // header is non-null and it and its data lie inside the buffer.
+            unsafe {
+                let cmsg = libc::CMSG_FIRSTHDR(msg);
+                (*cmsg).cmsg_level = libc::SOL_UDP;
+                (*cmsg).cmsg_type = libc::UDP_SEGMENT;
+                (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
+                // The segment size fits: a chunk of several segments is at most 65 507 bytes.
+                let size = u16::try_from(chunk.segment_size).unwrap_or(u16::MAX);
+                ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), size);
+            }
+        } else {
+            msg.msg_control = ptr::null_mut();
+            msg.msg_controllen = 0;
+        }
+    }
+
+    /// Points header `i` at receive slot `slot` for the kernel to fill.
+    pub(crate) fn fill_recv(&mut self, i: usize, slot: &mut [u8]) {
+        self.iovs[i] = libc::iovec {
+            iov_base: slot.as_mut_ptr().cast(),
+            iov_len: slot.len(),
+        };
+        let hdr = &mut self.hdrs[i];
+        hdr.msg_len = 0;
+        let msg = &mut hdr.msg_hdr;
+        msg.msg_name = (&raw mut self.addrs[i]).cast();
+        msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        msg.msg_iov = &raw mut self.iovs[i];
+        msg.msg_iovlen = 1;
+        msg.msg_control = self.controls[i].0.as_mut_ptr().cast();
+        msg.msg_controllen = CONTROL_LEN as _;
+        msg.msg_flags = 0;
+    }
+
+    /// Reads what the kernel wrote into header `i` after it received `len` bytes.
+    pub(crate) fn parse_recv(&self, i: usize, len: usize, counters: &Counters) -> RecvMeta {
+        let msg = &self.hdrs[i].msg_hdr;
+        let source = decode_addr(&self.addrs[i]).unwrap_or(RecvMeta::EMPTY.source);
+        let mut stride = len;
+        if msg.msg_flags & libc::MSG_TRUNC != 0 {
+            bump(&counters.recv_truncated, 1);
+        }
+        // SAFETY: the kernel set msg_control/msg_controllen to the control
+        // messages it wrote into our CONTROL_LEN buffer; CMSG_FIRSTHDR and
+        // CMSG_NXTHDR stay within msg_controllen and return null at the end,
+        // and each data read is bounded by the cmsg's own length check below.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+            while !cmsg.is_null() {
+                let data_len =
+                    ((*cmsg).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
+                match ((*cmsg).cmsg_level, (*cmsg).cmsg_type) {
+                    (libc::SOL_UDP, libc::UDP_GRO) if data_len >= size_of::<libc::c_int>() => {
+                        let size = ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
+                        if let Ok(size) = usize::try_from(size)
+                            && size > 0
+                        {
+                            stride = size.min(len.max(1));
+                        }
+                    }
+                    (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) if data_len >= size_of::<u32>() => {
+                        let drops = ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<u32>());
+                        counters.note_kernel_drops(u64::from(drops));
+                    }
+                    _ => {}
+                }
+                cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+            }
+        }
+        RecvMeta {
+            source,
+            len,
+            stride,
+        }
+    }
+
+    /// Header `i`, for io_uring's `SENDMSG`/`RECVMSG`.
+    pub(crate) fn msghdr_mut(&mut self, i: usize) -> *mut libc::msghdr {
+        &raw mut self.hdrs[i].msg_hdr
+    }
+}
+
+fn cmsg_space(len: usize) -> usize {
+    // SAFETY: CMSG_SPACE is pure arithmetic on its argument.
+    unsafe { libc::CMSG_SPACE(len as u32) as usize }
+}
+
+/// Writes `addr` as a C socket address; an IPv4 address on an IPv6 socket
+/// becomes its v4-mapped form, which a dual-stack socket needs.
+fn encode_addr(
+    addr: SocketAddr,
+    v6_socket: bool,
+    out: &mut libc::sockaddr_storage,
+) -> libc::socklen_t {
+    let addr = match addr {
+        SocketAddr::V4(a) if v6_socket => {
+            SocketAddr::V6(SocketAddrV6::new(a.ip().to_ipv6_mapped(), a.port(), 0, 0))
+        }
+        other => other,
+    };
+    match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            unsafe { ptr::write((&raw mut *out).cast::<libc::sockaddr_in>(), sin) };
+            size_of::<libc::sockaddr_in>() as libc::socklen_t
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo().to_be(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            unsafe { ptr::write((&raw mut *out).cast::<libc::sockaddr_in6>(), sin6) };
+            size_of::<libc::sockaddr_in6>() as libc::socklen_t
+        }
+    }
+}
+
+/// Reads a C socket address the kernel wrote; `None` for families other than IP.
+fn decode_addr(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match libc::c_int::from(storage.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in, and
+            // sockaddr_storage is large enough and aligned for it.
+            let sin = unsafe { &*(&raw const *storage).cast::<libc::sockaddr_in>() };
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                sin.sin_addr.s_addr.to_ne_bytes().into(),
+                u16::from_be(sin.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, for sockaddr_in6.
+            let sin6 = unsafe { &*(&raw const *storage).cast::<libc::sockaddr_in6>() };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
+                u16::from_be(sin6.sin6_port),
+                u32::from_be(sin6.sin6_flowinfo),
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+/// What an `errno` from sending a message means for the batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SendErrno {
+    /// Interrupted by a signal: try again.
+    Retry,
+    /// The socket buffer is full: stop and report progress.
+    WouldBlock,
+    /// The kernel refused this message for its destination or size alone
+    /// (ICMP unreachable reported back, too large for the path, no route):
+    /// skip it, count it, go on with the rest.
+    Skip,
+    /// The kernel refused segmentation offload for this message: stop using
+    /// GSO on this socket and send the same bytes as plain datagrams.
+    GsoRefused,
+    /// The system call itself is refused: the socket must fall back to a
+    /// simpler backend.
+    Unsupported,
+    /// Anything else goes back to the caller.
+    Fail,
+}
+
+/// Classifies `errno` from a send of a message with or without GSO.
+pub(crate) fn classify_send(errno: i32, gso: bool) -> SendErrno {
+    match errno {
+        libc::EINTR => SendErrno::Retry,
+        libc::EAGAIN => SendErrno::WouldBlock,
+        // EIO: the device cannot checksum offload; EINVAL: the segment size
+        // or count is out of range for this path; EOPNOTSUPP: no GSO here.
+        libc::EIO | libc::EINVAL | libc::EOPNOTSUPP if gso => SendErrno::GsoRefused,
+        libc::ENOSYS => SendErrno::Unsupported,
+        libc::ECONNREFUSED
+        | libc::ECONNRESET
+        | libc::EHOSTUNREACH
+        | libc::ENETUNREACH
+        | libc::EHOSTDOWN
+        | libc::ENETDOWN
+        | libc::EMSGSIZE
+        | libc::ENOBUFS
+        | libc::EACCES
+        | libc::EPERM
+        | libc::EADDRNOTAVAIL
+        | libc::EAFNOSUPPORT
+        | libc::EINVAL => SendErrno::Skip,
+        _ => SendErrno::Fail,
+    }
+}
+
+/// Sends messages `0..n` of the scratch with one system call: `sendmsg` for a
+/// single message, `sendmmsg` for several. Returns how many went out.
+fn send_call(fd: RawFd, scratch: &mut MsgScratch, n: usize) -> Result<usize, i32> {
+    #[cfg(test)]
+    let n = {
+        let mut n = n;
+        if scratch.fail_next_gso {
+            match scratch.gso[..n].iter().position(|g| *g) {
+                Some(0) => {
+                    scratch.fail_next_gso = false;
+                    return Err(libc::EIO);
+                }
+                // The kernel sends the messages before a failing one and reports them.
+                Some(j) => n = j,
+                None => {}
+            }
+        }
+        n
+    };
+    if n == 1 {
+        // SAFETY: header 0 was filled by plan_sends for this call: its name,
+        // iovec and control pointers point into the scratch and into the
+        // caller's transmit contents, all alive and unmoved for the call.
+        let rc = unsafe { libc::sendmsg(fd, &raw const scratch.hdrs[0].msg_hdr, 0) };
+        if rc < 0 { Err(errno()) } else { Ok(1) }
+    } else {
+        // SAFETY: headers 0..n were filled by plan_sends for this call (see
+        // above); n is at most the scratch capacity, at most 1024.
+        let rc = unsafe { libc::sendmmsg(fd, scratch.hdrs.as_mut_ptr(), n as libc::c_uint, 0) };
+        if rc < 0 {
+            Err(errno())
+        } else {
+            Ok(rc as usize)
+        }
+    }
+}
+
+pub(crate) fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// Adds the messages `0..k` that went out to the counters.
+pub(crate) fn count_sent(scratch: &MsgScratch, k: usize, counters: &Counters) {
+    let mut datagrams = 0;
+    let mut bytes = 0;
+    let mut gso = 0;
+    for i in 0..k {
+        datagrams += scratch.segments[i] as u64;
+        bytes += scratch.iovs[i].iov_len as u64;
+        gso += u64::from(scratch.gso[i]);
+    }
+    bump(&counters.datagrams_sent, datagrams);
+    bump(&counters.bytes_sent, bytes);
+    bump(&counters.gso_sends, gso);
+}
+
+/// Sends the batch from `cursor` on, `max_segments` per message (1 = no GSO),
+/// moving the cursor past what went out or was skipped.
+pub(crate) fn send_batch(
+    fd: RawFd,
+    scratch: &mut MsgScratch,
+    transmits: &[Transmit<'_>],
+    cursor: &mut Cursor,
+    max_segments: usize,
+    counters: &Counters,
+) -> Result<(), Stop> {
+    loop {
+        let n = scratch.plan_sends(
+            transmits,
+            *cursor,
+            max_segments,
+            crate::config::MAX_UDP_PAYLOAD,
+        );
+        if n == 0 {
+            return Ok(());
+        }
+        bump(&counters.send_syscalls, 1);
+        match send_call(fd, scratch, n) {
+            Ok(0) => return Err(Stop::WouldBlock),
+            Ok(k) => {
+                count_sent(scratch, k, counters);
+                *cursor = scratch.ends[k - 1];
+            }
+            Err(e) => match classify_send(e, scratch.gso[0]) {
+                SendErrno::Retry => {}
+                SendErrno::WouldBlock => return Err(Stop::WouldBlock),
+                SendErrno::Skip => {
+                    tracing::debug!(
+                        errno = e,
+                        "sockio: datagram refused for its destination, skipped"
+                    );
+                    bump(&counters.send_errors, 1);
+                    *cursor = scratch.ends[0];
+                }
+                SendErrno::GsoRefused => {
+                    return Err(Stop::GsoRefused(io::Error::from_raw_os_error(e)));
+                }
+                SendErrno::Unsupported => {
+                    return Err(Stop::Refused(io::Error::from_raw_os_error(e)));
+                }
+                SendErrno::Fail => return Err(Stop::Failed(io::Error::from_raw_os_error(e))),
+            },
+        }
+    }
+}
+
+/// What an `errno` from a receive means.
+pub(crate) fn recv_stop(errno: i32) -> Option<Stop> {
+    match errno {
+        // A pending ICMP error surfaces on the next receive; it concerns one
+        // earlier send, never this receive, so just read again.
+        libc::EINTR
+        | libc::ECONNREFUSED
+        | libc::ECONNRESET
+        | libc::EHOSTUNREACH
+        | libc::ENETUNREACH => None,
+        libc::EAGAIN => Some(Stop::WouldBlock),
+        libc::ENOSYS => Some(Stop::Refused(io::Error::from_raw_os_error(errno))),
+        _ => Some(Stop::Failed(io::Error::from_raw_os_error(errno))),
+    }
+}
+
+/// Receives up to one batch with `recvmmsg` into the caller's slots.
+pub(crate) fn recv_batch(
+    fd: RawFd,
+    scratch: &mut MsgScratch,
+    bufs: &mut RecvBuffers,
+    counters: &Counters,
+) -> Result<usize, Stop> {
+    let n = bufs.slots().min(scratch.capacity());
+    for i in 0..n {
+        scratch.fill_recv(i, bufs.slot_mut(i));
+    }
+    let k = loop {
+        bump(&counters.recv_syscalls, 1);
+        // SAFETY: headers 0..n point into the scratch and at the caller's
+        // slots 0..n, which `bufs` (borrowed mutably for this call) keeps
+        // alive and unaliased; the kernel writes at most iov_len bytes into
+        // each slot and at most msg_namelen/msg_controllen into the scratch.
+        let rc = unsafe {
+            libc::recvmmsg(
+                fd,
+                scratch.hdrs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                ptr::null_mut(),
+            )
+        };
+        if rc >= 0 {
+            break rc as usize;
+        }
+        if let Some(stop) = recv_stop(errno()) {
+            return Err(stop);
+        }
+    };
+    if k == 0 {
+        return Err(Stop::WouldBlock);
+    }
+    Ok(finish_recv(
+        scratch,
+        bufs,
+        k,
+        |i| scratch.hdrs[i].msg_len as usize,
+        counters,
+    ))
+}
+
+/// Turns `k` filled headers into metadata and counts them; `len(i)` is how
+/// many bytes message `i` received. Returns the number of datagrams.
+pub(crate) fn finish_recv(
+    scratch: &MsgScratch,
+    bufs: &mut RecvBuffers,
+    k: usize,
+    len: impl Fn(usize) -> usize,
+    counters: &Counters,
+) -> usize {
+    let mut datagrams = 0;
+    let mut bytes = 0;
+    let mut gro = 0;
+    for i in 0..k {
+        let meta = scratch.parse_recv(i, len(i).min(bufs.slot_len()), counters);
+        let segments = meta.datagrams();
+        datagrams += segments;
+        bytes += meta.len;
+        gro += u64::from(segments > 1);
+        bufs.set_meta(i, meta);
+    }
+    bufs.set_filled(k);
+    bump(&counters.datagrams_received, datagrams as u64);
+    bump(&counters.bytes_received, bytes as u64);
+    bump(&counters.gro_receives, gro);
+    bump(&counters.recv_batches, 1);
+    datagrams
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_addresses_survive_the_c_round_trip() {
+        let mut storage = unsafe { std::mem::zeroed() };
+        for addr in ["127.0.0.1:4433", "[::1]:9", "[fe80::1%3]:80"] {
+            let addr: SocketAddr = addr.parse().expect("address");
+            encode_addr(addr, addr.is_ipv6(), &mut storage);
+            assert_eq!(decode_addr(&storage), Some(addr));
+        }
+        let v4: SocketAddr = "10.0.0.1:53".parse().expect("address");
+        encode_addr(v4, true, &mut storage);
+        assert_eq!(
+            decode_addr(&storage),
+            Some("[::ffff:10.0.0.1]:53".parse().expect("address"))
+        );
+    }
+
+    #[test]
+    fn gso_refusals_downgrade_while_destination_errors_only_skip() {
+        assert_eq!(classify_send(libc::EIO, true), SendErrno::GsoRefused);
+        assert_eq!(classify_send(libc::EINVAL, true), SendErrno::GsoRefused);
+        assert_eq!(classify_send(libc::ECONNREFUSED, true), SendErrno::Skip);
+        assert_eq!(classify_send(libc::EINVAL, false), SendErrno::Skip);
+        assert_eq!(classify_send(libc::EAGAIN, false), SendErrno::WouldBlock);
+        assert_eq!(classify_send(libc::ENOSYS, false), SendErrno::Unsupported);
+        assert_eq!(classify_send(libc::EBADF, false), SendErrno::Fail);
+    }
+}

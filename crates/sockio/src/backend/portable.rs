@@ -1,0 +1,132 @@
+//! Portable: one datagram per system call through tokio's `send_to` and
+//! `recv_from`, on any OS tokio supports. The baseline every other backend is
+//! measured against, and the last fallback.
+
+use std::io;
+use std::net::{SocketAddr, SocketAddrV6};
+
+use tokio::net::UdpSocket as TokioUdp;
+
+use crate::backend::Stop;
+use crate::counters::{Counters, bump};
+use crate::cursor::Cursor;
+use crate::recv::{RecvBuffers, RecvMeta};
+use crate::transmit::Transmit;
+
+pub(crate) struct Portable {
+    v6: bool,
+}
+
+impl Portable {
+    pub(crate) fn new(v6: bool) -> Self {
+        Self { v6 }
+    }
+
+    pub(crate) fn send(
+        &mut self,
+        io: &TokioUdp,
+        transmits: &[Transmit<'_>],
+        cursor: &mut Cursor,
+        counters: &Counters,
+    ) -> Result<(), Stop> {
+        loop {
+            let mut next = *cursor;
+            let Some(chunk) = next.next_chunk(transmits, 1, usize::MAX) else {
+                return Ok(());
+            };
+            let destination = match chunk.destination {
+                SocketAddr::V4(a) if self.v6 => {
+                    SocketAddr::V6(SocketAddrV6::new(a.ip().to_ipv6_mapped(), a.port(), 0, 0))
+                }
+                other => other,
+            };
+            bump(&counters.send_syscalls, 1);
+            match io.try_send_to(chunk.bytes, destination) {
+                Ok(_) => {
+                    bump(&counters.datagrams_sent, 1);
+                    bump(&counters.bytes_sent, chunk.bytes.len() as u64);
+                    *cursor = next;
+                }
+                Err(e) => match e.kind() {
+                    io::ErrorKind::Interrupted => {}
+                    io::ErrorKind::WouldBlock => return Err(Stop::WouldBlock),
+                    io::ErrorKind::ConnectionRefused
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::HostUnreachable
+                    | io::ErrorKind::NetworkUnreachable
+                    | io::ErrorKind::AddrNotAvailable
+                    | io::ErrorKind::PermissionDenied
+                    | io::ErrorKind::InvalidInput => {
+                        tracing::debug!(error = %e, "sockio: datagram refused for its destination, skipped");
+                        bump(&counters.send_errors, 1);
+                        *cursor = next;
+                    }
+                    _ if is_message_too_large(&e) => {
+                        bump(&counters.send_errors, 1);
+                        *cursor = next;
+                    }
+                    _ => return Err(Stop::Failed(e)),
+                },
+            }
+        }
+    }
+
+    /// Fills slots one `recv_from` at a time until the queue is empty or the
+    /// slots run out.
+    pub(crate) fn recv(
+        &mut self,
+        io: &TokioUdp,
+        bufs: &mut RecvBuffers,
+        counters: &Counters,
+    ) -> Result<usize, Stop> {
+        let mut filled = 0;
+        let mut bytes = 0;
+        while filled < bufs.slots() {
+            bump(&counters.recv_syscalls, 1);
+            match io.try_recv_from(bufs.slot_mut(filled)) {
+                Ok((len, source)) => {
+                    bufs.set_meta(
+                        filled,
+                        RecvMeta {
+                            source,
+                            len,
+                            stride: len,
+                        },
+                    );
+                    bytes += len;
+                    filled += 1;
+                }
+                Err(e) => match e.kind() {
+                    // An ICMP error for an earlier send (Windows reports it here): read on.
+                    io::ErrorKind::Interrupted
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionRefused => {}
+                    io::ErrorKind::WouldBlock => break,
+                    _ if filled > 0 => break,
+                    _ => return Err(Stop::Failed(e)),
+                },
+            }
+        }
+        bufs.set_filled(filled);
+        if filled == 0 {
+            return Err(Stop::WouldBlock);
+        }
+        bump(&counters.datagrams_received, filled as u64);
+        bump(&counters.bytes_received, bytes as u64);
+        bump(&counters.recv_batches, 1);
+        Ok(filled)
+    }
+}
+
+/// `EMSGSIZE` has no stable `ErrorKind` of its own.
+fn is_message_too_large(e: &io::Error) -> bool {
+    #[cfg(unix)]
+    {
+        e.raw_os_error() == Some(libc::EMSGSIZE)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = e;
+        false
+    }
+}

@@ -1,0 +1,271 @@
+//! IoUring: a batch of `SENDMSG` or `RECVMSG` operations per `io_uring_enter`.
+//!
+//! Each batch is pushed as one chain of linked operations, submitted with one
+//! `io_uring_enter` that also waits for every completion. The operations carry
+//! `MSG_DONTWAIT`, so none of them parks in the kernel: each completes during
+//! the enter with data or `EAGAIN`, and a failure cancels the rest of the
+//! chain, which keeps "the first k went out" (or "the first k slots are
+//! filled") true, as with `sendmmsg`. Readiness comes from the socket itself
+//! through tokio, like the other backends. GSO and GRO use the same control
+//! messages as Offload.
+//!
+//! # Buffer ownership
+//! While an operation is in the kernel, it reads or writes through the
+//! `msghdr` in the scratch, its iovec, address and control space, and the
+//! caller's transmit contents or receive slot. Every call waits for all the
+//! completions it submitted before it returns, so the kernel's access ends
+//! inside the borrow of those buffers: nothing is left in flight between
+//! calls. If `io_uring_enter` fails before consuming the entries, they were
+//! never seen by the kernel and the socket drops the ring (closing it without
+//! entering it again), so they never will be. If it failed with operations
+//! already in flight and no way left to wait for them, returning would let
+//! the kernel write into memory the caller owns again; the process aborts
+//! instead. That cannot happen with a ring sized as here (its completion
+//! queue holds twice the batch, so waiting never overflows).
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+
+use io_uring::{IoUring, opcode, squeue, types};
+use tokio::net::UdpSocket as TokioUdp;
+
+use crate::backend::Stop;
+use crate::backend::msg::{self, MsgScratch, SendErrno};
+use crate::config::MAX_UDP_PAYLOAD;
+use crate::counters::{Counters, bump};
+use crate::cursor::Cursor;
+use crate::recv::RecvBuffers;
+use crate::transmit::Transmit;
+
+/// Whether an io_uring can be set up here and supports the operations used.
+pub(crate) fn probe() -> bool {
+    let Ok(ring) = IoUring::<squeue::Entry>::new(4) else {
+        return false;
+    };
+    let mut probe = io_uring::Probe::new();
+    if ring.submitter().register_probe(&mut probe).is_err() {
+        return false;
+    }
+    probe.is_supported(opcode::SendMsg::CODE) && probe.is_supported(opcode::RecvMsg::CODE)
+}
+
+pub(crate) struct Uring {
+    ring: IoUring,
+    pub(crate) scratch: MsgScratch,
+    /// Completion result of operation `i` of the last batch.
+    results: Box<[i32]>,
+    /// Segments per message; 1 without GSO or once the kernel refused it.
+    max_segments: usize,
+    /// Test hook: the next `io_uring_enter` fails with `EPERM` as a
+    /// seccomp or container policy would make it.
+    #[cfg(test)]
+    pub(crate) fail_next_enter: bool,
+}
+
+impl Uring {
+    pub(crate) fn new(batch: usize, v6: bool, max_segments: usize) -> io::Result<Self> {
+        let scratch = MsgScratch::new(batch, v6);
+        let entries = scratch.capacity().next_power_of_two() as u32;
+        let ring = IoUring::builder()
+            .setup_cqsize(entries * 2)
+            .build(entries)?;
+        Ok(Self {
+            ring,
+            results: vec![0; scratch.capacity()].into_boxed_slice(),
+            scratch,
+            max_segments: max_segments.max(1),
+            #[cfg(test)]
+            fail_next_enter: false,
+        })
+    }
+
+    pub(crate) fn max_segments(&self) -> usize {
+        self.max_segments
+    }
+
+    /// Submits headers `0..n` as one linked chain of sends or receives with a
+    /// single `io_uring_enter` and waits for all of them; results land in
+    /// `self.results`.
+    fn run(
+        &mut self,
+        fd: RawFd,
+        n: usize,
+        recv: bool,
+        syscalls: &std::sync::atomic::AtomicU64,
+    ) -> Result<(), Stop> {
+        {
+            let mut sq = self.ring.submission();
+            if sq.capacity() - sq.len() < n {
+                return Err(Stop::Failed(io::Error::other(
+                    "io_uring submission queue smaller than the batch",
+                )));
+            }
+            for i in 0..n {
+                let hdr = self.scratch.msghdr_mut(i);
+                let entry = if recv {
+                    opcode::RecvMsg::new(types::Fd(fd), hdr)
+                        .flags(libc::MSG_DONTWAIT as u32)
+                        .build()
+                } else {
+                    opcode::SendMsg::new(types::Fd(fd), hdr)
+                        .flags(libc::MSG_DONTWAIT as u32)
+                        .build()
+                }
+                .user_data(i as u64);
+                let entry = if i + 1 < n {
+                    entry.flags(squeue::Flags::IO_LINK)
+                } else {
+                    entry
+                };
+                // SAFETY: the entry points at header i of the scratch, which
+                // points at the scratch's iovec, address and control space and
+                // at the caller's buffer for this call. All of it stays alive
+                // and unmoved until the entry's completion is reaped below
+                // before this function returns, or until the ring is dropped
+                // without the entry ever being consumed (see the module docs).
+                // Room for n entries was checked above, so push cannot fail.
+                let _ = unsafe { sq.push(&entry) };
+            }
+        }
+        let mut done = 0;
+        while done < n {
+            bump(syscalls, 1);
+            let entered = self.enter(n - done);
+            match entered {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => {
+                    if done == 0 && self.ring.submission().len() == n {
+                        // Nothing was consumed: the caller drops this ring.
+                        return Err(Stop::Refused(e));
+                    }
+                    tracing::error!(error = %e, "sockio: io_uring_enter failed with operations in flight");
+                    std::process::abort();
+                }
+            }
+            for cqe in self.ring.completion() {
+                if let Some(slot) = self.results.get_mut(cqe.user_data() as usize) {
+                    *slot = cqe.result();
+                }
+                done += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn enter(&mut self, want: usize) -> io::Result<usize> {
+        #[cfg(test)]
+        if self.fail_next_enter {
+            self.fail_next_enter = false;
+            return Err(io::Error::from_raw_os_error(libc::EPERM));
+        }
+        self.ring.submit_and_wait(want)
+    }
+
+    pub(crate) fn send(
+        &mut self,
+        io: &TokioUdp,
+        transmits: &[Transmit<'_>],
+        cursor: &mut Cursor,
+        counters: &Counters,
+    ) -> Result<(), Stop> {
+        let fd = io.as_raw_fd();
+        loop {
+            let n = self
+                .scratch
+                .plan_sends(transmits, *cursor, self.max_segments, MAX_UDP_PAYLOAD);
+            if n == 0 {
+                return Ok(());
+            }
+            let (n, refuse_first) = self.take_injected_gso_refusal(n);
+            let ok = if refuse_first {
+                self.results[0] = -libc::EIO;
+                0
+            } else {
+                self.run(fd, n, false, &counters.send_syscalls)?;
+                self.results[..n].iter().take_while(|r| **r >= 0).count()
+            };
+            if ok > 0 {
+                msg::count_sent(&self.scratch, ok, counters);
+                *cursor = self.scratch.ends[ok - 1];
+            }
+            if ok == n {
+                continue;
+            }
+            let errno = -self.results[ok];
+            match msg::classify_send(errno, self.scratch.gso[ok]) {
+                SendErrno::Retry => {}
+                SendErrno::WouldBlock => return Err(Stop::WouldBlock),
+                SendErrno::Skip => {
+                    bump(&counters.send_errors, 1);
+                    *cursor = self.scratch.ends[ok];
+                }
+                SendErrno::GsoRefused if self.max_segments > 1 => {
+                    tracing::warn!(
+                        errno,
+                        "sockio: kernel refused UDP GSO; sending plain datagrams on this socket"
+                    );
+                    self.max_segments = 1;
+                    bump(&counters.fallbacks, 1);
+                }
+                SendErrno::GsoRefused | SendErrno::Unsupported => {
+                    return Err(Stop::Refused(io::Error::from_raw_os_error(errno)));
+                }
+                SendErrno::Fail => return Err(Stop::Failed(io::Error::from_raw_os_error(errno))),
+            }
+        }
+    }
+
+    /// Test hook: plays the kernel refusing the first GSO message of the
+    /// batch. Returns how many messages to submit (those before it go out for
+    /// real) and whether message 0 is the refused one.
+    #[cfg(test)]
+    fn take_injected_gso_refusal(&mut self, n: usize) -> (usize, bool) {
+        if !self.scratch.fail_next_gso {
+            return (n, false);
+        }
+        match self.scratch.gso[..n].iter().position(|g| *g) {
+            Some(0) => {
+                self.scratch.fail_next_gso = false;
+                (n, true)
+            }
+            Some(first) => (first, false),
+            None => (n, false),
+        }
+    }
+
+    #[cfg(not(test))]
+    fn take_injected_gso_refusal(&mut self, n: usize) -> (usize, bool) {
+        (n, false)
+    }
+
+    pub(crate) fn recv(
+        &mut self,
+        io: &TokioUdp,
+        bufs: &mut RecvBuffers,
+        counters: &Counters,
+    ) -> Result<usize, Stop> {
+        let fd = io.as_raw_fd();
+        let n = bufs.slots().min(self.scratch.capacity());
+        loop {
+            for i in 0..n {
+                self.scratch.fill_recv(i, bufs.slot_mut(i));
+            }
+            self.run(fd, n, true, &counters.recv_syscalls)?;
+            let ok = self.results[..n].iter().take_while(|r| **r >= 0).count();
+            if ok > 0 {
+                let results = &self.results;
+                return Ok(msg::finish_recv(
+                    &self.scratch,
+                    bufs,
+                    ok,
+                    |i| results[i] as usize,
+                    counters,
+                ));
+            }
+            if let Some(stop) = msg::recv_stop(-self.results[0]) {
+                return Err(stop);
+            }
+        }
+    }
+}

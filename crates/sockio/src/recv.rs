@@ -1,0 +1,155 @@
+//! Caller-owned receive buffers and what the kernel said about each message.
+
+use std::net::{Ipv4Addr, SocketAddr};
+
+/// Metadata of one received message.
+///
+/// With UDP generic receive offload a message holds several datagrams from
+/// the same source, each `stride` bytes long except the last, which may be
+/// shorter; without it `stride == len`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecvMeta {
+    /// Who sent it.
+    pub source: SocketAddr,
+    /// Bytes in the slot.
+    pub len: usize,
+    /// Size of each datagram in the slot but the last (the GRO segment size).
+    pub stride: usize,
+}
+
+impl RecvMeta {
+    pub(crate) const EMPTY: Self = Self {
+        source: SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+        len: 0,
+        stride: 0,
+    };
+
+    /// How many datagrams the message holds (an empty datagram counts as one).
+    pub fn datagrams(&self) -> usize {
+        if self.stride == 0 || self.len == 0 {
+            1
+        } else {
+            self.len.div_ceil(self.stride)
+        }
+    }
+}
+
+/// Receive buffers allocated once and reused for every batch: `slots` slots of
+/// `slot_len` bytes, one message per slot.
+///
+/// Keeping them with the caller (not inside the socket) lets the driver parse
+/// datagrams in place without copying, and keeps every receive free of heap
+/// allocation. A socket with GRO enabled needs slots of at least
+/// [`crate::GRO_SLOT_LEN`] bytes, since one message can carry up to 64 KiB.
+#[derive(Debug)]
+pub struct RecvBuffers {
+    data: Box<[u8]>,
+    slot_len: usize,
+    meta: Box<[RecvMeta]>,
+    filled: usize,
+}
+
+impl RecvBuffers {
+    /// `slots` slots of `slot_len` bytes each (both at least 1).
+    pub fn new(slots: usize, slot_len: usize) -> Self {
+        let slots = slots.max(1);
+        let slot_len = slot_len.max(1);
+        Self {
+            data: vec![0; slots * slot_len].into_boxed_slice(),
+            slot_len,
+            meta: vec![RecvMeta::EMPTY; slots].into_boxed_slice(),
+            filled: 0,
+        }
+    }
+
+    /// How many slots there are.
+    pub fn slots(&self) -> usize {
+        self.meta.len()
+    }
+
+    /// Bytes per slot.
+    pub fn slot_len(&self) -> usize {
+        self.slot_len
+    }
+
+    /// How many messages the last receive filled.
+    pub fn messages_len(&self) -> usize {
+        self.filled
+    }
+
+    /// The messages of the last receive, each with its bytes.
+    pub fn messages(&self) -> impl ExactSizeIterator<Item = (&RecvMeta, &[u8])> + '_ {
+        self.meta[..self.filled]
+            .iter()
+            .zip(self.data.chunks_exact(self.slot_len))
+            .map(|(meta, slot)| (meta, &slot[..meta.len]))
+    }
+
+    /// The datagrams of the last receive, GRO messages split by their stride.
+    pub fn datagrams(&self) -> impl Iterator<Item = (SocketAddr, &[u8])> + '_ {
+        self.messages().flat_map(|(meta, bytes)| {
+            let stride = if meta.stride == 0 {
+                bytes.len().max(1)
+            } else {
+                meta.stride
+            };
+            let empty = bytes.is_empty();
+            bytes
+                .chunks(stride)
+                .chain(empty.then_some(&bytes[..0]))
+                .map(move |d| (meta.source, d))
+        })
+    }
+
+    /// Slot `index` for the kernel or the portable backend to write into.
+    pub(crate) fn slot_mut(&mut self, index: usize) -> &mut [u8] {
+        let start = index * self.slot_len;
+        &mut self.data[start..start + self.slot_len]
+    }
+
+    /// Records what arrived in slot `index`.
+    pub(crate) fn set_meta(&mut self, index: usize, meta: RecvMeta) {
+        self.meta[index] = meta;
+    }
+
+    /// Marks the first `filled` slots as this receive's messages.
+    pub(crate) fn set_filled(&mut self, filled: usize) {
+        self.filled = filled.min(self.meta.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn datagrams_split_a_gro_message_by_its_stride_with_a_short_tail() {
+        let mut bufs = RecvBuffers::new(2, 64);
+        let source = SocketAddr::from(([127, 0, 0, 1], 5));
+        bufs.slot_mut(0)[..25].copy_from_slice(&[1; 25]);
+        bufs.set_meta(
+            0,
+            RecvMeta {
+                source,
+                len: 25,
+                stride: 10,
+            },
+        );
+        bufs.set_meta(
+            1,
+            RecvMeta {
+                source,
+                len: 0,
+                stride: 0,
+            },
+        );
+        bufs.set_filled(2);
+        let sizes: Vec<usize> = bufs.datagrams().map(|(_, d)| d.len()).collect();
+        assert_eq!(sizes, [10, 10, 5, 0]);
+        assert_eq!(
+            bufs.messages().map(|(m, _)| m.datagrams()).sum::<usize>(),
+            4
+        );
+    }
+}

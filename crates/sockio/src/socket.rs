@@ -1,0 +1,422 @@
+//! [`UdpSocket`]: one bound UDP socket, its backend, readiness and counters.
+
+use std::future::poll_fn;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::io::Interest;
+use tokio::net::UdpSocket as TokioUdp;
+
+use crate::backend::{State, Stop};
+use crate::capabilities::Capabilities;
+use crate::config::{BACKEND_ENV, Backend, GRO_SLOT_LEN, MtuDiscovery, SocketConfig, parse_choice};
+use crate::counters::{CounterSnapshot, Counters, CountersHandle, bump};
+use crate::cursor::Cursor;
+use crate::recv::RecvBuffers;
+use crate::transmit::{Sent, Transmit};
+
+/// A UDP socket that sends and receives in batches through the best backend
+/// the kernel allows.
+///
+/// Readiness comes from tokio: the socket is registered with the runtime's
+/// reactor (epoll on Linux) as a `tokio::net::UdpSocket`, and every backend's
+/// system calls run inside `try_io`, so a full or empty socket parks the task
+/// until the kernel says otherwise. Methods take `&mut self`: one driver task
+/// owns the socket, and the scratch space for a batch is part of it.
+pub struct UdpSocket {
+    io: TokioUdp,
+    state: State,
+    counters: Arc<Counters>,
+    caps: Capabilities,
+    batch: usize,
+    v6: bool,
+    /// `UDP_GRO` is on for this socket: receive slots must hold 64 KiB.
+    gro: bool,
+    max_datagram_size: usize,
+}
+
+impl std::fmt::Debug for UdpSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UdpSocket")
+            .field("local_addr", &self.io.local_addr().ok())
+            .field("backend", &self.state.kind())
+            .field("gro", &self.gro)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UdpSocket {
+    /// Binds a socket to `addr` with `config`. Must be called inside a tokio
+    /// runtime with I/O enabled.
+    ///
+    /// The backend is `config.backend`, else the one named by
+    /// [`BACKEND_ENV`](crate::BACKEND_ENV), else the best the probe found. A
+    /// backend the kernel cannot give becomes the best one below it that it
+    /// can (counted in `fallbacks`).
+    pub fn bind(addr: SocketAddr, config: SocketConfig) -> io::Result<Self> {
+        let caps = Capabilities::get();
+        let wanted = match config.backend {
+            Some(backend) => backend,
+            None => match std::env::var(BACKEND_ENV) {
+                Ok(name) => parse_choice(&name)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?
+                    .unwrap_or_else(|| caps.best()),
+                Err(_) => caps.best(),
+            },
+        };
+        let counters = Arc::new(Counters::default());
+        let socket = open(addr, &config)?;
+        let v6 = addr.is_ipv6();
+        let batch = config.batch();
+        let gso_segments = caps.max_gso_segments;
+        let mut backend = caps.at_most(wanted);
+        let state = loop {
+            match State::new(backend, batch, v6, gso_segments) {
+                Ok(state) => break state,
+                Err(e) if backend != Backend::Portable => {
+                    tracing::warn!(error = %e, %backend, "sockio: backend could not be set up; falling back");
+                    backend = caps.at_most(lower(backend));
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        if state.kind() != wanted {
+            tracing::warn!(%wanted, got = %state.kind(), "sockio: forced backend unavailable here");
+            bump(&counters.fallbacks, 1);
+        }
+        let gro = config.gro && caps.gro && state.reads_gro_stride() && set_gro(&socket, true);
+        let io = TokioUdp::from_std(socket.into())?;
+        Ok(Self {
+            io,
+            state,
+            counters,
+            caps,
+            batch,
+            v6,
+            gro,
+            max_datagram_size: config.max_datagram_size.max(1),
+        })
+    }
+
+    /// The address the socket is bound to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.io.local_addr()
+    }
+
+    /// The backend in use now (it changes only by falling back).
+    pub fn backend(&self) -> Backend {
+        self.state.kind()
+    }
+
+    /// What the kernel offered at start-up.
+    pub fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    /// The most segments a [`Transmit`] should carry for one super-datagram
+    /// now: the GSO limit, or 1 without GSO. Larger transmits still work:
+    /// they are cut into several messages.
+    pub fn max_transmit_segments(&self) -> usize {
+        self.state.max_segments()
+    }
+
+    /// Whether `UDP_GRO` is on (receive slots must then be [`GRO_SLOT_LEN`] bytes).
+    pub fn gro_enabled(&self) -> bool {
+        self.gro
+    }
+
+    /// Receive buffers sized for this socket: one slot per batch message, each
+    /// [`GRO_SLOT_LEN`] bytes with GRO, else the configured datagram size.
+    pub fn new_recv_buffers(&self) -> RecvBuffers {
+        let slot = if self.gro {
+            GRO_SLOT_LEN
+        } else {
+            self.max_datagram_size
+        };
+        RecvBuffers::new(self.batch, slot)
+    }
+
+    /// The counters now.
+    pub fn counters(&self) -> CounterSnapshot {
+        self.counters.snapshot()
+    }
+
+    /// A handle to read the counters from elsewhere.
+    pub fn counters_handle(&self) -> CountersHandle {
+        CountersHandle(Arc::clone(&self.counters))
+    }
+
+    /// Sends as much of the batch as the socket takes now, without waiting.
+    ///
+    /// Returns how far it got; `WouldBlock` if nothing went out. A datagram
+    /// the kernel refuses for its destination alone (ICMP unreachable, too
+    /// big for the path) is skipped and counted in `send_errors`, so one bad
+    /// peer never stalls the others. A refused feature (GSO, the backend
+    /// itself) makes the socket fall back and send the same bytes again the
+    /// simpler way: nothing is lost or sent twice.
+    ///
+    /// Like tokio's own `try_*` methods it answers `WouldBlock` until the
+    /// reactor has seen the socket writable once; drivers use
+    /// [`poll_send`](Self::poll_send), which waits for that.
+    pub fn try_send(&mut self, transmits: &[Transmit<'_>]) -> io::Result<Sent> {
+        if transmits
+            .iter()
+            .any(|t| t.segment_size == Some(0) && !t.contents.is_empty())
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a transmit's segment size must not be zero",
+            ));
+        }
+        let mut cursor = Cursor::default();
+        let Self {
+            io,
+            state,
+            counters,
+            caps,
+            batch,
+            v6,
+            gro,
+            ..
+        } = self;
+        let result = io.try_io(Interest::WRITABLE, || {
+            loop {
+                match state.send(io, transmits, &mut cursor, counters) {
+                    Ok(()) => return Ok(()),
+                    // What went out is reported; a lasting error shows again on the next call.
+                    Err(Stop::WouldBlock | Stop::Failed(_)) if !cursor.at_start() => return Ok(()),
+                    Err(Stop::WouldBlock) => return Err(io::ErrorKind::WouldBlock.into()),
+                    Err(Stop::Failed(e)) => return Err(e),
+                    Err(Stop::Refused(e) | Stop::GsoRefused(e)) => {
+                        fall_back(io, state, counters, caps, *batch, *v6, gro, &e)?;
+                    }
+                }
+            }
+        });
+        if !cursor.at_start() {
+            bump(&counters.send_batches, 1);
+        }
+        result.map(|()| cursor.sent(transmits))
+    }
+
+    /// Sends as much of the batch as the socket takes, waiting for room if
+    /// none is left.
+    pub fn poll_send(
+        &mut self,
+        cx: &mut Context<'_>,
+        transmits: &[Transmit<'_>],
+    ) -> Poll<io::Result<Sent>> {
+        loop {
+            ready!(self.io.poll_send_ready(cx))?;
+            match self.try_send(transmits) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                other => return Poll::Ready(other),
+            }
+        }
+    }
+
+    /// [`poll_send`](Self::poll_send) as a future.
+    pub async fn send(&mut self, transmits: &[Transmit<'_>]) -> io::Result<Sent> {
+        poll_fn(|cx| self.poll_send(cx, transmits)).await
+    }
+
+    /// Sends the whole batch, waiting for room as often as needed.
+    pub async fn send_all(&mut self, transmits: &[Transmit<'_>]) -> io::Result<()> {
+        let mut rest = transmits;
+        while !rest.is_empty() {
+            let sent = self.send(rest).await?;
+            rest = &rest[sent.transmits..];
+            if sent.segments > 0
+                && let Some(first) = rest.first()
+            {
+                let mut tail = [first.skip_segments(sent.segments)];
+                loop {
+                    let more = self.send(&tail).await?;
+                    if more.transmits == 1 {
+                        break;
+                    }
+                    tail[0] = tail[0].skip_segments(more.segments);
+                }
+                rest = &rest[1..];
+            }
+        }
+        Ok(())
+    }
+
+    /// Receives what is queued, up to one batch, into `bufs` without waiting.
+    ///
+    /// Returns the number of datagrams (GRO messages count for each datagram
+    /// they hold); `WouldBlock` if none are queued. The messages are in
+    /// [`RecvBuffers::messages`] and [`RecvBuffers::datagrams`] until the next receive.
+    pub fn try_recv(&mut self, bufs: &mut RecvBuffers) -> io::Result<usize> {
+        bufs.set_filled(0);
+        if self.gro && bufs.slot_len() < GRO_SLOT_LEN {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "GRO is on: receive slots must be at least GRO_SLOT_LEN bytes",
+            ));
+        }
+        let Self {
+            io,
+            state,
+            counters,
+            caps,
+            batch,
+            v6,
+            gro,
+            ..
+        } = self;
+        io.try_io(Interest::READABLE, || {
+            loop {
+                match state.recv(io, bufs, counters) {
+                    Ok(n) => return Ok(n),
+                    Err(Stop::WouldBlock) => return Err(io::ErrorKind::WouldBlock.into()),
+                    Err(Stop::Failed(e)) => return Err(e),
+                    Err(Stop::Refused(e) | Stop::GsoRefused(e)) => {
+                        fall_back(io, state, counters, caps, *batch, *v6, gro, &e)?;
+                    }
+                }
+            }
+        })
+    }
+
+    /// Receives up to one batch, waiting until something arrives.
+    pub fn poll_recv(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &mut RecvBuffers,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            ready!(self.io.poll_recv_ready(cx))?;
+            match self.try_recv(bufs) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                other => return Poll::Ready(other),
+            }
+        }
+    }
+
+    /// [`poll_recv`](Self::poll_recv) as a future.
+    pub async fn recv(&mut self, bufs: &mut RecvBuffers) -> io::Result<usize> {
+        poll_fn(|cx| self.poll_recv(cx, bufs)).await
+    }
+
+    /// Test hook: the kernel refuses the next GSO message with `EIO`.
+    #[cfg(test)]
+    pub(crate) fn inject_gso_refusal(&mut self) {
+        match &mut self.state {
+            #[cfg(target_os = "linux")]
+            State::Offload(b) => b.scratch.fail_next_gso = true,
+            #[cfg(target_os = "linux")]
+            State::IoUring(b) => b.scratch.fail_next_gso = true,
+            _ => {}
+        }
+    }
+
+    /// Test hook: the next `io_uring_enter` is refused with `EPERM`.
+    #[cfg(test)]
+    pub(crate) fn inject_ring_refusal(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let State::IoUring(b) = &mut self.state {
+            b.fail_next_enter = true;
+        }
+    }
+}
+
+/// The next simpler backend.
+fn lower(backend: Backend) -> Backend {
+    match backend {
+        Backend::IoUring => Backend::Offload,
+        Backend::Offload => Backend::Mmsg,
+        _ => Backend::Portable,
+    }
+}
+
+/// Replaces a refused backend with the next one the kernel supports (dropping
+/// the old one, io_uring ring included) and turns GRO off if the new one
+/// cannot read its stride.
+#[allow(clippy::too_many_arguments)]
+fn fall_back(
+    io: &TokioUdp,
+    state: &mut State,
+    counters: &Counters,
+    caps: &Capabilities,
+    batch: usize,
+    v6: bool,
+    gro: &mut bool,
+    why: &io::Error,
+) -> io::Result<()> {
+    let from = state.kind();
+    if from == Backend::Portable {
+        return Err(io::Error::new(
+            why.kind(),
+            format!("portable backend refused: {why}"),
+        ));
+    }
+    let mut to = caps.at_most(lower(from));
+    *state = loop {
+        match State::new(to, batch, v6, caps.max_gso_segments) {
+            Ok(s) => break s,
+            Err(_) if to != Backend::Portable => to = caps.at_most(lower(to)),
+            Err(e) => return Err(e),
+        }
+    };
+    tracing::warn!(error = %why, %from, %to, "sockio: backend refused at run time; falling back");
+    bump(&counters.fallbacks, 1);
+    if *gro && !state.reads_gro_stride() {
+        *gro = !set_gro(&socket2::SockRef::from(io), false);
+    }
+    Ok(())
+}
+
+/// Creates, configures and binds the socket (non-blocking, for tokio).
+fn open(addr: SocketAddr, config: &SocketConfig) -> io::Result<Socket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    socket.set_nonblocking(true)?;
+    #[cfg(all(
+        unix,
+        not(any(target_os = "solaris", target_os = "illumos", target_os = "cygwin"))
+    ))]
+    if config.reuse_port {
+        socket.set_reuse_port(true)?;
+    }
+    crate::sockopt::set_buffer_sizes(&socket, config.send_buffer_size, config.recv_buffer_size);
+    #[cfg(target_os = "linux")]
+    {
+        use crate::sockopt::set_int;
+        // SO_RXQ_OVFL attaches the socket's drop count to every receive; a
+        // kernel without it only loses the count.
+        let _ = set_int(&socket, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1);
+        let pmtu = match config.mtu_discovery {
+            MtuDiscovery::SystemDefault => None,
+            MtuDiscovery::Do => Some((libc::IP_PMTUDISC_DO, libc::IPV6_PMTUDISC_DO)),
+            MtuDiscovery::Probe => Some((libc::IP_PMTUDISC_PROBE, libc::IPV6_PMTUDISC_PROBE)),
+        };
+        if let Some((v4, v6)) = pmtu {
+            if addr.is_ipv6() {
+                set_int(&socket, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, v6)?;
+            } else {
+                set_int(&socket, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, v4)?;
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = config.mtu_discovery;
+    socket.bind(&addr.into())?;
+    Ok(socket)
+}
+
+/// Turns `UDP_GRO` on or off; whether the kernel took it.
+fn set_gro(socket: &Socket, on: bool) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        crate::sockopt::set_int(socket, libc::SOL_UDP, libc::UDP_GRO, libc::c_int::from(on)).is_ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (socket, on);
+        false
+    }
+}

@@ -1,0 +1,417 @@
+//! One loopback suite, run against every backend.
+//!
+//! Every test sends in rounds small enough to fit the receive buffer even at
+//! the kernel's default `rmem_max` (a round is at most 64 KiB of payload), and
+//! reads each round before the next, so exact delivery is a valid assertion on
+//! a loaded machine; every wait is bounded by a timeout.
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::{Backend, RecvBuffers, SocketConfig, Transmit, UdpSocket};
+
+const WAIT: Duration = Duration::from_secs(5);
+
+fn v4() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+fn config(backend: Backend) -> SocketConfig {
+    SocketConfig {
+        backend: Some(backend),
+        batch_size: 32,
+        max_datagram_size: 9000,
+        ..SocketConfig::default()
+    }
+}
+
+fn bind(backend: Backend, addr: SocketAddr) -> UdpSocket {
+    UdpSocket::bind(addr, config(backend)).expect("bind on loopback")
+}
+
+/// A datagram whose bytes all depend on `tag`, so a swapped, truncated or
+/// stale datagram never compares equal to the expected one.
+fn payload(tag: u32, len: usize) -> Vec<u8> {
+    let mut bytes: Vec<u8> = (0..len)
+        .map(|i| (tag as usize).wrapping_mul(131).wrapping_add(i * 7) as u8)
+        .collect();
+    let head = tag.to_be_bytes();
+    let n = head.len().min(len);
+    bytes[..n].copy_from_slice(&head[..n]);
+    bytes
+}
+
+/// Datagrams of `sizes` concatenated: the contents of one segmented transmit.
+fn run_of(first_tag: u32, sizes: &[usize]) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let datagrams: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, len)| payload(first_tag + i as u32, *len))
+        .collect();
+    (datagrams.concat(), datagrams)
+}
+
+/// Receives until `expected` datagrams arrived (or the wait runs out) and
+/// returns them, sorted.
+async fn collect(rx: &mut UdpSocket, bufs: &mut RecvBuffers, expected: usize) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    while got.len() < expected {
+        match tokio::time::timeout(WAIT, rx.recv(bufs)).await {
+            Ok(result) => {
+                result.expect("receive");
+                got.extend(bufs.datagrams().map(|(_, d)| d.to_vec()));
+            }
+            Err(_) => break,
+        }
+    }
+    got.sort();
+    got
+}
+
+fn sorted(mut v: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    v.sort();
+    v
+}
+
+async fn every_datagram_arrives_intact(backend: Backend) {
+    let mut rx = bind(backend, v4());
+    let mut tx = bind(backend, v4());
+    let to = rx.local_addr().expect("address");
+    let mut bufs = rx.new_recv_buffers();
+    for round in 0..5u32 {
+        let datagrams: Vec<Vec<u8>> = (0..40u32)
+            .map(|i| {
+                payload(
+                    round * 1000 + i,
+                    1 + (i as usize * 37 + round as usize * 101) % 1452,
+                )
+            })
+            .collect();
+        let batch: Vec<Transmit<'_>> = datagrams.iter().map(|d| Transmit::new(to, d)).collect();
+        tx.send_all(&batch).await.expect("send");
+        assert_eq!(
+            collect(&mut rx, &mut bufs, 40).await,
+            sorted(datagrams),
+            "round {round}"
+        );
+    }
+}
+
+async fn mixed_destinations_and_segment_sizes_in_one_batch(backend: Backend) {
+    let mut a = bind(backend, v4());
+    let mut b = bind(backend, v4());
+    let mut tx = bind(backend, v4());
+    let (to_a, to_b) = (a.local_addr().expect("a"), b.local_addr().expect("b"));
+    let (run_a, seg_a) = run_of(100, &[100; 5]);
+    let (run_b, seg_b) = run_of(200, &[200, 200, 200, 77]);
+    let single = payload(300, 999);
+    let (run_c, seg_c) = run_of(400, &[50, 50, 50]);
+    let batch = [
+        Transmit::new(to_a, &run_a).with_segment_size(100),
+        Transmit::new(to_b, &run_b).with_segment_size(200),
+        Transmit::new(to_a, &single),
+        Transmit::new(to_b, &run_c).with_segment_size(50),
+    ];
+    tx.send_all(&batch).await.expect("send");
+    let mut bufs_a = a.new_recv_buffers();
+    let mut bufs_b = b.new_recv_buffers();
+    let expect_a = sorted([seg_a, vec![single.clone()]].concat());
+    let expect_b = sorted([seg_b, seg_c].concat());
+    assert_eq!(collect(&mut a, &mut bufs_a, expect_a.len()).await, expect_a);
+    assert_eq!(collect(&mut b, &mut bufs_b, expect_b.len()).await, expect_b);
+    assert_eq!(tx.counters().datagrams_sent, 13);
+}
+
+async fn a_short_last_segment_arrives_short(backend: Backend) {
+    let mut rx = bind(backend, v4());
+    let mut tx = bind(backend, v4());
+    let to = rx.local_addr().expect("address");
+    let mut sizes = vec![1000; 10];
+    sizes.push(123);
+    let (run, datagrams) = run_of(7, &sizes);
+    tx.send_all(&[Transmit::new(to, &run).with_segment_size(1000)])
+        .await
+        .expect("send");
+    let mut bufs = rx.new_recv_buffers();
+    let got = collect(&mut rx, &mut bufs, 11).await;
+    assert_eq!(got, sorted(datagrams));
+    assert_eq!(got.iter().filter(|d| d.len() == 123).count(), 1);
+}
+
+async fn a_gro_receiver_splits_coalesced_messages_by_stride(backend: Backend) {
+    let mut rx = bind(backend, v4());
+    let mut tx = bind(backend, v4());
+    let to = rx.local_addr().expect("address");
+    let mut sizes = vec![1200; 39];
+    sizes.push(500);
+    let (run, datagrams) = run_of(5000, &sizes);
+    tx.send_all(&[Transmit::new(to, &run).with_segment_size(1200)])
+        .await
+        .expect("send");
+    let mut bufs = rx.new_recv_buffers();
+    assert_eq!(collect(&mut rx, &mut bufs, 40).await, sorted(datagrams));
+    let (sent, got) = (tx.counters(), rx.counters());
+    assert_eq!(got.datagrams_received, 40);
+    if tx.max_transmit_segments() > 1 {
+        assert_eq!(sent.gso_sends, 1, "one super-datagram of 40 segments");
+        assert_eq!(sent.send_syscalls, 1);
+    }
+    if rx.gro_enabled() && tx.max_transmit_segments() > 1 {
+        // Over loopback a GSO super-datagram reaches a GRO socket whole.
+        assert_eq!(got.gro_receives, 1);
+    }
+}
+
+async fn ipv6_loopback_round_trip(backend: Backend) {
+    let any6 = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 0));
+    let mut rx = bind(backend, any6);
+    let mut tx = bind(backend, any6);
+    let to = rx.local_addr().expect("address");
+    let (run, mut datagrams) = run_of(60, &[1400, 1400, 1400, 10]);
+    let single = payload(70, 1452);
+    datagrams.push(single.clone());
+    tx.send_all(&[
+        Transmit::new(to, &run).with_segment_size(1400),
+        Transmit::new(to, &single),
+    ])
+    .await
+    .expect("send");
+    let mut bufs = rx.new_recv_buffers();
+    assert_eq!(collect(&mut rx, &mut bufs, 5).await, sorted(datagrams));
+    let source = bufs.messages().next().map(|(m, _)| m.source);
+    assert_eq!(source, Some(tx.local_addr().expect("address")));
+}
+
+async fn a_refused_gso_send_falls_back_without_losing_or_repeating(backend: Backend) {
+    let mut rx = bind(backend, v4());
+    let mut tx = bind(backend, v4());
+    let to = rx.local_addr().expect("address");
+    let first = payload(1, 700);
+    let (run_a, seg_a) = run_of(10, &[600; 8]);
+    let (run_b, seg_b) = run_of(30, &[300, 300, 300, 40]);
+    let gso_before = tx.max_transmit_segments();
+    tx.inject_gso_refusal();
+    tx.send_all(&[
+        Transmit::new(to, &first),
+        Transmit::new(to, &run_a).with_segment_size(600),
+        Transmit::new(to, &run_b).with_segment_size(300),
+    ])
+    .await
+    .expect("send");
+    let expected = sorted([vec![first.clone()], seg_a, seg_b].concat());
+    let mut bufs = rx.new_recv_buffers();
+    assert_eq!(collect(&mut rx, &mut bufs, expected.len()).await, expected);
+    // Nothing arrives twice: after the expected datagrams the queue is empty.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), rx.recv(&mut bufs))
+            .await
+            .is_err()
+    );
+    let c = tx.counters();
+    assert_eq!(c.datagrams_sent, 13);
+    if gso_before > 1 {
+        assert_eq!(c.fallbacks, 1);
+        assert_eq!(tx.max_transmit_segments(), 1);
+    }
+}
+
+async fn a_closed_port_inside_a_batch_does_not_stall_the_rest(backend: Backend) {
+    let mut rx = bind(backend, v4());
+    let mut tx = bind(backend, v4());
+    let to = rx.local_addr().expect("address");
+    let closed = {
+        let gone = std::net::UdpSocket::bind(v4()).expect("bind");
+        gone.local_addr().expect("address")
+    };
+    // Port 0 is refused by the kernel at once (EINVAL): the skip path.
+    let invalid = SocketAddr::from(([127, 0, 0, 1], 0));
+    let mut expected = Vec::new();
+    let mut refused = 0;
+    for round in 0..3u32 {
+        let good: Vec<Vec<u8>> = (0..6).map(|i| payload(round * 100 + i, 300)).collect();
+        let junk = payload(9999, 300);
+        let mut batch = Vec::new();
+        for (i, d) in good.iter().enumerate() {
+            batch.push(Transmit::new(to, d));
+            if i % 2 == 0 {
+                batch.push(Transmit::new(closed, &junk));
+            } else {
+                batch.push(Transmit::new(invalid, &junk));
+                refused += 1;
+            }
+        }
+        tx.send_all(&batch).await.expect("send");
+        expected.extend(good);
+    }
+    let expected = sorted(expected);
+    let mut bufs = rx.new_recv_buffers();
+    assert_eq!(collect(&mut rx, &mut bufs, expected.len()).await, expected);
+    assert_eq!(tx.counters().send_errors, refused);
+}
+
+async fn receive_buffers_are_reused_across_batches(backend: Backend) {
+    let mut rx = bind(backend, v4());
+    let mut tx = bind(backend, v4());
+    let to = rx.local_addr().expect("address");
+    let mut bufs = rx.new_recv_buffers();
+    for round in 0..10u32 {
+        // Shrinking sizes: a stale tail from a longer earlier datagram would show.
+        let len = 1400 - round as usize * 100;
+        let datagrams: Vec<Vec<u8>> = (0..8).map(|i| payload(round * 10 + i, len)).collect();
+        let batch: Vec<Transmit<'_>> = datagrams.iter().map(|d| Transmit::new(to, d)).collect();
+        tx.send_all(&batch).await.expect("send");
+        assert_eq!(
+            collect(&mut rx, &mut bufs, 8).await,
+            sorted(datagrams),
+            "round {round}"
+        );
+    }
+}
+
+async fn counters_match_what_was_sent(backend: Backend) {
+    let mut rx = bind(backend, v4());
+    let mut tx = bind(backend, v4());
+    let to = rx.local_addr().expect("address");
+    let singles: Vec<Vec<u8>> = (0..20).map(|i| payload(i, 1000)).collect();
+    let (run, _) = run_of(50, &[1000; 20]);
+    let mut batch: Vec<Transmit<'_>> = singles.iter().map(|d| Transmit::new(to, d)).collect();
+    batch.push(Transmit::new(to, &run).with_segment_size(1000));
+    tx.send_all(&batch).await.expect("send");
+    let mut bufs = rx.new_recv_buffers();
+    assert_eq!(collect(&mut rx, &mut bufs, 40).await.len(), 40);
+    let (s, r) = (tx.counters(), rx.counters());
+    assert_eq!((s.datagrams_sent, s.bytes_sent), (40, 40_000));
+    assert_eq!((r.datagrams_received, r.bytes_received), (40, 40_000));
+    assert_eq!((s.send_errors, s.fallbacks, r.kernel_drops), (0, 0, 0));
+    assert!(s.send_batches >= 1);
+    match tx.backend() {
+        // One datagram per call.
+        Backend::Portable => assert_eq!(s.send_syscalls, 40),
+        // 40 plain messages in batches of 32.
+        Backend::Mmsg => assert_eq!(s.send_syscalls, 2),
+        // 20 plain messages and one 20-segment super-datagram: 21 messages, one call.
+        _ if tx.max_transmit_segments() > 1 => {
+            assert_eq!((s.send_syscalls, s.gso_sends), (1, 1));
+        }
+        _ => assert_eq!(s.send_syscalls, 2),
+    }
+    assert!(r.recv_syscalls >= 1 && r.recv_batches >= 1);
+}
+
+macro_rules! every_backend {
+    ($($test:ident),* $(,)?) => {
+        mod portable { $(#[tokio::test] async fn $test() { super::$test(crate::Backend::Portable).await } )* }
+        #[cfg(target_os = "linux")]
+        mod mmsg { $(#[tokio::test] async fn $test() { super::$test(crate::Backend::Mmsg).await } )* }
+        #[cfg(target_os = "linux")]
+        mod offload { $(#[tokio::test] async fn $test() { super::$test(crate::Backend::Offload).await } )* }
+        #[cfg(target_os = "linux")]
+        mod io_uring { $(#[tokio::test] async fn $test() { super::$test(crate::Backend::IoUring).await } )* }
+    };
+}
+
+every_backend!(
+    every_datagram_arrives_intact,
+    mixed_destinations_and_segment_sizes_in_one_batch,
+    a_short_last_segment_arrives_short,
+    a_gro_receiver_splits_coalesced_messages_by_stride,
+    ipv6_loopback_round_trip,
+    a_refused_gso_send_falls_back_without_losing_or_repeating,
+    a_closed_port_inside_a_batch_does_not_stall_the_rest,
+    receive_buffers_are_reused_across_batches,
+    counters_match_what_was_sent,
+);
+
+#[tokio::test]
+async fn a_forced_backend_is_the_one_in_use_when_the_kernel_has_it() {
+    for backend in Backend::ALL {
+        let socket = bind(backend, v4());
+        if socket.capabilities().supports(backend) {
+            assert_eq!(socket.backend(), backend);
+            assert_eq!(socket.counters().fallbacks, 0);
+        } else {
+            assert_eq!(socket.counters().fallbacks, 1);
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_refused_ring_falls_back_to_the_next_backend_and_resends_the_batch() {
+    let mut rx = bind(Backend::Offload, v4());
+    let mut tx = bind(Backend::IoUring, v4());
+    let started_on_ring = tx.backend() == Backend::IoUring;
+    let to = rx.local_addr().expect("address");
+    let datagrams: Vec<Vec<u8>> = (0..30).map(|i| payload(i, 900)).collect();
+    let batch: Vec<Transmit<'_>> = datagrams.iter().map(|d| Transmit::new(to, d)).collect();
+    tx.inject_ring_refusal();
+    tx.send_all(&batch).await.expect("send");
+    let mut bufs = rx.new_recv_buffers();
+    assert_eq!(collect(&mut rx, &mut bufs, 30).await, sorted(datagrams));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), rx.recv(&mut bufs))
+            .await
+            .is_err()
+    );
+    if started_on_ring {
+        assert_eq!(tx.backend(), tx.capabilities().at_most(Backend::Offload));
+        assert_eq!(tx.counters().fallbacks, 1);
+    }
+    assert_eq!(tx.counters().datagrams_sent, 30);
+}
+
+/// Counts heap allocations made by the current thread while enabled.
+struct CountingAlloc;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; the
+// bookkeeping touches only const-initialised thread-locals, which never allocate.
+unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        if COUNTING.with(Cell::get) {
+            ALLOCATIONS.with(|a| a.set(a.get() + 1));
+        }
+        // SAFETY: the caller upholds GlobalAlloc::alloc's contract, passed on as is.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: ptr came from System.alloc with this layout.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+#[tokio::test]
+async fn a_batch_allocates_nothing_after_start_up() {
+    for backend in Backend::ALL {
+        let mut rx = bind(backend, v4());
+        let mut tx = bind(backend, v4());
+        let to = rx.local_addr().expect("address");
+        let mut bufs = rx.new_recv_buffers();
+        let (run, _) = run_of(1, &[1000; 8]);
+        let singles: Vec<Vec<u8>> = (0..8).map(|i| payload(i, 500)).collect();
+        let mut batch: Vec<Transmit<'_>> = singles.iter().map(|d| Transmit::new(to, d)).collect();
+        batch.push(Transmit::new(to, &run).with_segment_size(1000));
+        for round in 0..3 {
+            COUNTING.with(|c| c.set(round > 0));
+            ALLOCATIONS.with(|a| a.set(0));
+            tx.send_all(&batch).await.expect("send");
+            let mut received = 0;
+            while received < 16 {
+                let wait = tokio::time::timeout(WAIT, rx.recv(&mut bufs));
+                received += wait.await.expect("datagrams in time").expect("receive");
+            }
+            COUNTING.with(|c| c.set(false));
+            assert_eq!(received, 16, "{backend}");
+            assert_eq!(ALLOCATIONS.with(Cell::get), 0, "{backend} round {round}");
+        }
+    }
+}
