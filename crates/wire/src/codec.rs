@@ -1,0 +1,841 @@
+//! Frame encoding and decoding with postcard, into and out of the caller's buffers.
+//!
+//! Each frame is its type byte followed by a postcard-encoded body (varints
+//! for integers, a varint length before byte strings, one byte for a bool).
+//! Encoding writes into a caller's slice; decoding borrows from the packet
+//! buffer. Neither allocates, and no length read from the wire is ever used
+//! to size anything: a length past the end of the buffer is simply an error.
+//!
+//! Besides postcard's own checks the decoder refuses values above
+//! [`VARINT_MAX`], stream data that would end past it, ACK ranges below zero
+//! or more than [`MAX_ACK_RANGES`], and any encoding that is not the minimal
+//! one (so `encode(decode(bytes)) == bytes` for every accepted frame).
+
+use core::ops::RangeInclusive;
+use core::time::Duration;
+
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::error::{DecodeError, EncodeError};
+use crate::frame::{
+    Ack, AckRanges, AckRangesRepr, Close, Frame, FrameType, MAX_ACK_RANGES, MaxData, MaxStreamData,
+    Message, Padding, Stream,
+};
+use crate::varint::{VARINT_MAX, varint_len};
+
+/// Writes a byte string as one postcard length + memcpy (serde would
+/// otherwise treat `&[u8]` as a sequence and push it byte by byte; the
+/// bytes on the wire are the same).
+fn as_bytes<S: Serializer>(data: &&[u8], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_bytes(data)
+}
+
+#[derive(Serialize, Deserialize)]
+struct AckHead {
+    largest: u64,
+    ack_delay_us: u64,
+    receive_time_us: u64,
+    additional_ranges: u64,
+    first_range: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StreamBody<'a> {
+    id: u64,
+    offset: u64,
+    fin: bool,
+    #[serde(serialize_with = "as_bytes")]
+    data: &'a [u8],
+}
+
+#[derive(Serialize, Deserialize)]
+struct MessageBody<'a> {
+    #[serde(serialize_with = "as_bytes")]
+    data: &'a [u8],
+}
+
+#[derive(Serialize, Deserialize)]
+struct MaxDataBody {
+    max: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct MaxStreamDataBody {
+    id: u64,
+    max: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct CloseBody<'a> {
+    code: u64,
+    #[serde(serialize_with = "as_bytes")]
+    reason: &'a [u8],
+}
+
+/// Whole microseconds of `duration`, saturating (for size prediction only;
+/// [`Frame::encode`] refuses values above [`VARINT_MAX`] first).
+fn micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}
+
+fn checked(field: &'static str, value: u64) -> Result<u64, EncodeError> {
+    if value > VARINT_MAX {
+        Err(EncodeError::ValueTooLarge { field, value })
+    } else {
+        Ok(value)
+    }
+}
+
+fn bytes_len(data: &[u8]) -> usize {
+    varint_len(data.len() as u64) + data.len()
+}
+
+/// The `(gap, length)` pair that encodes `range` after a range whose
+/// smallest packet number is `previous_smallest` (RFC 9000 §19.3.1:
+/// "Gap: ... the number of contiguous unacknowledged packets preceding the
+/// packet number one lower than the smallest in the preceding ACK Range").
+fn ack_pair(previous_smallest: u64, range: &RangeInclusive<u64>) -> (u64, u64) {
+    (
+        previous_smallest - range.end() - 2,
+        range.end() - range.start(),
+    )
+}
+
+/// Reads one `(gap, length)` pair.
+pub(crate) fn take_ack_pair(bytes: &[u8]) -> postcard::Result<((u64, u64), &[u8])> {
+    postcard::take_from_bytes::<(u64, u64)>(bytes)
+}
+
+/// The range a `(gap, length)` pair denotes after a range whose smallest
+/// packet number is `previous_smallest`, or `None` if it would go below zero.
+pub(crate) fn next_ack_range(
+    previous_smallest: u64,
+    gap: u64,
+    length: u64,
+) -> Option<RangeInclusive<u64>> {
+    let largest = previous_smallest.checked_sub(gap.checked_add(2)?)?;
+    let smallest = largest.checked_sub(length)?;
+    Some(smallest..=largest)
+}
+
+impl AckRanges<'_> {
+    /// Encoded size of the additional-range pairs.
+    fn pairs_len(&self) -> usize {
+        match *self.repr() {
+            AckRangesRepr::Slice(ranges) => ranges
+                .windows(2)
+                .map(|w| {
+                    let (gap, length) = ack_pair(*w[0].start(), &w[1]);
+                    varint_len(gap) + varint_len(length)
+                })
+                .sum(),
+            AckRangesRepr::Wire { pairs, .. } => pairs.len(),
+        }
+    }
+
+    fn first_range(&self) -> u64 {
+        match *self.repr() {
+            AckRangesRepr::Slice(ranges) => ranges.first().map_or(0, |r| r.end() - r.start()),
+            AckRangesRepr::Wire { first_range, .. } => first_range,
+        }
+    }
+}
+
+impl Ack<'_> {
+    fn head(&self) -> AckHead {
+        AckHead {
+            largest: self.ranges.largest(),
+            ack_delay_us: micros(self.ack_delay),
+            receive_time_us: micros(self.receive_time),
+            additional_ranges: (self.ranges.len() - 1) as u64,
+            first_range: self.ranges.first_range(),
+        }
+    }
+}
+
+fn head_len(head: &AckHead) -> usize {
+    varint_len(head.largest)
+        + varint_len(head.ack_delay_us)
+        + varint_len(head.receive_time_us)
+        + varint_len(head.additional_ranges)
+        + varint_len(head.first_range)
+}
+
+/// Maps postcard's error for a body of frame type `ty`.
+fn body_error(ty: FrameType, error: postcard::Error) -> DecodeError {
+    match error {
+        postcard::Error::DeserializeUnexpectedEnd => DecodeError::Truncated(ty),
+        _ => DecodeError::Malformed(ty),
+    }
+}
+
+/// Writes `value` with postcard into `dst`, which the caller sized with the
+/// predicted length.
+fn put<T: Serialize>(value: &T, dst: &mut [u8]) -> Result<usize, EncodeError> {
+    let available = dst.len();
+    postcard::to_slice(value, dst)
+        .map(|written| written.len())
+        .map_err(|_| EncodeError::BufferTooSmall {
+            needed: available + 1,
+            available,
+        })
+}
+
+impl<'a> Frame<'a> {
+    /// The exact number of bytes [`Frame::encode`] writes for this frame.
+    #[must_use]
+    pub fn encoded_len(&self) -> usize {
+        1 + match self {
+            Self::Padding(padding) => return padding.len,
+            Self::Ping => 0,
+            Self::Ack(ack) => head_len(&ack.head()) + ack.ranges.pairs_len(),
+            Self::Stream(s) => varint_len(s.id) + varint_len(s.offset) + 1 + bytes_len(s.data),
+            Self::Message(m) => bytes_len(m.data),
+            Self::MaxData(m) => varint_len(m.max),
+            Self::MaxStreamData(m) => varint_len(m.id) + varint_len(m.max),
+            Self::Close(c) => varint_len(c.code) + bytes_len(c.reason),
+        }
+    }
+
+    /// Refuses frames the wire format cannot carry.
+    fn validate(&self) -> Result<(), EncodeError> {
+        match self {
+            Self::Padding(Padding { len: 0 }) => return Err(EncodeError::EmptyPadding),
+            Self::Padding(_) | Self::Ping => {}
+            Self::Ack(ack) => {
+                let head = ack.head();
+                checked("ack_delay", head.ack_delay_us)?;
+                checked("receive_time", head.receive_time_us)?;
+            }
+            Self::Stream(s) => {
+                checked("stream id", s.id)?;
+                // RFC 9000 §19.8: "The largest offset delivered on a stream
+                // -- the sum of the offset and data length -- cannot exceed 2^62-1".
+                checked(
+                    "stream offset + length",
+                    s.offset.saturating_add(s.data.len() as u64),
+                )?;
+            }
+            Self::Message(_) => {}
+            Self::MaxData(m) => {
+                checked("max data", m.max)?;
+            }
+            Self::MaxStreamData(m) => {
+                checked("stream id", m.id)?;
+                checked("max stream data", m.max)?;
+            }
+            Self::Close(c) => {
+                checked("close code", c.code)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Encodes the frame at the start of `buf`, returning the bytes written
+    /// (always [`Frame::encoded_len`]). On error nothing useful was written.
+    pub fn encode(&self, buf: &mut [u8]) -> Result<usize, EncodeError> {
+        self.validate()?;
+        let len = self.encoded_len();
+        let available = buf.len();
+        let dst = buf.get_mut(..len).ok_or(EncodeError::BufferTooSmall {
+            needed: len,
+            available,
+        })?;
+        dst[0] = self.frame_type() as u8;
+        let body = &mut dst[1..];
+        match self {
+            Self::Padding(_) => body.fill(0),
+            Self::Ping => {}
+            Self::Ack(ack) => {
+                let mut at = put(&ack.head(), body)?;
+                match *ack.ranges.repr() {
+                    AckRangesRepr::Slice(ranges) => {
+                        for w in ranges.windows(2) {
+                            at += put(&ack_pair(*w[0].start(), &w[1]), &mut body[at..])?;
+                        }
+                    }
+                    AckRangesRepr::Wire { pairs, .. } => {
+                        body[at..at + pairs.len()].copy_from_slice(pairs);
+                    }
+                }
+            }
+            Self::Stream(s) => {
+                let wire = StreamBody {
+                    id: s.id,
+                    offset: s.offset,
+                    fin: s.fin,
+                    data: s.data,
+                };
+                put(&wire, body)?;
+            }
+            Self::Message(m) => {
+                put(&MessageBody { data: m.data }, body)?;
+            }
+            Self::MaxData(m) => {
+                put(&MaxDataBody { max: m.max }, body)?;
+            }
+            Self::MaxStreamData(m) => {
+                put(
+                    &MaxStreamDataBody {
+                        id: m.id,
+                        max: m.max,
+                    },
+                    body,
+                )?;
+            }
+            Self::Close(c) => {
+                put(
+                    &CloseBody {
+                        code: c.code,
+                        reason: c.reason,
+                    },
+                    body,
+                )?;
+            }
+        }
+        Ok(len)
+    }
+
+    /// Decodes the frame at the start of `bytes`, returning it and the number
+    /// of bytes it took. Data, reasons and ACK ranges borrow from `bytes`.
+    pub fn decode(bytes: &'a [u8]) -> Result<(Self, usize), DecodeError> {
+        let (&type_byte, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
+        let ty = FrameType::from_byte(type_byte).ok_or(DecodeError::UnknownFrameType(type_byte))?;
+        let too_large = DecodeError::ValueTooLarge(ty);
+        let (frame, rest) = match ty {
+            FrameType::Padding => {
+                let zeros = body.iter().position(|&b| b != 0).unwrap_or(body.len());
+                return Ok((Self::Padding(Padding { len: 1 + zeros }), 1 + zeros));
+            }
+            FrameType::Ping => (Self::Ping, body),
+            FrameType::Ack => decode_ack(body)?,
+            FrameType::Stream => {
+                let (s, rest) = postcard::take_from_bytes::<StreamBody<'a>>(body)
+                    .map_err(|e| body_error(ty, e))?;
+                if s.id > VARINT_MAX || s.offset.saturating_add(s.data.len() as u64) > VARINT_MAX {
+                    return Err(too_large);
+                }
+                let frame = Stream {
+                    id: s.id,
+                    offset: s.offset,
+                    fin: s.fin,
+                    data: s.data,
+                };
+                (Self::Stream(frame), rest)
+            }
+            FrameType::Message => {
+                let (m, rest) = postcard::take_from_bytes::<MessageBody<'a>>(body)
+                    .map_err(|e| body_error(ty, e))?;
+                (Self::Message(Message { data: m.data }), rest)
+            }
+            FrameType::MaxData => {
+                let (m, rest) = postcard::take_from_bytes::<MaxDataBody>(body)
+                    .map_err(|e| body_error(ty, e))?;
+                if m.max > VARINT_MAX {
+                    return Err(too_large);
+                }
+                (Self::MaxData(MaxData { max: m.max }), rest)
+            }
+            FrameType::MaxStreamData => {
+                let (m, rest) = postcard::take_from_bytes::<MaxStreamDataBody>(body)
+                    .map_err(|e| body_error(ty, e))?;
+                if m.id > VARINT_MAX || m.max > VARINT_MAX {
+                    return Err(too_large);
+                }
+                (
+                    Self::MaxStreamData(MaxStreamData {
+                        id: m.id,
+                        max: m.max,
+                    }),
+                    rest,
+                )
+            }
+            FrameType::Close => {
+                let (c, rest) = postcard::take_from_bytes::<CloseBody<'a>>(body)
+                    .map_err(|e| body_error(ty, e))?;
+                if c.code > VARINT_MAX {
+                    return Err(too_large);
+                }
+                (
+                    Self::Close(Close {
+                        code: c.code,
+                        reason: c.reason,
+                    }),
+                    rest,
+                )
+            }
+        };
+        let used = bytes.len() - rest.len();
+        if used != frame.encoded_len() {
+            return Err(DecodeError::NonCanonical(ty));
+        }
+        Ok((frame, used))
+    }
+
+    /// Decodes a frame that must fill `bytes` exactly (e.g. one stored on its own).
+    pub fn decode_exact(bytes: &'a [u8]) -> Result<Self, DecodeError> {
+        let (frame, used) = Self::decode(bytes)?;
+        match bytes.len() - used {
+            0 => Ok(frame),
+            trailing => Err(DecodeError::TrailingBytes(trailing)),
+        }
+    }
+}
+
+fn decode_ack(body: &[u8]) -> Result<(Frame<'_>, &[u8]), DecodeError> {
+    let ty = FrameType::Ack;
+    let (head, mut rest) =
+        postcard::take_from_bytes::<AckHead>(body).map_err(|e| body_error(ty, e))?;
+    if head.largest > VARINT_MAX
+        || head.ack_delay_us > VARINT_MAX
+        || head.receive_time_us > VARINT_MAX
+    {
+        return Err(DecodeError::ValueTooLarge(ty));
+    }
+    if head.additional_ranges >= MAX_ACK_RANGES as u64 {
+        return Err(DecodeError::InvalidAckRanges("more than MAX_ACK_RANGES"));
+    }
+    let mut smallest =
+        head.largest
+            .checked_sub(head.first_range)
+            .ok_or(DecodeError::InvalidAckRanges(
+                "first range below packet number 0",
+            ))?;
+    let pairs_start = rest;
+    for _ in 0..head.additional_ranges {
+        let ((gap, length), after) = take_ack_pair(rest).map_err(|e| body_error(ty, e))?;
+        let range = next_ack_range(smallest, gap, length)
+            .ok_or(DecodeError::InvalidAckRanges("range below packet number 0"))?;
+        smallest = *range.start();
+        rest = after;
+    }
+    let pairs = &pairs_start[..pairs_start.len() - rest.len()];
+    // Bounded by MAX_ACK_RANGES above.
+    let additional = head.additional_ranges as usize;
+    let ranges = AckRanges::from_wire(head.largest, head.first_range, additional, pairs);
+    let ack = Ack {
+        ranges,
+        ack_delay: Duration::from_micros(head.ack_delay_us),
+        receive_time: Duration::from_micros(head.receive_time_us),
+    };
+    Ok((Frame::Ack(ack), rest))
+}
+
+/// The frames of a packet payload, decoded one at a time.
+///
+/// Yields `Err` once at the first malformed frame and then stops: a packet
+/// with one bad frame is a protocol violation as a whole, and nothing after
+/// the bad frame can be located.
+#[derive(Debug, Clone)]
+pub struct Frames<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Frames<'a> {
+    /// Iterates over the frames in `payload`.
+    #[must_use]
+    pub const fn new(payload: &'a [u8]) -> Self {
+        Self { rest: payload }
+    }
+}
+
+impl<'a> Iterator for Frames<'a> {
+    type Item = Result<Frame<'a>, DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        match Frame::decode(self.rest) {
+            Ok((frame, used)) => {
+                self.rest = &self.rest[used..];
+                Some(Ok(frame))
+            }
+            Err(error) => {
+                self.rest = &[];
+                Some(Err(error))
+            }
+        }
+    }
+}
+
+impl core::iter::FusedIterator for Frames<'_> {}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    /// An owned frame, so proptest can generate what `Frame` borrows.
+    #[derive(Debug, Clone)]
+    pub(crate) enum OwnedFrame {
+        Padding(usize),
+        Ping,
+        Ack {
+            ranges: Vec<RangeInclusive<u64>>,
+            delay_us: u64,
+            receive_us: u64,
+        },
+        Stream {
+            id: u64,
+            offset: u64,
+            fin: bool,
+            data: Vec<u8>,
+        },
+        Message(Vec<u8>),
+        MaxData(u64),
+        MaxStreamData {
+            id: u64,
+            max: u64,
+        },
+        Close {
+            code: u64,
+            reason: Vec<u8>,
+        },
+    }
+
+    impl OwnedFrame {
+        pub(crate) fn as_frame(&self) -> Frame<'_> {
+            match self {
+                Self::Padding(len) => Frame::Padding(Padding { len: *len }),
+                Self::Ping => Frame::Ping,
+                Self::Ack {
+                    ranges,
+                    delay_us,
+                    receive_us,
+                } => Frame::Ack(Ack {
+                    ranges: AckRanges::new(ranges).expect("generated ranges are valid"),
+                    ack_delay: Duration::from_micros(*delay_us),
+                    receive_time: Duration::from_micros(*receive_us),
+                }),
+                Self::Stream {
+                    id,
+                    offset,
+                    fin,
+                    data,
+                } => Frame::Stream(Stream {
+                    id: *id,
+                    offset: *offset,
+                    fin: *fin,
+                    data,
+                }),
+                Self::Message(data) => Frame::Message(Message { data }),
+                Self::MaxData(max) => Frame::MaxData(MaxData { max: *max }),
+                Self::MaxStreamData { id, max } => {
+                    Frame::MaxStreamData(MaxStreamData { id: *id, max: *max })
+                }
+                Self::Close { code, reason } => Frame::Close(Close {
+                    code: *code,
+                    reason,
+                }),
+            }
+        }
+    }
+
+    /// Values spread over every varint length up to `VARINT_MAX`.
+    fn varint() -> impl Strategy<Value = u64> {
+        (0u32..62, any::<u64>()).prop_map(|(bits, v)| v & ((1u64 << bits) | ((1u64 << bits) - 1)))
+    }
+
+    /// Valid ACK ranges: descending, gaps of at least one.
+    fn ack_ranges() -> impl Strategy<Value = Vec<RangeInclusive<u64>>> {
+        (varint(), vec((0u64..300, 0u64..300), 0..MAX_ACK_RANGES)).prop_map(|(largest, steps)| {
+            let mut ranges = Vec::new();
+            let mut end = largest.max(1 << 20);
+            for (gap, len) in std::iter::once((0, 5)).chain(steps) {
+                let Some(start) = end.checked_sub(len) else {
+                    break;
+                };
+                ranges.push(start..=end);
+                match start.checked_sub(gap + 2) {
+                    Some(next_end) => end = next_end,
+                    None => break,
+                }
+            }
+            ranges
+        })
+    }
+
+    pub(crate) fn any_frame() -> impl Strategy<Value = OwnedFrame> {
+        prop_oneof![
+            (1usize..40).prop_map(OwnedFrame::Padding),
+            Just(OwnedFrame::Ping),
+            (ack_ranges(), varint(), varint()).prop_map(|(ranges, delay_us, receive_us)| {
+                OwnedFrame::Ack {
+                    ranges,
+                    delay_us,
+                    receive_us,
+                }
+            }),
+            (
+                varint(),
+                0u64..1 << 61,
+                any::<bool>(),
+                vec(any::<u8>(), 0..300)
+            )
+                .prop_map(|(id, offset, fin, data)| OwnedFrame::Stream {
+                    id,
+                    offset,
+                    fin,
+                    data
+                }),
+            vec(any::<u8>(), 0..300).prop_map(OwnedFrame::Message),
+            varint().prop_map(OwnedFrame::MaxData),
+            (varint(), varint()).prop_map(|(id, max)| OwnedFrame::MaxStreamData { id, max }),
+            (varint(), vec(any::<u8>(), 0..64))
+                .prop_map(|(code, reason)| OwnedFrame::Close { code, reason }),
+        ]
+    }
+
+    fn encode_all(frames: &[OwnedFrame]) -> Vec<u8> {
+        let mut out = vec![0u8; frames.iter().map(|f| f.as_frame().encoded_len()).sum()];
+        let mut at = 0;
+        for frame in frames {
+            at += frame.as_frame().encode(&mut out[at..]).unwrap();
+        }
+        assert_eq!(at, out.len());
+        out
+    }
+
+    /// Decoding must either fail with a typed error or give frames that
+    /// encode back to exactly the same bytes.
+    fn check_decode_is_canonical(bytes: &[u8]) -> Result<(), TestCaseError> {
+        let mut rebuilt = vec![0u8; bytes.len()];
+        let mut at = 0;
+        for frame in Frames::new(bytes) {
+            let Ok(frame) = frame else { return Ok(()) };
+            at += frame
+                .encode(&mut rebuilt[at..])
+                .expect("a decoded frame re-encodes");
+        }
+        prop_assert_eq!(&rebuilt[..at], bytes);
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn every_frame_round_trips_and_its_predicted_size_is_what_is_written(owned in any_frame()) {
+            let frame = owned.as_frame();
+            let mut buf = vec![0u8; frame.encoded_len() + 8];
+            let written = frame.encode(&mut buf).unwrap();
+            prop_assert_eq!(written, frame.encoded_len());
+            let decoded = Frame::decode_exact(&buf[..written]).unwrap();
+            prop_assert_eq!(decoded, frame);
+            prop_assert_eq!(decoded.encoded_len(), written);
+            // A decoded frame (lazy ACK ranges included) encodes to the same bytes.
+            let mut again = vec![0u8; written];
+            prop_assert_eq!(decoded.encode(&mut again).unwrap(), written);
+            prop_assert_eq!(&again[..], &buf[..written]);
+        }
+
+        #[test]
+        fn a_buffer_one_byte_short_is_refused_without_writing_past_it(owned in any_frame()) {
+            let frame = owned.as_frame();
+            let len = frame.encoded_len();
+            let mut buf = vec![0u8; len - 1];
+            prop_assert_eq!(
+                frame.encode(&mut buf),
+                Err(EncodeError::BufferTooSmall { needed: len, available: len - 1 })
+            );
+        }
+
+        #[test]
+        fn a_sequence_of_frames_decodes_back_in_order(frames in vec(any_frame(), 1..12)) {
+            // Adjacent padding runs are one run on the wire.
+            let mut expected: Vec<OwnedFrame> = Vec::new();
+            for frame in &frames {
+                match (expected.last_mut(), frame) {
+                    (Some(OwnedFrame::Padding(a)), OwnedFrame::Padding(b)) => *a += b,
+                    _ => expected.push(frame.clone()),
+                }
+            }
+            let bytes = encode_all(&frames);
+            let decoded: Vec<Frame<'_>> = Frames::new(&bytes).collect::<Result<_, _>>().unwrap();
+            let expected: Vec<Frame<'_>> = expected.iter().map(OwnedFrame::as_frame).collect();
+            prop_assert_eq!(decoded, expected);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic_and_what_decodes_is_canonical(bytes in vec(any::<u8>(), 0..200)) {
+            check_decode_is_canonical(&bytes)?;
+        }
+
+        #[test]
+        fn mutated_valid_frames_never_panic_and_what_decodes_is_canonical(
+            frames in vec(any_frame(), 1..6),
+            mutations in vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut bytes = encode_all(&frames);
+            for (index, value) in mutations {
+                let i = index.index(bytes.len());
+                bytes[i] = value;
+            }
+            check_decode_is_canonical(&bytes)?;
+            let cut = cut.index(bytes.len() + 1);
+            check_decode_is_canonical(&bytes[..cut])?;
+        }
+    }
+
+    fn decode_err(bytes: &[u8]) -> DecodeError {
+        Frame::decode_exact(bytes).expect_err("must be refused")
+    }
+
+    #[test]
+    fn unknown_frame_types_are_refused() {
+        assert_eq!(decode_err(&[0x08]), DecodeError::UnknownFrameType(0x08));
+        assert_eq!(
+            decode_err(&[0xff, 1, 2]),
+            DecodeError::UnknownFrameType(0xff)
+        );
+        assert_eq!(Frame::decode(&[]), Err(DecodeError::Empty));
+    }
+
+    #[test]
+    fn lengths_past_the_end_are_refused() {
+        // Message claiming 5 bytes, carrying 2.
+        assert_eq!(
+            decode_err(&[0x04, 5, 1, 2]),
+            DecodeError::Truncated(FrameType::Message)
+        );
+        // Stream with a length varint claiming ~2^63 bytes.
+        let bytes = [
+            0x03, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,
+        ];
+        assert!(matches!(
+            decode_err(&bytes),
+            DecodeError::Truncated(_) | DecodeError::Malformed(_)
+        ));
+        // Close cut in the middle of its code.
+        assert_eq!(
+            decode_err(&[0x07, 0x80]),
+            DecodeError::Truncated(FrameType::Close)
+        );
+    }
+
+    #[test]
+    fn trailing_bytes_after_a_lone_frame_are_refused() {
+        assert_eq!(decode_err(&[0x01, 0x01]), DecodeError::TrailingBytes(1));
+        assert_eq!(
+            decode_err(&[0x05, 0x07, 0xee, 0xee]),
+            DecodeError::TrailingBytes(2)
+        );
+    }
+
+    #[test]
+    fn absurd_values_are_refused() {
+        // MaxData of 2^62 (one past VARINT_MAX): 9 bytes of LEB128.
+        let mut bytes = vec![0x05];
+        bytes.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40]);
+        assert_eq!(
+            decode_err(&bytes),
+            DecodeError::ValueTooLarge(FrameType::MaxData)
+        );
+        // A varint longer than any u64.
+        let overlong = [
+            0x05, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+        ];
+        assert_eq!(
+            decode_err(&overlong),
+            DecodeError::Malformed(FrameType::MaxData)
+        );
+        // Stream ending past 2^62 - 1: offset VARINT_MAX with one byte of data.
+        let frame = [0x03, 0x00];
+        let mut stream = frame.to_vec();
+        stream.extend_from_slice(&[
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x3f, 0x00, 0x01, 0xaa,
+        ]);
+        assert_eq!(
+            decode_err(&stream),
+            DecodeError::ValueTooLarge(FrameType::Stream)
+        );
+        // A bool that is neither 0 nor 1.
+        assert_eq!(
+            decode_err(&[0x03, 0, 0, 2, 0]),
+            DecodeError::Malformed(FrameType::Stream)
+        );
+    }
+
+    #[test]
+    fn non_minimal_encodings_are_refused() {
+        // MaxData 1 written as two bytes.
+        assert_eq!(
+            decode_err(&[0x05, 0x81, 0x00]),
+            DecodeError::NonCanonical(FrameType::MaxData)
+        );
+    }
+
+    #[test]
+    fn ack_ranges_below_zero_or_too_many_are_refused() {
+        // largest 3, first range 4: would start at -1.
+        assert!(matches!(
+            decode_err(&[0x02, 3, 0, 0, 0, 4]),
+            DecodeError::InvalidAckRanges(_)
+        ));
+        // largest 10, first range 0, one more range with gap 9: 10 - 9 - 2 < 0.
+        assert!(matches!(
+            decode_err(&[0x02, 10, 0, 0, 1, 0, 9, 0]),
+            DecodeError::InvalidAckRanges(_)
+        ));
+        // 64 additional ranges claimed: over MAX_ACK_RANGES.
+        assert!(matches!(
+            decode_err(&[0x02, 10, 0, 0, 64, 0]),
+            DecodeError::InvalidAckRanges(_)
+        ));
+        // One additional range claimed, none present.
+        assert_eq!(
+            decode_err(&[0x02, 10, 0, 0, 1, 0]),
+            DecodeError::Truncated(FrameType::Ack)
+        );
+    }
+
+    #[test]
+    fn ack_wire_layout_matches_rfc_9000_gap_encoding() {
+        let ranges = [100..=105, 90..=97, 0..=0];
+        let frame = Frame::Ack(Ack {
+            ranges: AckRanges::new(&ranges).unwrap(),
+            ack_delay: Duration::from_micros(25),
+            receive_time: Duration::from_micros(1000),
+        });
+        let mut buf = [0u8; 32];
+        let len = frame.encode(&mut buf).unwrap();
+        // type, largest 105, delay 25, receive 1000 (0xe8 0x07), 2 more ranges, first 5,
+        // then (gap 100-97-2 = 1, len 7) and (gap 90-0-2 = 88, len 0).
+        assert_eq!(&buf[..len], &[0x02, 105, 25, 0xe8, 0x07, 2, 5, 1, 7, 88, 0]);
+        let Frame::Ack(decoded) = Frame::decode_exact(&buf[..len]).unwrap() else {
+            panic!()
+        };
+        assert_eq!(decoded.ranges.iter().collect::<Vec<_>>(), ranges.to_vec());
+    }
+
+    #[test]
+    fn refused_frames_on_encode() {
+        let mut buf = [0u8; 64];
+        assert_eq!(
+            Frame::Padding(Padding { len: 0 }).encode(&mut buf),
+            Err(EncodeError::EmptyPadding)
+        );
+        let too_far = Frame::Stream(Stream {
+            id: 0,
+            offset: VARINT_MAX,
+            fin: false,
+            data: b"x",
+        });
+        assert!(matches!(
+            too_far.encode(&mut buf),
+            Err(EncodeError::ValueTooLarge { .. })
+        ));
+        let huge_delay = Frame::Ack(Ack {
+            ranges: AckRanges::new(&[0..=0]).unwrap(),
+            ack_delay: Duration::MAX,
+            receive_time: Duration::ZERO,
+        });
+        assert!(matches!(
+            huge_delay.encode(&mut buf),
+            Err(EncodeError::ValueTooLarge { .. })
+        ));
+    }
+}

@@ -1,0 +1,233 @@
+//! One small error enum per operation.
+//!
+//! Every input that comes from the network can fail in several ways; each way
+//! has its own variant so callers can count and log them, and none of them is
+//! ever a panic. The enums are `#[non_exhaustive]`: later versions may learn
+//! new ways to fail without breaking callers.
+
+use crate::frame::FrameType;
+use crate::header::PacketType;
+
+/// Parsing a packet header failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HeaderError {
+    /// The datagram has no bytes at all.
+    #[error("empty datagram")]
+    Empty,
+    /// The first byte is not a packet type Tern knows.
+    #[error("unknown packet type {0:#04x}")]
+    UnknownType(u8),
+    /// The packet-number varint is cut off or longer than a u64 allows.
+    #[error("truncated or malformed packet number")]
+    MalformedPacketNumber,
+    /// The packet number is encoded with more bytes than needed; the header
+    /// bytes are authenticated, so there is exactly one valid encoding.
+    #[error("packet number is not minimally encoded")]
+    NonCanonicalPacketNumber,
+    /// The packet number is at or past the per-key packet limit, so no key
+    /// could ever have sealed it.
+    #[error("packet number {0} is past the per-key packet limit")]
+    PacketNumberPastLimit(u64),
+}
+
+/// Writing a header or a frame failed; nothing was written past the caller's slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// The destination slice cannot hold the encoding.
+    #[error("buffer too small: {needed} bytes needed, {available} available")]
+    BufferTooSmall {
+        /// Bytes the encoding needs.
+        needed: usize,
+        /// Bytes the slice has.
+        available: usize,
+    },
+    /// A field is larger than the wire format allows (see [`crate::VARINT_MAX`]).
+    #[error("{field} = {value} is larger than the wire format allows")]
+    ValueTooLarge {
+        /// The field's name.
+        field: &'static str,
+        /// The refused value (saturated to `u64::MAX` for durations).
+        value: u64,
+    },
+    /// A padding frame must cover at least one byte.
+    #[error("padding of zero bytes")]
+    EmptyPadding,
+    /// ACK ranges must be non-empty, descending, separated by at least one
+    /// missing packet number, and at most [`crate::MAX_ACK_RANGES`] long.
+    #[error("invalid ACK ranges: {0}")]
+    InvalidAckRanges(&'static str),
+}
+
+/// Decoding a frame failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// There are no bytes to decode.
+    #[error("no bytes to decode")]
+    Empty,
+    /// The frame-type byte is not one Tern knows.
+    #[error("unknown frame type {0:#04x}")]
+    UnknownFrameType(u8),
+    /// The frame ends before its fields do, or a length runs past the end.
+    #[error("{0:?} frame is truncated")]
+    Truncated(FrameType),
+    /// A field is not a valid encoding (overlong varint, a bool other than 0 or 1).
+    #[error("{0:?} frame is malformed")]
+    Malformed(FrameType),
+    /// A field is encoded with more bytes than needed.
+    #[error("{0:?} frame is not minimally encoded")]
+    NonCanonical(FrameType),
+    /// A field is above [`crate::VARINT_MAX`], or an offset plus a length is.
+    #[error("{0:?} frame carries an absurd value")]
+    ValueTooLarge(FrameType),
+    /// ACK ranges that go below packet number zero or number more than
+    /// [`crate::MAX_ACK_RANGES`].
+    #[error("invalid ACK ranges: {0}")]
+    InvalidAckRanges(&'static str),
+    /// Bytes follow a frame that had to fill its slice exactly.
+    #[error("{0} trailing bytes after the frame")]
+    TrailingBytes(usize),
+}
+
+/// Sealing a packet failed; the packet number was not consumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SealError {
+    /// The key has sealed as many packets as it safely can: rekey or close.
+    #[error("packet limit of {limit} reached for this key")]
+    PacketLimitReached {
+        /// The per-key limit, [`crate::PACKET_LIMIT`].
+        limit: u64,
+    },
+    /// The buffer cannot hold the header, the payload and the tag.
+    #[error("buffer too small: {needed} bytes needed, {available} available")]
+    BufferTooSmall {
+        /// Bytes the packet needs.
+        needed: usize,
+        /// Bytes the buffer has.
+        available: usize,
+    },
+    /// The cipher refused the input (only if a payload exceeded GCM's 64 GiB limit).
+    #[error("the AEAD refused to seal")]
+    Cipher,
+}
+
+/// Opening (authenticating and decrypting) a packet failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The header is not valid.
+    #[error(transparent)]
+    Header(#[from] HeaderError),
+    /// The packet type is not protected by a packet key (an intro).
+    #[error("{0:?} packets are not sealed with a packet key")]
+    NotProtected(PacketType),
+    /// The packet is too short to hold the 16-byte tag.
+    #[error("packet too short for the authentication tag")]
+    TooShort,
+    /// The tag does not match: wrong key, or the header, ciphertext or tag
+    /// was changed on the way.
+    #[error("packet failed authentication")]
+    Authentication,
+}
+
+/// A maximum UDP payload outside what Tern supports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SizeError {
+    /// The value is below [`crate::MIN_UDP_PAYLOAD`] or above [`crate::MAX_UDP_PAYLOAD`].
+    #[error("max UDP payload {0} is outside 1200..=65507")]
+    OutOfRange(usize),
+}
+
+/// Loading or saving an RSA identity key failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// The PKCS#8 document (private key) is not valid.
+    #[error("invalid PKCS#8 private key")]
+    Pkcs8(#[source] rsa::pkcs8::Error),
+    /// The SubjectPublicKeyInfo document (public key) is not valid.
+    #[error("invalid SPKI public key")]
+    Spki(#[source] rsa::pkcs8::spki::Error),
+    /// The key is valid RSA but not the 2048-bit size the intro is laid out for.
+    #[error("RSA key has {0} bits, Tern uses 2048")]
+    WrongSize(usize),
+    /// Key generation failed.
+    #[error("RSA key generation failed")]
+    Generation(#[source] rsa::Error),
+}
+
+/// Writing an intro failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IntroError {
+    /// The buffer cannot hold the intro packet.
+    #[error("buffer too small: {needed} bytes needed, {available} available")]
+    BufferTooSmall {
+        /// Bytes the intro needs.
+        needed: usize,
+        /// Bytes the buffer has.
+        available: usize,
+    },
+    /// The clock given is before 1970.
+    #[error("the current time is before the UNIX epoch")]
+    ClockBeforeEpoch,
+    /// RSA-OAEP encryption failed.
+    #[error("RSA-OAEP encryption failed")]
+    Encryption(#[source] rsa::Error),
+}
+
+/// A responder refused an intro.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AcceptError {
+    /// The datagram is not an intro packet.
+    #[error("not an intro packet")]
+    NotAnIntro,
+    /// An intro is exactly 257 bytes long.
+    #[error("intro has {0} bytes, expected 257")]
+    WrongLength(usize),
+    /// RSA-OAEP decryption failed: not encrypted to our key, or altered.
+    #[error("intro does not decrypt with our key")]
+    Decryption,
+    /// The decrypted contents are not an intro body.
+    #[error("malformed intro body")]
+    Malformed,
+    /// The initiator speaks a protocol version we do not.
+    #[error("unsupported protocol version {0}")]
+    UnsupportedVersion(u32),
+    /// The intro's timestamp is outside the accepted window around now.
+    #[error("intro timestamp is {skew_ms} ms away from now, outside the window")]
+    StaleTimestamp {
+        /// How far the timestamp is from the responder's clock, in milliseconds.
+        skew_ms: u64,
+    },
+    /// This intro was already accepted within the window.
+    #[error("replayed intro")]
+    Replayed,
+    /// The replay cache is full of intros that are still inside the window;
+    /// refusing is the only safe answer (forgetting one would let it be replayed).
+    #[error("replay cache full")]
+    ReplayCacheFull,
+    /// The clock given is before 1970.
+    #[error("the current time is before the UNIX epoch")]
+    ClockBeforeEpoch,
+}
+
+/// An initiator could not use a packet as the reply to its intro.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplyError {
+    /// The packet did not open with the responder-to-initiator key.
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// The packet is authentic but not an intro reply.
+    #[error("not an intro reply")]
+    NotAReply,
+    /// The reply does not echo this intro's id.
+    #[error("reply is for another intro")]
+    WrongIntroId,
+}

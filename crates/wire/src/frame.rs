@@ -1,0 +1,411 @@
+//! The frames a protected packet carries, as values that borrow from the packet.
+//!
+//! A packet's plaintext is a sequence of frames. Decoded frames point into the
+//! opened packet buffer (`Stream` and `Message` data, a `Close` reason, the
+//! ACK ranges), so decoding never copies payload and never allocates. The
+//! encodings live in [`crate::codec`]; the byte layouts are in
+//! `docs/wire-format.md`.
+
+use core::fmt;
+use core::ops::RangeInclusive;
+use core::time::Duration;
+
+use crate::error::EncodeError;
+use crate::varint::VARINT_MAX;
+
+/// The most ranges one ACK frame may carry.
+///
+/// A receiver reports the newest ranges first; older holes are reported again
+/// in later ACKs, so a bound loses nothing and keeps decoding cost and the
+/// frame's size predictable. Decoders refuse frames that claim more.
+pub const MAX_ACK_RANGES: usize = 64;
+
+/// The type byte that starts every frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum FrameType {
+    /// [`Frame::Padding`]: each zero byte is one byte of padding.
+    Padding = 0x00,
+    /// [`Frame::Ping`].
+    Ping = 0x01,
+    /// [`Frame::Ack`].
+    Ack = 0x02,
+    /// [`Frame::Stream`].
+    Stream = 0x03,
+    /// [`Frame::Message`].
+    Message = 0x04,
+    /// [`Frame::MaxData`].
+    MaxData = 0x05,
+    /// [`Frame::MaxStreamData`].
+    MaxStreamData = 0x06,
+    /// [`Frame::Close`].
+    Close = 0x07,
+}
+
+impl FrameType {
+    /// The frame type for a type byte, if Tern knows it.
+    #[must_use]
+    pub const fn from_byte(byte: u8) -> Option<Self> {
+        Some(match byte {
+            0x00 => Self::Padding,
+            0x01 => Self::Ping,
+            0x02 => Self::Ack,
+            0x03 => Self::Stream,
+            0x04 => Self::Message,
+            0x05 => Self::MaxData,
+            0x06 => Self::MaxStreamData,
+            0x07 => Self::Close,
+            _ => return None,
+        })
+    }
+}
+
+/// One frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// Filler bytes, e.g. to reach a probe size.
+    Padding(Padding),
+    /// Asks for an acknowledgement and nothing else (keep-alive, RTT probe).
+    Ping,
+    /// Acknowledges received packets.
+    Ack(Ack<'a>),
+    /// Bytes of an ordered byte stream.
+    Stream(Stream<'a>),
+    /// A whole message that fits one packet.
+    Message(Message<'a>),
+    /// Connection-level flow control limit.
+    MaxData(MaxData),
+    /// Stream-level flow control limit.
+    MaxStreamData(MaxStreamData),
+    /// The sender closes the connection.
+    Close(Close<'a>),
+}
+
+impl Frame<'_> {
+    /// This frame's type byte.
+    #[must_use]
+    pub const fn frame_type(&self) -> FrameType {
+        match self {
+            Self::Padding(_) => FrameType::Padding,
+            Self::Ping => FrameType::Ping,
+            Self::Ack(_) => FrameType::Ack,
+            Self::Stream(_) => FrameType::Stream,
+            Self::Message(_) => FrameType::Message,
+            Self::MaxData(_) => FrameType::MaxData,
+            Self::MaxStreamData(_) => FrameType::MaxStreamData,
+            Self::Close(_) => FrameType::Close,
+        }
+    }
+
+    /// Whether receiving this frame obliges the peer to acknowledge the packet.
+    ///
+    /// As in RFC 9002 §2: ACK and padding frames are not ack-eliciting, so two
+    /// peers never acknowledge each other's acknowledgements forever.
+    #[must_use]
+    pub const fn is_ack_eliciting(&self) -> bool {
+        !matches!(self, Self::Ack(_) | Self::Padding(_))
+    }
+}
+
+/// `len` bytes of padding. On the wire every padding byte is a zero, and a
+/// decoder returns a run of zeros as one `Padding`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Padding {
+    /// Number of padding bytes, at least 1.
+    pub len: usize,
+}
+
+/// An acknowledgement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ack<'a> {
+    /// The acknowledged packet numbers, largest range first.
+    pub ranges: AckRanges<'a>,
+    /// How long the receiver held the largest acknowledged packet before this
+    /// ACK was sent, so the sender can subtract it from its RTT sample
+    /// (RFC 9002 §5.3). Carried in whole microseconds.
+    pub ack_delay: Duration,
+    /// The one-way-delay sample for LEDBAT: when the largest acknowledged
+    /// packet arrived, on the receiver's clock (microseconds since an epoch of
+    /// the receiver's choosing). The sender subtracts its own send time; the
+    /// unknown offset between the two clocks cancels out because LEDBAT only
+    /// uses the delay above the smallest one seen (RFC 6817 §3.4.2:
+    /// "queuing_delay = current_delay() - base_delay()").
+    pub receive_time: Duration,
+}
+
+/// A validated set of acknowledged packet-number ranges, largest first,
+/// either borrowed from the caller (to encode) or from a packet (decoded,
+/// read lazily).
+#[derive(Clone, Copy)]
+pub struct AckRanges<'a>(AckRangesRepr<'a>);
+
+#[derive(Clone, Copy)]
+pub(crate) enum AckRangesRepr<'a> {
+    /// Ranges given by a sender, already validated.
+    Slice(&'a [RangeInclusive<u64>]),
+    /// Ranges as they were on the wire, already validated by the decoder.
+    Wire {
+        largest: u64,
+        first_range: u64,
+        additional: usize,
+        /// `additional` postcard `(gap, length)` varint pairs.
+        pairs: &'a [u8],
+    },
+}
+
+impl<'a> AckRanges<'a> {
+    /// Checks that `ranges` can be encoded: non-empty, at most
+    /// [`MAX_ACK_RANGES`], each `start <= end`, strictly descending and
+    /// separated by at least one missing packet number (adjacent ranges must
+    /// be merged), and the largest at most [`VARINT_MAX`].
+    pub fn new(ranges: &'a [RangeInclusive<u64>]) -> Result<Self, EncodeError> {
+        let first = ranges
+            .first()
+            .ok_or(EncodeError::InvalidAckRanges("no ranges"))?;
+        if ranges.len() > MAX_ACK_RANGES {
+            return Err(EncodeError::InvalidAckRanges("more than MAX_ACK_RANGES"));
+        }
+        if *first.end() > VARINT_MAX {
+            return Err(EncodeError::ValueTooLarge {
+                field: "ack largest",
+                value: *first.end(),
+            });
+        }
+        let mut previous_smallest: Option<u64> = None;
+        for range in ranges {
+            if range.start() > range.end() {
+                return Err(EncodeError::InvalidAckRanges("range with start > end"));
+            }
+            if let Some(prev) = previous_smallest {
+                // Gap is prev - end - 2 (RFC 9000 §19.3.1), so end + 2 <= prev.
+                if range.end().checked_add(2).is_none_or(|e| e > prev) {
+                    return Err(EncodeError::InvalidAckRanges(
+                        "ranges not descending with a gap between them",
+                    ));
+                }
+            }
+            previous_smallest = Some(*range.start());
+        }
+        Ok(Self(AckRangesRepr::Slice(ranges)))
+    }
+
+    pub(crate) const fn from_wire(
+        largest: u64,
+        first_range: u64,
+        additional: usize,
+        pairs: &'a [u8],
+    ) -> Self {
+        Self(AckRangesRepr::Wire {
+            largest,
+            first_range,
+            additional,
+            pairs,
+        })
+    }
+
+    pub(crate) const fn repr(&self) -> &AckRangesRepr<'a> {
+        &self.0
+    }
+
+    /// The largest acknowledged packet number.
+    #[must_use]
+    pub fn largest(&self) -> u64 {
+        match self.0 {
+            AckRangesRepr::Slice(ranges) => ranges.first().map_or(0, |r| *r.end()),
+            AckRangesRepr::Wire { largest, .. } => largest,
+        }
+    }
+
+    /// The number of ranges (at least 1).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        match self.0 {
+            AckRangesRepr::Slice(ranges) => ranges.len(),
+            AckRangesRepr::Wire { additional, .. } => 1 + additional,
+        }
+    }
+
+    /// Always false: a valid ACK acknowledges at least one packet.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The ranges, largest first.
+    #[must_use]
+    pub fn iter(&self) -> AckRangesIter<'a> {
+        match self.0 {
+            AckRangesRepr::Slice(ranges) => AckRangesIter(IterRepr::Slice(ranges.iter())),
+            AckRangesRepr::Wire {
+                largest,
+                first_range,
+                additional,
+                pairs,
+            } => AckRangesIter(IterRepr::Wire {
+                next: Some(largest.saturating_sub(first_range)..=largest),
+                remaining: additional,
+                pairs,
+            }),
+        }
+    }
+
+    /// Whether `packet_number` is acknowledged.
+    #[must_use]
+    pub fn contains(&self, packet_number: u64) -> bool {
+        self.iter().any(|r| r.contains(&packet_number))
+    }
+}
+
+impl PartialEq for AckRanges<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for AckRanges<'_> {}
+
+impl fmt::Debug for AckRanges<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<'a> IntoIterator for AckRanges<'a> {
+    type Item = RangeInclusive<u64>;
+    type IntoIter = AckRangesIter<'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+/// Iterator over [`AckRanges`], largest range first.
+#[derive(Debug, Clone)]
+pub struct AckRangesIter<'a>(IterRepr<'a>);
+
+#[derive(Debug, Clone)]
+enum IterRepr<'a> {
+    Slice(core::slice::Iter<'a, RangeInclusive<u64>>),
+    Wire {
+        next: Option<RangeInclusive<u64>>,
+        remaining: usize,
+        pairs: &'a [u8],
+    },
+}
+
+impl Iterator for AckRangesIter<'_> {
+    type Item = RangeInclusive<u64>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match &mut self.0 {
+            IterRepr::Slice(iter) => iter.next().cloned(),
+            IterRepr::Wire {
+                next,
+                remaining,
+                pairs,
+            } => {
+                let current = next.take()?;
+                if *remaining > 0 {
+                    *remaining -= 1;
+                    // The decoder validated every pair, so this cannot fail;
+                    // if it did, the iteration simply ends.
+                    if let Ok(((gap, length), rest)) = crate::codec::take_ack_pair(pairs) {
+                        *pairs = rest;
+                        *next = crate::codec::next_ack_range(*current.start(), gap, length);
+                    }
+                }
+                Some(current)
+            }
+        }
+    }
+}
+
+/// Bytes of an ordered stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stream<'a> {
+    /// The stream id.
+    pub id: u64,
+    /// Where `data` starts in the stream.
+    pub offset: u64,
+    /// Whether `data` ends the stream.
+    pub fin: bool,
+    /// The bytes.
+    pub data: &'a [u8],
+}
+
+/// A whole application message in one frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Message<'a> {
+    /// The message.
+    pub data: &'a [u8],
+}
+
+/// The total number of stream bytes the sender of this frame is willing to receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxData {
+    /// Limit in bytes, summed over all streams.
+    pub max: u64,
+}
+
+/// The number of bytes of one stream the sender of this frame is willing to receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxStreamData {
+    /// The stream id.
+    pub id: u64,
+    /// Limit in bytes: the largest offset + 1 the peer may send.
+    pub max: u64,
+}
+
+/// The sender closes the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Close<'a> {
+    /// Application- or transport-defined reason code.
+    pub code: u64,
+    /// Human-readable reason (UTF-8 by convention; not checked).
+    pub reason: &'a [u8],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ack_ranges_refuse_empty_overlapping_adjacent_and_ascending_input() {
+        assert!(AckRanges::new(&[]).is_err());
+        #[allow(clippy::reversed_empty_ranges)]
+        let reversed = [5..=3];
+        assert!(AckRanges::new(&reversed).is_err());
+        assert!(
+            AckRanges::new(&[5..=9, 3..=4]).is_err(),
+            "adjacent ranges must be merged"
+        );
+        assert!(AckRanges::new(&[5..=9, 3..=6]).is_err());
+        assert!(AckRanges::new(&[1..=2, 5..=9]).is_err());
+        assert!(AckRanges::new(&[0..=VARINT_MAX + 1]).is_err());
+        let too_many: Vec<_> = (0..=MAX_ACK_RANGES as u64)
+            .rev()
+            .map(|i| i * 2..=i * 2)
+            .collect();
+        assert!(AckRanges::new(&too_many).is_err());
+        assert!(AckRanges::new(&too_many[1..]).is_ok());
+        assert!(AckRanges::new(&[5..=9, 0..=3]).is_ok());
+    }
+
+    #[test]
+    fn ack_ranges_answer_membership() {
+        let ranges = [10..=12, 4..=6];
+        let ranges = AckRanges::new(&ranges).unwrap();
+        assert!(ranges.contains(11));
+        assert!(ranges.contains(4));
+        assert!(!ranges.contains(7));
+        assert_eq!(ranges.largest(), 12);
+        assert_eq!(ranges.len(), 2);
+    }
+
+    #[test]
+    fn only_ack_and_padding_are_not_ack_eliciting() {
+        assert!(Frame::Ping.is_ack_eliciting());
+        assert!(!Frame::Padding(Padding { len: 3 }).is_ack_eliciting());
+        assert!(Frame::MaxData(MaxData { max: 1 }).is_ack_eliciting());
+    }
+}
