@@ -1,0 +1,708 @@
+use super::*;
+use crate::AnyController;
+use proptest::prelude::*;
+use quanta::{Clock, Mock};
+use std::sync::Arc;
+
+const MSS: u64 = 1_452;
+const BASE_OWD_MS: u64 = 20;
+const BASE_RTT_MS: u64 = 40;
+
+/// A LEDBAT controller on a mock clock, with helpers that play a path of
+/// 20 ms one-way delay (40 ms round trip) plus a chosen queuing delay.
+struct Path {
+    clock: Clock,
+    mock: Arc<Mock>,
+    cc: Ledbat,
+    /// Offset of the receiver's clock, in nanoseconds.
+    offset: i64,
+}
+
+impl Path {
+    fn new(config: LedbatConfig) -> Self {
+        let (clock, mock) = Clock::mock();
+        mock.increment(Duration::from_secs(1));
+        Self {
+            clock,
+            mock,
+            cc: Ledbat::new(config).unwrap(),
+            offset: 0,
+        }
+    }
+
+    fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    fn advance(&self, by: Duration) {
+        self.mock.increment(by);
+    }
+
+    fn send(&mut self, bytes: u64) {
+        let now = self.now();
+        self.cc.on_sent(now, bytes);
+    }
+
+    /// Acknowledges `bytes` with samples showing `queuing_ms` of queue.
+    fn ack(&mut self, bytes: u64, queuing_ms: u64) {
+        let now = self.now();
+        let owd = i64::try_from((BASE_OWD_MS + queuing_ms) * 1_000_000).unwrap() + self.offset;
+        self.cc.on_ack(
+            now,
+            bytes,
+            Some(Duration::from_millis(BASE_RTT_MS + queuing_ms)),
+            Some(OneWayDelay::from_nanos(owd)),
+        );
+        self.cc.invariants().unwrap();
+    }
+
+    /// One round trip: a full window sent, then acknowledged packet by
+    /// packet with `queuing_ms` of queue.
+    fn round_trip(&mut self, queuing_ms: u64) {
+        let packets = self.cc.window() / MSS;
+        for _ in 0..packets {
+            self.send(MSS);
+        }
+        self.advance(Duration::from_millis(BASE_RTT_MS + queuing_ms));
+        for _ in 0..packets {
+            self.ack(MSS, queuing_ms);
+        }
+    }
+
+    /// Round trips with `queuing_ms` of queue, ACK by ACK 1 ms apart, until
+    /// `event` holds after an ACK; returns the time, and the smoothed RTT
+    /// the controller acted on (the one before that ACK's sample).
+    fn until(&mut self, queuing_ms: u64, event: impl Fn(&Ledbat) -> bool) -> (Instant, Duration) {
+        loop {
+            let packets = self.cc.window() / MSS;
+            for _ in 0..packets {
+                self.send(MSS);
+            }
+            self.advance(Duration::from_millis(
+                BASE_RTT_MS + queuing_ms - packets.min(BASE_RTT_MS),
+            ));
+            for _ in 0..packets {
+                self.advance(Duration::from_millis(1));
+                let srtt = self.cc.srtt();
+                self.ack(MSS, queuing_ms);
+                if event(&self.cc) {
+                    return (self.now(), srtt);
+                }
+            }
+        }
+    }
+
+    /// Round trips with an empty queue until slow start ends by a loss.
+    fn enter_congestion_avoidance(&mut self) {
+        self.round_trip(0);
+        let now = self.now();
+        self.cc.on_loss(now, 0, now);
+        assert!(!self.cc.in_slow_start());
+    }
+}
+
+fn config() -> LedbatConfig {
+    LedbatConfig {
+        periodic_slowdowns: false,
+        ..LedbatConfig::default()
+    }
+}
+
+#[test]
+fn configurations_out_of_range_are_refused() {
+    let cases: [(LedbatConfig, LedbatConfigError); 12] = [
+        (
+            LedbatConfig {
+                target: Duration::ZERO,
+                ..config()
+            },
+            LedbatConfigError::Target,
+        ),
+        (
+            LedbatConfig {
+                target: Duration::from_millis(101),
+                ..config()
+            },
+            LedbatConfigError::Target,
+        ),
+        (
+            LedbatConfig {
+                gain: 0.0,
+                ..config()
+            },
+            LedbatConfigError::Gain,
+        ),
+        (
+            LedbatConfig {
+                gain: f64::NAN,
+                ..config()
+            },
+            LedbatConfigError::Gain,
+        ),
+        (
+            LedbatConfig {
+                allowed_increase_packets: 0,
+                ..config()
+            },
+            LedbatConfigError::AllowedIncrease,
+        ),
+        (
+            LedbatConfig {
+                base_history: 1,
+                ..config()
+            },
+            LedbatConfigError::BaseHistory,
+        ),
+        (
+            LedbatConfig {
+                current_filter: 17,
+                ..config()
+            },
+            LedbatConfigError::CurrentFilter,
+        ),
+        (
+            LedbatConfig {
+                max_datagram_size: 70_000,
+                ..config()
+            },
+            LedbatConfigError::MaxDatagramSize,
+        ),
+        (
+            LedbatConfig {
+                initial_window_packets: 1,
+                ..config()
+            },
+            LedbatConfigError::Window,
+        ),
+        (
+            LedbatConfig {
+                max_window: MSS,
+                ..config()
+            },
+            LedbatConfigError::MaxWindow,
+        ),
+        (
+            LedbatConfig {
+                slow_start_exit: 1.5,
+                ..config()
+            },
+            LedbatConfigError::SlowStartExit,
+        ),
+        (
+            LedbatConfig {
+                decrease_constant: -1.0,
+                ..config()
+            },
+            LedbatConfigError::DecreaseConstant,
+        ),
+    ];
+    for (config, error) in cases {
+        assert_eq!(Ledbat::new(config).unwrap_err(), error, "{config:?}");
+    }
+    let zero_interval = LedbatConfig {
+        slowdown_interval: 0,
+        ..config()
+    };
+    assert_eq!(
+        Ledbat::new(zero_interval).unwrap_err(),
+        LedbatConfigError::SlowdownInterval
+    );
+    let zero_rtt = LedbatConfig {
+        initial_rtt: Duration::ZERO,
+        ..config()
+    };
+    assert_eq!(
+        Ledbat::new(zero_rtt).unwrap_err(),
+        LedbatConfigError::InitialRtt
+    );
+}
+
+#[test]
+fn a_new_connection_starts_in_slow_start_with_the_initial_window() {
+    let path = Path::new(config());
+    assert_eq!(path.cc.window(), 26 * MSS);
+    assert!(path.cc.in_slow_start());
+    assert_eq!(path.cc.bytes_in_flight(), 0);
+    path.cc.invariants().unwrap();
+}
+
+#[test]
+fn slow_start_doubles_the_window_per_round_trip_while_the_queue_is_empty() {
+    let mut path = Path::new(config());
+    path.round_trip(0);
+    assert_eq!(path.cc.window(), 52 * MSS);
+    path.round_trip(0);
+    assert_eq!(path.cc.window(), 104 * MSS);
+    assert!(path.cc.in_slow_start());
+}
+
+#[test]
+fn slow_start_ends_when_the_queue_reaches_three_quarters_of_the_target() {
+    let mut path = Path::new(config());
+    path.round_trip(0);
+    path.round_trip(74);
+    assert!(path.cc.in_slow_start());
+    // The filter is the minimum of the last four samples: three at 75 ms
+    // still see the 74 ms one.
+    for _ in 0..3 {
+        path.send(MSS);
+        path.ack(MSS, 75);
+    }
+    assert!(path.cc.in_slow_start());
+    let window = path.cc.window();
+    path.send(MSS);
+    path.ack(MSS, 75);
+    assert!(!path.cc.in_slow_start());
+    assert_eq!(
+        path.cc.window(),
+        window,
+        "the exiting ACK does not grow the window"
+    );
+}
+
+#[test]
+fn slow_start_ends_on_a_loss_with_the_window_halved() {
+    let mut path = Path::new(config());
+    path.send(MSS);
+    let sent = path.now();
+    path.advance(Duration::from_millis(50));
+    let now = path.now();
+    path.cc.on_loss(now, MSS, sent);
+    assert!(!path.cc.in_slow_start());
+    assert_eq!(path.cc.window(), 13 * MSS);
+    assert_eq!(path.cc.bytes_in_flight(), 0);
+}
+
+#[test]
+fn a_window_the_application_does_not_use_does_not_grow() {
+    let mut path = Path::new(config());
+    for _ in 0..100 {
+        path.send(MSS);
+        path.advance(Duration::from_millis(BASE_RTT_MS));
+        path.ack(MSS, 0);
+    }
+    // One packet in flight at a time: the window may exceed that by
+    // ALLOWED_INCREASE, and the initial window is not shrunk.
+    assert_eq!(path.cc.window(), 26 * MSS);
+}
+
+#[test]
+fn below_the_target_the_window_grows_at_most_one_packet_per_round_trip() {
+    let mut path = Path::new(config());
+    path.enter_congestion_avoidance();
+    let window = path.cc.window();
+    path.round_trip(0);
+    let grown = path.cc.window() - window;
+    // (A little less, as the window grows during the round trip.)
+    assert!(
+        (MSS - MSS / 20..=MSS).contains(&grown),
+        "grew {grown} bytes"
+    );
+    // Half way to the target, half as fast.
+    let mut path = Path::new(config());
+    path.enter_congestion_avoidance();
+    let window = path.cc.window();
+    path.round_trip(50);
+    let grown = path.cc.window() - window;
+    assert!(
+        (MSS / 2 - MSS / 20..=MSS / 2).contains(&grown),
+        "grew {grown} bytes"
+    );
+}
+
+#[test]
+fn growth_stops_one_packet_beyond_what_was_in_flight() {
+    let mut path = Path::new(config());
+    path.enter_congestion_avoidance();
+    let window = path.cc.window();
+    // 13 packets in flight per round trip, whatever the window says.
+    let mut round_trip = || {
+        for _ in 0..13 {
+            path.send(MSS);
+        }
+        path.advance(Duration::from_millis(BASE_RTT_MS));
+        for _ in 0..13 {
+            path.ack(MSS, 0);
+        }
+        path.cc.window()
+    };
+    // The round trip before still counts (the RFC's "flightsize in the
+    // previous RTT"), then growth stops; an unused window is kept.
+    round_trip();
+    let grown = round_trip();
+    assert!(grown <= window + MSS);
+    for _ in 0..10 {
+        assert_eq!(round_trip(), grown);
+    }
+}
+
+#[test]
+fn at_the_target_the_window_holds_steady() {
+    let mut path = Path::new(config());
+    path.enter_congestion_avoidance();
+    let window = path.cc.window();
+    for _ in 0..10 {
+        path.round_trip(100);
+    }
+    assert_eq!(path.cc.window(), window);
+}
+
+#[test]
+fn above_the_target_the_window_shrinks_in_proportion_to_itself() {
+    let mut path = Path::new(config());
+    path.round_trip(0);
+    path.round_trip(0);
+    path.enter_congestion_avoidance();
+    let window = path.cc.window();
+    // 10 % over the target: about a tenth of the window per round trip.
+    path.round_trip(110);
+    let shrunk = window - path.cc.window();
+    let expected = window / 10;
+    assert!(
+        shrunk.abs_diff(expected) < expected / 5,
+        "shrank {shrunk}, expected ~{expected}"
+    );
+}
+
+#[test]
+fn far_above_the_target_the_window_at_most_halves_per_round_trip() {
+    let mut path = Path::new(config());
+    path.round_trip(0);
+    path.enter_congestion_avoidance();
+    let window = path.cc.window();
+    path.round_trip(5_000);
+    assert!(
+        path.cc.window() >= window / 2 - MSS,
+        "{} from {window}",
+        path.cc.window()
+    );
+    for _ in 0..20 {
+        path.round_trip(5_000);
+    }
+    assert_eq!(path.cc.window(), 2 * MSS, "the floor is MIN_CWND");
+}
+
+#[test]
+fn without_the_multiplicative_decrease_the_window_shrinks_as_in_rfc_6817() {
+    let mut path = Path::new(LedbatConfig {
+        decrease_constant: 0.0,
+        ..config()
+    });
+    path.enter_congestion_avoidance();
+    let window = path.cc.window();
+    // off_target = -1: one packet less per round trip.
+    path.round_trip(200);
+    let shrunk = window - path.cc.window();
+    // (A little more, as the window shrinks during the round trip.)
+    assert!((MSS..=MSS + 40).contains(&shrunk), "shrank {shrunk}");
+}
+
+#[test]
+fn losses_halve_the_window_once_per_round_trip() {
+    let mut path = Path::new(config());
+    let first_sent = path.now();
+    path.send(10 * MSS);
+    path.advance(Duration::from_millis(10));
+    let second_sent = path.now();
+    path.send(MSS);
+    path.advance(Duration::from_millis(40));
+    let now = path.now();
+    path.cc.on_loss(now, MSS, first_sent);
+    assert_eq!(path.cc.window(), 13 * MSS);
+    // Sent before the reduction: the same congestion event.
+    path.cc.on_loss(now, MSS, second_sent);
+    assert_eq!(path.cc.window(), 13 * MSS);
+    path.advance(Duration::from_millis(1));
+    path.send(MSS);
+    let third_sent = path.now();
+    path.advance(Duration::from_millis(40));
+    let now = path.now();
+    path.cc.on_loss(now, MSS, third_sent);
+    assert_eq!(path.cc.window(), 13 * MSS / 2);
+    path.cc.invariants().unwrap();
+}
+
+#[test]
+fn repeated_losses_stop_at_two_packets() {
+    let mut path = Path::new(config());
+    for _ in 0..20 {
+        path.advance(Duration::from_millis(1));
+        let now = path.now();
+        path.cc.on_loss(now, MSS, now);
+    }
+    assert_eq!(path.cc.window(), 2 * MSS);
+}
+
+#[test]
+fn the_receiver_clock_offset_does_not_change_anything() {
+    let mut near = Path::new(config());
+    let mut far = Path::new(config());
+    far.offset = -3_600_000_000_000;
+    for queuing_ms in [0, 0, 30, 80, 120, 90, 100, 10, 0] {
+        near.round_trip(queuing_ms);
+        far.round_trip(queuing_ms);
+        assert_eq!(near.cc.window(), far.cc.window());
+        assert_eq!(near.cc.queuing_delay(), far.cc.queuing_delay());
+    }
+}
+
+#[test]
+fn a_receiver_clock_that_jumps_forward_is_recognised_by_the_round_trip() {
+    let mut path = Path::new(config());
+    path.enter_congestion_avoidance();
+    path.round_trip(0);
+    let window = path.cc.window();
+    // The receiver's clock steps 5 s ahead; the path is unchanged.
+    path.offset += 5_000_000_000;
+    path.round_trip(0);
+    path.round_trip(0);
+    assert!(path.cc.queuing_delay() < Duration::from_millis(1));
+    assert!(
+        path.cc.window() >= window,
+        "{} < {window}",
+        path.cc.window()
+    );
+}
+
+#[test]
+fn a_drifting_receiver_clock_does_not_look_like_a_queue() {
+    let mut path = Path::new(config());
+    path.enter_congestion_avoidance();
+    // 200 ppm fast: 12 ms more every minute, for 20 minutes.
+    for _ in 0..20 * 60 * 25 {
+        path.offset += 200 * 40_000;
+        path.send(MSS);
+        path.advance(Duration::from_millis(BASE_RTT_MS));
+        path.ack(MSS, 0);
+    }
+    assert!(
+        path.cc.queuing_delay() < Duration::from_millis(30),
+        "{:?}",
+        path.cc.queuing_delay()
+    );
+}
+
+#[test]
+fn a_shorter_path_lowers_the_base_delay_at_once() {
+    let mut path = Path::new(config());
+    path.enter_congestion_avoidance();
+    path.round_trip(0);
+    // The path loses 10 ms each way and a queue of 30 ms appears: the
+    // samples are 20 ms above the old base, 30 ms above the new one.
+    path.offset -= 10_000_000;
+    path.send(MSS);
+    path.advance(Duration::from_millis(BASE_RTT_MS));
+    path.ack(MSS, 0);
+    path.round_trip(30);
+    assert_eq!(path.cc.queuing_delay(), Duration::from_millis(30));
+}
+
+#[test]
+fn without_one_way_samples_the_round_trip_gives_the_queuing_delay() {
+    let mut path = Path::new(config());
+    let now = path.now();
+    path.cc.on_sent(now, MSS);
+    path.cc
+        .on_ack(now, MSS, Some(Duration::from_millis(40)), None);
+    path.cc.on_sent(now, MSS);
+    path.cc
+        .on_ack(now, MSS, Some(Duration::from_millis(120)), None);
+    assert_eq!(path.cc.queuing_delay(), Duration::from_millis(80));
+    assert!(!path.cc.in_slow_start());
+    path.cc.invariants().unwrap();
+}
+
+#[test]
+fn a_congestion_timeout_restarts_from_the_minimum_window() {
+    let mut path = Path::new(config());
+    path.round_trip(0);
+    let now = path.now();
+    path.cc.on_congestion_timeout(now);
+    assert_eq!(path.cc.window(), 2 * MSS);
+    assert!(path.cc.in_slow_start());
+    path.cc.invariants().unwrap();
+}
+
+#[test]
+fn the_pacing_rate_spreads_the_window_over_the_smoothed_round_trip() {
+    let mut path = Path::new(config());
+    // Before any sample: 26 packets over 333 ms, doubled in slow start.
+    assert_eq!(
+        path.cc.pacing_rate(),
+        pacing_rate(26 * MSS, Duration::from_millis(333), 2_000)
+    );
+    path.enter_congestion_avoidance();
+    let expected = pacing_rate(path.cc.window(), Duration::from_millis(40), 1_250);
+    assert_eq!(path.cc.pacing_rate(), expected);
+}
+
+#[test]
+fn periodic_slowdowns_drain_the_queue_then_restore_the_window() {
+    let mut path = Path::new(LedbatConfig::default());
+    path.round_trip(0);
+    let (exited, srtt_at_exit) = path.until(80, |cc| !cc.in_slow_start());
+    let before = path.cc.window();
+    // The initial slowdown comes two (smoothed) round trips after slow
+    // start.
+    let (started, srtt) = path.until(100, Ledbat::in_slowdown);
+    let after_exit = started.duration_since(exited);
+    assert!(after_exit >= srtt_at_exit * 2, "{after_exit:?}");
+    // (It begins with the first ACK after that instant.)
+    assert!(
+        after_exit <= srtt_at_exit * 2 + Duration::from_millis(140),
+        "{after_exit:?}"
+    );
+    assert_eq!(path.cc.window(), 2 * MSS);
+    // The hold lasts two round trips, then slow start climbs back.
+    while path.cc.in_slowdown() {
+        path.round_trip(0);
+    }
+    let held = path.now().duration_since(started);
+    assert!(held >= srtt * 2, "{held:?}");
+    assert!(
+        held <= srtt * 2 + Duration::from_millis(BASE_RTT_MS),
+        "{held:?}"
+    );
+    assert!(path.cc.in_slow_start());
+    let (ramped, _) = path.until(0, |cc| !cc.in_slow_start());
+    assert!(
+        path.cc.window().abs_diff(before) <= MSS,
+        "{} vs {before}",
+        path.cc.window()
+    );
+    // The next one comes nine slowdown-durations later.
+    let slowdown = ramped.duration_since(started);
+    let (next, _) = path.until(100, Ledbat::in_slowdown);
+    let gap = next.duration_since(ramped);
+    assert!(
+        gap >= slowdown * 9,
+        "{gap:?} after a slowdown of {slowdown:?}"
+    );
+    assert!(
+        gap <= slowdown * 9 + Duration::from_millis(140),
+        "{gap:?} after {slowdown:?}"
+    );
+}
+
+#[test]
+fn with_slowdowns_disabled_the_window_is_never_dropped() {
+    let mut path = Path::new(config());
+    path.round_trip(0);
+    path.round_trip(80);
+    let window = path.cc.window();
+    for _ in 0..100 {
+        path.round_trip(100);
+        assert!(!path.cc.in_slowdown());
+    }
+    assert!(
+        path.cc.window() >= window - 2 * MSS,
+        "{} from {window}",
+        path.cc.window()
+    );
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Send(u64),
+    Ack {
+        bytes: u64,
+        rtt_micros: Option<u64>,
+        owd_micros: Option<i64>,
+    },
+    Loss {
+        bytes: u64,
+        sent_ago_micros: u64,
+    },
+    Timeout,
+    Advance(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let bytes = prop_oneof![Just(0u64), 1..3 * MSS, 0..1_000_000u64, any::<u64>()];
+    let advance = prop_oneof![
+        Just(0u64),
+        0..200_000_000u64,
+        0..10_000_000_000u64,
+        Just(3_600_000_000_000u64),
+    ];
+    prop_oneof![
+        4 => bytes.clone().prop_map(Op::Send),
+        4 => (
+            bytes.clone(),
+            proptest::option::of(prop_oneof![0..2_000_000u64, any::<u64>().prop_map(|r| r >> 20)]),
+            proptest::option::of(prop_oneof![-1_000_000..1_000_000i64, any::<i64>()]),
+        )
+            .prop_map(|(bytes, rtt_micros, owd_micros)| Op::Ack { bytes, rtt_micros, owd_micros }),
+        1 => (bytes, 0..1_000_000u64).prop_map(|(bytes, sent_ago_micros)| Op::Loss { bytes, sent_ago_micros }),
+        1 => Just(Op::Timeout),
+        3 => advance.prop_map(Op::Advance),
+    ]
+}
+
+fn run(config: LedbatConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let (clock, mock) = Clock::mock();
+    mock.increment(Duration::from_secs(1));
+    let mut cc = AnyController::from(Ledbat::new(config).unwrap());
+    let min = u64::from(config.min_window_packets) * config.max_datagram_size;
+    for op in ops {
+        let now = clock.now();
+        match op {
+            Op::Send(bytes) => cc.on_sent(now, bytes),
+            Op::Ack {
+                bytes,
+                rtt_micros,
+                owd_micros,
+            } => cc.on_ack(
+                now,
+                bytes,
+                rtt_micros.map(Duration::from_micros),
+                owd_micros.map(OneWayDelay::from_micros),
+            ),
+            Op::Loss {
+                bytes,
+                sent_ago_micros,
+            } => {
+                let sent = now
+                    .checked_sub(Duration::from_micros(sent_ago_micros))
+                    .unwrap_or(now);
+                cc.on_loss(now, bytes, sent);
+            }
+            Op::Timeout => cc.on_congestion_timeout(now),
+            Op::Advance(nanos) => mock.increment(nanos),
+        }
+        prop_assert!(cc.invariants().is_ok(), "{:?}", cc.invariants());
+        prop_assert!(cc.window() >= min);
+        prop_assert!(cc.window() <= config.max_window);
+        prop_assert!(cc.pacing_rate() > 0);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn random_operations_keep_every_ledbat_invariant(ops in proptest::collection::vec(op(), 1..200)) {
+        run(LedbatConfig::default(), ops)?;
+    }
+
+    #[test]
+    fn random_operations_keep_the_invariants_of_any_configuration(
+        target_ms in 1..=100u64,
+        min_window_packets in 1..4u32,
+        max_window_packets in 26..2_000u64,
+        decrease_constant in 0.0..16.0f64,
+        slowdowns in any::<bool>(),
+        ops in proptest::collection::vec(op(), 1..100),
+    ) {
+        let config = LedbatConfig {
+            target: Duration::from_millis(target_ms),
+            min_window_packets,
+            max_window: max_window_packets * MSS,
+            decrease_constant,
+            periodic_slowdowns: slowdowns,
+            ..LedbatConfig::default()
+        };
+        run(config, ops)?;
+    }
+}
