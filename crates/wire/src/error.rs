@@ -205,9 +205,14 @@ pub enum AcceptError {
         /// How far the timestamp is from the responder's clock, in milliseconds.
         skew_ms: u64,
     },
-    /// This intro was already accepted within the window.
+    /// This intro was already accepted within the window. The id lets an
+    /// endpoint that still holds the connection resend its reply (the
+    /// initiator repeats its intro when a reply is lost).
     #[error("replayed intro")]
-    Replayed,
+    Replayed {
+        /// The repeated intro's id.
+        intro_id: [u8; 16],
+    },
     /// The replay cache is full of intros that are still inside the window;
     /// refusing is the only safe answer (forgetting one would let it be replayed).
     #[error("replay cache full")]

@@ -12,6 +12,7 @@
 //! - [`aead`]: [`PacketKey`], AES-128-GCM sealed in place, nonce = IV XOR packet number.
 //! - [`packet`]: [`PacketSealer`] / [`PacketOpener`], whole packets.
 //! - [`size`]: how much data fits a datagram of a given size.
+//! - [`handshake`]: the RSA-2048 intro ([`PendingIntro`], [`Responder`]) that delivers the keys.
 //!
 //! # Example
 //!
@@ -43,9 +44,12 @@ pub mod aead;
 pub mod codec;
 pub mod error;
 pub mod frame;
+pub mod handshake;
 pub mod header;
 pub mod packet;
 pub mod size;
+#[cfg(test)]
+mod test_support;
 pub mod varint;
 
 pub use aead::{Backend, IV_LEN, KEY_LEN, PACKET_LIMIT, PacketKey, TAG_LEN};
@@ -57,6 +61,10 @@ pub use error::{
 pub use frame::{
     Ack, AckRanges, AckRangesIter, Close, Frame, FrameType, MAX_ACK_RANGES, MaxData, MaxStreamData,
     Message, Padding, Stream,
+};
+pub use handshake::{
+    Accepted, ConnectionKeys, DirectionKeys, INTRO_LEN, IdentityKey, IntroId, KeyMaterial,
+    PROTOCOL_VERSION, PendingIntro, PublicIdentity, ReplayGuard, Responder,
 };
 pub use header::{Header, MAX_HEADER_LEN, Packet, PacketType};
 pub use packet::{OpenedPacket, PacketBuilder, PacketOpener, PacketSealer};

@@ -124,6 +124,21 @@ impl PacketBuilder<'_, '_> {
         Ok(())
     }
 
+    /// Appends raw bytes (the intro id at the start of a reply).
+    pub(crate) fn push_bytes(&mut self, bytes: &[u8]) -> Result<(), EncodeError> {
+        let available = self.remaining();
+        let dst = self.buf[self.end..]
+            .get_mut(..bytes.len())
+            .filter(|_| bytes.len() <= available)
+            .ok_or(EncodeError::BufferTooSmall {
+                needed: bytes.len(),
+                available,
+            })?;
+        dst.copy_from_slice(bytes);
+        self.end += bytes.len();
+        Ok(())
+    }
+
     /// Appends padding so the sealed packet is `packet_len` bytes long
     /// (nothing if it already is at least that long).
     pub fn pad_to(&mut self, packet_len: usize) -> Result<(), EncodeError> {
@@ -194,9 +209,9 @@ impl PacketOpener {
 /// An authenticated, decrypted packet; its payload borrows the datagram buffer.
 #[derive(Debug, Clone, Copy)]
 pub struct OpenedPacket<'b> {
-    header: Header,
-    packet_number: u64,
-    payload: &'b [u8],
+    pub(crate) header: Header,
+    pub(crate) packet_number: u64,
+    pub(crate) payload: &'b [u8],
 }
 
 impl<'b> OpenedPacket<'b> {

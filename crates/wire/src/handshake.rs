@@ -1,0 +1,895 @@
+//! The RSA-2048 intro: one round trip from nothing to a protected connection.
+//!
+//! The initiator knows the responder's RSA public key (its identity). It
+//! draws fresh AES-128-GCM keys and IVs for both directions, a random intro
+//! id, and sends them with a protocol version and its wall-clock time,
+//! RSA-OAEP(SHA-256) encrypted to the responder, in one 257-byte intro
+//! packet. The responder decrypts, checks the version, refuses a timestamp
+//! outside its window and an id it has already accepted within the window
+//! (a bounded [`ReplayGuard`]), and answers with an intro reply that is
+//! already an AES-GCM protected packet echoing the intro id. From then on
+//! both sides exchange data packets.
+//!
+//! ```text
+//! initiator                                      responder
+//!   Intro { RSA-OAEP(version, time, id, keys) }  ->
+//!                                                <- IntroReply { AEAD(id, frames...) }
+//!   Data { AEAD(frames...) }                     <-> Data { AEAD(frames...) }
+//! ```
+//!
+//! This crate never reads a clock or an entropy source: the current time and
+//! a cryptographic RNG are arguments. Intro processing costs an RSA
+//! decryption (about a millisecond); rate-limiting intros per source and
+//! globally is the endpoint's job.
+
+use core::fmt;
+use core::time::Duration;
+use std::collections::HashMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rand_core::CryptoRngCore;
+use rsa::pkcs8::der::zeroize::Zeroizing;
+use rsa::pkcs8::{
+    DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey, LineEnding,
+};
+use rsa::traits::PublicKeyParts;
+use rsa::{Oaep, RsaPrivateKey, RsaPublicKey};
+use sha2::Sha256;
+
+use crate::aead::{IV_LEN, KEY_LEN, PacketKey};
+use crate::error::{AcceptError, IntroError, KeyError, ReplyError, SealError};
+use crate::header::{Header, PacketType};
+use crate::packet::{OpenedPacket, PacketBuilder, PacketOpener, PacketSealer};
+
+/// The protocol version this crate speaks; an intro with another is refused.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// RSA modulus size of identity keys, in bits.
+pub const RSA_BITS: usize = 2048;
+/// RSA ciphertext size: the modulus size in bytes.
+const RSA_CIPHERTEXT_LEN: usize = RSA_BITS / 8;
+/// Length of an intro packet: type byte and RSA ciphertext.
+pub const INTRO_LEN: usize = 1 + RSA_CIPHERTEXT_LEN;
+/// Length of the random intro id.
+pub const INTRO_ID_LEN: usize = 16;
+/// Length of the intro's plaintext: version (4), timestamp (8), id (16) and
+/// two directions of key (16) and IV (12).
+const INTRO_BODY_LEN: usize = 4 + 8 + INTRO_ID_LEN + 2 * (KEY_LEN + IV_LEN);
+
+/// The default window around the responder's clock in which an intro's
+/// timestamp must fall: generous for unsynchronised peers, short enough that
+/// the replay cache only has to remember a minute of intros.
+pub const DEFAULT_TIMESTAMP_WINDOW: Duration = Duration::from_secs(30);
+/// The default number of intros the replay cache remembers.
+pub const DEFAULT_REPLAY_CAPACITY: usize = 16_384;
+
+/// A random intro id: names one intro attempt, echoed in the reply.
+pub type IntroId = [u8; INTRO_ID_LEN];
+
+/// The AES-128-GCM key and IV of one direction.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DirectionKeys {
+    /// AES-128 key.
+    pub key: [u8; KEY_LEN],
+    /// GCM IV, XORed with the packet number to form each nonce.
+    pub iv: [u8; IV_LEN],
+}
+
+impl fmt::Debug for DirectionKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DirectionKeys(..)")
+    }
+}
+
+impl DirectionKeys {
+    fn generate(rng: &mut impl CryptoRngCore) -> Self {
+        let mut keys = Self {
+            key: [0; KEY_LEN],
+            iv: [0; IV_LEN],
+        };
+        rng.fill_bytes(&mut keys.key);
+        rng.fill_bytes(&mut keys.iv);
+        keys
+    }
+
+    fn packet_key(&self) -> PacketKey {
+        PacketKey::new(&self.key, &self.iv)
+    }
+}
+
+/// The key material an intro carries: separate keys and IVs for each
+/// direction, so the two peers never share a (key, nonce) pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyMaterial {
+    /// Seals what the initiator sends.
+    pub initiator_to_responder: DirectionKeys,
+    /// Seals what the responder sends, starting with the intro reply.
+    pub responder_to_initiator: DirectionKeys,
+}
+
+impl KeyMaterial {
+    /// Fresh random key material.
+    pub fn generate(rng: &mut impl CryptoRngCore) -> Self {
+        Self {
+            initiator_to_responder: DirectionKeys::generate(rng),
+            responder_to_initiator: DirectionKeys::generate(rng),
+        }
+    }
+
+    /// The initiator's sealer and opener.
+    #[must_use]
+    pub fn initiator_keys(&self) -> ConnectionKeys {
+        ConnectionKeys {
+            sealer: PacketSealer::new(self.initiator_to_responder.packet_key()),
+            opener: PacketOpener::new(self.responder_to_initiator.packet_key()),
+        }
+    }
+
+    /// The responder's sealer and opener.
+    #[must_use]
+    pub fn responder_keys(&self) -> ConnectionKeys {
+        ConnectionKeys {
+            sealer: PacketSealer::new(self.responder_to_initiator.packet_key()),
+            opener: PacketOpener::new(self.initiator_to_responder.packet_key()),
+        }
+    }
+}
+
+/// One side's packet protection for a connection.
+#[derive(Debug)]
+pub struct ConnectionKeys {
+    /// Seals what this side sends.
+    pub sealer: PacketSealer,
+    /// Opens what the peer sends.
+    pub opener: PacketOpener,
+}
+
+/// A responder's long-term RSA-2048 key pair.
+#[derive(Clone)]
+pub struct IdentityKey(RsaPrivateKey);
+
+impl fmt::Debug for IdentityKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("IdentityKey(..)")
+    }
+}
+
+fn check_size(public: &RsaPublicKey) -> Result<(), KeyError> {
+    match public.size() * 8 {
+        RSA_BITS => Ok(()),
+        bits => Err(KeyError::WrongSize(bits)),
+    }
+}
+
+impl IdentityKey {
+    /// Generates a new key pair (about a quarter of a second).
+    pub fn generate(rng: &mut impl CryptoRngCore) -> Result<Self, KeyError> {
+        RsaPrivateKey::new(rng, RSA_BITS)
+            .map(Self)
+            .map_err(KeyError::Generation)
+    }
+
+    /// Loads a PKCS#8 DER private key.
+    pub fn from_pkcs8_der(der: &[u8]) -> Result<Self, KeyError> {
+        let key = RsaPrivateKey::from_pkcs8_der(der).map_err(KeyError::Pkcs8)?;
+        check_size(&key.to_public_key())?;
+        Ok(Self(key))
+    }
+
+    /// Loads a PKCS#8 PEM private key (`-----BEGIN PRIVATE KEY-----`).
+    pub fn from_pkcs8_pem(pem: &str) -> Result<Self, KeyError> {
+        let key = RsaPrivateKey::from_pkcs8_pem(pem).map_err(KeyError::Pkcs8)?;
+        check_size(&key.to_public_key())?;
+        Ok(Self(key))
+    }
+
+    /// The private key as PKCS#8 DER (wiped from memory when dropped).
+    pub fn to_pkcs8_der(&self) -> Result<Zeroizing<Vec<u8>>, KeyError> {
+        let doc = self.0.to_pkcs8_der().map_err(KeyError::Pkcs8)?;
+        Ok(Zeroizing::new(doc.as_bytes().to_vec()))
+    }
+
+    /// The private key as PKCS#8 PEM (wiped from memory when dropped).
+    pub fn to_pkcs8_pem(&self) -> Result<Zeroizing<String>, KeyError> {
+        self.0.to_pkcs8_pem(LineEnding::LF).map_err(KeyError::Pkcs8)
+    }
+
+    /// The public half, to give to initiators.
+    #[must_use]
+    pub fn public(&self) -> PublicIdentity {
+        PublicIdentity(self.0.to_public_key())
+    }
+}
+
+/// A responder's RSA-2048 public key, which an initiator must know beforehand.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PublicIdentity(RsaPublicKey);
+
+impl fmt::Debug for PublicIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PublicIdentity(..)")
+    }
+}
+
+impl PublicIdentity {
+    /// Loads a SubjectPublicKeyInfo DER public key.
+    pub fn from_spki_der(der: &[u8]) -> Result<Self, KeyError> {
+        let key = RsaPublicKey::from_public_key_der(der).map_err(KeyError::Spki)?;
+        check_size(&key)?;
+        Ok(Self(key))
+    }
+
+    /// Loads a SubjectPublicKeyInfo PEM public key (`-----BEGIN PUBLIC KEY-----`).
+    pub fn from_spki_pem(pem: &str) -> Result<Self, KeyError> {
+        let key = RsaPublicKey::from_public_key_pem(pem).map_err(KeyError::Spki)?;
+        check_size(&key)?;
+        Ok(Self(key))
+    }
+
+    /// The public key as SubjectPublicKeyInfo DER.
+    pub fn to_spki_der(&self) -> Result<Vec<u8>, KeyError> {
+        self.0
+            .to_public_key_der()
+            .map(|doc| doc.into_vec())
+            .map_err(KeyError::Spki)
+    }
+
+    /// The public key as SubjectPublicKeyInfo PEM.
+    pub fn to_spki_pem(&self) -> Result<String, KeyError> {
+        self.0
+            .to_public_key_pem(LineEnding::LF)
+            .map_err(KeyError::Spki)
+    }
+}
+
+/// Milliseconds since the UNIX epoch, the intro's timestamp unit.
+fn unix_millis(now: SystemTime) -> Option<u64> {
+    let since = now.duration_since(UNIX_EPOCH).ok()?;
+    u64::try_from(since.as_millis()).ok()
+}
+
+/// The decrypted contents of an intro.
+struct IntroBody {
+    version: u32,
+    timestamp_ms: u64,
+    id: IntroId,
+    keys: KeyMaterial,
+}
+
+impl IntroBody {
+    fn to_bytes(&self) -> Zeroizing<[u8; INTRO_BODY_LEN]> {
+        let mut out = Zeroizing::new([0u8; INTRO_BODY_LEN]);
+        let parts: [&[u8]; 7] = [
+            &self.version.to_be_bytes(),
+            &self.timestamp_ms.to_be_bytes(),
+            &self.id,
+            &self.keys.initiator_to_responder.key,
+            &self.keys.initiator_to_responder.iv,
+            &self.keys.responder_to_initiator.key,
+            &self.keys.responder_to_initiator.iv,
+        ];
+        let mut at = 0;
+        for part in parts {
+            out[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        out
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        let bytes: &[u8; INTRO_BODY_LEN] = bytes.try_into().ok()?;
+        let (version, rest) = bytes.split_first_chunk::<4>()?;
+        let (timestamp, rest) = rest.split_first_chunk::<8>()?;
+        let (id, rest) = rest.split_first_chunk::<INTRO_ID_LEN>()?;
+        let (k1, rest) = rest.split_first_chunk::<KEY_LEN>()?;
+        let (iv1, rest) = rest.split_first_chunk::<IV_LEN>()?;
+        let (k2, rest) = rest.split_first_chunk::<KEY_LEN>()?;
+        let iv2: &[u8; IV_LEN] = rest.try_into().ok()?;
+        Some(Self {
+            version: u32::from_be_bytes(*version),
+            timestamp_ms: u64::from_be_bytes(*timestamp),
+            id: *id,
+            keys: KeyMaterial {
+                initiator_to_responder: DirectionKeys { key: *k1, iv: *iv1 },
+                responder_to_initiator: DirectionKeys { key: *k2, iv: *iv2 },
+            },
+        })
+    }
+}
+
+/// An intro that was sent and awaits its reply.
+///
+/// If the reply does not come, resend the same intro bytes: the responder
+/// reports the repeat as [`AcceptError::Replayed`] with the intro id, so an
+/// endpoint that still has the connection can resend its reply.
+#[derive(Debug)]
+pub struct PendingIntro {
+    id: IntroId,
+    keys: KeyMaterial,
+}
+
+impl PendingIntro {
+    /// Writes an intro to `responder` into `buf[..INTRO_LEN]`, with fresh
+    /// key material from `rng` and `now` as its timestamp.
+    pub fn write(
+        responder: &PublicIdentity,
+        now: SystemTime,
+        rng: &mut impl CryptoRngCore,
+        buf: &mut [u8],
+    ) -> Result<Self, IntroError> {
+        let available = buf.len();
+        let dst = buf.get_mut(..INTRO_LEN).ok_or(IntroError::BufferTooSmall {
+            needed: INTRO_LEN,
+            available,
+        })?;
+        let timestamp_ms = unix_millis(now).ok_or(IntroError::ClockBeforeEpoch)?;
+        let mut id = [0u8; INTRO_ID_LEN];
+        rng.fill_bytes(&mut id);
+        let body = IntroBody {
+            version: PROTOCOL_VERSION,
+            timestamp_ms,
+            id,
+            keys: KeyMaterial::generate(rng),
+        };
+        let ciphertext = responder
+            .0
+            .encrypt(rng, Oaep::new::<Sha256>(), &body.to_bytes()[..])
+            .map_err(IntroError::Encryption)?;
+        // OAEP output is always exactly the modulus size, which check_size fixed.
+        let ciphertext: &[u8; RSA_CIPHERTEXT_LEN] = ciphertext
+            .as_slice()
+            .try_into()
+            .map_err(|_| IntroError::Encryption(rsa::Error::Internal))?;
+        dst[0] = PacketType::Intro as u8;
+        dst[1..].copy_from_slice(ciphertext);
+        Ok(Self {
+            id,
+            keys: body.keys,
+        })
+    }
+
+    /// The intro's random id.
+    #[must_use]
+    pub const fn id(&self) -> IntroId {
+        self.id
+    }
+
+    /// Opens a datagram that should be the responder's reply. On success the
+    /// connection's keys (the reply consumed nothing of the initiator's
+    /// sending key) and the reply's frames, after the echoed intro id.
+    ///
+    /// A forged or unrelated datagram gives an error and leaves the intro
+    /// pending, so the caller keeps waiting for the real reply.
+    pub fn open_reply<'b>(
+        &self,
+        datagram: &'b mut [u8],
+    ) -> Result<(ConnectionKeys, OpenedPacket<'b>), ReplyError> {
+        let keys = self.keys.initiator_keys();
+        let opened = keys.opener.open(datagram)?;
+        if opened.header.packet_type() != PacketType::IntroReply {
+            return Err(ReplyError::NotAReply);
+        }
+        let (echoed, frames) = opened
+            .payload
+            .split_first_chunk::<INTRO_ID_LEN>()
+            .ok_or(ReplyError::WrongIntroId)?;
+        if *echoed != self.id {
+            return Err(ReplyError::WrongIntroId);
+        }
+        Ok((
+            keys,
+            OpenedPacket {
+                payload: frames,
+                ..opened
+            },
+        ))
+    }
+}
+
+/// Remembers accepted intro ids until their timestamps leave the window, so
+/// a replayed intro is refused. Its memory is bounded: when full of ids that
+/// are all still inside the window it refuses new intros rather than forget
+/// one (forgetting would let that intro be replayed).
+#[derive(Debug)]
+pub struct ReplayGuard {
+    window_ms: u64,
+    capacity: usize,
+    /// Accepted ids and the time (ms) after which their timestamp alone refuses them.
+    seen: HashMap<IntroId, u64>,
+    /// The earliest expiry in `seen`, to skip sweeps that would free nothing.
+    earliest_expiry_ms: u64,
+}
+
+impl ReplayGuard {
+    /// A guard accepting timestamps within `window` of now in either
+    /// direction and remembering at most `capacity` intros (memory for them
+    /// is reserved up front).
+    #[must_use]
+    pub fn new(window: Duration, capacity: usize) -> Self {
+        Self {
+            window_ms: u64::try_from(window.as_millis()).unwrap_or(u64::MAX),
+            capacity,
+            seen: HashMap::with_capacity(capacity),
+            earliest_expiry_ms: u64::MAX,
+        }
+    }
+
+    /// Number of intros remembered.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.seen.len()
+    }
+
+    /// Whether no intro is remembered.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.seen.is_empty()
+    }
+
+    /// Accepts `id` with `timestamp_ms` at `now_ms` once; refuses it if the
+    /// timestamp is outside the window or the id was accepted before.
+    fn admit(&mut self, id: IntroId, timestamp_ms: u64, now_ms: u64) -> Result<(), AcceptError> {
+        let skew_ms = timestamp_ms.abs_diff(now_ms);
+        if skew_ms > self.window_ms {
+            return Err(AcceptError::StaleTimestamp { skew_ms });
+        }
+        if self.seen.contains_key(&id) {
+            return Err(AcceptError::Replayed { intro_id: id });
+        }
+        if self.seen.len() >= self.capacity && now_ms > self.earliest_expiry_ms {
+            // A replay at `now` of an intro with timestamp `t` fails the
+            // window check once now > t + window, so it can be forgotten.
+            self.seen.retain(|_, expiry| *expiry >= now_ms);
+            self.earliest_expiry_ms = self.seen.values().copied().min().unwrap_or(u64::MAX);
+        }
+        if self.seen.len() >= self.capacity {
+            return Err(AcceptError::ReplayCacheFull);
+        }
+        let expiry = timestamp_ms.saturating_add(self.window_ms);
+        self.earliest_expiry_ms = self.earliest_expiry_ms.min(expiry);
+        self.seen.insert(id, expiry);
+        Ok(())
+    }
+}
+
+impl Default for ReplayGuard {
+    fn default() -> Self {
+        Self::new(DEFAULT_TIMESTAMP_WINDOW, DEFAULT_REPLAY_CAPACITY)
+    }
+}
+
+/// The responder's side of the intro: its identity key and its replay guard.
+#[derive(Debug)]
+pub struct Responder {
+    identity: IdentityKey,
+    replay: ReplayGuard,
+}
+
+impl Responder {
+    /// A responder with the given identity and replay guard.
+    #[must_use]
+    pub const fn new(identity: IdentityKey, replay: ReplayGuard) -> Self {
+        Self { identity, replay }
+    }
+
+    /// The responder's public identity.
+    #[must_use]
+    pub fn public(&self) -> PublicIdentity {
+        self.identity.public()
+    }
+
+    /// The replay guard, e.g. to report its fill level.
+    #[must_use]
+    pub const fn replay_guard(&self) -> &ReplayGuard {
+        &self.replay
+    }
+
+    /// Checks an intro datagram at time `now`. `rng` blinds the RSA
+    /// decryption against timing attacks.
+    pub fn accept(
+        &mut self,
+        datagram: &[u8],
+        now: SystemTime,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<Accepted, AcceptError> {
+        if datagram.first() != Some(&(PacketType::Intro as u8)) {
+            return Err(AcceptError::NotAnIntro);
+        }
+        if datagram.len() != INTRO_LEN {
+            return Err(AcceptError::WrongLength(datagram.len()));
+        }
+        let now_ms = unix_millis(now).ok_or(AcceptError::ClockBeforeEpoch)?;
+        let plaintext = Zeroizing::new(
+            self.identity
+                .0
+                .decrypt_blinded(rng, Oaep::new::<Sha256>(), &datagram[1..])
+                .map_err(|_| AcceptError::Decryption)?,
+        );
+        let body = IntroBody::from_bytes(&plaintext).ok_or(AcceptError::Malformed)?;
+        if body.version != PROTOCOL_VERSION {
+            return Err(AcceptError::UnsupportedVersion(body.version));
+        }
+        self.replay.admit(body.id, body.timestamp_ms, now_ms)?;
+        Ok(Accepted {
+            intro_id: body.id,
+            keys: body.keys.responder_keys(),
+        })
+    }
+}
+
+/// An intro the responder accepted: the connection's keys, and the reply to send.
+#[derive(Debug)]
+pub struct Accepted {
+    /// The intro's random id, which the reply echoes.
+    pub intro_id: IntroId,
+    /// The responder's sealer and opener for this connection.
+    pub keys: ConnectionKeys,
+}
+
+impl Accepted {
+    /// Starts the intro reply in `buf`: an IntroReply packet sealed with the
+    /// responder's key, its plaintext beginning with the intro id. Frames may
+    /// be pushed after it; [`PacketBuilder::finish`] seals it.
+    pub fn start_reply<'s, 'b>(
+        &'s mut self,
+        buf: &'b mut [u8],
+    ) -> Result<PacketBuilder<'s, 'b>, SealError> {
+        let available = buf.len();
+        let mut reply = self
+            .keys
+            .sealer
+            .start_with(|packet_number| Header::IntroReply { packet_number }, buf)?;
+        // What the builder already reserved (header and tag) plus the id.
+        let needed = available - reply.remaining() + INTRO_ID_LEN;
+        reply
+            .push_bytes(&self.intro_id)
+            .map_err(|_| SealError::BufferTooSmall { needed, available })?;
+        Ok(reply)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use rand_core::OsRng;
+
+    use super::*;
+    use crate::error::OpenError;
+    use crate::frame::{Frame, Message};
+    use crate::test_support::{identity, other_identity, t0};
+
+    fn responder(identity: &IdentityKey) -> Responder {
+        Responder::new(identity.clone(), ReplayGuard::default())
+    }
+
+    fn intro(to: &IdentityKey, now: SystemTime) -> (PendingIntro, [u8; INTRO_LEN]) {
+        let mut buf = [0u8; INTRO_LEN];
+        let pending = PendingIntro::write(&to.public(), now, &mut OsRng, &mut buf).unwrap();
+        (pending, buf)
+    }
+
+    #[test]
+    fn intro_reply_and_data_round_trip_in_one_round_trip() {
+        let (pending, intro_bytes) = intro(identity(), t0());
+        let mut responder = responder(identity());
+        let mut accepted = responder.accept(&intro_bytes, t0(), &mut OsRng).unwrap();
+        assert_eq!(accepted.intro_id, pending.id());
+
+        let mut reply_buf = [0u8; 1452];
+        let mut reply = accepted.start_reply(&mut reply_buf).unwrap();
+        reply
+            .push(&Frame::Message(Message { data: b"welcome" }))
+            .unwrap();
+        let reply_len = reply.finish().unwrap();
+        assert!(reply_len <= 3 * INTRO_LEN, "amplification bound");
+
+        let (mut initiator, opened) = pending.open_reply(&mut reply_buf[..reply_len]).unwrap();
+        let frames: Vec<_> = opened.frames().collect::<Result<_, _>>().unwrap();
+        assert_eq!(frames, [Frame::Message(Message { data: b"welcome" })]);
+
+        // Both directions now carry data; the reply used the responder's packet 0.
+        let mut buf = [0u8; 1452];
+        let mut packet = initiator.sealer.start(&mut buf).unwrap();
+        packet.push(&Frame::Ping).unwrap();
+        let len = packet.finish().unwrap();
+        let opened = accepted.keys.opener.open(&mut buf[..len]).unwrap();
+        assert_eq!(opened.packet_number(), 0);
+        let mut packet = accepted.keys.sealer.start(&mut buf).unwrap();
+        assert_eq!(packet.packet_number(), 1);
+        packet.push(&Frame::Ping).unwrap();
+        let len = packet.finish().unwrap();
+        assert_eq!(
+            initiator
+                .opener
+                .open(&mut buf[..len])
+                .unwrap()
+                .packet_number(),
+            1
+        );
+    }
+
+    #[test]
+    fn an_intro_for_another_identity_is_refused() {
+        let (_, intro_bytes) = intro(identity(), t0());
+        let mut wrong = responder(other_identity());
+        assert_eq!(
+            wrong.accept(&intro_bytes, t0(), &mut OsRng).map(|_| ()),
+            Err(AcceptError::Decryption)
+        );
+        assert!(wrong.replay_guard().is_empty());
+    }
+
+    #[test]
+    fn a_replayed_intro_is_refused_and_names_its_id() {
+        let (pending, intro_bytes) = intro(identity(), t0());
+        let mut responder = responder(identity());
+        responder.accept(&intro_bytes, t0(), &mut OsRng).unwrap();
+        let later = t0() + Duration::from_secs(5);
+        assert_eq!(
+            responder
+                .accept(&intro_bytes, later, &mut OsRng)
+                .map(|_| ()),
+            Err(AcceptError::Replayed {
+                intro_id: pending.id()
+            })
+        );
+    }
+
+    #[test]
+    fn intros_outside_the_timestamp_window_are_refused_in_both_directions() {
+        let (_, intro_bytes) = intro(identity(), t0());
+        let mut responder = responder(identity());
+        let window = DEFAULT_TIMESTAMP_WINDOW;
+        let too_late = t0() + window + Duration::from_millis(1);
+        let too_early = t0() - window - Duration::from_millis(1);
+        for now in [too_late, too_early] {
+            assert_eq!(
+                responder.accept(&intro_bytes, now, &mut OsRng).map(|_| ()),
+                Err(AcceptError::StaleTimestamp { skew_ms: 30_001 })
+            );
+        }
+        // Exactly at the edge of the window it is still accepted.
+        assert!(
+            responder
+                .accept(&intro_bytes, t0() + window, &mut OsRng)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn malformed_intros_are_refused_with_typed_errors() {
+        let (_, intro_bytes) = intro(identity(), t0());
+        let mut responder = responder(identity());
+        let mut flipped = intro_bytes;
+        flipped[100] ^= 0x01;
+        assert_eq!(
+            responder.accept(&flipped, t0(), &mut OsRng).map(|_| ()),
+            Err(AcceptError::Decryption)
+        );
+        assert_eq!(
+            responder
+                .accept(&intro_bytes[..INTRO_LEN - 1], t0(), &mut OsRng)
+                .map(|_| ()),
+            Err(AcceptError::WrongLength(INTRO_LEN - 1))
+        );
+        let mut longer = intro_bytes.to_vec();
+        longer.push(0);
+        assert_eq!(
+            responder.accept(&longer, t0(), &mut OsRng).map(|_| ()),
+            Err(AcceptError::WrongLength(INTRO_LEN + 1))
+        );
+        let mut data_type = intro_bytes;
+        data_type[0] = PacketType::Data as u8;
+        assert_eq!(
+            responder.accept(&data_type, t0(), &mut OsRng).map(|_| ()),
+            Err(AcceptError::NotAnIntro)
+        );
+        assert_eq!(
+            responder.accept(&[], t0(), &mut OsRng).map(|_| ()),
+            Err(AcceptError::NotAnIntro)
+        );
+        let before_epoch = UNIX_EPOCH - Duration::from_secs(1);
+        assert_eq!(
+            responder
+                .accept(&intro_bytes, before_epoch, &mut OsRng)
+                .map(|_| ()),
+            Err(AcceptError::ClockBeforeEpoch)
+        );
+    }
+
+    /// Encrypts an arbitrary plaintext as an intro, bypassing `PendingIntro`.
+    fn raw_intro(plaintext: &[u8]) -> Vec<u8> {
+        let public = identity().public();
+        let mut out = vec![PacketType::Intro as u8];
+        out.extend(
+            public
+                .0
+                .encrypt(&mut OsRng, Oaep::new::<Sha256>(), plaintext)
+                .unwrap(),
+        );
+        out
+    }
+
+    #[test]
+    fn another_protocol_version_or_body_length_is_refused() {
+        let body = IntroBody {
+            version: PROTOCOL_VERSION + 1,
+            timestamp_ms: unix_millis(t0()).unwrap(),
+            id: [9; INTRO_ID_LEN],
+            keys: KeyMaterial::generate(&mut OsRng),
+        };
+        let mut responder = responder(identity());
+        let other_version = raw_intro(&body.to_bytes()[..]);
+        assert_eq!(
+            responder
+                .accept(&other_version, t0(), &mut OsRng)
+                .map(|_| ()),
+            Err(AcceptError::UnsupportedVersion(PROTOCOL_VERSION + 1))
+        );
+        let short = raw_intro(&body.to_bytes()[..INTRO_BODY_LEN - 1]);
+        assert_eq!(
+            responder.accept(&short, t0(), &mut OsRng).map(|_| ()),
+            Err(AcceptError::Malformed)
+        );
+    }
+
+    #[test]
+    fn a_reply_must_echo_the_intro_id_and_be_an_intro_reply() {
+        let (pending, intro_bytes) = intro(identity(), t0());
+        let mut accepted = responder(identity())
+            .accept(&intro_bytes, t0(), &mut OsRng)
+            .unwrap();
+
+        // A data packet under the right key is not a reply.
+        let mut buf = [0u8; 200];
+        let len = accepted
+            .keys
+            .sealer
+            .start(&mut buf)
+            .unwrap()
+            .finish()
+            .unwrap();
+        assert_eq!(
+            pending.open_reply(&mut buf[..len]).map(|_| ()),
+            Err(ReplyError::NotAReply)
+        );
+
+        // A reply for another intro id.
+        accepted.intro_id[0] ^= 1;
+        let len = accepted.start_reply(&mut buf).unwrap().finish().unwrap();
+        assert_eq!(
+            pending.open_reply(&mut buf[..len]).map(|_| ()),
+            Err(ReplyError::WrongIntroId)
+        );
+
+        // A reply to somebody else's intro does not even open.
+        let (other_pending, _) = intro(identity(), t0());
+        accepted.intro_id[0] ^= 1;
+        let len = accepted.start_reply(&mut buf).unwrap().finish().unwrap();
+        assert_eq!(
+            other_pending.open_reply(&mut buf[..len]).map(|_| ()),
+            Err(ReplyError::Open(OpenError::Authentication))
+        );
+        // The pending intro still accepts the genuine reply.
+        assert!(pending.open_reply(&mut buf[..len]).is_ok());
+    }
+
+    #[test]
+    fn a_full_replay_cache_refuses_until_old_entries_leave_the_window() {
+        let mut guard = ReplayGuard::new(Duration::from_secs(10), 2);
+        let now = 1_000_000;
+        guard.admit([1; 16], now, now).unwrap();
+        guard.admit([2; 16], now + 1_000, now).unwrap();
+        assert_eq!(
+            guard.admit([3; 16], now, now),
+            Err(AcceptError::ReplayCacheFull)
+        );
+        // 10.001 s later the first intro's timestamp is out of the window:
+        // it can be forgotten, making room, and a replay of it is still refused.
+        let later = now + 10_001;
+        guard.admit([3; 16], later, later).unwrap();
+        assert_eq!(guard.len(), 2);
+        assert!(matches!(
+            guard.admit([1; 16], now, later),
+            Err(AcceptError::StaleTimestamp { .. })
+        ));
+        assert_eq!(
+            guard.admit([2; 16], now + 1_000, later),
+            Err(AcceptError::Replayed { intro_id: [2; 16] })
+        );
+    }
+
+    #[test]
+    fn identity_keys_survive_pkcs8_and_spki_in_der_and_pem() {
+        let key = identity();
+        let der = key.to_pkcs8_der().unwrap();
+        let pem = key.to_pkcs8_pem().unwrap();
+        assert!(pem.starts_with("-----BEGIN PRIVATE KEY-----"));
+        assert_eq!(
+            IdentityKey::from_pkcs8_der(&der).unwrap().public(),
+            key.public()
+        );
+        assert_eq!(
+            IdentityKey::from_pkcs8_pem(&pem).unwrap().public(),
+            key.public()
+        );
+
+        let public = key.public();
+        let spki_der = public.to_spki_der().unwrap();
+        let spki_pem = public.to_spki_pem().unwrap();
+        assert!(spki_pem.starts_with("-----BEGIN PUBLIC KEY-----"));
+        assert_eq!(PublicIdentity::from_spki_der(&spki_der).unwrap(), public);
+        assert_eq!(PublicIdentity::from_spki_pem(&spki_pem).unwrap(), public);
+
+        // A key loaded from PEM is usable for intros.
+        let loaded = IdentityKey::from_pkcs8_pem(&pem).unwrap();
+        let (_, intro_bytes) = intro(identity(), t0());
+        assert!(
+            responder(&loaded)
+                .accept(&intro_bytes, t0(), &mut OsRng)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn garbage_and_wrong_size_keys_are_refused() {
+        assert!(matches!(
+            IdentityKey::from_pkcs8_der(b"not a key"),
+            Err(KeyError::Pkcs8(_))
+        ));
+        assert!(matches!(
+            IdentityKey::from_pkcs8_pem("-----BEGIN"),
+            Err(KeyError::Pkcs8(_))
+        ));
+        assert!(matches!(
+            PublicIdentity::from_spki_der(&[0x30, 0x00]),
+            Err(KeyError::Spki(_))
+        ));
+        let small = RsaPrivateKey::new(&mut OsRng, 1024).unwrap();
+        let der = small.to_pkcs8_der().unwrap();
+        assert!(matches!(
+            IdentityKey::from_pkcs8_der(der.as_bytes()),
+            Err(KeyError::WrongSize(1024))
+        ));
+        let spki = small.to_public_key().to_public_key_der().unwrap();
+        assert!(matches!(
+            PublicIdentity::from_spki_der(spki.as_bytes()),
+            Err(KeyError::WrongSize(1024))
+        ));
+    }
+
+    #[test]
+    fn a_short_buffer_or_pre_epoch_clock_is_refused_when_writing_an_intro() {
+        let public = identity().public();
+        let mut short = [0u8; INTRO_LEN - 1];
+        assert!(matches!(
+            PendingIntro::write(&public, t0(), &mut OsRng, &mut short),
+            Err(IntroError::BufferTooSmall {
+                needed: INTRO_LEN,
+                ..
+            })
+        ));
+        let mut buf = [0u8; INTRO_LEN];
+        assert!(matches!(
+            PendingIntro::write(
+                &public,
+                UNIX_EPOCH - Duration::from_secs(1),
+                &mut OsRng,
+                &mut buf
+            ),
+            Err(IntroError::ClockBeforeEpoch)
+        ));
+    }
+
+    proptest! {
+        // Each case costs an RSA decryption: few cases.
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        #[test]
+        fn arbitrary_intro_sized_datagrams_never_panic_and_are_refused(body in proptest::collection::vec(any::<u8>(), RSA_CIPHERTEXT_LEN)) {
+            let mut datagram = vec![PacketType::Intro as u8];
+            datagram.extend(body);
+            let mut responder = responder(identity());
+            prop_assert!(responder.accept(&datagram, t0(), &mut OsRng).is_err());
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! Fixtures shared by the crate's unit tests.
+//!
+//! RSA-2048 key generation takes about a quarter of a second even optimised,
+//! so the identities are generated once per test binary and shared.
+
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rand_core::OsRng;
+
+use crate::handshake::IdentityKey;
+
+/// The responder identity most tests use.
+pub(crate) fn identity() -> &'static IdentityKey {
+    static KEY: OnceLock<IdentityKey> = OnceLock::new();
+    KEY.get_or_init(|| IdentityKey::generate(&mut OsRng).expect("RSA key generation"))
+}
+
+/// A second identity, for "wrong key" tests.
+pub(crate) fn other_identity() -> &'static IdentityKey {
+    static KEY: OnceLock<IdentityKey> = OnceLock::new();
+    KEY.get_or_init(|| IdentityKey::generate(&mut OsRng).expect("RSA key generation"))
+}
+
+/// A fixed wall-clock instant, so tests never depend on the machine's clock.
+pub(crate) fn t0() -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(1_750_000_000)
+}
