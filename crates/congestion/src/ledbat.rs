@@ -48,19 +48,30 @@
 //! (`GAIN × off_target` packets per round trip), so two flows that do see
 //! the same delay keep whatever difference in window they had.
 //!
-//! Tern takes both remedies of LEDBAT++ (draft-irtf-iccrg-ledbat-plus-plus):
-//! - **Multiplicative decrease.** Above the target, the window also shrinks
-//!   by `decrease_constant × W × (queuing delay / target − 1)` packets per
-//!   round trip, at most `W/2`: each flow gives back in proportion to its
-//!   window, so windows converge, as in any AIMD scheme. The RFC's additive
-//!   term is kept, so the equilibrium is still exactly at the target.
+//! Tern takes two remedies of LEDBAT++ (draft-irtf-iccrg-ledbat-plus-plus),
+//! adapted where the bottleneck model (`tests/bottleneck.rs`) showed a need:
+//! - **Multiplicative decrease.** At or above the target, the window
+//!   changes by `GAIN − decrease_constant × W × (queuing delay / target − 1)`
+//!   packets per round trip, and by no more than `−W/2`. Each flow gives back
+//!   in proportion to its window, so the one equilibrium — a delay just
+//!   above the target, `target × (1 + GAIN / (C × W))` — is where the windows
+//!   are equal. Below the target RFC 6817's rule is kept as written. (With
+//!   RFC 6817's rule on both sides, every split of the link is an
+//!   equilibrium, and two flows keep whatever shares they happen to have.)
 //! - **Periodic slowdowns.** Two round trips after slow start ends, and then
 //!   every `slowdown_interval` times the duration of the previous slowdown
-//!   (9 by default, which costs at most about a tenth of the throughput),
-//!   the window drops to the minimum for two round trips and then slow-starts
-//!   back to where it was. The queue drains, so every flow on the bottleneck
-//!   measures the true base delay, and a latecomer's inflated base is
-//!   corrected.
+//!   (9 by default), the window drops to the minimum for
+//!   `slowdown_hold_round_trips` round trips (1 by default; the draft says
+//!   2), so the queue drains and every flow on the bottleneck measures the
+//!   true base delay: this is what corrects a latecomer's inflated base.
+//!   After the hold the window restarts at the part of the old window that
+//!   was on the wire rather than in the queue (old window × min RTT /
+//!   smoothed RTT) instead of at 2 packets, and slow-starts back to the old
+//!   window, ignoring queues below twice the target: a slowdown is a
+//!   voluntary, temporary yield, and stopping the climb at 3/4 of the target
+//!   would hand the share of a small flow to a large one at every slowdown.
+//!   With these changes a slowdown costs about one base round trip of link
+//!   time, and a single flow keeps more than 95 % of the link.
 //!
 //! The third LEDBAT++ change, a smaller gain on short round trips, is not
 //! taken: `gain` is configurable, and the RFC's default of 1 keeps
@@ -136,6 +147,14 @@ pub struct LedbatConfig {
     /// The time between slowdowns, as a multiple of the previous slowdown's
     /// duration (dimensionless, default 9; at least 1).
     pub slowdown_interval: u32,
+    /// How long a slowdown holds the minimum window, in smoothed round trips
+    /// as measured when it begins (default 1; at least 1).
+    ///
+    /// LEDBAT++ holds for two. One is enough for the queue to drain: the
+    /// round trip measured at the start includes the whole queue, and the
+    /// first packets of the ramp after the hold then measure the drained
+    /// path. It halves what slowdowns cost in throughput.
+    pub slowdown_hold_round_trips: u32,
     /// The round trip assumed before the first sample, in time (default
     /// 333 ms, as RFC 9002's kInitialRtt; not zero).
     pub initial_rtt: Duration,
@@ -157,6 +176,7 @@ impl Default for LedbatConfig {
             decrease_constant: 1.0,
             periodic_slowdowns: true,
             slowdown_interval: 9,
+            slowdown_hold_round_trips: 1,
             initial_rtt: Duration::from_millis(333),
         }
     }
@@ -196,8 +216,8 @@ pub enum LedbatConfigError {
     /// `decrease_constant` is not in [0, 16].
     #[error("decrease constant must be in [0, 16]")]
     DecreaseConstant,
-    /// `slowdown_interval` is zero.
-    #[error("slowdown interval must be at least 1")]
+    /// `slowdown_interval` or `slowdown_hold_round_trips` is zero.
+    #[error("slowdown interval and hold must be at least 1")]
     SlowdownInterval,
     /// `initial_rtt` is zero.
     #[error("initial RTT must not be zero")]
@@ -211,8 +231,9 @@ enum Phase {
     SlowStart,
     /// The window follows the queuing delay (RFC 6817's controller).
     CongestionAvoidance,
-    /// A LEDBAT++ slowdown: the window is held at the minimum until then.
-    SlowdownHold { until: Instant },
+    /// A LEDBAT++ slowdown: the window is held at the minimum until
+    /// `until`, then restarts at `restart` bytes.
+    SlowdownHold { until: Instant, restart: u64 },
 }
 
 /// The LEDBAT congestion controller. See the [module docs](self).
@@ -228,6 +249,7 @@ pub struct Ledbat {
     decrease_constant: u64,
     periodic_slowdowns: bool,
     slowdown_interval: u32,
+    slowdown_hold: u32,
     initial_rtt: Duration,
 
     /// Congestion window, in 1/65 536 byte.
@@ -303,7 +325,7 @@ impl Ledbat {
         if !in_range(config.decrease_constant, 0.0, 16.0) {
             return Err(E::DecreaseConstant);
         }
-        if config.slowdown_interval == 0 {
+        if config.slowdown_interval == 0 || config.slowdown_hold_round_trips == 0 {
             return Err(E::SlowdownInterval);
         }
         if config.initial_rtt.is_zero() {
@@ -323,6 +345,7 @@ impl Ledbat {
             decrease_constant: fixed(config.decrease_constant),
             periodic_slowdowns: config.periodic_slowdowns,
             slowdown_interval: config.slowdown_interval,
+            slowdown_hold: config.slowdown_hold_round_trips,
             initial_rtt: config.initial_rtt,
             window: initial_window << FRAC_BITS,
             ssthresh: u64::MAX,
@@ -384,21 +407,36 @@ impl Ledbat {
     /// Starts or ends a slowdown when its time has come.
     fn advance_phase(&mut self, now: Instant) {
         match self.phase {
-            Phase::SlowdownHold { until } if now >= until => {
+            Phase::SlowdownHold { until, restart } if now >= until => {
                 // LEDBAT++: after the hold, slow start back up to the window
                 // the flow had before the slowdown (kept in ssthresh).
+                self.set_window_bytes(restart);
                 self.phase = Phase::SlowStart;
             }
             Phase::CongestionAvoidance if self.next_slowdown.is_some_and(|at| now >= at) => {
-                // LEDBAT++: the window drops to the minimum for two round
-                // trips, long enough for the queue to drain.
+                // LEDBAT++: the window drops to the minimum for long enough
+                // for the queue to drain.
                 self.next_slowdown = None;
                 self.slowdown_started = Some(now);
-                self.ssthresh = self.window_bytes();
+                let window = self.window_bytes();
+                self.ssthresh = window;
+                // Of the window, the share min RTT / smoothed RTT was on the
+                // wire and the rest in the queue: after the hold the ramp
+                // restarts from the wire's share (a bandwidth-delay product
+                // measured just now), not from 2 packets, so a slowdown costs
+                // about one base round trip of idle link instead of a whole
+                // slow start. The queue is drained either way, and the
+                // restart's first packets measure the empty path.
+                let srtt = self.srtt();
+                let restart = self.rtt.min().map_or(self.min_window, |min| {
+                    let share = u128::from(window) * min.as_nanos() / srtt.as_nanos().max(1);
+                    u64::try_from(share).unwrap_or(window)
+                });
                 self.set_window_bytes(self.min_window);
-                let hold = self.srtt().saturating_mul(2);
+                let hold = srtt.saturating_mul(self.slowdown_hold);
                 self.phase = Phase::SlowdownHold {
                     until: add_saturating(now, hold),
+                    restart: restart.clamp(self.min_window, window),
                 };
             }
             _ => {}
@@ -474,7 +512,7 @@ impl Ledbat {
         self.queuing_delay_nanos = queuing;
     }
 
-    /// RFC 6817's window update plus LEDBAT++'s multiplicative decrease, for
+    /// RFC 6817's window update below the target, LEDBAT++'s above it, for
     /// `acked` bytes with `flight_used` bytes in flight in the last round
     /// trip.
     fn congestion_avoidance(&mut self, acked: u64, flight_used: u64) {
@@ -486,21 +524,26 @@ impl Ledbat {
                 .min(self.target_nanos.saturating_mul(16)),
         );
         let window = i128::from(self.window_bytes().max(1));
-        // RFC 6817, section 2.4.2:
-        //   off_target = (TARGET - queuing_delay) / TARGET
-        //   cwnd += GAIN * off_target * bytes_newly_acked * MSS / cwnd
-        let additive = i128::from(self.gain) * (target - queuing) * acked * i128::from(self.mss)
-            / (target * window);
-        // LEDBAT++ multiplicative decrease: W × C × (delay/target − 1)
-        // packets per round trip, i.e. C × (delay/target − 1) × acked bytes
-        // per ACK.
-        let multiplicative = if queuing > target {
-            i128::from(self.decrease_constant) * (queuing - target) * acked / target
+        let mss = i128::from(self.mss);
+        let gain = i128::from(self.gain);
+        let delta = if queuing < target || self.decrease_constant == 0 {
+            // RFC 6817, section 2.4.2 (also above the target when the
+            // LEDBAT++ decrease is off):
+            //   off_target = (TARGET - queuing_delay) / TARGET
+            //   cwnd += GAIN * off_target * bytes_newly_acked * MSS / cwnd
+            gain * (target - queuing) * acked * mss / (target * window)
         } else {
-            0
+            // LEDBAT++: at or above the target the window changes by
+            // GAIN − C × W × (delay/target − 1) packets per round trip, i.e.
+            // per ACK GAIN × acked × MSS / W − C × (delay/target − 1) × acked
+            // bytes, and never by more than −W/2 per round trip (−acked/2
+            // per ACK). Each flow gives back in proportion to its window, so
+            // the only equilibrium, at a delay just above the target, is the
+            // one where the windows are equal.
+            let increase = gain * acked * mss / window;
+            let decrease = i128::from(self.decrease_constant) * (queuing - target) * acked / target;
+            (increase - decrease).max(-(acked << FRAC_BITS) / 2)
         };
-        // ... and never more than W/2 per round trip: acked/2 per ACK.
-        let delta = (additive - multiplicative).max(-(acked << FRAC_BITS) / 2);
 
         let old = i128::from(self.window);
         let mut new = old + delta;
@@ -525,7 +568,18 @@ impl Ledbat {
     /// Slow start: the window grows by the bytes acknowledged, as long as the
     /// queue stays short.
     fn slow_start(&mut self, now: Instant, acked: u64, flight_used: u64) {
-        if self.queuing_delay_nanos >= self.slow_start_exit_nanos {
+        // After a slowdown the flow climbs back to the window it held, which
+        // was its share before it yielded: others' queue (at the target, if
+        // they are LEDBAT flows) must not stop it at 3/4 of the target, or
+        // every slowdown would hand the share of a small flow to a large
+        // one. Only a queue twice the target — someone else's congestion —
+        // ends the climb early.
+        let exit_at = if self.slowdown_started.is_some() {
+            self.target_nanos.saturating_mul(2)
+        } else {
+            self.slow_start_exit_nanos
+        };
+        if self.queuing_delay_nanos >= exit_at {
             self.exit_slow_start(now);
             return;
         }

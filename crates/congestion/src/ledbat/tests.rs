@@ -337,14 +337,32 @@ fn growth_stops_one_packet_beyond_what_was_in_flight() {
 }
 
 #[test]
-fn at_the_target_the_window_holds_steady() {
+fn at_the_target_the_window_still_grows_a_packet_per_round_trip() {
+    // LEDBAT++: GAIN − C × W × (delay/target − 1) packets per round trip,
+    // which is GAIN at the target itself.
     let mut path = Path::new(config());
     path.enter_congestion_avoidance();
     let window = path.cc.window();
-    for _ in 0..10 {
-        path.round_trip(100);
-    }
-    assert_eq!(path.cc.window(), window);
+    path.round_trip(100);
+    let grown = path.cc.window() - window;
+    assert!(
+        (MSS - MSS / 20..=MSS).contains(&grown),
+        "grew {grown} bytes"
+    );
+}
+
+#[test]
+fn just_above_the_target_growth_and_decrease_balance() {
+    // 26 packets: the balance is at 1 + 1/26 times the target, 103.8 ms.
+    let mut path = Path::new(config());
+    path.enter_congestion_avoidance();
+    assert_eq!(path.cc.window(), 26 * MSS);
+    path.round_trip(103);
+    assert!(path.cc.window() > 26 * MSS);
+    let mut path = Path::new(config());
+    path.enter_congestion_avoidance();
+    path.round_trip(105);
+    assert!(path.cc.window() < 26 * MSS);
 }
 
 #[test]
@@ -553,23 +571,33 @@ fn periodic_slowdowns_drain_the_queue_then_restore_the_window() {
         "{after_exit:?}"
     );
     assert_eq!(path.cc.window(), 2 * MSS);
-    // The hold lasts two round trips, then slow start climbs back.
+    let held_window = path.cc.ssthresh;
+    assert!(
+        held_window.abs_diff(before) <= 3 * MSS,
+        "{held_window} vs {before}"
+    );
+    // The hold lasts one round trip (as measured when it began, with the
+    // queue in it), then the window restarts at the share of the old one
+    // that was on the wire: min RTT / RTT.
     while path.cc.in_slowdown() {
         path.round_trip(0);
     }
     let held = path.now().duration_since(started);
-    assert!(held >= srtt * 2, "{held:?}");
+    assert!(held >= srtt, "{held:?}");
     assert!(
-        held <= srtt * 2 + Duration::from_millis(BASE_RTT_MS),
+        held <= srtt + Duration::from_millis(BASE_RTT_MS),
         "{held:?}"
     );
     assert!(path.cc.in_slow_start());
-    let (ramped, _) = path.until(0, |cc| !cc.in_slow_start());
+    let restart = held_window * BASE_RTT_MS / u64::try_from(srtt.as_millis()).unwrap();
     assert!(
-        path.cc.window().abs_diff(before) <= MSS,
-        "{} vs {before}",
+        path.cc.window() >= restart - 2 * MSS,
+        "{} vs {restart}",
         path.cc.window()
     );
+    // ... and slow start climbs back to the window held before.
+    let (ramped, _) = path.until(0, |cc| !cc.in_slow_start());
+    assert_eq!(path.cc.window(), held_window);
     // The next one comes nine slowdown-durations later.
     let slowdown = ramped.duration_since(started);
     let (next, _) = path.until(100, Ledbat::in_slowdown);
@@ -705,4 +733,27 @@ proptest! {
         };
         run(config, ops)?;
     }
+}
+
+#[test]
+fn after_a_slowdown_the_climb_back_ignores_a_queue_at_the_target() {
+    let mut path = Path::new(LedbatConfig::default());
+    path.round_trip(0);
+    path.until(80, |cc| !cc.in_slow_start());
+    path.until(100, Ledbat::in_slowdown);
+    let held_window = path.cc.ssthresh;
+    // Another flow keeps the queue at the target meanwhile.
+    path.until(100, |cc| !cc.in_slowdown() && !cc.in_slow_start());
+    assert_eq!(path.cc.window(), held_window);
+}
+
+#[test]
+fn after_a_slowdown_the_climb_back_stops_at_twice_the_target() {
+    let mut path = Path::new(LedbatConfig::default());
+    path.round_trip(0);
+    path.until(80, |cc| !cc.in_slow_start());
+    path.until(100, Ledbat::in_slowdown);
+    let held_window = path.cc.ssthresh;
+    path.until(200, |cc| !cc.in_slowdown() && !cc.in_slow_start());
+    assert!(path.cc.window() < held_window);
 }

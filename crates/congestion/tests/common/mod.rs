@@ -1,0 +1,293 @@
+//! A packet-level model of one bottleneck, driven in virtual time.
+//!
+//! Senders share a FIFO queue drained at `rate` bytes/s (the bottleneck
+//! sits at the senders' side, like a home uplink), then `one_way`
+//! propagation delay to the receiver; the queue has, optionally, a
+//! drop-tail buffer. The
+//! receiver acknowledges every packet at once with a one-way-delay sample
+//! taken with its own clock (offset from the sender's by an arbitrary
+//! constant per flow); ACKs cross an uncongested return path. A dropped
+//! packet is reported lost when the ACK of the packet behind it would have
+//! arrived. Each sender obeys its controller's window and a [`Pacer`] at
+//! the controller's pacing rate.
+//!
+//! A discrete-event loop on a mock clock: no sockets, no threads, no real
+//! time, no randomness, so every run gives the same numbers.
+
+use quanta::{Clock, Instant, Mock};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+use std::time::Duration;
+use tern_congestion::{Controller, OneWayDelay, Pacer, PacerConfig, Take};
+
+/// Every packet is a full one.
+pub(crate) const PACKET: u64 = 1_452;
+
+/// The shared link.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Link {
+    /// Drain rate, in bytes per second.
+    pub(crate) rate: u64,
+    /// Propagation delay each way.
+    pub(crate) one_way: Duration,
+    /// Queue capacity, in bytes (`None`: unlimited).
+    pub(crate) buffer: Option<u64>,
+}
+
+/// A sender on the link.
+pub(crate) struct Flow {
+    /// Its congestion controller.
+    pub(crate) controller: Box<dyn Controller>,
+    /// When it starts sending.
+    pub(crate) start: Duration,
+    /// Offset of its receiver's clock from the sender's, in nanoseconds.
+    pub(crate) clock_offset: i64,
+}
+
+/// What a flow did during the measured interval.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct FlowStats {
+    /// Bytes that left the bottleneck.
+    pub(crate) bytes: u64,
+    /// Packets dropped at the bottleneck.
+    pub(crate) drops: u64,
+}
+
+/// What the link saw during the measured interval.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Report {
+    /// Per flow, in the order given.
+    pub(crate) flows: Vec<FlowStats>,
+    /// Link busy fraction: bytes that left / (rate × interval).
+    pub(crate) utilisation: f64,
+    /// Mean time packets waited in the queue.
+    pub(crate) mean_queuing_delay: Duration,
+}
+
+impl Report {
+    /// Share of the link's output each flow got.
+    pub(crate) fn shares(&self) -> Vec<f64> {
+        let total: u64 = self.flows.iter().map(|f| f.bytes).sum();
+        self.flows
+            .iter()
+            .map(|f| f.bytes as f64 / total.max(1) as f64)
+            .collect()
+    }
+
+    /// Jain's fairness index of the flows' throughputs: 1 when equal,
+    /// 1/n when one flow has everything.
+    pub(crate) fn jain(&self) -> f64 {
+        let x: Vec<f64> = self.flows.iter().map(|f| f.bytes as f64).collect();
+        let sum: f64 = x.iter().sum();
+        let squares: f64 = x.iter().map(|v| v * v).sum();
+        sum * sum / (x.len() as f64 * squares)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    /// The flow may be able to send (pacer timer or start).
+    Wake { flow: usize },
+    /// The ACK of one packet arrives at its sender.
+    Ack {
+        flow: usize,
+        sent: Instant,
+        owd_nanos: i64,
+    },
+    /// The sender learns that a packet was dropped.
+    Loss { flow: usize, sent: Instant },
+}
+
+struct Sender {
+    flow: Flow,
+    pacer: Pacer,
+    /// The pending wake-up, if any (to avoid piling up duplicates).
+    wake_at: Option<u64>,
+    stats: FlowStats,
+}
+
+/// The simulation.
+pub(crate) struct Sim {
+    clock: Clock,
+    mock: Arc<Mock>,
+    now: u64,
+    link: Link,
+    senders: Vec<Sender>,
+    events: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    sequence: u64,
+    link_free_at: u64,
+    measure_from: u64,
+    end: u64,
+    queued_nanos: u128,
+    queued_packets: u64,
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).expect("simulated durations fit in u64")
+}
+
+impl Sim {
+    /// A link with these flows.
+    pub(crate) fn new(link: Link, flows: Vec<Flow>) -> Self {
+        let (clock, mock) = Clock::mock();
+        let mut sim = Self {
+            clock,
+            mock,
+            now: 0,
+            link,
+            senders: Vec::new(),
+            events: BinaryHeap::new(),
+            sequence: 0,
+            link_free_at: 0,
+            measure_from: 0,
+            end: 0,
+            queued_nanos: 0,
+            queued_packets: 0,
+        };
+        for (index, flow) in flows.into_iter().enumerate() {
+            let start = nanos(flow.start);
+            sim.senders.push(Sender {
+                flow,
+                pacer: Pacer::new(PacerConfig::default()),
+                wake_at: Some(start),
+                stats: FlowStats::default(),
+            });
+            sim.schedule(start, Event::Wake { flow: index });
+        }
+        sim
+    }
+
+    fn schedule(&mut self, at: u64, event: Event) {
+        self.sequence += 1;
+        self.events.push(Reverse((at, self.sequence, event)));
+    }
+
+    fn instant(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// Runs until `end`, counting statistics from `measure_from` on.
+    pub(crate) fn run(mut self, measure_from: Duration, end: Duration) -> Report {
+        self.measure_from = nanos(measure_from);
+        let end = nanos(end);
+        self.end = end;
+        while let Some(Reverse((at, _, event))) = self.events.pop() {
+            if at > end {
+                break;
+            }
+            self.mock.increment(at - self.now);
+            self.now = at;
+            match event {
+                Event::Wake { flow } => {
+                    if self.senders[flow].wake_at == Some(at) {
+                        self.senders[flow].wake_at = None;
+                    }
+                    self.try_send(flow);
+                }
+                Event::Ack {
+                    flow,
+                    sent,
+                    owd_nanos,
+                } => {
+                    let now = self.instant();
+                    let rtt = now.duration_since(sent);
+                    self.senders[flow].flow.controller.on_ack(
+                        now,
+                        PACKET,
+                        Some(rtt),
+                        Some(OneWayDelay::from_nanos(owd_nanos)),
+                    );
+                    self.try_send(flow);
+                }
+                Event::Loss { flow, sent } => {
+                    let now = self.instant();
+                    self.senders[flow]
+                        .flow
+                        .controller
+                        .on_loss(now, PACKET, sent);
+                    self.try_send(flow);
+                }
+            }
+        }
+        let interval = end.saturating_sub(self.measure_from).max(1);
+        let total: u64 = self.senders.iter().map(|s| s.stats.bytes).sum();
+        Report {
+            flows: self.senders.iter().map(|s| s.stats).collect(),
+            utilisation: total as f64 * 1e9 / (self.link.rate as f64 * interval as f64),
+            mean_queuing_delay: Duration::from_nanos(
+                (self.queued_nanos / u128::from(self.queued_packets.max(1))) as u64,
+            ),
+        }
+    }
+
+    /// Sends as much as the window and the pacer allow, then sleeps until
+    /// the pacer's next slot or the next ACK.
+    fn try_send(&mut self, flow: usize) {
+        if self.now < nanos(self.senders[flow].flow.start) {
+            return;
+        }
+        loop {
+            let now = self.instant();
+            let sender = &mut self.senders[flow];
+            let cc = &sender.flow.controller;
+            if cc.bytes_in_flight() + PACKET > cc.window() {
+                return;
+            }
+            match sender.pacer.poll(now, cc.pacing_rate(), PACKET) {
+                Take::Now => {
+                    sender.pacer.on_sent(now, PACKET);
+                    sender.flow.controller.on_sent(now, PACKET);
+                    self.transmit(flow, now);
+                }
+                Take::WaitUntil(at) => {
+                    let at = self.now + nanos(at.duration_since(now)).max(1);
+                    if sender.wake_at.is_none_or(|pending| pending > at) {
+                        sender.wake_at = Some(at);
+                        self.schedule(at, Event::Wake { flow });
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One packet enters the bottleneck queue now.
+    fn transmit(&mut self, flow: usize, sent: Instant) {
+        let d = nanos(self.link.one_way);
+        let arrive = self.now;
+        let backlog_nanos = self.link_free_at.saturating_sub(arrive);
+        let backlog = u128::from(backlog_nanos) * u128::from(self.link.rate) / 1_000_000_000;
+        if self
+            .link
+            .buffer
+            .is_some_and(|buffer| backlog + u128::from(PACKET) > u128::from(buffer))
+        {
+            if (self.measure_from..=self.end).contains(&arrive) {
+                self.senders[flow].stats.drops += 1;
+            }
+            // The loss shows when the next packet's ACK would have come.
+            self.schedule(arrive + backlog_nanos + 2 * d, Event::Loss { flow, sent });
+            return;
+        }
+        let transmission = PACKET * 1_000_000_000 / self.link.rate;
+        let depart = arrive.max(self.link_free_at) + transmission;
+        self.link_free_at = depart;
+        if (self.measure_from..=self.end).contains(&depart) {
+            self.senders[flow].stats.bytes += PACKET;
+            self.queued_nanos += u128::from(backlog_nanos);
+            self.queued_packets += 1;
+        }
+        let received = depart + d;
+        let owd_nanos = i64::try_from(received - self.now).expect("delay fits")
+            + self.senders[flow].flow.clock_offset;
+        self.schedule(
+            received + d,
+            Event::Ack {
+                flow,
+                sent,
+                owd_nanos,
+            },
+        );
+    }
+}
