@@ -17,6 +17,10 @@ pub enum SendError {
         /// The largest packet number already sent.
         largest_sent: u64,
     },
+    /// Packet numbers stop at [`crate::MAX_PACKET_NUMBER`] (2^62 − 1, the
+    /// largest varint); a connection rekeys or closes long before.
+    #[error("packet number {0} exceeds the largest allowed")]
+    OutOfRange(u64),
     /// A sender may skip a few packet numbers (to catch optimistic ACKs), not
     /// millions: every skipped number costs a tracking slot.
     #[error("packet number {packet_number} skips {skipped} numbers (at most {limit} allowed)")]

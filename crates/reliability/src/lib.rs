@@ -103,4 +103,6 @@ pub use loss::{
 };
 pub use replay::{DEFAULT_REPLAY_WINDOW, ReplayWindow};
 pub use rtt::{DEFAULT_INITIAL_RTT, RttEstimator};
-pub use sent_packets::{MAX_PACKET_NUMBER_GAP, Resolved, SentPacket, SentPackets, SpuriousLoss};
+pub use sent_packets::{
+    MAX_PACKET_NUMBER, MAX_PACKET_NUMBER_GAP, Resolved, SentPacket, SentPackets, SpuriousLoss,
+};

@@ -135,6 +135,7 @@ impl<T> RecoverySink<T> for RecoveryBuffer<T> {
 
 /// What one ACK frame changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AckSummary {
     /// Packets acknowledged for the first time.
     pub newly_acked: usize,
@@ -181,6 +182,7 @@ pub enum TimerEvent {
 
 /// Running totals since the detector was created.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LossStats {
     /// Packets acknowledged (first acknowledgements only).
     pub acked: u64,

@@ -134,15 +134,20 @@ impl ReplayWindow {
             self.words.fill(0);
             return;
         }
+        // Count the numbers to clear rather than compare with `new_largest`,
+        // which may be u64::MAX.
         let mut pn = largest + 1;
-        while pn <= new_largest {
+        let mut remaining = new_largest - largest;
+        while remaining > 0 {
             let (word, bit) = self.position(pn);
-            if pn.is_multiple_of(64) && new_largest - pn >= 63 {
+            if pn.is_multiple_of(64) && remaining >= 64 {
                 self.words[word] = 0;
-                pn += 64;
+                pn = pn.wrapping_add(64);
+                remaining -= 64;
             } else {
                 self.words[word] &= !bit;
-                pn += 1;
+                pn = pn.wrapping_add(1);
+                remaining -= 1;
             }
         }
     }
@@ -211,7 +216,13 @@ mod tests {
     #[test]
     fn extreme_packet_numbers_are_handled() {
         let mut window = ReplayWindow::default();
+        window.accept(u64::MAX - 200).unwrap();
         window.accept(u64::MAX).unwrap();
+        window.accept(u64::MAX - 1).unwrap();
+        assert_eq!(
+            window.check(u64::MAX - 200),
+            Err(ReplayError::Duplicate(u64::MAX - 200))
+        );
         assert_eq!(
             window.check(u64::MAX),
             Err(ReplayError::Duplicate(u64::MAX))

@@ -32,6 +32,11 @@ use quanta::Instant;
 
 use crate::error::{AckError, SendError};
 
+/// The largest packet number a sender may use: 2^62 − 1, the largest
+/// variable-length integer on the wire. Keeping far from `u64::MAX` keeps
+/// every `pn + 1` in this crate exact.
+pub const MAX_PACKET_NUMBER: u64 = (1 << 62) - 1;
+
 /// How many packet numbers a sender may skip at once (see [`SendError::GapTooLarge`]).
 pub const MAX_PACKET_NUMBER_GAP: u64 = 1024;
 
@@ -58,6 +63,7 @@ pub struct SentPacket<T> {
 /// of the congestion controller upon detecting loss." Congestion control can
 /// use this report to undo its reaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SpuriousLoss {
     /// The packet's number.
     pub packet_number: u64,
@@ -166,9 +172,13 @@ impl<T> SentPackets<T> {
     /// ordering loss detection relies on.
     ///
     /// # Errors
-    /// [`SendError`] if `packet_number` is not above every number sent so far
-    /// or skips more than [`MAX_PACKET_NUMBER_GAP`] numbers.
+    /// [`SendError`] if `packet_number` is not above every number sent so far,
+    /// skips more than [`MAX_PACKET_NUMBER_GAP`] numbers or exceeds
+    /// [`MAX_PACKET_NUMBER`].
     pub fn push(&mut self, packet_number: u64, mut packet: SentPacket<T>) -> Result<(), SendError> {
+        if packet_number > MAX_PACKET_NUMBER {
+            return Err(SendError::OutOfRange(packet_number));
+        }
         let first_new = match self.largest_sent {
             None => {
                 self.base = packet_number;
@@ -595,6 +605,10 @@ mod tests {
             sent.push(5 + 2 + MAX_PACKET_NUMBER_GAP, packet(clock.now(), 1)),
             Err(SendError::GapTooLarge { .. })
         ));
+        assert_eq!(
+            sent.push(u64::MAX, packet(clock.now(), 1)),
+            Err(SendError::OutOfRange(u64::MAX))
+        );
         sent.invariants().unwrap();
     }
 
