@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use crate::args::BenchArgs;
+use crate::ceiling::assign_divan_ceilings;
 use crate::diff::{Change, Verdict, compare};
 use crate::divan::{self, DivanTarget};
 use crate::filter::DivanFilter;
@@ -163,7 +164,8 @@ pub(crate) fn run(args: &BenchArgs) -> Result<ExitCode, String> {
         failures.extend(source.failure);
         metrics.extend(source.metrics);
     }
-    let metrics = keep(metrics, filter, &mut warnings);
+    let mut metrics = keep(metrics, filter, &mut warnings);
+    assign_divan_ceilings(&mut metrics);
     for warning in &warnings {
         eprintln!("warning: {warning}");
     }

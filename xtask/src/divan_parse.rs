@@ -371,6 +371,7 @@ mod tests {
     const MIXED: &str = include_str!("fixtures/divan_mixed.txt");
     const BINARY: &str = include_str!("fixtures/divan_binary_bytes.txt");
     const LIST: &str = include_str!("fixtures/divan_list.txt");
+    const LEVEL0_WIRE: &str = include_str!("fixtures/divan_level0_wire.txt");
 
     fn parse(target: &str, output: &str) -> Parsed {
         let mut parser = DivanParser::new(target, 0);
@@ -530,6 +531,26 @@ mod tests {
         assert_eq!(parsed.metrics[0].name, "t/ok");
         assert_eq!(parsed.metrics[0].level, 1);
         assert_eq!(parsed.warnings.len(), 2);
+    }
+
+    #[test]
+    fn the_level0_wire_bench_output_parses_completely() {
+        let parsed = parse("level0_wire", LEVEL0_WIRE);
+        assert_eq!(parsed.warnings, Vec::<String>::new());
+        let seal = metric(&parsed, "level0_wire/seal/tern/1452");
+        assert_eq!((seal.unit.as_str(), seal.level), ("ns", 0));
+        assert!(seal.min <= seal.median && seal.median <= seal.max);
+        let rate = metric(&parsed, "level0_wire/seal/raw_aes_gcm/1452/throughput");
+        assert!(rate.min <= rate.median && rate.median <= rate.max);
+        assert_eq!(metric(&parsed, "level0_wire/intro/accept").samples, 10);
+        metric(&parsed, "level0_wire/intro/accept/allocs");
+        metric(&parsed, "level0_wire/intro/accept/grows");
+        let times = parsed.metrics.iter().filter(|m| m.unit == "ns").count();
+        let rows = LEVEL0_WIRE
+            .lines()
+            .filter(|l| l.contains(" ns ") || l.contains(" µs ") || l.contains(" ms "))
+            .count();
+        assert_eq!(times, rows);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 mod args;
 mod bench;
+mod ceiling;
 mod charts;
 mod ci;
 mod diff;
