@@ -317,6 +317,16 @@ fn run_tern(
                 let start = Instant::now();
                 let mut last = start;
                 loop {
+                    // Read what is queued without arming a timer; only an
+                    // empty queue waits, and only that wait is bounded.
+                    match rx.try_recv(&mut bufs) {
+                        Ok(_) => {
+                            last = Instant::now();
+                            continue;
+                        }
+                        Err(e) if e.kind() != io::ErrorKind::WouldBlock => return Err(e),
+                        Err(_) => {}
+                    }
                     match tokio::time::timeout(IDLE, rx.recv(&mut bufs)).await {
                         Ok(result) => {
                             result?;

@@ -56,6 +56,10 @@ pub(crate) struct Uring {
     results: Box<[i32]>,
     /// Segments per message; 1 without GSO or once the kernel refused it.
     max_segments: usize,
+    /// Receive operations to chain next time: twice what the last receive
+    /// got (at least 4), so a trickle does not pay for a full batch of
+    /// operations that would only be cancelled.
+    recv_window: usize,
     /// Test hook: the next `io_uring_enter` fails with `EPERM` as a
     /// seccomp or container policy would make it.
     #[cfg(test)]
@@ -74,6 +78,7 @@ impl Uring {
             results: vec![0; scratch.capacity()].into_boxed_slice(),
             scratch,
             max_segments: max_segments.max(1),
+            recv_window: 4,
             #[cfg(test)]
             fail_next_enter: false,
         })
@@ -246,13 +251,17 @@ impl Uring {
         counters: &Counters,
     ) -> Result<usize, Stop> {
         let fd = io.as_raw_fd();
-        let n = bufs.slots().min(self.scratch.capacity());
+        let n = bufs
+            .slots()
+            .min(self.scratch.capacity())
+            .min(self.recv_window);
         loop {
             for i in 0..n {
                 self.scratch.fill_recv(i, bufs.slot_mut(i));
             }
             self.run(fd, n, true, &counters.recv_syscalls)?;
             let ok = self.results[..n].iter().take_while(|r| **r >= 0).count();
+            self.recv_window = (ok * 2).max(4);
             if ok > 0 {
                 let results = &self.results;
                 return Ok(msg::finish_recv(
