@@ -139,6 +139,94 @@ mod loss_detector {
     }
 }
 
+/// Comparison: the bare map operations of a `BTreeMap`-keyed sent-packet
+/// record under the same workload, with no RTT, loss or timer logic. It shows
+/// what the ring buffer saves, chiefly the allocations of B-tree nodes as
+/// packet numbers stream through.
+mod btreemap_baseline {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn filled(clock: &quanta::Clock) -> BTreeMap<u64, SentPacket<u64>> {
+        (0..IN_FLIGHT)
+            .map(|pn| {
+                let packet = SentPacket {
+                    time_sent: clock.now(),
+                    size: MAX_PACKET,
+                    ack_eliciting: true,
+                    in_flight: true,
+                    payload: pn,
+                };
+                (pn, packet)
+            })
+            .collect()
+    }
+
+    /// Insert one packet with ~10 000 in the map (oldest removed, untimed).
+    #[divan::bench(sample_size = 64)]
+    fn on_sent(bencher: Bencher) {
+        let (clock, _) = quanta::Clock::mock();
+        let map = RefCell::new(filled(&clock));
+        let next = std::cell::Cell::new(IN_FLIGHT);
+        bencher
+            .with_inputs(|| {
+                map.borrow_mut().pop_first();
+                let pn = next.get();
+                next.set(pn + 1);
+                let packet = SentPacket {
+                    time_sent: clock.now(),
+                    size: MAX_PACKET,
+                    ack_eliciting: true,
+                    in_flight: true,
+                    payload: pn,
+                };
+                (pn, packet)
+            })
+            .bench_local_values(|(pn, packet)| map.borrow_mut().insert(pn, packet));
+    }
+
+    /// Remove the `k` oldest of ~10 000 packets by range, collecting them as
+    /// an ACK would (refilled, untimed).
+    #[divan::bench(args = [1, 16, 256], sample_size = 16)]
+    fn on_ack(bencher: Bencher, k: u64) {
+        let (clock, _) = quanta::Clock::mock();
+        let map = RefCell::new(filled(&clock));
+        let acked = RefCell::new(Vec::with_capacity(1024));
+        let (next_send, next_ack) = (std::cell::Cell::new(IN_FLIGHT), std::cell::Cell::new(0));
+        bencher
+            .counter(ItemsCount::new(k))
+            .with_inputs(|| {
+                let mut map = map.borrow_mut();
+                for _ in 0..k {
+                    let pn = next_send.get();
+                    next_send.set(pn + 1);
+                    let packet = SentPacket {
+                        time_sent: clock.now(),
+                        size: MAX_PACKET,
+                        ack_eliciting: true,
+                        in_flight: true,
+                        payload: pn,
+                    };
+                    map.insert(pn, packet);
+                }
+                let start = next_ack.get();
+                next_ack.set(start + k);
+                start..=start + k - 1
+            })
+            .bench_local_values(|range| {
+                let mut map = map.borrow_mut();
+                let mut acked = acked.borrow_mut();
+                acked.clear();
+                for pn in range {
+                    if let Some(packet) = map.remove(&pn) {
+                        acked.push((pn, packet));
+                    }
+                }
+                acked.len()
+            });
+    }
+}
+
 /// The receiver's record of received packet numbers.
 mod ack_ranges {
     use super::*;
