@@ -315,6 +315,18 @@ impl UdpSocket {
         }
     }
 
+    /// Test hook: the socket buffer fills after `messages` more messages (Mmsg, Offload).
+    #[cfg(test)]
+    pub(crate) fn inject_full_buffer_after(&mut self, messages: usize) {
+        match &mut self.state {
+            #[cfg(target_os = "linux")]
+            State::Mmsg(b) => b.scratch.would_block_after = Some(messages),
+            #[cfg(target_os = "linux")]
+            State::Offload(b) => b.scratch.would_block_after = Some(messages),
+            _ => {}
+        }
+    }
+
     /// Test hook: the next `io_uring_enter` is refused with `EPERM`.
     #[cfg(test)]
     pub(crate) fn inject_ring_refusal(&mut self) {

@@ -183,6 +183,23 @@ async fn ipv6_loopback_round_trip(backend: Backend) {
     assert_eq!(source, Some(tx.local_addr().expect("address")));
 }
 
+async fn a_dual_stack_socket_reaches_an_ipv4_peer(backend: Backend) {
+    let mut rx = bind(backend, v4());
+    let mut tx = bind(
+        backend,
+        SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0)),
+    );
+    let to = rx.local_addr().expect("address");
+    let (run, datagrams) = run_of(80, &[600, 600, 600]);
+    tx.send_all(&[Transmit::new(to, &run).with_segment_size(600)])
+        .await
+        .expect("send");
+    let mut bufs = rx.new_recv_buffers();
+    assert_eq!(collect(&mut rx, &mut bufs, 3).await, sorted(datagrams));
+    let source = bufs.messages().next().map(|(m, _)| m.source.ip());
+    assert_eq!(source, Some(std::net::IpAddr::from([127, 0, 0, 1])));
+}
+
 async fn a_refused_gso_send_falls_back_without_losing_or_repeating(backend: Backend) {
     let mut rx = bind(backend, v4());
     let mut tx = bind(backend, v4());
@@ -317,6 +334,7 @@ every_backend!(
     a_short_last_segment_arrives_short,
     a_gro_receiver_splits_coalesced_messages_by_stride,
     ipv6_loopback_round_trip,
+    a_dual_stack_socket_reaches_an_ipv4_peer,
     a_refused_gso_send_falls_back_without_losing_or_repeating,
     a_closed_port_inside_a_batch_does_not_stall_the_rest,
     receive_buffers_are_reused_across_batches,
@@ -359,6 +377,71 @@ async fn a_refused_ring_falls_back_to_the_next_backend_and_resends_the_batch() {
         assert_eq!(tx.counters().fallbacks, 1);
     }
     assert_eq!(tx.counters().datagrams_sent, 30);
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_full_socket_mid_batch_reports_progress_and_the_caller_resumes_exactly() {
+    // Mmsg sends a segmented transmit one datagram per message, so it can stop
+    // inside it; Offload sends it as one message, so it stops between transmits.
+    for (backend, after, expected) in [
+        (
+            Backend::Mmsg,
+            3,
+            crate::Sent {
+                transmits: 1,
+                segments: 2,
+            },
+        ),
+        (
+            Backend::Offload,
+            2,
+            crate::Sent {
+                transmits: 2,
+                segments: 0,
+            },
+        ),
+    ] {
+        let mut rx = bind(backend, v4());
+        let mut tx = bind(backend, v4());
+        let to = rx.local_addr().expect("address");
+        let (first, last) = (payload(1, 800), payload(2, 801));
+        let (run, segments) = run_of(10, &[500, 500, 500, 500, 100]);
+        let batch = [
+            Transmit::new(to, &first),
+            Transmit::new(to, &run).with_segment_size(500),
+            Transmit::new(to, &last),
+        ];
+        tx.inject_full_buffer_after(after);
+        let sent = tx.send(&batch).await.expect("send");
+        assert_eq!(sent, expected, "{backend}");
+        let rest = &batch[sent.transmits..];
+        let mut resumed = vec![rest[0].skip_segments(sent.segments)];
+        resumed.extend_from_slice(&rest[1..]);
+        tx.send_all(&resumed).await.expect("send the rest");
+        let expected = sorted([vec![first.clone(), last.clone()], segments].concat());
+        let mut bufs = rx.new_recv_buffers();
+        assert_eq!(collect(&mut rx, &mut bufs, 7).await, expected, "{backend}");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), rx.recv(&mut bufs))
+                .await
+                .is_err()
+        );
+        assert_eq!(tx.counters().datagrams_sent, 7);
+    }
+}
+
+#[tokio::test]
+async fn reuse_port_lets_two_sockets_share_a_port_and_its_absence_does_not() {
+    let mut shared = SocketConfig::default();
+    shared.reuse_port = true;
+    shared.mtu_discovery = crate::MtuDiscovery::Do;
+    let first = UdpSocket::bind(v4(), shared.clone()).expect("bind");
+    let addr = first.local_addr().expect("address");
+    assert!(UdpSocket::bind(addr, shared).is_ok());
+    let lone = UdpSocket::bind(v4(), SocketConfig::default()).expect("bind");
+    let taken = lone.local_addr().expect("address");
+    assert!(UdpSocket::bind(taken, SocketConfig::default()).is_err());
 }
 
 /// Counts heap allocations made by the current thread while enabled.

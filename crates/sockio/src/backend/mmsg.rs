@@ -13,7 +13,7 @@ use crate::recv::RecvBuffers;
 use crate::transmit::Transmit;
 
 pub(crate) struct Mmsg {
-    scratch: MsgScratch,
+    pub(crate) scratch: MsgScratch,
 }
 
 impl Mmsg {

@@ -48,6 +48,10 @@ pub(crate) struct MsgScratch {
     /// checksum offload would make it.
     #[cfg(test)]
     pub(crate) fail_next_gso: bool,
+    /// Test hook: after this many more messages the socket buffer is full
+    /// (`EAGAIN`), once.
+    #[cfg(test)]
+    pub(crate) would_block_after: Option<usize>,
 }
 
 // SAFETY: the raw pointers in the headers point into this struct's own boxes
@@ -79,6 +83,8 @@ impl MsgScratch {
             v6,
             #[cfg(test)]
             fail_next_gso: false,
+            #[cfg(test)]
+            would_block_after: None,
         }
     }
 
@@ -340,6 +346,17 @@ fn send_call(fd: RawFd, scratch: &mut MsgScratch, n: usize) -> Result<usize, i32
     #[cfg(test)]
     let n = {
         let mut n = n;
+        match scratch.would_block_after {
+            Some(0) => {
+                scratch.would_block_after = None;
+                return Err(libc::EAGAIN);
+            }
+            Some(left) => {
+                n = n.min(left);
+                scratch.would_block_after = Some(left - n);
+            }
+            None => {}
+        }
         if scratch.fail_next_gso {
             match scratch.gso[..n].iter().position(|g| *g) {
                 Some(0) => {
