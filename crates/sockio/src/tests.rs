@@ -433,9 +433,11 @@ async fn a_full_socket_mid_batch_reports_progress_and_the_caller_resumes_exactly
 
 #[tokio::test]
 async fn reuse_port_lets_two_sockets_share_a_port_and_its_absence_does_not() {
-    let mut shared = SocketConfig::default();
-    shared.reuse_port = true;
-    shared.mtu_discovery = crate::MtuDiscovery::Do;
+    let shared = SocketConfig {
+        reuse_port: true,
+        mtu_discovery: crate::MtuDiscovery::Do,
+        ..SocketConfig::default()
+    };
     let first = UdpSocket::bind(v4(), shared.clone()).expect("bind");
     let addr = first.local_addr().expect("address");
     assert!(UdpSocket::bind(addr, shared).is_ok());
