@@ -1,5 +1,189 @@
-//! Level 0 benchmarks.
+//! Level 0 benchmarks of tern-congestion: the cost of each call a connection
+//! makes per packet — LEDBAT's on_sent, on_ack (slow start and congestion
+//! avoidance, directly and through the `AnyController` enum), on_loss — and
+//! of the pacer's and the token bucket's "when may this packet leave?".
+//!
+//! Time advances on a mock clock by a few microseconds per iteration (the
+//! mock's atomic add is part of every figure). Every benchmark runs in
+//! steady state, so allocation counts should be zero.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use divan::{Bencher, black_box};
+use quanta::{Clock, Mock};
+use tern_congestion::{
+    AnyController, Controller, Ledbat, LedbatConfig, MAX_WINDOW_LIMIT, OneWayDelay, Pacer,
+    PacerConfig, TokenBucket, take_all,
+};
+
+#[global_allocator]
+static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();
 
 fn main() {
     divan::main();
+}
+
+const PACKET: u64 = 1_452;
+/// Base one-way delay of the modelled path, in nanoseconds.
+const BASE_OWD: i64 = 20_000_000;
+const BASE_RTT: Duration = Duration::from_millis(40);
+
+fn clock() -> (Clock, Arc<Mock>) {
+    let (clock, mock) = Clock::mock();
+    mock.increment(Duration::from_secs(1));
+    (clock, mock)
+}
+
+/// A LEDBAT controller that stays in its phase for any number of
+/// iterations: no slowdowns, an unreachable maximum window, and a flight
+/// that never drains.
+fn ledbat(clock: &Clock, mock: &Mock, slow_start: bool) -> Ledbat {
+    let mut config = LedbatConfig::default();
+    config.periodic_slowdowns = false;
+    config.max_window = MAX_WINDOW_LIMIT;
+    let mut cc = Ledbat::new(config).expect("a valid configuration");
+    cc.on_sent(clock.now(), u64::MAX / 2);
+    // An empty-queue sample sets the base delay.
+    cc.on_ack(
+        clock.now(),
+        PACKET,
+        Some(BASE_RTT),
+        Some(OneWayDelay::from_nanos(BASE_OWD)),
+    );
+    if !slow_start {
+        mock.increment(Duration::from_millis(1));
+        cc.on_loss(clock.now(), PACKET, clock.now());
+    }
+    assert_eq!(cc.in_slow_start(), slow_start);
+    cc
+}
+
+mod ledbat {
+    use super::*;
+
+    /// One ACK of one packet, with the queue at `queuing_ms`.
+    fn ack(cc: &mut impl Controller, clock: &Clock, mock: &Mock, queuing_ms: u64) {
+        mock.increment(Duration::from_micros(10));
+        let queuing = Duration::from_millis(queuing_ms);
+        cc.on_ack(
+            clock.now(),
+            black_box(PACKET),
+            Some(BASE_RTT + queuing),
+            Some(OneWayDelay::from_nanos(
+                BASE_OWD + queuing.as_nanos() as i64,
+            )),
+        );
+    }
+
+    #[divan::bench]
+    fn on_sent(bencher: Bencher) {
+        let (clock, mock) = clock();
+        let mut cc = ledbat(&clock, &mock, false);
+        bencher.bench_local(|| {
+            mock.increment(Duration::from_micros(10));
+            cc.on_sent(clock.now(), black_box(PACKET));
+        });
+    }
+
+    mod on_ack {
+        use super::*;
+
+        /// Slow start with an empty queue: the window grows by the bytes
+        /// acknowledged.
+        #[divan::bench]
+        fn slow_start(bencher: Bencher) {
+            let (clock, mock) = clock();
+            let mut cc = ledbat(&clock, &mock, true);
+            bencher.bench_local(|| ack(&mut cc, &clock, &mock, 0));
+            assert!(cc.in_slow_start());
+        }
+
+        /// Half way to the target: RFC 6817's rule.
+        #[divan::bench]
+        fn congestion_avoidance(bencher: Bencher) {
+            let (clock, mock) = clock();
+            let mut cc = ledbat(&clock, &mock, false);
+            bencher.bench_local(|| ack(&mut cc, &clock, &mock, 50));
+        }
+
+        /// Above the target: LEDBAT++'s multiplicative decrease.
+        #[divan::bench]
+        fn above_target(bencher: Bencher) {
+            let (clock, mock) = clock();
+            let mut cc = ledbat(&clock, &mock, false);
+            bencher.bench_local(|| ack(&mut cc, &clock, &mock, 120));
+        }
+
+        /// Congestion avoidance through the `AnyController` enum.
+        #[divan::bench]
+        fn any_controller(bencher: Bencher) {
+            let (clock, mock) = clock();
+            let mut cc = AnyController::from(ledbat(&clock, &mock, false));
+            bencher.bench_local(|| ack(&mut cc, &clock, &mock, 50));
+        }
+    }
+
+    /// A loss that halves the window (each one is a new congestion event).
+    #[divan::bench]
+    fn on_loss(bencher: Bencher) {
+        let (clock, mock) = clock();
+        let mut cc = ledbat(&clock, &mock, false);
+        bencher.bench_local(|| {
+            mock.increment(Duration::from_micros(10));
+            let now = clock.now();
+            cc.on_loss(now, black_box(PACKET), now);
+        });
+    }
+}
+
+mod token_bucket {
+    use super::*;
+
+    /// 1 GB/s and a 64 KB burst; 1.5 µs between takes of a packet, so about
+    /// every other take has to wait.
+    #[divan::bench]
+    fn take(bencher: Bencher) {
+        let (clock, mock) = clock();
+        let mut bucket = TokenBucket::new(1_000_000_000, 65_536).expect("valid");
+        bencher.bench_local(|| {
+            mock.increment(Duration::from_nanos(1_500));
+            black_box(bucket.take(black_box(PACKET), clock.now()));
+        });
+    }
+
+    /// A connection's cap and its endpoint's cap, both consulted.
+    #[divan::bench]
+    fn take_all_connection_and_endpoint(bencher: Bencher) {
+        let (clock, mock) = clock();
+        let mut connection = TokenBucket::new(1_000_000_000, 65_536).expect("valid");
+        let mut endpoint = TokenBucket::new(2_000_000_000, 262_144).expect("valid");
+        bencher.bench_local(|| {
+            mock.increment(Duration::from_nanos(1_500));
+            black_box(take_all(
+                &mut [&mut connection, &mut endpoint],
+                black_box(PACKET),
+                clock.now(),
+            ));
+        });
+    }
+}
+
+mod pacer {
+    use super::*;
+
+    /// One decision at a rate of about one packet per 1.5 µs (≈ 1 GB/s),
+    /// charging the packet when it may leave.
+    #[divan::bench]
+    fn poll(bencher: Bencher) {
+        let (clock, mock) = clock();
+        let mut pacer = Pacer::new(PacerConfig::default());
+        bencher.bench_local(|| {
+            mock.increment(Duration::from_nanos(1_000));
+            let now = clock.now();
+            if pacer.poll(now, black_box(968_000_000), PACKET) == tern_congestion::Take::Now {
+                pacer.on_sent(now, PACKET);
+            }
+        });
+    }
 }

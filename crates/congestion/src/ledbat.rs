@@ -236,7 +236,8 @@ enum Phase {
     SlowdownHold { until: Instant, restart: u64 },
 }
 
-/// The LEDBAT congestion controller. See the [module docs](self).
+/// The LEDBAT congestion controller. The [module docs](crate::ledbat) explain
+/// what it implements, and why.
 #[derive(Debug, Clone)]
 pub struct Ledbat {
     target_nanos: u64,

@@ -69,7 +69,7 @@
 mod base_delay;
 mod controller;
 mod delay_filter;
-mod ledbat;
+pub mod ledbat;
 mod pacer;
 mod reno;
 mod rtt;
