@@ -1,5 +1,423 @@
-//! Level 0 benchmarks.
+//! Level 0 benchmarks of tern-wire: packet protection, frame codec, nonce
+//! construction, whole-packet creation and the RSA intro.
+//!
+//! Every AEAD figure has its ceiling in the same run: raw `aes-gcm` (and raw
+//! `ring` with `--features ring`) sealing and opening the same number of
+//! bytes, so the cost of Tern's wrapper is the difference. Seal, open, encode
+//! and decode must not allocate; the allocation profiler shows it.
+
+use std::time::{Duration, SystemTime};
+
+use aes_gcm::Aes128Gcm;
+use aes_gcm::aead::{AeadInOut, KeyInit};
+use divan::counter::{BytesCount, ItemsCount};
+use divan::{Bencher, black_box};
+use rand_core::{OsRng, RngCore};
+use tern_wire::{
+    Ack, AckRanges, Backend, Frame, INTRO_LEN, IdentityKey, PacketKey, PacketOpener, PacketSealer,
+    PendingIntro, ReplayGuard, Responder, Stream, TAG_LEN,
+};
+
+#[global_allocator]
+static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();
 
 fn main() {
     divan::main();
+}
+
+/// Payload sizes: a small message, typical mid sizes, the stream data of a
+/// full 1452-byte packet (1364, as the reference transport measured), and a
+/// whole datagram.
+const SIZES: &[usize] = &[64, 256, 1024, 1364, 1452];
+const KEY: [u8; 16] = [0x42; 16];
+const IV: [u8; 12] = [0x24; 12];
+/// A data packet header (type byte and a 2-byte packet number), the AEAD's associated data.
+const AAD: [u8; 3] = [0x03, 0x80, 0x01];
+const PACKET_NUMBER: u64 = 128;
+
+fn key(backend: Backend) -> PacketKey {
+    PacketKey::with_backend(backend, &KEY, &IV)
+}
+
+/// The nonce for `PACKET_NUMBER`, for the raw ciphers.
+fn nonce() -> [u8; 12] {
+    key(Backend::RustCrypto).nonce(PACKET_NUMBER)
+}
+
+mod seal {
+    use super::*;
+
+    fn tern_with(bencher: Bencher, backend: Backend, size: usize) {
+        let key = key(backend);
+        let mut buf = vec![0xab; size];
+        bencher.counter(BytesCount::new(size)).bench_local(|| {
+            black_box(
+                key.seal_in_place(PACKET_NUMBER, &AAD, black_box(&mut buf))
+                    .expect("below the limit"),
+            )
+        });
+    }
+
+    /// Tern's `PacketKey` with the aes-gcm backend.
+    #[divan::bench(args = SIZES)]
+    fn tern(bencher: Bencher, size: usize) {
+        tern_with(bencher, Backend::RustCrypto, size);
+    }
+
+    /// Tern's `PacketKey` with the ring backend.
+    #[cfg(feature = "ring")]
+    #[divan::bench(args = SIZES)]
+    fn tern_ring(bencher: Bencher, size: usize) {
+        tern_with(bencher, Backend::Ring, size);
+    }
+
+    /// The ceiling: aes-gcm 0.11 sealing in place, detached tag.
+    #[divan::bench(args = SIZES)]
+    fn raw_aes_gcm(bencher: Bencher, size: usize) {
+        let cipher = Aes128Gcm::new(&KEY.into());
+        let nonce = nonce().into();
+        let mut buf = vec![0xab; size];
+        bencher.counter(BytesCount::new(size)).bench_local(|| {
+            black_box(
+                cipher
+                    .encrypt_inout_detached(&nonce, &AAD, black_box(buf.as_mut_slice()).into())
+                    .expect("short input"),
+            )
+        });
+    }
+
+    /// The ceiling for the ring backend: ring sealing in place, separate tag.
+    #[cfg(feature = "ring")]
+    #[divan::bench(args = SIZES)]
+    fn raw_ring(bencher: Bencher, size: usize) {
+        use ring::aead::{AES_128_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
+        let key = LessSafeKey::new(UnboundKey::new(&AES_128_GCM, &KEY).expect("16-byte key"));
+        let mut buf = vec![0xab; size];
+        bencher.counter(BytesCount::new(size)).bench_local(|| {
+            let nonce = Nonce::assume_unique_for_key(nonce());
+            black_box(
+                key.seal_in_place_separate_tag(nonce, Aad::from(&AAD), black_box(&mut buf))
+                    .expect("short input"),
+            )
+        });
+    }
+}
+
+mod open {
+    use super::*;
+
+    /// A sealed payload of `size` bytes and its tag.
+    fn sealed(size: usize) -> (Vec<u8>, [u8; TAG_LEN]) {
+        let mut buf = vec![0xab; size];
+        let tag = key(Backend::RustCrypto)
+            .seal_in_place(PACKET_NUMBER, &AAD, &mut buf)
+            .expect("below the limit");
+        (buf, tag)
+    }
+
+    /// Opens a fresh copy of the same ciphertext each iteration; the copy is
+    /// timed here and in the raw ceilings alike.
+    fn tern_with(bencher: Bencher, backend: Backend, size: usize) {
+        let key = key(backend);
+        let (ciphertext, tag) = sealed(size);
+        let mut scratch = vec![0u8; size];
+        bencher.counter(BytesCount::new(size)).bench_local(|| {
+            scratch.copy_from_slice(&ciphertext);
+            key.open_in_place(PACKET_NUMBER, &AAD, black_box(&mut scratch), &tag)
+                .expect("authentic");
+        });
+    }
+
+    /// Tern's `PacketKey` with the aes-gcm backend (includes a copy of the
+    /// ciphertext into the working buffer, as the raw ceiling does).
+    #[divan::bench(args = SIZES)]
+    fn tern(bencher: Bencher, size: usize) {
+        tern_with(bencher, Backend::RustCrypto, size);
+    }
+
+    /// Tern's `PacketKey` with the ring backend.
+    #[cfg(feature = "ring")]
+    #[divan::bench(args = SIZES)]
+    fn tern_ring(bencher: Bencher, size: usize) {
+        tern_with(bencher, Backend::Ring, size);
+    }
+
+    /// The ceiling: aes-gcm 0.11 opening in place, detached tag.
+    #[divan::bench(args = SIZES)]
+    fn raw_aes_gcm(bencher: Bencher, size: usize) {
+        let cipher = Aes128Gcm::new(&KEY.into());
+        let nonce = nonce().into();
+        let (ciphertext, tag) = sealed(size);
+        let tag = tag.into();
+        let mut scratch = vec![0u8; size];
+        bencher.counter(BytesCount::new(size)).bench_local(|| {
+            scratch.copy_from_slice(&ciphertext);
+            cipher
+                .decrypt_inout_detached(
+                    &nonce,
+                    &AAD,
+                    black_box(scratch.as_mut_slice()).into(),
+                    &tag,
+                )
+                .expect("authentic");
+        });
+    }
+
+    /// The ceiling for the ring backend.
+    #[cfg(feature = "ring")]
+    #[divan::bench(args = SIZES)]
+    fn raw_ring(bencher: Bencher, size: usize) {
+        use ring::aead::{AES_128_GCM, Aad, LessSafeKey, Nonce, Tag, UnboundKey};
+        let key = LessSafeKey::new(UnboundKey::new(&AES_128_GCM, &KEY).expect("16-byte key"));
+        let (ciphertext, tag) = sealed(size);
+        let mut scratch = vec![0u8; size];
+        bencher.counter(BytesCount::new(size)).bench_local(|| {
+            scratch.copy_from_slice(&ciphertext);
+            let nonce = Nonce::assume_unique_for_key(nonce());
+            key.open_in_place_separate_tag(
+                nonce,
+                Aad::from(&AAD),
+                Tag::from(tag),
+                black_box(&mut scratch),
+                0..,
+            )
+            .expect("authentic");
+        });
+    }
+}
+
+mod frame {
+    use super::*;
+
+    const STREAM_DATA: usize = 1364;
+
+    fn stream(data: &[u8]) -> Frame<'_> {
+        Frame::Stream(Stream {
+            id: 4,
+            offset: 1 << 30,
+            fin: false,
+            data,
+        })
+    }
+
+    /// Eight ranges, as a receiver reports under moderate loss.
+    const ACK_RANGES: [std::ops::RangeInclusive<u64>; 8] = [
+        9_000..=9_100,
+        8_800..=8_990,
+        8_500..=8_700,
+        8_000..=8_400,
+        7_000..=7_900,
+        6_000..=6_900,
+        5_000..=5_900,
+        0..=4_900,
+    ];
+
+    fn ack() -> Frame<'static> {
+        Frame::Ack(Ack {
+            ranges: AckRanges::new(&ACK_RANGES).expect("valid ranges"),
+            ack_delay: Duration::from_micros(1_250),
+            receive_time: Duration::from_micros(123_456_789),
+        })
+    }
+
+    #[divan::bench]
+    fn encode_stream_1364(bencher: Bencher) {
+        let data = vec![0x5a; STREAM_DATA];
+        let mut buf = [0u8; 1500];
+        bencher
+            .counter(BytesCount::new(STREAM_DATA))
+            .bench_local(|| black_box(stream(black_box(&data)).encode(&mut buf).expect("fits")));
+    }
+
+    #[divan::bench]
+    fn decode_stream_1364(bencher: Bencher) {
+        let data = vec![0x5a; STREAM_DATA];
+        let mut buf = [0u8; 1500];
+        let len = stream(&data).encode(&mut buf).expect("fits");
+        bencher
+            .counter(BytesCount::new(STREAM_DATA))
+            .bench_local(|| black_box(Frame::decode(black_box(&buf[..len])).expect("valid")));
+    }
+
+    #[divan::bench]
+    fn encode_ack_8_ranges(bencher: Bencher) {
+        let mut buf = [0u8; 128];
+        bencher
+            .counter(ItemsCount::new(1usize))
+            .bench_local(|| black_box(black_box(ack()).encode(&mut buf).expect("fits")));
+    }
+
+    /// Decodes (and validates) the frame, then walks its ranges, as a sender does.
+    #[divan::bench]
+    fn decode_ack_8_ranges(bencher: Bencher) {
+        let mut buf = [0u8; 128];
+        let len = ack().encode(&mut buf).expect("fits");
+        bencher.counter(ItemsCount::new(1usize)).bench_local(|| {
+            let (frame, _) = Frame::decode(black_box(&buf[..len])).expect("valid");
+            let Frame::Ack(ack) = frame else {
+                unreachable!("an ACK was encoded")
+            };
+            black_box(ack.ranges.iter().map(|r| r.end() - r.start()).sum::<u64>())
+        });
+    }
+}
+
+mod nonce {
+    use super::*;
+
+    /// Tern: IV XOR packet number.
+    #[divan::bench]
+    fn counter(bencher: Bencher) {
+        let key = key(Backend::RustCrypto);
+        let mut packet_number = 0u64;
+        bencher.bench_local(|| {
+            packet_number += 1;
+            black_box(key.nonce(black_box(packet_number)))
+        });
+    }
+
+    /// The reference transport's way: 12 random bytes per packet, here from
+    /// the operating system's CSPRNG (`getrandom`).
+    #[divan::bench]
+    fn random(bencher: Bencher) {
+        bencher.bench_local(|| {
+            let mut nonce = [0u8; 12];
+            OsRng.fill_bytes(&mut nonce);
+            black_box(nonce)
+        });
+    }
+}
+
+mod packet_creation {
+    use super::*;
+
+    /// Frames + seal into a reused buffer: a Stream frame carrying `size`
+    /// bytes of application data (the copy from the application's buffer
+    /// included), optionally preceded by a one-range ACK, sealed as one data
+    /// packet. The comparable ceiling is `seal/raw_aes_gcm/<size>`.
+    fn tern_with(bencher: Bencher, backend: Backend, size: usize, with_ack: bool) {
+        let data = vec![0x5a; size];
+        let ranges = [1_000..=1_200u64];
+        let mut sealer = PacketSealer::new(key(backend));
+        let mut buf = [0u8; 1452];
+        let mut offset = 0u64;
+        bencher.counter(BytesCount::new(size)).bench_local(|| {
+            if sealer.remaining_packets() == 0 {
+                sealer = PacketSealer::new(key(backend));
+            }
+            let mut packet = sealer.start(&mut buf).expect("below the limit");
+            if with_ack {
+                let ack = Ack {
+                    ranges: AckRanges::new(&ranges).expect("valid"),
+                    ack_delay: Duration::from_micros(500),
+                    receive_time: Duration::from_micros(1_000_000),
+                };
+                packet.push(&Frame::Ack(ack)).expect("fits");
+            }
+            packet
+                .push(&Frame::Stream(Stream {
+                    id: 4,
+                    offset,
+                    fin: false,
+                    data: black_box(&data),
+                }))
+                .expect("fits");
+            offset += size as u64;
+            black_box(packet.finish().expect("below the limit"))
+        });
+    }
+
+    /// A Stream frame + seal, aes-gcm backend.
+    #[divan::bench(args = [64, 1364])]
+    fn tern(bencher: Bencher, size: usize) {
+        tern_with(bencher, Backend::RustCrypto, size, false);
+    }
+
+    /// A Stream frame + seal, ring backend.
+    #[cfg(feature = "ring")]
+    #[divan::bench(args = [64, 1364])]
+    fn tern_ring(bencher: Bencher, size: usize) {
+        tern_with(bencher, Backend::Ring, size, false);
+    }
+
+    /// An ACK and a Stream frame + seal, aes-gcm backend: a typical
+    /// bidirectional packet.
+    #[divan::bench(args = [64, 1364])]
+    fn tern_with_ack(bencher: Bencher, size: usize) {
+        tern_with(bencher, Backend::RustCrypto, size, true);
+    }
+
+    /// Opening such a packet and decoding its frames: the receive path.
+    #[divan::bench(args = [64, 1364])]
+    fn open_and_decode(bencher: Bencher, size: usize) {
+        let data = vec![0x5a; size];
+        let mut sealer = PacketSealer::new(key(Backend::RustCrypto));
+        let opener = PacketOpener::new(key(Backend::RustCrypto));
+        let mut sealed = [0u8; 1452];
+        let mut packet = sealer.start(&mut sealed).expect("below the limit");
+        packet
+            .push(&Frame::Stream(Stream {
+                id: 4,
+                offset: 0,
+                fin: false,
+                data: &data,
+            }))
+            .expect("fits");
+        let len = packet.finish().expect("below the limit");
+        let mut buf = [0u8; 1452];
+        bencher.counter(BytesCount::new(size)).bench_local(|| {
+            buf[..len].copy_from_slice(&sealed[..len]);
+            let opened = opener.open(black_box(&mut buf[..len])).expect("authentic");
+            for frame in opened.frames() {
+                black_box(frame.expect("valid"));
+            }
+        });
+    }
+}
+
+mod intro {
+    use super::*;
+    use std::sync::OnceLock;
+
+    /// RSA-2048 key generation takes ~250 ms: once per process.
+    fn identity() -> &'static IdentityKey {
+        static KEY: OnceLock<IdentityKey> = OnceLock::new();
+        KEY.get_or_init(|| IdentityKey::generate(&mut OsRng).expect("RSA key generation"))
+    }
+
+    /// The initiator: fresh keys, RSA-OAEP encryption to the responder.
+    #[divan::bench]
+    fn create(bencher: Bencher) {
+        let public = identity().public();
+        let now = SystemTime::now();
+        let mut buf = [0u8; INTRO_LEN];
+        bencher.bench_local(|| {
+            black_box(PendingIntro::write(&public, now, &mut OsRng, &mut buf).expect("writes"))
+        });
+    }
+
+    /// The responder: RSA-OAEP decryption (blinded), checks, replay guard,
+    /// packet keys. Every iteration gets a distinct intro.
+    #[divan::bench]
+    fn accept(bencher: Bencher) {
+        let public = identity().public();
+        let now = SystemTime::now();
+        let mut responder = Responder::new(
+            identity().clone(),
+            ReplayGuard::new(Duration::from_secs(30), 1 << 16),
+        );
+        bencher
+            .with_inputs(|| {
+                let mut buf = [0u8; INTRO_LEN];
+                PendingIntro::write(&public, now, &mut OsRng, &mut buf).expect("writes");
+                buf
+            })
+            .bench_local_refs(|intro| {
+                black_box(
+                    responder
+                        .accept(intro, now, &mut OsRng)
+                        .expect("a fresh intro"),
+                )
+            });
+    }
 }

@@ -1,0 +1,104 @@
+//! Sealing, opening, encoding and decoding never touch the heap.
+//!
+//! A counting global allocator wraps the system one; this file holds a
+//! single test so no other test thread allocates while it counts.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tern_wire::{
+    Ack, AckRanges, Backend, Close, Frame, Frames, Message, PacketKey, PacketOpener, PacketSealer,
+    Stream,
+};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards every call to the system allocator unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Runs `f` and returns how many allocations it made.
+fn allocations_in(f: impl FnOnce()) -> usize {
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    f();
+    ALLOCATIONS.load(Ordering::SeqCst) - before
+}
+
+#[test]
+fn sealing_opening_encoding_and_decoding_make_no_heap_allocations() {
+    // The counter sees allocations at all.
+    assert!(allocations_in(|| drop(std::hint::black_box(vec![1u8; 8]))) > 0);
+
+    let ranges = [100..=120u64, 50..=90, 0..=40];
+    let data = [0x5a; 1364];
+    for backend in Backend::ALL {
+        let mut sealer = PacketSealer::new(PacketKey::with_backend(*backend, &[1; 16], &[2; 12]));
+        let opener = PacketOpener::new(PacketKey::with_backend(*backend, &[1; 16], &[2; 12]));
+        let mut buf = [0u8; 1452];
+        let mut len = 0;
+        let sealing = allocations_in(|| {
+            for _ in 0..100 {
+                let mut packet = sealer.start(&mut buf).expect("room");
+                let ack = Ack {
+                    ranges: AckRanges::new(&ranges).expect("valid"),
+                    ack_delay: Duration::from_micros(300),
+                    receive_time: Duration::from_micros(9_000),
+                };
+                packet.push(&Frame::Ack(ack)).expect("fits");
+                packet
+                    .push(&Frame::Message(Message { data: b"small" }))
+                    .expect("fits");
+                packet
+                    .push(&Frame::Close(Close {
+                        code: 0,
+                        reason: b"done",
+                    }))
+                    .expect("fits");
+                let stream = Stream {
+                    id: 8,
+                    offset: 0,
+                    fin: false,
+                    data: &data[..1300],
+                };
+                packet.push(&Frame::Stream(stream)).expect("fits");
+                len = packet.finish().expect("below the limit");
+            }
+        });
+        assert_eq!(sealing, 0, "{backend:?}: frames + seal allocated");
+
+        let opening = allocations_in(|| {
+            let opened = opener.open(&mut buf[..len]).expect("authentic");
+            let mut frames = 0;
+            for frame in Frames::new(opened.payload()) {
+                if let Frame::Ack(ack) = frame.expect("valid") {
+                    assert_eq!(ack.ranges.iter().count(), 3);
+                }
+                frames += 1;
+            }
+            assert_eq!(frames, 4);
+        });
+        assert_eq!(opening, 0, "{backend:?}: open + decode allocated");
+    }
+}
