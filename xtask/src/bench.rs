@@ -17,6 +17,7 @@ use crate::divan::{self, DivanTarget};
 use crate::filter::DivanFilter;
 use crate::harness::{self, HARNESS_LEVELS};
 use crate::host::Environment;
+use crate::load::{BUSY_SHARE, CpuSnapshot};
 use crate::metric::Metric;
 use crate::progress::Progress;
 use crate::report;
@@ -132,21 +133,30 @@ pub(crate) fn run(args: &BenchArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
 
+    // The harness counts one step per group, or one in all if it lists none.
+    let harness_steps = match (plan.harness_levels.is_empty(), groups.len()) {
+        (true, _) => 0,
+        (false, 0) => 1,
+        (false, n) => n,
+    };
     let total = divan_runs
         .iter()
         .map(|(_, _, listed)| listed.len())
         .sum::<usize>()
-        + groups.len();
+        + harness_steps;
     let progress = Progress::new(total);
+    let before = CpuSnapshot::take();
     let mut collected: Vec<Collected> = Vec::new();
     for (target, divan_filter, listed) in &divan_runs {
         collected.push(divan::run(target, mode, divan_filter, listed, &progress));
     }
     if !plan.harness_levels.is_empty() {
-        progress.start(&format!(
-            "{HARNESS_BIN}: level {}",
-            join(&plan.harness_levels)
-        ));
+        if groups.is_empty() {
+            progress.start(&format!(
+                "{HARNESS_BIN}: level {}",
+                join(&plan.harness_levels)
+            ));
+        }
         collected.push(harness::run(
             &plan.harness_levels,
             mode,
@@ -156,6 +166,17 @@ pub(crate) fn run(args: &BenchArgs) -> Result<ExitCode, String> {
         ));
     }
     progress.finish();
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let others_cpu_share = before
+        .zip(CpuSnapshot::take())
+        .map(|(before, after)| before.others_share(&after, cpus));
+    if let Some(share) = others_cpu_share.filter(|s| *s > BUSY_SHARE) {
+        warnings.push(format!(
+            "other processes used {:.0} % of the {cpus} CPUs while measuring: figures are slower and \
+             noisier than on a quiet machine, and changes against a baseline may be the load",
+            share * 100.0
+        ));
+    }
 
     let mut failures = Vec::new();
     let mut metrics = Vec::new();
@@ -174,7 +195,8 @@ pub(crate) fn run(args: &BenchArgs) -> Result<ExitCode, String> {
     }
 
     let environment = Environment::detect(&workspace.root);
-    let run = Run::now(environment, mode == Mode::Quick, metrics);
+    let mut run = Run::now(environment, mode == Mode::Quick, metrics);
+    run.others_cpu_share = others_cpu_share;
     let changes: Option<Vec<Change>> = baseline
         .as_ref()
         .map(|(_, base)| run.metrics.iter().map(|m| compare(m, base)).collect());

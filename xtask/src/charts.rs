@@ -34,6 +34,8 @@ pub(crate) struct Chart {
 }
 
 type Series = BTreeMap<String, Vec<(f64, f64)>>;
+/// Labelled lines of one panel of a chart.
+type Lines<'a> = Vec<(&'a str, &'a [(f64, f64)])>;
 
 /// Draws every chart that has data into `dir`.
 pub(crate) fn draw_all(dir: &Path, metrics: &[Metric], changes: Option<&[Change]>) -> Vec<Chart> {
@@ -228,21 +230,51 @@ fn err(e: impl std::fmt::Display) -> String {
     format!("cannot draw: {e}")
 }
 
+/// Splits a series key into its panel (the first two segments, e.g.
+/// `level0_wire/seal` or `sockio/offload`) and the rest, the line's label.
+fn panel_of(key: &str) -> (&str, &str) {
+    match key.match_indices('/').nth(1) {
+        Some((at, _)) => (&key[..at], &key[at + 1..]),
+        None => (key, key),
+    }
+}
+
 fn draw_throughput(path: &Path, series: &Series) -> Result<(), String> {
-    let points = series.values().flatten();
+    let mut panels: BTreeMap<&str, Lines<'_>> = BTreeMap::new();
+    for (key, points) in series {
+        let (panel, label) = panel_of(key);
+        panels.entry(panel).or_default().push((label, points));
+    }
+    let columns = if panels.len() > 1 { 2 } else { 1 };
+    let rows = panels.len().div_ceil(columns);
+    let root = SVGBackend::new(path, (620 * columns as u32, 400 * rows as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    for (area, (panel, lines)) in root.split_evenly((rows, columns)).iter().zip(&panels) {
+        draw_throughput_panel(area, panel, lines)?;
+    }
+    root.present().map_err(err)
+}
+
+fn draw_throughput_panel(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    panel: &str,
+    lines: &[(&str, &[(f64, f64)])],
+) -> Result<(), String> {
+    let points = lines.iter().flat_map(|(_, points)| points.iter());
     let (min_x, max_x) = points.clone().fold((f64::MAX, f64::MIN), |(lo, hi), p| {
         (lo.min(p.0), hi.max(p.0))
     });
     let max_y = points.map(|p| p.1).fold(0.0, f64::max);
     let scale = Scale::for_value(max_y, "B/s");
-    let top = scale.apply(max_y) * 1.1;
-    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption("Throughput vs message size (median)", ("sans-serif", 22))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
+    let top = scale.apply(max_y) * 1.15;
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            format!("{panel}: throughput vs message size"),
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
         .build_cartesian_2d(
             (min_x * 0.8..max_x * 1.25).log_scale(),
             0.0..top.max(f64::MIN_POSITIVE),
@@ -256,13 +288,13 @@ fn draw_throughput(path: &Path, series: &Series) -> Result<(), String> {
         .x_label_formatter(&|x| format!("{x:.0}"))
         .draw()
         .map_err(err)?;
-    for (i, (name, points)) in series.iter().enumerate() {
+    for (i, (label, points)) in lines.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         let scaled: Vec<(f64, f64)> = points.iter().map(|&(x, y)| (x, scale.apply(y))).collect();
         chart
             .draw_series(LineSeries::new(scaled.clone(), color.stroke_width(2)))
             .map_err(err)?
-            .label(name.as_str())
+            .label(*label)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });
@@ -273,11 +305,11 @@ fn draw_throughput(path: &Path, series: &Series) -> Result<(), String> {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
+        .label_font(("sans-serif", 11))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
-        .map_err(err)?;
-    root.present().map_err(err)
+        .map_err(err)
 }
 
 /// Axis range for `n` categories drawn as segments; plotters cannot map a
@@ -567,6 +599,19 @@ mod tests {
             series["level0_wire/seal/tern/*/throughput"],
             [(64.0, 0.5e9), (1452.0, 1.5e9)]
         );
+    }
+
+    #[test]
+    fn throughput_panels_are_named_by_the_first_two_segments() {
+        assert_eq!(
+            panel_of("level0_wire/seal/tern/*/throughput"),
+            ("level0_wire/seal", "tern/*/throughput")
+        );
+        assert_eq!(
+            panel_of("sockio/offload/*/batch50/bytes_per_s"),
+            ("sockio/offload", "*/batch50/bytes_per_s")
+        );
+        assert_eq!(panel_of("e2e/*"), ("e2e/*", "e2e/*"));
     }
 
     #[test]

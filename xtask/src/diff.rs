@@ -212,6 +212,7 @@ mod tests {
             },
             time: String::new(),
             quick: true,
+            others_cpu_share: None,
             metrics: vec![metric("a", "ns", 100.0), metric("b", "ns", 10.0)],
         };
         let regressed = compare(&metric("a", "ns", 110.0), &baseline);

@@ -20,6 +20,7 @@ mod divan_parse;
 mod filter;
 mod harness;
 mod host;
+mod load;
 mod metric;
 mod process;
 mod progress;

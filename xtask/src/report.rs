@@ -43,6 +43,13 @@ fn render(run: &Run, context: &Context<'_>, charts: &[charts::Chart]) -> String 
     let _ = writeln!(md, "- kernel: {}; compiler: {}", env.kernel, env.rustc);
     let mode = if run.quick { "quick" } else { "full" };
     let _ = writeln!(md, "- mode: {mode}; levels: {}", levels.join(", "));
+    if let Some(share) = run.others_cpu_share {
+        let _ = writeln!(
+            md,
+            "- CPU used by other processes while measuring: {:.0} %",
+            share * 100.0
+        );
+    }
     if let Some(filter) = context.filter {
         let _ = writeln!(md, "- filter: `{filter}`");
     }
@@ -104,6 +111,7 @@ mod tests {
             },
             time: "2026-05-01T10:00:00Z".to_owned(),
             quick: true,
+            others_cpu_share: None,
             metrics,
         }
     }

@@ -26,6 +26,9 @@ pub(crate) struct Run {
     pub(crate) time: String,
     /// Whether the run was in quick mode (short runs, wide intervals).
     pub(crate) quick: bool,
+    /// Share (0–1) of all CPUs that other processes used while measuring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) others_cpu_share: Option<f64>,
     /// Every metric of the run.
     pub(crate) metrics: Vec<Metric>,
 }
@@ -37,6 +40,7 @@ impl Run {
             environment,
             time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             quick,
+            others_cpu_share: None,
             metrics,
         }
     }
@@ -120,6 +124,7 @@ mod tests {
             },
             time: "2026-05-01T10:00:00Z".to_owned(),
             quick: true,
+            others_cpu_share: Some(0.04),
             metrics: vec![divan, harness],
         }
     }
