@@ -92,9 +92,10 @@ mod seal {
     fn raw_ring(bencher: Bencher, size: usize) {
         use ring::aead::{AES_128_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
         let key = LessSafeKey::new(UnboundKey::new(&AES_128_GCM, &KEY).expect("16-byte key"));
+        let nonce_bytes = nonce();
         let mut buf = vec![0xab; size];
         bencher.counter(BytesCount::new(size)).bench_local(|| {
-            let nonce = Nonce::assume_unique_for_key(nonce());
+            let nonce = Nonce::assume_unique_for_key(nonce_bytes);
             black_box(
                 key.seal_in_place_separate_tag(nonce, Aad::from(&AAD), black_box(&mut buf))
                     .expect("short input"),
@@ -170,10 +171,11 @@ mod open {
         use ring::aead::{AES_128_GCM, Aad, LessSafeKey, Nonce, Tag, UnboundKey};
         let key = LessSafeKey::new(UnboundKey::new(&AES_128_GCM, &KEY).expect("16-byte key"));
         let (ciphertext, tag) = sealed(size);
+        let nonce_bytes = nonce();
         let mut scratch = vec![0u8; size];
         bencher.counter(BytesCount::new(size)).bench_local(|| {
             scratch.copy_from_slice(&ciphertext);
-            let nonce = Nonce::assume_unique_for_key(nonce());
+            let nonce = Nonce::assume_unique_for_key(nonce_bytes);
             key.open_in_place_separate_tag(
                 nonce,
                 Aad::from(&AAD),

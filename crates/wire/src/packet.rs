@@ -184,6 +184,9 @@ impl PacketOpener {
     ///
     /// The header is checked first (type, minimal packet number), then the
     /// tag over header and ciphertext; only then is the plaintext returned.
+    /// After a failure the datagram's contents are unspecified (the ring
+    /// backend decrypts before it compares the tag): keep a copy if the
+    /// bytes are needed again.
     pub fn open<'b>(&self, datagram: &'b mut [u8]) -> Result<OpenedPacket<'b>, OpenError> {
         let mut packet = Packet::new_checked(datagram)?;
         let header = packet.header();
