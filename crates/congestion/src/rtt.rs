@@ -31,10 +31,16 @@ impl PathRtt {
         let sample = sample.max(Duration::from_nanos(1));
         self.latest = Some(sample);
         self.min = Some(self.min.map_or(sample, |min| min.min(sample)));
-        // RFC 9002, section 5.3: smoothed_rtt = 7/8 * smoothed_rtt + 1/8 * adjusted_rtt
+        // RFC 9002, section 5.3: "smoothed_rtt = 7/8 * smoothed_rtt + 1/8 *
+        // adjusted_rtt", in u128 nanoseconds so that no sample, however
+        // absurd, overflows (the mean of two `Duration`s is one).
         self.smoothed = Some(match self.smoothed {
             None => sample,
-            Some(smoothed) => (smoothed * 7 + sample) / 8,
+            Some(smoothed) => {
+                let nanos = (7 * smoothed.as_nanos() + sample.as_nanos()) / 8;
+                let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
+                Duration::new(secs, (nanos % 1_000_000_000) as u32)
+            }
         });
     }
 
@@ -76,6 +82,17 @@ mod tests {
         rtt.update(Duration::from_millis(160));
         assert_eq!(rtt.smoothed(), Some(Duration::from_millis(90)));
         assert_eq!(rtt.min(), Some(Duration::from_millis(80)));
+        rtt.invariants().unwrap();
+    }
+
+    #[test]
+    fn absurdly_long_samples_saturate_instead_of_overflowing() {
+        let mut rtt = PathRtt::new();
+        rtt.update(Duration::MAX);
+        rtt.update(Duration::MAX);
+        assert_eq!(rtt.smoothed(), Some(Duration::MAX));
+        rtt.update(Duration::from_millis(10));
+        assert_eq!(rtt.min(), Some(Duration::from_millis(10)));
         rtt.invariants().unwrap();
     }
 

@@ -452,6 +452,33 @@ fn repeated_losses_stop_at_two_packets() {
 }
 
 #[test]
+fn forged_extreme_samples_neither_panic_nor_break_the_window() {
+    let mut path = Path::new(config());
+    path.enter_congestion_avoidance();
+    let forged = [
+        (Duration::MAX, OneWayDelay::from_nanos(i64::MAX)),
+        (Duration::MAX, OneWayDelay::from_nanos(i64::MIN)),
+        (Duration::ZERO, OneWayDelay::from_nanos(i64::MAX)),
+        (Duration::MAX, OneWayDelay::from_nanos(-1)),
+    ];
+    for (rtt, owd) in forged {
+        path.send(MSS);
+        path.advance(Duration::from_millis(1));
+        let now = path.now();
+        path.cc.on_ack(now, u64::MAX, Some(rtt), Some(owd));
+        path.cc.invariants().unwrap();
+        assert!(path.cc.window() >= 2 * MSS);
+        assert!(path.cc.pacing_rate() >= 1);
+    }
+    // An honest path afterwards still gets a usable window back.
+    for _ in 0..5 {
+        path.round_trip(0);
+    }
+    path.cc.invariants().unwrap();
+    assert!(path.cc.window() >= 2 * MSS);
+}
+
+#[test]
 fn the_receiver_clock_offset_does_not_change_anything() {
     let mut near = Path::new(config());
     let mut far = Path::new(config());
