@@ -56,9 +56,14 @@ pub trait Controller {
 
     /// `acked_bytes` bytes were newly acknowledged at `now`.
     ///
-    /// `rtt` is the round-trip sample of the largest newly acknowledged
-    /// packet, if the ACK yields one; `one_way_delay` the one-way-delay sample
-    /// the peer put in the ACK frame, if any.
+    /// `acked_bytes` counts, in bytes, only packets that counted toward bytes
+    /// in flight (tern-reliability's `AckSummary::acked_bytes`). `rtt` is the
+    /// raw round-trip sample of the largest newly acknowledged packet, not
+    /// adjusted for ACK delay, if the ACK yields one (`AckSummary::rtt_sample`);
+    /// `one_way_delay` the one-way-delay sample the peer put in the ACK frame,
+    /// if any. Both come from the network or a peer that may be hostile: any
+    /// value, however absurd, is accepted without panicking and leaves the
+    /// window within its bounds.
     fn on_ack(
         &mut self,
         now: Instant,
@@ -71,10 +76,20 @@ pub trait Controller {
     /// `now`. The window shrinks at most once per round trip: losses of
     /// packets sent before the last reduction are part of the same congestion
     /// event.
+    ///
+    /// `sent_at` must be the lost packet's own send time (tern-reliability's
+    /// `SentPacket::time_sent`), never the time of detection, or every loss
+    /// of one burst would start a new congestion event. Call it for packets
+    /// that counted toward bytes in flight. A loss later found spurious (an
+    /// ACK arrives for it) is not undone: there is no hook for it, and the
+    /// reduction stands (RFC 9002 does not ask for it to be undone).
     fn on_loss(&mut self, now: Instant, lost_bytes: u64, sent_at: Instant);
 
-    /// Nothing was acknowledged for a whole congestion timeout (the probe
-    /// timeout expired repeatedly): the path may have changed completely.
+    /// Nothing was acknowledged for a whole congestion timeout: the path may
+    /// have changed completely. tern-reliability does not decide this; the
+    /// connection calls it when consecutive probe timeouts (its
+    /// `TimerEvent::Probe { pto_count, .. }`) reach its chosen limit, e.g. 3,
+    /// RFC 9002's kPersistentCongestionThreshold. `now` is when it decided.
     fn on_congestion_timeout(&mut self, now: Instant);
 
     /// The congestion window: bytes that may be in flight, in bytes.
@@ -87,7 +102,8 @@ pub trait Controller {
     /// window spread over the smoothed round trip, times a small gain.
     fn pacing_rate(&self) -> u64;
 
-    /// Whether the window is still growing exponentially.
+    /// Whether the window is still growing exponentially (it doubles per
+    /// round trip).
     fn in_slow_start(&self) -> bool;
 
     /// Checks the controller's internal consistency (used by the tests).

@@ -49,7 +49,10 @@
 //! the same delay keep whatever difference in window they had.
 //!
 //! Tern takes two remedies of LEDBAT++ (draft-irtf-iccrg-ledbat-plus-plus),
-//! adapted where the bottleneck model (`tests/bottleneck.rs`) showed a need:
+//! adapted where the bottleneck model (`tests/bottleneck.rs`) showed a need.
+//! The draft is paraphrased here and at the code marked `LEDBAT++`, never
+//! quoted: its decrease formula is given in the draft's notation, the rest
+//! in our words.
 //! - **Multiplicative decrease.** At or above the target, the window
 //!   changes by `GAIN − decrease_constant × W × (queuing delay / target − 1)`
 //!   packets per round trip, and by no more than `−W/2`. Each flow gives back
@@ -73,9 +76,12 @@
 //!   With these changes a slowdown costs about one base round trip of link
 //!   time, and a single flow keeps more than 95 % of the link.
 //!
-//! The third LEDBAT++ change, a smaller gain on short round trips, is not
-//! taken: `gain` is configurable, and the RFC's default of 1 keeps
-//! utilisation high on the LAN paths peers often share.
+//! Of the draft's other changes, the slow-start exit at 3/4 of the target is
+//! taken (see *Slow start*) and the queuing delay from the round trip when
+//! no one-way samples come (see *Delay measurement*); its dynamic gain, a
+//! smaller gain on short base delays, is not: `gain` is configurable, and
+//! RFC 6817's GAIN of 1 keeps utilisation high on the LAN paths peers often
+//! share.
 //!
 //! Arithmetic is integer: the window is kept in 1/65 536 byte so increases
 //! of a fraction of a byte per ACK, on large windows, are not lost.
