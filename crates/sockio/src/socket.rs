@@ -335,6 +335,16 @@ impl UdpSocket {
             b.fail_next_enter = true;
         }
     }
+
+    /// Test hook: the next `io_uring_enter` submits its batch, then fails
+    /// before waiting, leaving the operations in flight.
+    #[cfg(test)]
+    pub(crate) fn inject_ring_failure_in_flight(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let State::IoUring(b) = &mut self.state {
+            b.fail_next_wait = true;
+        }
+    }
 }
 
 /// The next simpler backend.

@@ -381,6 +381,56 @@ async fn a_refused_ring_falls_back_to_the_next_backend_and_resends_the_batch() {
 
 #[cfg(target_os = "linux")]
 #[tokio::test]
+async fn a_ring_failing_with_sends_in_flight_drains_them_and_the_fallback_sends_the_rest_once() {
+    let mut rx = bind(Backend::Offload, v4());
+    let mut tx = bind(Backend::IoUring, v4());
+    let started_on_ring = tx.backend() == Backend::IoUring;
+    let to = rx.local_addr().expect("address");
+    let datagrams: Vec<Vec<u8>> = (0..30).map(|i| payload(i, 900)).collect();
+    let batch: Vec<Transmit<'_>> = datagrams.iter().map(|d| Transmit::new(to, d)).collect();
+    tx.inject_ring_failure_in_flight();
+    tx.send_all(&batch).await.expect("send");
+    let mut bufs = rx.new_recv_buffers();
+    assert_eq!(collect(&mut rx, &mut bufs, 30).await, sorted(datagrams));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), rx.recv(&mut bufs))
+            .await
+            .is_err()
+    );
+    if started_on_ring {
+        assert_eq!(tx.backend(), tx.capabilities().at_most(Backend::Offload));
+        assert_eq!(tx.counters().fallbacks, 1);
+    }
+    assert_eq!(tx.counters().datagrams_sent, 30);
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_ring_failing_with_receives_in_flight_keeps_what_arrived_and_falls_back() {
+    let mut rx = bind(Backend::IoUring, v4());
+    let mut tx = bind(Backend::Offload, v4());
+    let started_on_ring = rx.backend() == Backend::IoUring;
+    let to = rx.local_addr().expect("address");
+    let datagrams: Vec<Vec<u8>> = (0..30).map(|i| payload(i, 900)).collect();
+    let batch: Vec<Transmit<'_>> = datagrams.iter().map(|d| Transmit::new(to, d)).collect();
+    tx.send_all(&batch).await.expect("send");
+    rx.inject_ring_failure_in_flight();
+    let mut bufs = rx.new_recv_buffers();
+    assert_eq!(collect(&mut rx, &mut bufs, 30).await, sorted(datagrams));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), rx.recv(&mut bufs))
+            .await
+            .is_err()
+    );
+    if started_on_ring {
+        assert_eq!(rx.backend(), rx.capabilities().at_most(Backend::Offload));
+        assert_eq!(rx.counters().fallbacks, 1);
+    }
+    assert_eq!(rx.counters().datagrams_received, 30);
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
 async fn a_full_socket_mid_batch_reports_progress_and_the_caller_resumes_exactly() {
     // Mmsg sends a segmented transmit one datagram per message, so it can stop
     // inside it; Offload sends it as one message, so it stops between transmits.

@@ -17,14 +17,20 @@
 //! inside the borrow of those buffers: nothing is left in flight between
 //! calls. If `io_uring_enter` fails before consuming the entries, they were
 //! never seen by the kernel and the socket drops the ring (closing it without
-//! entering it again), so they never will be. If it failed with operations
-//! already in flight and no way left to wait for them, returning would let
-//! the kernel write into memory the caller owns again; the process aborts
-//! instead. That cannot happen with a ring sized as here (its completion
-//! queue holds twice the batch, so waiting never overflows).
+//! entering it again), so they never will be. If it fails with operations
+//! already in flight, the call does not return while the kernel may still
+//! touch those buffers: it cancels them (`IORING_REGISTER_SYNC_CANCEL`, which
+//! needs no `io_uring_enter`) and reaps the completion queue, which is shared
+//! memory, until every consumed operation has posted its completion. Then it
+//! reports what completed, exactly as after a normal batch, and refuses the
+//! backend so the socket falls back and carries on from there. Only a kernel
+//! that keeps an operation past [`DRAIN_LIMIT`] after cancelling it would end
+//! the process: returning then would hand memory the kernel may still write
+//! back to the caller.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
 
 use io_uring::{IoUring, opcode, squeue, types};
 use tokio::net::UdpSocket as TokioUdp;
@@ -36,6 +42,10 @@ use crate::counters::{Counters, bump};
 use crate::cursor::Cursor;
 use crate::recv::RecvBuffers;
 use crate::transmit::Transmit;
+
+/// How long a failed batch waits for the kernel to give back operations it
+/// consumed before the process gives up (see the module docs).
+const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 
 /// Whether an io_uring can be set up here and supports the operations used.
 pub(crate) fn probe() -> bool {
@@ -60,10 +70,17 @@ pub(crate) struct Uring {
     /// got (at least 4), so a trickle does not pay for a full batch of
     /// operations that would only be cancelled.
     recv_window: usize,
+    /// `io_uring_enter` failed with operations in flight; they were drained
+    /// and their results reported, and the next call refuses the backend.
+    broken: Option<io::Error>,
     /// Test hook: the next `io_uring_enter` fails with `EPERM` as a
     /// seccomp or container policy would make it.
     #[cfg(test)]
     pub(crate) fail_next_enter: bool,
+    /// Test hook: the next `io_uring_enter` submits the batch, then fails
+    /// with `EBUSY` before waiting, leaving its operations in flight.
+    #[cfg(test)]
+    pub(crate) fail_next_wait: bool,
 }
 
 impl Uring {
@@ -79,8 +96,11 @@ impl Uring {
             scratch,
             max_segments: max_segments.max(1),
             recv_window: 4,
+            broken: None,
             #[cfg(test)]
             fail_next_enter: false,
+            #[cfg(test)]
+            fail_next_wait: false,
         })
     }
 
@@ -90,7 +110,10 @@ impl Uring {
 
     /// Submits headers `0..n` as one linked chain of sends or receives with a
     /// single `io_uring_enter` and waits for all of them; results land in
-    /// `self.results`.
+    /// `self.results` (`-ECANCELED` for an operation the kernel never ran).
+    /// If the enter fails after the kernel consumed operations, they are
+    /// drained and `self.broken` is set: the results still say exactly what
+    /// happened, and the caller refuses the backend once it has used them.
     fn run(
         &mut self,
         fd: RawFd,
@@ -105,6 +128,7 @@ impl Uring {
                     "io_uring submission queue smaller than the batch",
                 )));
             }
+            self.results[..n].fill(-libc::ECANCELED);
             for i in 0..n {
                 let hdr = self.scratch.msghdr_mut(i);
                 let entry = if recv {
@@ -135,27 +159,63 @@ impl Uring {
         let mut done = 0;
         while done < n {
             bump(syscalls, 1);
-            let entered = self.enter(n - done);
-            match entered {
+            match self.enter(n - done) {
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Err(e) => {
-                    if done == 0 && self.ring.submission().len() == n {
-                        // Nothing was consumed: the caller drops this ring.
+                    let consumed = n - self.ring.submission().len();
+                    if consumed == 0 {
+                        // Nothing reached the kernel: the caller drops this ring.
                         return Err(Stop::Refused(e));
                     }
-                    tracing::error!(error = %e, "sockio: io_uring_enter failed with operations in flight");
-                    std::process::abort();
+                    tracing::warn!(error = %e, "sockio: io_uring_enter failed with operations in flight; draining them");
+                    self.drain(consumed - done);
+                    self.broken = Some(e);
+                    return Ok(());
                 }
             }
-            for cqe in self.ring.completion() {
-                if let Some(slot) = self.results.get_mut(cqe.user_data() as usize) {
-                    *slot = cqe.result();
-                }
-                done += 1;
-            }
+            done += self.reap();
         }
         Ok(())
+    }
+
+    /// Moves every completion queued now into `self.results`; returns how many.
+    fn reap(&mut self) -> usize {
+        let mut reaped = 0;
+        for cqe in self.ring.completion() {
+            if let Some(slot) = self.results.get_mut(cqe.user_data() as usize) {
+                *slot = cqe.result();
+            }
+            reaped += 1;
+        }
+        reaped
+    }
+
+    /// Waits, without `io_uring_enter`, until `in_flight` more completions
+    /// have been reaped: asks the kernel to cancel what it still holds, then
+    /// reads the shared completion queue, sleeping between reads (the
+    /// submitting task runs the ring's deferred work on every return from a
+    /// system call, so linked operations still finish).
+    fn drain(&mut self, mut in_flight: usize) {
+        let _ = self.ring.submitter().register_sync_cancel(
+            Some(types::Timespec::new().nsec(100_000_000)),
+            types::CancelBuilder::any(),
+        );
+        let deadline = Instant::now() + DRAIN_LIMIT;
+        loop {
+            in_flight = in_flight.saturating_sub(self.reap());
+            if in_flight == 0 {
+                return;
+            }
+            if Instant::now() > deadline {
+                tracing::error!(
+                    in_flight,
+                    "sockio: the kernel kept io_uring operations on caller buffers after cancelling them"
+                );
+                std::process::abort();
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
     }
 
     fn enter(&mut self, want: usize) -> io::Result<usize> {
@@ -163,6 +223,12 @@ impl Uring {
         if self.fail_next_enter {
             self.fail_next_enter = false;
             return Err(io::Error::from_raw_os_error(libc::EPERM));
+        }
+        #[cfg(test)]
+        if self.fail_next_wait {
+            self.fail_next_wait = false;
+            self.ring.submit()?;
+            return Err(io::Error::from_raw_os_error(libc::EBUSY));
         }
         self.ring.submit_and_wait(want)
     }
@@ -193,6 +259,9 @@ impl Uring {
             if ok > 0 {
                 msg::count_sent(&self.scratch, ok, counters);
                 *cursor = self.scratch.ends[ok - 1];
+            }
+            if let Some(e) = self.broken.take() {
+                return Err(Stop::Refused(e));
             }
             if ok == n {
                 continue;
@@ -250,6 +319,9 @@ impl Uring {
         bufs: &mut RecvBuffers,
         counters: &Counters,
     ) -> Result<usize, Stop> {
+        if let Some(e) = self.broken.take() {
+            return Err(Stop::Refused(e));
+        }
         let fd = io.as_raw_fd();
         let n = bufs
             .slots()
@@ -271,6 +343,9 @@ impl Uring {
                     |i| results[i] as usize,
                     counters,
                 ));
+            }
+            if let Some(e) = self.broken.take() {
+                return Err(Stop::Refused(e));
             }
             if let Some(stop) = msg::recv_stop(-self.results[0]) {
                 return Err(stop);
