@@ -404,6 +404,12 @@ fn decode_ack(body: &[u8]) -> Result<(Frame<'_>, &[u8]), DecodeError> {
     let pairs_start = rest;
     for _ in 0..head.additional_ranges {
         let ((gap, length), after) = take_ack_pair(rest).map_err(|e| body_error(ty, e))?;
+        // The frame's total length is checked against its predicted size
+        // below, but the pairs are kept as raw bytes, so each pair must be
+        // checked for minimal varints here.
+        if rest.len() - after.len() != varint_len(gap) + varint_len(length) {
+            return Err(DecodeError::NonCanonical(ty));
+        }
         let range = next_ack_range(smallest, gap, length)
             .ok_or(DecodeError::InvalidAckRanges("range below packet number 0"))?;
         smallest = *range.start();
@@ -766,6 +772,13 @@ pub(crate) mod tests {
             decode_err(&[0x05, 0x81, 0x00]),
             DecodeError::NonCanonical(FrameType::MaxData)
         );
+        // An ACK whose additional range has its gap 1 written as two bytes.
+        assert_eq!(
+            decode_err(&[0x02, 10, 0, 0, 1, 0, 0x81, 0x00, 0]),
+            DecodeError::NonCanonical(FrameType::Ack)
+        );
+        // The same ACK written minimally is accepted.
+        assert!(Frame::decode_exact(&[0x02, 10, 0, 0, 1, 0, 1, 0]).is_ok());
     }
 
     #[test]
