@@ -1,10 +1,11 @@
 //! Sealing, opening, encoding and decoding never touch the heap.
 //!
-//! A counting global allocator wraps the system one; this file holds a
-//! single test so no other test thread allocates while it counts.
+//! A counting global allocator wraps the system one. It counts per thread,
+//! so the test harness's own threads (printing, collecting results) can
+//! allocate meanwhile without making the test flaky.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 use std::time::Duration;
 
 use tern_wire::{
@@ -14,12 +15,19 @@ use tern_wire::{
 
 struct Counting;
 
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    // Const-initialised and without a destructor: touching it never allocates.
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count_one() {
+    ALLOCATIONS.with(|count| count.set(count.get() + 1));
+}
 
 // SAFETY: forwards every call to the system allocator unchanged.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        count_one();
         // SAFETY: same contract as the caller's.
         unsafe { System.alloc(layout) }
     }
@@ -30,7 +38,7 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        count_one();
         // SAFETY: same contract as the caller's.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -39,11 +47,11 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// Runs `f` and returns how many allocations it made.
+/// Runs `f` and returns how many allocations it made on this thread.
 fn allocations_in(f: impl FnOnce()) -> usize {
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    let before = ALLOCATIONS.with(Cell::get);
     f();
-    ALLOCATIONS.load(Ordering::SeqCst) - before
+    ALLOCATIONS.with(Cell::get) - before
 }
 
 #[test]
