@@ -18,6 +18,10 @@
 //! bytes (45 × 1452, 7 × 8192) and sends them in one `sendmmsg`. Receivers
 //! read up to 64 messages per call. The whole matrix runs in every mode;
 //! quick mode takes one 150 ms sample per cell (about a minute for level 2).
+//!
+//! Each backend is measured beside its ceiling: a cell runs the raw pattern
+//! and the backends it limits back to back, sample by sample, so the ratio of
+//! their medians compares runs made under the same machine load.
 
 use std::io;
 use std::net::SocketAddr;
@@ -98,13 +102,12 @@ impl Mover {
 
     /// The raw pattern that is this backend's limit. IoUring uses GSO/GRO
     /// where the kernel has them, like Offload.
-    fn ceiling(self, caps: Capabilities) -> Option<Mover> {
+    fn ceiling(self, caps: Capabilities) -> Option<Pattern> {
+        let offload = caps.gso && caps.gro;
         match self {
-            Self::Tern(Backend::Portable) => Some(Self::Raw(Pattern::Sendto)),
-            Self::Tern(Backend::Mmsg) => Some(Self::Raw(Pattern::Mmsg)),
-            Self::Tern(Backend::Offload) => Some(Self::Raw(Pattern::Gso)),
-            Self::Tern(Backend::IoUring) if caps.gso => Some(Self::Raw(Pattern::Gso)),
-            Self::Tern(_) => Some(Self::Raw(Pattern::Mmsg)),
+            Self::Tern(Backend::Portable) => Some(Pattern::Sendto),
+            Self::Tern(Backend::Offload | Backend::IoUring) if offload => Some(Pattern::Gso),
+            Self::Tern(_) => Some(Pattern::Mmsg),
             Self::Raw(_) => None,
         }
     }
@@ -117,6 +120,13 @@ impl Mover {
             .collect();
         cells.push((SMALL.0, if self.batches() { SMALL.1 } else { 1 }));
         cells
+    }
+
+    fn measure(self, payload: usize, batch: usize, duration: Duration) -> io::Result<SampleResult> {
+        match self {
+            Self::Tern(backend) => run_tern(backend, payload, batch, duration),
+            Self::Raw(pattern) => raw::run(pattern, payload, batch, duration),
+        }
     }
 }
 
@@ -145,39 +155,45 @@ fn cell_selected(args: &Args, mover: Mover, payload: usize, batch: usize) -> boo
         .any(|(m, ..)| args.wants(&format!("{p}/{m}")))
 }
 
-/// One backend's (or raw pattern's) part of the matrix.
+/// One raw pattern and the Tern backends it is the ceiling of, measured
+/// together: each cell runs every mover back to back, one sample each in
+/// turn, the order rotating from sample to sample. A backend and its ceiling
+/// thus see the same machine load, and a ratio between them means something
+/// even while other work competes for the cores.
 struct SockioGroup {
     name: String,
-    mover: Mover,
+    /// The ceiling (when this kernel can run it) first, then the backends.
+    movers: Vec<Mover>,
     caps: Capabilities,
 }
 
-/// The level-2 sockio groups, ceilings first so a reader sees the limit
-/// before the figure measured against it.
+/// The level-2 sockio groups: one per raw pattern, with the backends it limits.
 pub(crate) fn groups(_args: &Args) -> Vec<Box<dyn crate::Group>> {
     let caps = Capabilities::get();
-    let movers = [
-        Mover::Raw(Pattern::Sendto),
-        Mover::Tern(Backend::Portable),
-        Mover::Raw(Pattern::Mmsg),
-        Mover::Tern(Backend::Mmsg),
-        Mover::Raw(Pattern::Gso),
-        Mover::Tern(Backend::Offload),
-        Mover::Tern(Backend::IoUring),
-    ];
-    movers
+    [Pattern::Sendto, Pattern::Mmsg, Pattern::Gso]
         .into_iter()
-        .filter(|m| match m {
-            Mover::Tern(b) => caps.supports(*b),
-            Mover::Raw(Pattern::Gso) => caps.gso && caps.gro,
-            Mover::Raw(_) => caps.mmsg,
-        })
-        .map(|mover| {
-            Box::new(SockioGroup {
-                name: format!("sockio/{}", mover.name()),
-                mover,
-                caps,
-            }) as Box<dyn crate::Group>
+        .filter_map(|pattern| {
+            let raw_available = match pattern {
+                Pattern::Gso => caps.gso && caps.gro,
+                Pattern::Sendto => true,
+                Pattern::Mmsg => caps.mmsg,
+            };
+            let mut movers: Vec<Mover> = Backend::ALL
+                .into_iter()
+                .filter(|b| caps.supports(*b))
+                .map(Mover::Tern)
+                .filter(|m| m.ceiling(caps) == Some(pattern))
+                .collect();
+            if raw_available {
+                movers.insert(0, Mover::Raw(pattern));
+            }
+            (!movers.is_empty()).then(|| {
+                Box::new(SockioGroup {
+                    name: format!("sockio/{}", Mover::Raw(pattern).name()),
+                    movers,
+                    caps,
+                }) as Box<dyn crate::Group>
+            })
         })
         .collect()
 }
@@ -192,15 +208,18 @@ impl crate::Group for SockioGroup {
     }
 
     fn selected(&self, args: &Args) -> bool {
-        self.mover
-            .cells()
-            .iter()
-            .any(|(p, b)| cell_selected(args, self.mover, *p, *b))
+        self.movers.iter().any(|m| {
+            m.cells()
+                .iter()
+                .any(|(p, b)| cell_selected(args, *m, *p, *b))
+        })
     }
 
     fn run(&self, args: &Args) {
-        match self.mover {
-            Mover::Tern(Backend::Offload) | Mover::Raw(Pattern::Gso) => eprintln!(
+        let names: Vec<&str> = self.movers.iter().map(|m| m.name()).collect();
+        eprintln!("   {} measured in turn, sample by sample", names.join(", "));
+        match self.movers[0] {
+            Mover::Raw(Pattern::Gso) => eprintln!(
                 "   batch = datagrams per send call, cut into GSO messages of <= 64 segments and <= 65 507 B, all in one sendmmsg"
             ),
             m if m.batches() => eprintln!(
@@ -208,57 +227,84 @@ impl crate::Group for SockioGroup {
             ),
             _ => eprintln!("   one datagram per system call: batch 1 only"),
         }
-        for (payload, batch) in self.mover.cells() {
-            if !cell_selected(args, self.mover, payload, batch) {
-                continue;
-            }
+        for (payload, batch) in self.movers[0].cells() {
             self.run_cell(args, payload, batch);
         }
     }
 }
 
+/// The five metric rows of one mover in one cell, one value per sample.
+#[derive(Default)]
+struct Rows([Vec<f64>; 5]);
+
+impl Rows {
+    fn push(&mut self, r: &SampleResult, cpu: f64) {
+        let secs = r.elapsed.as_secs_f64().max(1e-9);
+        let delivered = r.delivered as f64;
+        self.0[0].push(delivered / secs);
+        self.0[1].push(r.delivered_bytes as f64 / secs);
+        self.0[2].push(if r.send_syscalls == 0 {
+            0.0
+        } else {
+            r.sent as f64 / r.send_syscalls as f64
+        });
+        self.0[3].push(if r.sent == 0 {
+            0.0
+        } else {
+            (1.0 - delivered / r.sent as f64).max(0.0)
+        });
+        self.0[4].push(if cpu > 0.0 {
+            r.delivered_bytes as f64 / 1e6 / cpu
+        } else {
+            0.0
+        });
+    }
+}
+
 impl SockioGroup {
     fn run_cell(&self, args: &Args, payload: usize, batch: usize) {
-        let name = prefix(self.mover, payload, batch);
-        let mut rows: [Vec<f64>; 5] = Default::default();
-        for _ in 0..args.mode.samples() {
-            let cpu_before = process_cpu_time();
-            let result = match self.mover {
-                Mover::Tern(backend) => run_tern(backend, payload, batch, args.mode.sample_time()),
-                Mover::Raw(pattern) => raw::run(pattern, payload, batch, args.mode.sample_time()),
-            };
-            let cpu = (process_cpu_time() - cpu_before).as_secs_f64();
-            let r = match result {
-                Ok(r) => r,
-                Err(e) => {
-                    eprintln!("   {name}: failed: {e}");
-                    return;
-                }
-            };
-            let secs = r.elapsed.as_secs_f64().max(1e-9);
-            let delivered = r.delivered as f64;
-            rows[0].push(delivered / secs);
-            rows[1].push(r.delivered_bytes as f64 / secs);
-            rows[2].push(if r.send_syscalls == 0 {
-                0.0
-            } else {
-                r.sent as f64 / r.send_syscalls as f64
-            });
-            rows[3].push(if r.sent == 0 {
-                0.0
-            } else {
-                (1.0 - delivered / r.sent as f64).max(0.0)
-            });
-            rows[4].push(if cpu > 0.0 {
-                r.delivered_bytes as f64 / 1e6 / cpu
-            } else {
-                0.0
-            });
+        let movers: Vec<Mover> = self
+            .movers
+            .iter()
+            .copied()
+            .filter(|m| cell_selected(args, *m, payload, batch))
+            .collect();
+        if movers.is_empty() {
+            return;
         }
-        let ceiling = self
-            .mover
+        let mut rows: Vec<Option<Rows>> = movers.iter().map(|_| Some(Rows::default())).collect();
+        for sample in 0..args.mode.samples() {
+            for turn in 0..movers.len() {
+                let i = (turn + sample) % movers.len();
+                let Some(row) = rows[i].as_mut() else {
+                    continue;
+                };
+                let cpu_before = process_cpu_time();
+                let result = movers[i].measure(payload, batch, args.mode.sample_time());
+                let cpu = (process_cpu_time() - cpu_before).as_secs_f64();
+                match result {
+                    Ok(r) => row.push(&r, cpu),
+                    Err(e) => {
+                        eprintln!("   {}: failed: {e}", prefix(movers[i], payload, batch));
+                        rows[i] = None;
+                    }
+                }
+            }
+        }
+        for (mover, rows) in movers.iter().zip(rows) {
+            if let Some(rows) = rows {
+                self.emit_cell(args, *mover, payload, batch, rows);
+            }
+        }
+    }
+
+    fn emit_cell(&self, args: &Args, mover: Mover, payload: usize, batch: usize, rows: Rows) {
+        let name = prefix(mover, payload, batch);
+        let rows = rows.0;
+        let ceiling = mover
             .ceiling(self.caps)
-            .filter(|c| cell_selected(args, *c, payload, batch));
+            .map(Mover::Raw)
+            .filter(|c| self.movers.contains(c) && cell_selected(args, *c, payload, batch));
         eprintln!(
             "   {name}: {:.3} M datagrams/s, {:.1} MB/s, {:.1} datagrams/syscall, drop {:.1} %, {:.0} MB/cpu-s",
             median(&rows[0]) / 1e6,
