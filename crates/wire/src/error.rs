@@ -199,8 +199,9 @@ pub enum AcceptError {
     /// The initiator speaks a protocol version we do not.
     #[error("unsupported protocol version {0}")]
     UnsupportedVersion(u32),
-    /// The intro's timestamp is outside the accepted window around now.
-    #[error("intro timestamp is {skew_ms} ms away from now, outside the window")]
+    /// The intro's timestamp is outside the accepted window around now, or
+    /// not newer than an intro the replay guard had to evict when full.
+    #[error("intro timestamp is {skew_ms} ms away from now, outside the window or too old")]
     StaleTimestamp {
         /// How far the timestamp is from the responder's clock, in milliseconds.
         skew_ms: u64,
@@ -213,10 +214,6 @@ pub enum AcceptError {
         /// The repeated intro's id.
         intro_id: [u8; 16],
     },
-    /// The replay cache is full of intros that are still inside the window;
-    /// refusing is the only safe answer (forgetting one would let it be replayed).
-    #[error("replay cache full")]
-    ReplayCacheFull,
     /// The clock given is before 1970.
     #[error("the current time is before the UNIX epoch")]
     ClockBeforeEpoch,

@@ -18,9 +18,17 @@
 //! ```
 //!
 //! This crate never reads a clock or an entropy source: the current time and
-//! a cryptographic RNG are arguments. Intro processing costs an RSA
-//! decryption (about a millisecond); rate-limiting intros per source and
-//! globally is the endpoint's job.
+//! a cryptographic RNG are arguments.
+//!
+//! What the endpoint must do around [`Responder::accept`]: every intro of the
+//! right length costs an RSA-2048 decryption (about a millisecond), whether
+//! it is garbage, a byte-for-byte replay or a fresh intro, and anyone who
+//! knows the public key can make fresh valid intros for the price of an RSA
+//! public-key operation (tens of microseconds). Nothing in the intro can be
+//! checked before that decryption, so the endpoint must rate-limit intros
+//! per source address and globally, below what its cores can decrypt. The
+//! source address is not verified either, so the reply must stay within
+//! three times the intro's size (RFC 9000 §8.1's anti-amplification limit).
 //!
 //! The `rsa` crate's decryption is not constant-time (the "Marvin" timing
 //! side channel, RUSTSEC-2023-0071, has no fixed release yet). Decryption is
@@ -29,7 +37,7 @@
 
 use core::fmt;
 use core::time::Duration;
-use std::collections::HashMap;
+use std::collections::BTreeSet;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rand_core::CryptoRngCore;
@@ -64,8 +72,11 @@ const INTRO_BODY_LEN: usize = 4 + 8 + INTRO_ID_LEN + 2 * (KEY_LEN + IV_LEN);
 /// timestamp must fall: generous for unsynchronised peers, short enough that
 /// the replay cache only has to remember a minute of intros.
 pub const DEFAULT_TIMESTAMP_WINDOW: Duration = Duration::from_secs(30);
-/// The default number of intros the replay cache remembers.
-pub const DEFAULT_REPLAY_CAPACITY: usize = 16_384;
+/// The default number of intros the replay cache remembers: 1 000 intros a
+/// second (about what one core can decrypt) for two default windows, so
+/// the cache only fills when the endpoint's rate limit lets more through.
+/// Memory grows with use, to a few megabytes when full.
+pub const DEFAULT_REPLAY_CAPACITY: usize = 65_536;
 
 /// A random intro id: names one intro attempt, echoed in the reply.
 pub type IntroId = [u8; INTRO_ID_LEN];
@@ -390,31 +401,47 @@ impl PendingIntro {
     }
 }
 
-/// Remembers accepted intro ids until their timestamps leave the window, so
-/// a replayed intro is refused. Its memory is bounded: when full of ids that
-/// are all still inside the window it refuses new intros rather than forget
-/// one (forgetting would let that intro be replayed).
+/// Remembers accepted intros until their timestamps leave the window, so a
+/// replayed intro is refused, in bounded memory that an attacker cannot use
+/// to lock honest initiators out.
+///
+/// Intros are kept ordered by timestamp. One whose timestamp has left the
+/// window is forgotten, since the window check alone refuses its replay.
+/// When the cache is over capacity the oldest intro is forgotten too, and
+/// the guard raises a floor to its timestamp: from then on every intro not
+/// newer than the floor is refused, so an evicted intro can never be
+/// replayed, and a full cache never refuses an intro newer than everything
+/// it evicted.
+///
+/// The trade-off: an attacker who can get `capacity` intros accepted within
+/// one window (each costs it an RSA-OAEP encryption with the public key, and
+/// the responder a decryption) keeps the floor near the newest forgotten
+/// timestamp, so while the flood lasts initiators whose clocks run behind
+/// that one are refused as [`AcceptError::StaleTimestamp`]. Size `capacity`
+/// above the number of intros the endpoint's rate limit lets through in two
+/// windows (an intro may be accepted `window` early and is remembered until
+/// `window` after its timestamp), and the floor never rises in practice.
 #[derive(Debug)]
 pub struct ReplayGuard {
     window_ms: u64,
     capacity: usize,
-    /// Accepted ids and the time (ms) after which their timestamp alone refuses them.
-    seen: HashMap<IntroId, u64>,
-    /// The earliest expiry in `seen`, to skip sweeps that would free nothing.
-    earliest_expiry_ms: u64,
+    /// Remembered intros, oldest timestamp (ms since the UNIX epoch) first.
+    /// Keyed by timestamp and id together: a replay repeats both.
+    seen: BTreeSet<(u64, IntroId)>,
+    /// The newest timestamp evicted for lack of room; intros not newer are refused.
+    floor_ms: Option<u64>,
 }
 
 impl ReplayGuard {
     /// A guard accepting timestamps within `window` of now in either
-    /// direction and remembering at most `capacity` intros (memory for them
-    /// is reserved up front).
+    /// direction and remembering at most `capacity` intros.
     #[must_use]
     pub fn new(window: Duration, capacity: usize) -> Self {
         Self {
             window_ms: u64::try_from(window.as_millis()).unwrap_or(u64::MAX),
             capacity,
-            seen: HashMap::with_capacity(capacity),
-            earliest_expiry_ms: u64::MAX,
+            seen: BTreeSet::new(),
+            floor_ms: None,
         }
     }
 
@@ -431,27 +458,34 @@ impl ReplayGuard {
     }
 
     /// Accepts `id` with `timestamp_ms` at `now_ms` once; refuses it if the
-    /// timestamp is outside the window or the id was accepted before.
+    /// timestamp is outside the window or not newer than a forgotten intro,
+    /// or the intro was accepted before.
     fn admit(&mut self, id: IntroId, timestamp_ms: u64, now_ms: u64) -> Result<(), AcceptError> {
         let skew_ms = timestamp_ms.abs_diff(now_ms);
         if skew_ms > self.window_ms {
             return Err(AcceptError::StaleTimestamp { skew_ms });
         }
-        if self.seen.contains_key(&id) {
+        let entry = (timestamp_ms, id);
+        if self.seen.contains(&entry) {
             return Err(AcceptError::Replayed { intro_id: id });
         }
-        if self.seen.len() >= self.capacity && now_ms > self.earliest_expiry_ms {
-            // A replay at `now` of an intro with timestamp `t` fails the
-            // window check once now > t + window, so it can be forgotten.
-            self.seen.retain(|_, expiry| *expiry >= now_ms);
-            self.earliest_expiry_ms = self.seen.values().copied().min().unwrap_or(u64::MAX);
+        if self.floor_ms.is_some_and(|floor| timestamp_ms <= floor) {
+            return Err(AcceptError::StaleTimestamp { skew_ms });
         }
-        if self.seen.len() >= self.capacity {
-            return Err(AcceptError::ReplayCacheFull);
+        // A replay at `now` of an intro with timestamp `t` fails the window
+        // check once now > t + window, so it can be forgotten.
+        while let Some(&(oldest, _)) = self.seen.first()
+            && oldest.saturating_add(self.window_ms) < now_ms
+        {
+            self.seen.pop_first();
         }
-        let expiry = timestamp_ms.saturating_add(self.window_ms);
-        self.earliest_expiry_ms = self.earliest_expiry_ms.min(expiry);
-        self.seen.insert(id, expiry);
+        self.seen.insert(entry);
+        while self.seen.len() > self.capacity {
+            // Possibly the intro just inserted: it is still accepted, and the
+            // floor refuses its replays.
+            let evicted = self.seen.pop_first().map(|(timestamp_ms, _)| timestamp_ms);
+            self.floor_ms = self.floor_ms.max(evicted);
+        }
         Ok(())
     }
 }
@@ -554,6 +588,8 @@ impl Accepted {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use proptest::prelude::*;
     use rand_core::OsRng;
 
@@ -781,19 +817,45 @@ mod tests {
     }
 
     #[test]
-    fn a_full_replay_cache_refuses_until_old_entries_leave_the_window() {
+    fn a_full_replay_cache_evicts_the_oldest_and_refuses_it_and_anything_older() {
         let mut guard = ReplayGuard::new(Duration::from_secs(10), 2);
         let now = 1_000_000;
         guard.admit([1; 16], now, now).unwrap();
         guard.admit([2; 16], now + 1_000, now).unwrap();
+        // Full: a newer intro is still accepted; the oldest is evicted.
+        guard.admit([3; 16], now + 500, now).unwrap();
+        assert_eq!(guard.len(), 2);
+        // The evicted intro's replay is refused, and so is any intro not
+        // newer than it, even though both are inside the window.
+        assert!(matches!(
+            guard.admit([1; 16], now, now),
+            Err(AcceptError::StaleTimestamp { .. })
+        ));
+        assert!(matches!(
+            guard.admit([4; 16], now - 1, now),
+            Err(AcceptError::StaleTimestamp { .. })
+        ));
+        // The intros still remembered are refused as replays.
         assert_eq!(
-            guard.admit([3; 16], now, now),
-            Err(AcceptError::ReplayCacheFull)
+            guard.admit([2; 16], now + 1_000, now),
+            Err(AcceptError::Replayed { intro_id: [2; 16] })
         );
+        assert_eq!(
+            guard.admit([3; 16], now + 500, now),
+            Err(AcceptError::Replayed { intro_id: [3; 16] })
+        );
+    }
+
+    #[test]
+    fn intros_that_left_the_window_are_forgotten_and_their_replays_stay_refused() {
+        let mut guard = ReplayGuard::new(Duration::from_secs(10), 2);
+        let now = 1_000_000;
+        guard.admit([1; 16], now, now).unwrap();
+        guard.admit([2; 16], now + 1_000, now).unwrap();
         // 10.001 s later the first intro's timestamp is out of the window:
-        // it can be forgotten, making room, and a replay of it is still refused.
+        // it is forgotten, making room without raising the floor.
         let later = now + 10_001;
-        guard.admit([3; 16], later, later).unwrap();
+        guard.admit([3; 16], later - 5_000, later).unwrap();
         assert_eq!(guard.len(), 2);
         assert!(matches!(
             guard.admit([1; 16], now, later),
@@ -803,6 +865,72 @@ mod tests {
             guard.admit([2; 16], now + 1_000, later),
             Err(AcceptError::Replayed { intro_id: [2; 16] })
         );
+    }
+
+    /// `count` distinct intro ids from an attacker.
+    fn flood_ids(count: u32) -> impl Iterator<Item = IntroId> {
+        (0..count).map(|i| {
+            let mut id = [0xaa; 16];
+            id[..4].copy_from_slice(&i.to_be_bytes());
+            id
+        })
+    }
+
+    #[test]
+    fn a_flood_of_current_intros_does_not_lock_out_initiators_whose_clocks_move_on() {
+        let mut guard = ReplayGuard::new(Duration::from_secs(30), 64);
+        let now = 1_000_000;
+        // Once the cache is full the flood's own later intros are refused.
+        let admitted = flood_ids(1_000)
+            .filter(|id| guard.admit(*id, now, now).is_ok())
+            .count();
+        assert_eq!(admitted, 65);
+        assert_eq!(guard.len(), 64);
+        for step in 1..=10 {
+            guard.admit([step; 16], now + u64::from(step), now).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_flood_from_the_future_locks_out_only_until_the_clock_passes_it() {
+        let mut guard = ReplayGuard::new(Duration::from_secs(30), 64);
+        let now = 1_000_000;
+        let edge = now + 30_000;
+        // The first 65 fill the cache and raise the floor to `edge`; the
+        // rest are refused.
+        let admitted = flood_ids(1_000)
+            .filter(|id| guard.admit(*id, edge, now).is_ok())
+            .count();
+        assert_eq!(admitted, 65);
+        assert!(matches!(
+            guard.admit([1; 16], now, now),
+            Err(AcceptError::StaleTimestamp { .. })
+        ));
+        guard.admit([1; 16], edge + 1, edge + 1).unwrap();
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn the_replay_guard_stays_bounded_and_never_admits_an_intro_twice(
+            capacity in 0usize..8,
+            intros in proptest::collection::vec((0u8..12, 0u64..40, 0u64..60), 1..80),
+        ) {
+            // Timestamps and clock readings in seconds, window 10 s; ids
+            // drawn from a small set so replays are frequent.
+            let mut guard = ReplayGuard::new(Duration::from_secs(10), capacity);
+            let mut admitted = HashSet::new();
+            let mut now_s = 0;
+            for (id, timestamp_s, advance_s) in intros {
+                now_s += advance_s % 3;
+                let intro = ([id; 16], timestamp_s * 1_000);
+                if guard.admit(intro.0, intro.1, now_s * 1_000).is_ok() {
+                    prop_assert!(admitted.insert(intro), "{intro:?} admitted twice");
+                }
+                prop_assert!(guard.len() <= capacity);
+            }
+        }
     }
 
     #[test]
