@@ -28,6 +28,13 @@ use crate::transmit::{Sent, Transmit};
 /// owns the socket, and the scratch space for a batch is part of it.
 pub struct UdpSocket {
     io: TokioUdp,
+    engine: Engine,
+    max_datagram_size: usize,
+}
+
+/// The backend and what it needs to fall back, apart from the tokio socket
+/// so that both can be borrowed inside `try_io`.
+struct Engine {
     state: State,
     counters: Arc<Counters>,
     caps: Capabilities,
@@ -35,15 +42,14 @@ pub struct UdpSocket {
     v6: bool,
     /// `UDP_GRO` is on for this socket: receive slots must hold 64 KiB.
     gro: bool,
-    max_datagram_size: usize,
 }
 
 impl std::fmt::Debug for UdpSocket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UdpSocket")
             .field("local_addr", &self.io.local_addr().ok())
-            .field("backend", &self.state.kind())
-            .field("gro", &self.gro)
+            .field("backend", &self.engine.state.kind())
+            .field("gro", &self.engine.gro)
             .finish_non_exhaustive()
     }
 }
@@ -91,12 +97,14 @@ impl UdpSocket {
         let io = TokioUdp::from_std(socket.into())?;
         Ok(Self {
             io,
-            state,
-            counters,
-            caps,
-            batch,
-            v6,
-            gro,
+            engine: Engine {
+                state,
+                counters,
+                caps,
+                batch,
+                v6,
+                gro,
+            },
             max_datagram_size: config.max_datagram_size.max(1),
         })
     }
@@ -108,45 +116,45 @@ impl UdpSocket {
 
     /// The backend in use now (it changes only by falling back).
     pub fn backend(&self) -> Backend {
-        self.state.kind()
+        self.engine.state.kind()
     }
 
     /// What the kernel offered at start-up.
     pub fn capabilities(&self) -> Capabilities {
-        self.caps
+        self.engine.caps
     }
 
     /// The most segments a [`Transmit`] should carry for one super-datagram
     /// now: the GSO limit, or 1 without GSO. Larger transmits still work:
     /// they are cut into several messages.
     pub fn max_transmit_segments(&self) -> usize {
-        self.state.max_segments()
+        self.engine.state.max_segments()
     }
 
     /// Whether `UDP_GRO` is on (receive slots must then be [`GRO_SLOT_LEN`] bytes).
     pub fn gro_enabled(&self) -> bool {
-        self.gro
+        self.engine.gro
     }
 
     /// Receive buffers sized for this socket: one slot per batch message, each
     /// [`GRO_SLOT_LEN`] bytes with GRO, else the configured datagram size.
     pub fn new_recv_buffers(&self) -> RecvBuffers {
-        let slot = if self.gro {
+        let slot = if self.engine.gro {
             GRO_SLOT_LEN
         } else {
             self.max_datagram_size
         };
-        RecvBuffers::new(self.batch, slot)
+        RecvBuffers::new(self.engine.batch, slot)
     }
 
     /// The counters now.
     pub fn counters(&self) -> CounterSnapshot {
-        self.counters.snapshot()
+        self.engine.counters.snapshot()
     }
 
     /// A handle to read the counters from elsewhere.
     pub fn counters_handle(&self) -> CountersHandle {
-        CountersHandle(Arc::clone(&self.counters))
+        CountersHandle(Arc::clone(&self.engine.counters))
     }
 
     /// Sends as much of the batch as the socket takes now, without waiting.
@@ -172,32 +180,24 @@ impl UdpSocket {
             ));
         }
         let mut cursor = Cursor::default();
-        let Self {
-            io,
-            state,
-            counters,
-            caps,
-            batch,
-            v6,
-            gro,
-            ..
-        } = self;
+        let Self { io, engine, .. } = self;
         let result = io.try_io(Interest::WRITABLE, || {
             loop {
-                match state.send(io, transmits, &mut cursor, counters) {
+                match engine
+                    .state
+                    .send(io, transmits, &mut cursor, &engine.counters)
+                {
                     Ok(()) => return Ok(()),
                     // What went out is reported; a lasting error shows again on the next call.
                     Err(Stop::WouldBlock | Stop::Failed(_)) if !cursor.at_start() => return Ok(()),
                     Err(Stop::WouldBlock) => return Err(io::ErrorKind::WouldBlock.into()),
                     Err(Stop::Failed(e)) => return Err(e),
-                    Err(Stop::Refused(e) | Stop::GsoRefused(e)) => {
-                        fall_back(io, state, counters, caps, *batch, *v6, gro, &e)?;
-                    }
+                    Err(Stop::Refused(e) | Stop::GsoRefused(e)) => engine.fall_back(io, &e)?,
                 }
             }
         });
         if !cursor.at_start() {
-            bump(&counters.send_batches, 1);
+            bump(&engine.counters.send_batches, 1);
         }
         result.map(|()| cursor.sent(transmits))
     }
@@ -253,31 +253,20 @@ impl UdpSocket {
     /// [`RecvBuffers::messages`] and [`RecvBuffers::datagrams`] until the next receive.
     pub fn try_recv(&mut self, bufs: &mut RecvBuffers) -> io::Result<usize> {
         bufs.set_filled(0);
-        if self.gro && bufs.slot_len() < GRO_SLOT_LEN {
+        if self.engine.gro && bufs.slot_len() < GRO_SLOT_LEN {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "GRO is on: receive slots must be at least GRO_SLOT_LEN bytes",
             ));
         }
-        let Self {
-            io,
-            state,
-            counters,
-            caps,
-            batch,
-            v6,
-            gro,
-            ..
-        } = self;
+        let Self { io, engine, .. } = self;
         io.try_io(Interest::READABLE, || {
             loop {
-                match state.recv(io, bufs, counters) {
+                match engine.state.recv(io, bufs, &engine.counters) {
                     Ok(n) => return Ok(n),
                     Err(Stop::WouldBlock) => return Err(io::ErrorKind::WouldBlock.into()),
                     Err(Stop::Failed(e)) => return Err(e),
-                    Err(Stop::Refused(e) | Stop::GsoRefused(e)) => {
-                        fall_back(io, state, counters, caps, *batch, *v6, gro, &e)?;
-                    }
+                    Err(Stop::Refused(e) | Stop::GsoRefused(e)) => engine.fall_back(io, &e)?,
                 }
             }
         })
@@ -306,7 +295,7 @@ impl UdpSocket {
     /// Test hook: the kernel refuses the next GSO message with `EIO`.
     #[cfg(test)]
     pub(crate) fn inject_gso_refusal(&mut self) {
-        match &mut self.state {
+        match &mut self.engine.state {
             #[cfg(target_os = "linux")]
             State::Offload(b) => b.scratch.fail_next_gso = true,
             #[cfg(target_os = "linux")]
@@ -318,7 +307,7 @@ impl UdpSocket {
     /// Test hook: the socket buffer fills after `messages` more messages (Mmsg, Offload).
     #[cfg(test)]
     pub(crate) fn inject_full_buffer_after(&mut self, messages: usize) {
-        match &mut self.state {
+        match &mut self.engine.state {
             #[cfg(target_os = "linux")]
             State::Mmsg(b) => b.scratch.would_block_after = Some(messages),
             #[cfg(target_os = "linux")]
@@ -331,7 +320,7 @@ impl UdpSocket {
     #[cfg(test)]
     pub(crate) fn inject_ring_refusal(&mut self) {
         #[cfg(target_os = "linux")]
-        if let State::IoUring(b) = &mut self.state {
+        if let State::IoUring(b) = &mut self.engine.state {
             b.fail_next_enter = true;
         }
     }
@@ -341,7 +330,7 @@ impl UdpSocket {
     #[cfg(test)]
     pub(crate) fn inject_ring_failure_in_flight(&mut self) {
         #[cfg(target_os = "linux")]
-        if let State::IoUring(b) = &mut self.state {
+        if let State::IoUring(b) = &mut self.engine.state {
             b.fail_next_wait = true;
         }
     }
@@ -356,41 +345,34 @@ fn lower(backend: Backend) -> Backend {
     }
 }
 
-/// Replaces a refused backend with the next one the kernel supports (dropping
-/// the old one, io_uring ring included) and turns GRO off if the new one
-/// cannot read its stride.
-#[allow(clippy::too_many_arguments)]
-fn fall_back(
-    io: &TokioUdp,
-    state: &mut State,
-    counters: &Counters,
-    caps: &Capabilities,
-    batch: usize,
-    v6: bool,
-    gro: &mut bool,
-    why: &io::Error,
-) -> io::Result<()> {
-    let from = state.kind();
-    if from == Backend::Portable {
-        return Err(io::Error::new(
-            why.kind(),
-            format!("portable backend refused: {why}"),
-        ));
-    }
-    let mut to = caps.at_most(lower(from));
-    *state = loop {
-        match State::new(to, batch, v6, caps.max_gso_segments) {
-            Ok(s) => break s,
-            Err(_) if to != Backend::Portable => to = caps.at_most(lower(to)),
-            Err(e) => return Err(e),
+impl Engine {
+    /// Replaces a refused backend with the next one the kernel supports
+    /// (dropping the old one, io_uring ring included) and turns GRO off if
+    /// the new one cannot read its stride.
+    fn fall_back(&mut self, io: &TokioUdp, why: &io::Error) -> io::Result<()> {
+        let from = self.state.kind();
+        if from == Backend::Portable {
+            return Err(io::Error::new(
+                why.kind(),
+                format!("portable backend refused: {why}"),
+            ));
         }
-    };
-    tracing::warn!(error = %why, %from, %to, "sockio: backend refused at run time; falling back");
-    bump(&counters.fallbacks, 1);
-    if *gro && !state.reads_gro_stride() {
-        *gro = !set_gro(&socket2::SockRef::from(io), false);
+        let caps = self.caps;
+        let mut to = caps.at_most(lower(from));
+        self.state = loop {
+            match State::new(to, self.batch, self.v6, caps.max_gso_segments) {
+                Ok(s) => break s,
+                Err(_) if to != Backend::Portable => to = caps.at_most(lower(to)),
+                Err(e) => return Err(e),
+            }
+        };
+        tracing::warn!(error = %why, %from, %to, "sockio: backend refused at run time; falling back");
+        bump(&self.counters.fallbacks, 1);
+        if self.gro && !self.state.reads_gro_stride() {
+            self.gro = !set_gro(&socket2::SockRef::from(io), false);
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Creates, configures and binds the socket (non-blocking, for tokio).
