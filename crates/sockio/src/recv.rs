@@ -108,6 +108,14 @@ impl RecvBuffers {
         &mut self.data[start..start + self.slot_len]
     }
 
+    /// Every slot, as disjoint mutable slices taken from one borrow of the
+    /// storage: pointers the kernel is handed for a batch stay valid together
+    /// (taking each slot with its own `slot_mut` would reborrow the whole
+    /// storage each time and invalidate the pointers taken before).
+    pub(crate) fn slots_mut(&mut self) -> impl Iterator<Item = &mut [u8]> + '_ {
+        self.data.chunks_exact_mut(self.slot_len)
+    }
+
     /// Records what arrived in slot `index`.
     pub(crate) fn set_meta(&mut self, index: usize, meta: RecvMeta) {
         self.meta[index] = meta;
@@ -122,6 +130,33 @@ impl RecvBuffers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pointers_to_every_slot_of_a_batch_stay_writable_together() {
+        // As the kernel does: take every slot's pointer first, write through
+        // them all afterwards (run under Miri, this checks they stay valid).
+        let mut bufs = RecvBuffers::new(3, 4);
+        let ptrs: Vec<*mut u8> = bufs.slots_mut().map(|s| s.as_mut_ptr()).collect();
+        for (i, p) in ptrs.into_iter().enumerate() {
+            // SAFETY: each pointer starts a live 4-byte slot of `bufs`, which
+            // is not otherwise borrowed until the writes are done.
+            unsafe { p.write_bytes(i as u8 + 1, 4) };
+        }
+        let source = SocketAddr::from(([127, 0, 0, 1], 5));
+        for i in 0..3 {
+            bufs.set_meta(
+                i,
+                RecvMeta {
+                    source,
+                    len: 4,
+                    stride: 4,
+                },
+            );
+        }
+        bufs.set_filled(3);
+        let got: Vec<&[u8]> = bufs.messages().map(|(_, d)| d).collect();
+        assert_eq!(got, [[1u8; 4], [2; 4], [3; 4]]);
+    }
 
     #[test]
     fn datagrams_split_a_gro_message_by_its_stride_with_a_short_tail() {

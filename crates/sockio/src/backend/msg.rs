@@ -483,8 +483,8 @@ pub(crate) fn recv_batch(
     counters: &Counters,
 ) -> Result<usize, Stop> {
     let n = bufs.slots().min(scratch.capacity());
-    for i in 0..n {
-        scratch.fill_recv(i, bufs.slot_mut(i));
+    for (i, slot) in bufs.slots_mut().take(n).enumerate() {
+        scratch.fill_recv(i, slot);
     }
     let k = loop {
         bump(&counters.recv_syscalls, 1);

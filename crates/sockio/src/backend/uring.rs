@@ -328,8 +328,8 @@ impl Uring {
             .min(self.scratch.capacity())
             .min(self.recv_window);
         loop {
-            for i in 0..n {
-                self.scratch.fill_recv(i, bufs.slot_mut(i));
+            for (i, slot) in bufs.slots_mut().take(n).enumerate() {
+                self.scratch.fill_recv(i, slot);
             }
             self.run(fd, n, true, &counters.recv_syscalls)?;
             let ok = self.results[..n].iter().take_while(|r| **r >= 0).count();
