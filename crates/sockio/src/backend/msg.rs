@@ -173,7 +173,7 @@ impl MsgScratch {
     /// Reads what the kernel wrote into header `i` after it received `len` bytes.
     pub(crate) fn parse_recv(&self, i: usize, len: usize, counters: &Counters) -> RecvMeta {
         let msg = &self.hdrs[i].msg_hdr;
-        let source = decode_addr(&self.addrs[i]).unwrap_or(RecvMeta::EMPTY.source);
+        let source = decode_addr(&self.addrs[i], msg.msg_namelen).unwrap_or(RecvMeta::EMPTY.source);
         let mut stride = len;
         if msg.msg_flags & libc::MSG_TRUNC != 0 {
             bump(&counters.recv_truncated, 1);
@@ -267,10 +267,17 @@ fn encode_addr(
     }
 }
 
-/// Reads a C socket address the kernel wrote; `None` for families other than IP.
-fn decode_addr(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
+/// Reads the C socket address of `len` bytes the kernel wrote; `None` for
+/// families other than IP or a length too short for the family (the rest of
+/// the storage may still hold an address from an earlier message).
+fn decode_addr(storage: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
+    let len = len as usize;
+    let family_len = size_of_val(&storage.ss_family);
+    if len < family_len {
+        return None;
+    }
     match libc::c_int::from(storage.ss_family) {
-        libc::AF_INET => {
+        libc::AF_INET if len >= size_of::<libc::sockaddr_in>() => {
             // SAFETY: the family says the storage holds a sockaddr_in, and
             // sockaddr_storage is large enough and aligned for it.
             let sin = unsafe { &*(&raw const *storage).cast::<libc::sockaddr_in>() };
@@ -279,7 +286,7 @@ fn decode_addr(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
                 u16::from_be(sin.sin_port),
             )))
         }
-        libc::AF_INET6 => {
+        libc::AF_INET6 if len >= size_of::<libc::sockaddr_in6>() => {
             // SAFETY: as above, for sockaddr_in6.
             let sin6 = unsafe { &*(&raw const *storage).cast::<libc::sockaddr_in6>() };
             Some(SocketAddr::V6(SocketAddrV6::new(
@@ -557,15 +564,27 @@ mod tests {
         let mut storage = unsafe { std::mem::zeroed() };
         for addr in ["127.0.0.1:4433", "[::1]:9", "[fe80::1%3]:80"] {
             let addr: SocketAddr = addr.parse().expect("address");
-            encode_addr(addr, addr.is_ipv6(), &mut storage);
-            assert_eq!(decode_addr(&storage), Some(addr));
+            let len = encode_addr(addr, addr.is_ipv6(), &mut storage);
+            assert_eq!(decode_addr(&storage, len), Some(addr));
         }
         let v4: SocketAddr = "10.0.0.1:53".parse().expect("address");
-        encode_addr(v4, true, &mut storage);
+        let len = encode_addr(v4, true, &mut storage);
         assert_eq!(
-            decode_addr(&storage),
+            decode_addr(&storage, len),
             Some("[::ffff:10.0.0.1]:53".parse().expect("address"))
         );
+    }
+
+    #[test]
+    fn a_short_or_foreign_sender_address_is_no_address() {
+        let mut storage = unsafe { std::mem::zeroed() };
+        let v6: SocketAddr = "[::1]:9".parse().expect("address");
+        let len = encode_addr(v6, true, &mut storage);
+        // A stale IPv6 address in the storage is not read past a short length.
+        assert_eq!(decode_addr(&storage, 0), None);
+        assert_eq!(decode_addr(&storage, len - 1), None);
+        storage.ss_family = libc::AF_UNIX as libc::sa_family_t;
+        assert_eq!(decode_addr(&storage, len), None);
     }
 
     #[test]
