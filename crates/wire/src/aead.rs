@@ -116,6 +116,7 @@ impl PacketKey {
     /// The exclusive OR of the padded packet number and the IV forms the AEAD
     /// nonce."
     #[must_use]
+    #[inline]
     pub fn nonce(&self, packet_number: u64) -> [u8; IV_LEN] {
         let mut nonce = self.iv;
         for (n, p) in nonce[IV_LEN - 8..]
@@ -133,6 +134,7 @@ impl PacketKey {
     /// Refuses packet numbers at or past [`PACKET_LIMIT`]. The caller must
     /// never seal two packets with the same number under one key;
     /// [`crate::PacketSealer`] guarantees it by owning the counter.
+    #[inline]
     pub fn seal_in_place(
         &self,
         packet_number: u64,
@@ -166,6 +168,7 @@ impl PacketKey {
     /// Checks `tag` over `aad` and `payload` and decrypts `payload` in place.
     ///
     /// On failure the contents of `payload` are unspecified and must not be used.
+    #[inline]
     pub fn open_in_place(
         &self,
         packet_number: u64,

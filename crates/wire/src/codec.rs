@@ -171,6 +171,7 @@ fn body_error(ty: FrameType, error: postcard::Error) -> DecodeError {
 
 /// Writes `value` with postcard into `dst`, which the caller sized with the
 /// predicted length.
+#[inline]
 fn put<T: Serialize>(value: &T, dst: &mut [u8]) -> Result<usize, EncodeError> {
     let available = dst.len();
     postcard::to_slice(value, dst)
@@ -184,6 +185,7 @@ fn put<T: Serialize>(value: &T, dst: &mut [u8]) -> Result<usize, EncodeError> {
 impl<'a> Frame<'a> {
     /// The exact number of bytes [`Frame::encode`] writes for this frame.
     #[must_use]
+    #[inline]
     pub fn encoded_len(&self) -> usize {
         1 + match self {
             Self::Padding(padding) => return padding.len,
@@ -198,6 +200,7 @@ impl<'a> Frame<'a> {
     }
 
     /// Refuses frames the wire format cannot carry.
+    #[inline]
     fn validate(&self) -> Result<(), EncodeError> {
         match self {
             Self::Padding(Padding { len: 0 }) => return Err(EncodeError::EmptyPadding),
@@ -233,6 +236,7 @@ impl<'a> Frame<'a> {
 
     /// Encodes the frame at the start of `buf`, returning the bytes written
     /// (always [`Frame::encoded_len`]). On error nothing useful was written.
+    #[inline]
     pub fn encode(&self, buf: &mut [u8]) -> Result<usize, EncodeError> {
         self.validate()?;
         let len = self.encoded_len();

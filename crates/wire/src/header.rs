@@ -92,6 +92,7 @@ impl Header {
 
     /// The number of bytes [`Header::emit`] writes.
     #[must_use]
+    #[inline]
     pub const fn len(&self) -> usize {
         match self.packet_number() {
             None => 1,
@@ -106,6 +107,7 @@ impl Header {
     }
 
     /// Writes the header at the start of `buf`, returning its length.
+    #[inline]
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, EncodeError> {
         let len = self.len();
         let available = buf.len();

@@ -8,6 +8,11 @@
 //! other direction's key; it does not track which numbers it has seen (the
 //! replay window lives in tern-reliability) but refuses any packet whose
 //! header, ciphertext or tag was altered.
+//!
+//! The per-packet path (start, push, encode, finish, seal) is `#[inline]`:
+//! the workspace builds without LTO, and inlined into the caller's crate the
+//! frame's checks and size prediction fold away (packet creation at 1364
+//! bytes went from ~1.35x to ~1.2x of a raw ring seal in `level0_wire`).
 
 use crate::aead::{PACKET_LIMIT, PacketKey, TAG_LEN};
 use crate::codec::Frames;
@@ -47,6 +52,7 @@ impl PacketSealer {
 
     /// Starts a data packet in `buf`, which should be exactly as long as the
     /// largest datagram the path allows (the packet may end up shorter).
+    #[inline]
     pub fn start<'s, 'b>(
         &'s mut self,
         buf: &'b mut [u8],
@@ -55,6 +61,7 @@ impl PacketSealer {
     }
 
     /// Starts a packet whose header `make_header` builds from the packet number.
+    #[inline]
     pub(crate) fn start_with<'s, 'b>(
         &'s mut self,
         make_header: fn(u64) -> Header,
@@ -117,6 +124,7 @@ impl PacketBuilder<'_, '_> {
     }
 
     /// Appends a frame; if it does not fit, nothing is appended.
+    #[inline]
     pub fn push(&mut self, frame: &Frame<'_>) -> Result<(), EncodeError> {
         let limit = self.buf.len() - TAG_LEN;
         let written = frame.encode(&mut self.buf[self.end..limit])?;
@@ -153,6 +161,7 @@ impl PacketBuilder<'_, '_> {
 
     /// Seals the packet in place and returns its length: the datagram is
     /// `buf[..len]`. Consumes the packet number only on success.
+    #[inline]
     pub fn finish(self) -> Result<usize, SealError> {
         let packet_number = self.sealer.next_packet_number;
         let (header, rest) = self.buf.split_at_mut(self.header_len);
