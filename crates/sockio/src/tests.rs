@@ -431,6 +431,40 @@ async fn a_ring_failing_with_receives_in_flight_keeps_what_arrived_and_falls_bac
 
 #[cfg(target_os = "linux")]
 #[tokio::test]
+async fn a_reply_sent_after_a_drained_receive_arrives_and_nothing_is_lost() {
+    let mut rx = bind(Backend::IoUring, v4());
+    let mut tx = bind(Backend::Offload, v4());
+    let started_on_ring = rx.backend() == Backend::IoUring;
+    let (to_rx, to_tx) = (
+        rx.local_addr().expect("address"),
+        tx.local_addr().expect("address"),
+    );
+    let datagrams: Vec<Vec<u8>> = (0..30).map(|i| payload(i, 900)).collect();
+    let batch: Vec<Transmit<'_>> = datagrams.iter().map(|d| Transmit::new(to_rx, d)).collect();
+    tx.send_all(&batch).await.expect("send");
+    rx.inject_ring_failure_in_flight();
+    let mut bufs = rx.new_recv_buffers();
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    tokio::time::timeout(WAIT, rx.recv(&mut bufs))
+        .await
+        .expect("first receive in time")
+        .expect("receive");
+    got.extend(bufs.datagrams().map(|(_, d)| d.to_vec()));
+    let reply = payload(99, 100);
+    rx.send_all(&[Transmit::new(to_tx, &reply)])
+        .await
+        .expect("reply");
+    if started_on_ring {
+        assert_eq!(rx.backend(), rx.capabilities().at_most(Backend::Offload));
+    }
+    let mut tx_bufs = tx.new_recv_buffers();
+    assert_eq!(collect(&mut tx, &mut tx_bufs, 1).await, [reply]);
+    got.extend(collect(&mut rx, &mut bufs, 30 - got.len()).await);
+    assert_eq!(sorted(got), sorted(datagrams));
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
 async fn a_full_socket_mid_batch_reports_progress_and_the_caller_resumes_exactly() {
     // Mmsg sends a segmented transmit one datagram per message, so it can stop
     // inside it; Offload sends it as one message, so it stops between transmits.

@@ -240,6 +240,11 @@ impl Uring {
         cursor: &mut Cursor,
         counters: &Counters,
     ) -> Result<(), Stop> {
+        // A drained ring may still hold entries it never submitted, pointing
+        // at buffers of an earlier call: it must never be entered again.
+        if let Some(e) = self.broken.take() {
+            return Err(Stop::Refused(e));
+        }
         let fd = io.as_raw_fd();
         loop {
             let n = self
