@@ -1,5 +1,7 @@
 //! Ceilings: the same syscall patterns as the sockio backends, written
-//! directly against libc on blocking sockets, with nothing in between.
+//! directly against libc, with nothing in between. Senders block; receivers
+//! read without waiting while datagrams are queued and wait in `poll` only
+//! when the queue is empty, as Tern's receivers do through the reactor.
 //!
 //! - `sendto`: one `sendto` per datagram into one `recvfrom` per datagram.
 //! - `mmsg`: `sendmmsg` of the batch into `recvmmsg` of up to 64.
@@ -56,9 +58,6 @@ fn socket(send_buf: usize, recv_buf: usize) -> io::Result<UdpSocket> {
             )?;
         }
     }
-    // A receive that finds nothing for this long returns EAGAIN: how the
-    // receiver notices the end of a run.
-    socket.set_read_timeout(Some(IDLE))?;
     socket.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())?;
     Ok(socket.into())
 }
@@ -293,7 +292,7 @@ fn receive(
                         fd,
                         data.as_mut_ptr().cast(),
                         slot,
-                        0,
+                        libc::MSG_DONTWAIT,
                         ptr::null_mut(),
                         ptr::null_mut(),
                     )
@@ -318,7 +317,7 @@ fn receive(
                         fd,
                         hdrs.as_mut_ptr(),
                         slots as libc::c_uint,
-                        libc::MSG_WAITFORONE,
+                        libc::MSG_DONTWAIT,
                         ptr::null_mut(),
                     )
                 };
@@ -340,8 +339,8 @@ fn receive(
         let e = io::Error::last_os_error();
         match e.kind() {
             io::ErrorKind::Interrupted => {}
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
-                if receiver_done(done, start) {
+            io::ErrorKind::WouldBlock => {
+                if !readable_within(fd, IDLE) && receiver_done(done, start) {
                     break;
                 }
             }
@@ -349,6 +348,21 @@ fn receive(
         }
     }
     Ok((datagrams, bytes, last - start))
+}
+
+/// Waits until `fd` has something to read or `timeout` passes; whether it has.
+///
+/// Receivers read without waiting while data is queued and only wait here
+/// when the queue is empty, as Tern's receivers do through the reactor.
+fn readable_within(fd: RawFd, timeout: Duration) -> bool {
+    let mut pollfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: one valid pollfd, live for the call.
+    unsafe { libc::poll(&mut pollfd, 1, ms) > 0 }
 }
 
 /// The GRO segment size the kernel attached to a received message.
