@@ -439,31 +439,60 @@ pub(crate) fn send_batch(
         bump(&counters.send_syscalls, 1);
         match send_call(fd, scratch, n) {
             Ok(0) => return Err(Stop::WouldBlock),
-            Ok(k) => {
-                count_sent(scratch, k, counters);
-                *cursor = scratch.ends[k - 1];
-            }
-            Err(e) => match classify_send(e, scratch.gso[0]) {
-                SendErrno::Retry => {}
-                SendErrno::WouldBlock => return Err(Stop::WouldBlock),
-                SendErrno::Skip => {
-                    tracing::debug!(
-                        errno = e,
-                        "sockio: datagram refused for its destination, skipped"
-                    );
-                    bump(&counters.send_errors, 1);
-                    *cursor = scratch.ends[0];
-                }
-                SendErrno::GsoRefused => {
-                    return Err(Stop::GsoRefused(io::Error::from_raw_os_error(e)));
-                }
-                SendErrno::Unsupported => {
-                    return Err(Stop::Refused(io::Error::from_raw_os_error(e)));
-                }
-                SendErrno::Fail => return Err(Stop::Failed(io::Error::from_raw_os_error(e))),
-            },
+            Ok(k) => settle_sends(scratch, k, None, cursor, counters)?,
+            Err(e) => settle_sends(scratch, 0, Some(e), cursor, counters)?,
         }
     }
+}
+
+/// Settles planned messages after the first `ok` went out and, with
+/// `failed`, message `ok` was refused with that `errno`: counts what went
+/// out, moves the cursor past it (and past a message skipped for its
+/// destination alone), and says whether to plan on (`Ok`) or stop.
+pub(crate) fn settle_sends(
+    scratch: &MsgScratch,
+    ok: usize,
+    failed: Option<i32>,
+    cursor: &mut Cursor,
+    counters: &Counters,
+) -> Result<(), Stop> {
+    if ok > 0 {
+        count_sent(scratch, ok, counters);
+        *cursor = scratch.ends[ok - 1];
+    }
+    let Some(errno) = failed else {
+        return Ok(());
+    };
+    let error = || io::Error::from_raw_os_error(errno);
+    match classify_send(errno, scratch.gso[ok]) {
+        SendErrno::Retry => Ok(()),
+        SendErrno::WouldBlock => Err(Stop::WouldBlock),
+        SendErrno::Skip => {
+            tracing::debug!(
+                errno,
+                "sockio: datagram refused for its destination, skipped"
+            );
+            bump(&counters.send_errors, 1);
+            *cursor = scratch.ends[ok];
+            Ok(())
+        }
+        SendErrno::GsoRefused => Err(Stop::GsoRefused(error())),
+        SendErrno::Unsupported => Err(Stop::Refused(error())),
+        SendErrno::Fail => Err(Stop::Failed(error())),
+    }
+}
+
+/// Stops using GSO on a socket after the kernel refused it (`max_segments`
+/// becomes 1, a fallback is counted); false if GSO was already off, when the
+/// refusal must go to the socket instead.
+pub(crate) fn give_up_gso(max_segments: &mut usize, why: &io::Error, counters: &Counters) -> bool {
+    if *max_segments <= 1 {
+        return false;
+    }
+    tracing::warn!(error = %why, "sockio: kernel refused UDP GSO; sending plain datagrams on this socket");
+    *max_segments = 1;
+    bump(&counters.fallbacks, 1);
+    true
 }
 
 /// What an `errno` from a receive means.

@@ -19,7 +19,7 @@ use tokio::net::UdpSocket as TokioUdp;
 
 use crate::backend::Stop;
 use crate::backend::msg::{self, MsgScratch};
-use crate::counters::{Counters, bump};
+use crate::counters::Counters;
 use crate::cursor::Cursor;
 use crate::recv::RecvBuffers;
 use crate::transmit::Transmit;
@@ -58,11 +58,8 @@ impl Offload {
                 self.max_segments,
                 counters,
             ) {
-                Err(Stop::GsoRefused(e)) if self.max_segments > 1 => {
-                    tracing::warn!(error = %e, "sockio: kernel refused UDP GSO; sending plain datagrams on this socket");
-                    self.max_segments = 1;
-                    bump(&counters.fallbacks, 1);
-                }
+                Err(Stop::GsoRefused(e))
+                    if msg::give_up_gso(&mut self.max_segments, &e, counters) => {}
                 other => return other,
             }
         }

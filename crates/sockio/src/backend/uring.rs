@@ -36,7 +36,7 @@ use io_uring::{IoUring, opcode, squeue, types};
 use tokio::net::UdpSocket as TokioUdp;
 
 use crate::backend::Stop;
-use crate::backend::msg::{self, MsgScratch, SendErrno};
+use crate::backend::msg::{self, MsgScratch};
 use crate::config::MAX_UDP_PAYLOAD;
 use crate::counters::{Counters, bump};
 use crate::cursor::Cursor;
@@ -240,12 +240,29 @@ impl Uring {
         cursor: &mut Cursor,
         counters: &Counters,
     ) -> Result<(), Stop> {
+        loop {
+            match self.send_batch(io.as_raw_fd(), transmits, cursor, counters) {
+                Err(Stop::GsoRefused(e))
+                    if msg::give_up_gso(&mut self.max_segments, &e, counters) => {}
+                other => return other,
+            }
+        }
+    }
+
+    /// Sends the batch from `cursor` on, one chain of operations per
+    /// `io_uring_enter`, as [`msg::send_batch`] does with `sendmmsg`.
+    fn send_batch(
+        &mut self,
+        fd: RawFd,
+        transmits: &[Transmit<'_>],
+        cursor: &mut Cursor,
+        counters: &Counters,
+    ) -> Result<(), Stop> {
         // A drained ring may still hold entries it never submitted, pointing
         // at buffers of an earlier call: it must never be entered again.
         if let Some(e) = self.broken.take() {
             return Err(Stop::Refused(e));
         }
-        let fd = io.as_raw_fd();
         loop {
             let n = self
                 .scratch
@@ -261,37 +278,12 @@ impl Uring {
                 self.run(fd, n, false, &counters.send_syscalls)?;
                 self.results[..n].iter().take_while(|r| **r >= 0).count()
             };
-            if ok > 0 {
-                msg::count_sent(&self.scratch, ok, counters);
-                *cursor = self.scratch.ends[ok - 1];
-            }
             if let Some(e) = self.broken.take() {
+                msg::settle_sends(&self.scratch, ok, None, cursor, counters)?;
                 return Err(Stop::Refused(e));
             }
-            if ok == n {
-                continue;
-            }
-            let errno = -self.results[ok];
-            match msg::classify_send(errno, self.scratch.gso[ok]) {
-                SendErrno::Retry => {}
-                SendErrno::WouldBlock => return Err(Stop::WouldBlock),
-                SendErrno::Skip => {
-                    bump(&counters.send_errors, 1);
-                    *cursor = self.scratch.ends[ok];
-                }
-                SendErrno::GsoRefused if self.max_segments > 1 => {
-                    tracing::warn!(
-                        errno,
-                        "sockio: kernel refused UDP GSO; sending plain datagrams on this socket"
-                    );
-                    self.max_segments = 1;
-                    bump(&counters.fallbacks, 1);
-                }
-                SendErrno::GsoRefused | SendErrno::Unsupported => {
-                    return Err(Stop::Refused(io::Error::from_raw_os_error(errno)));
-                }
-                SendErrno::Fail => return Err(Stop::Failed(io::Error::from_raw_os_error(errno))),
-            }
+            let failed = (ok < n).then(|| -self.results[ok]);
+            msg::settle_sends(&self.scratch, ok, failed, cursor, counters)?;
         }
     }
 
