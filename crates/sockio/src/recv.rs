@@ -12,7 +12,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 pub struct RecvMeta {
     /// Who sent it.
     pub source: SocketAddr,
-    /// Bytes in the slot.
+    /// Bytes in the slot. A datagram longer than the slot is cut to it
+    /// (and counted in `recv_truncated` where the backend can tell).
     pub len: usize,
     /// Size of each datagram in the slot but the last (the GRO segment size).
     pub stride: usize,

@@ -267,6 +267,28 @@ async fn a_closed_port_inside_a_batch_does_not_stall_the_rest(backend: Backend) 
     assert_eq!(tx.counters().send_errors, refused);
 }
 
+async fn a_datagram_larger_than_its_slot_arrives_cut_to_the_slot(backend: Backend) {
+    let small = SocketConfig {
+        gro: false,
+        max_datagram_size: 100,
+        ..config(backend)
+    };
+    let mut rx = UdpSocket::bind(v4(), small).expect("bind on loopback");
+    let mut tx = bind(backend, v4());
+    let to = rx.local_addr().expect("address");
+    let (big, short) = (payload(1, 300), payload(2, 50));
+    tx.send_all(&[Transmit::new(to, &big), Transmit::new(to, &short)])
+        .await
+        .expect("send");
+    let mut bufs = rx.new_recv_buffers();
+    assert_eq!(bufs.slot_len(), 100);
+    let got = collect(&mut rx, &mut bufs, 2).await;
+    assert_eq!(got, sorted(vec![big[..100].to_vec(), short]));
+    // Portable's recv_from cannot tell a cut datagram from a whole one.
+    let truncated = u64::from(backend != Backend::Portable);
+    assert_eq!(rx.counters().recv_truncated, truncated);
+}
+
 async fn receive_buffers_are_reused_across_batches(backend: Backend) {
     let mut rx = bind(backend, v4());
     let mut tx = bind(backend, v4());
@@ -337,6 +359,7 @@ every_backend!(
     a_dual_stack_socket_reaches_an_ipv4_peer,
     a_refused_gso_send_falls_back_without_losing_or_repeating,
     a_closed_port_inside_a_batch_does_not_stall_the_rest,
+    a_datagram_larger_than_its_slot_arrives_cut_to_the_slot,
     receive_buffers_are_reused_across_batches,
     counters_match_what_was_sent,
 );
