@@ -604,6 +604,45 @@ mod tests {
         );
     }
 
+    /// Receive header 0 as the kernel would leave it: `len` bytes arrived
+    /// with one `SOL_UDP`/`UDP_GRO` control message of `data_len` bytes
+    /// holding `stride`.
+    fn gro_message(scratch: &mut MsgScratch, slot: &mut [u8], stride: i32, data_len: u32) {
+        scratch.fill_recv(0, slot);
+        let msg = &mut scratch.hdrs[0].msg_hdr;
+        // SAFETY: msg_control points at CONTROL_LEN bytes aligned for cmsghdr,
+        // room for one header and an int; the length is set before reading it.
+        unsafe {
+            msg.msg_controllen = cmsg_space(size_of::<libc::c_int>());
+            let cmsg = libc::CMSG_FIRSTHDR(msg);
+            (*cmsg).cmsg_level = libc::SOL_UDP;
+            (*cmsg).cmsg_type = libc::UDP_GRO;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(data_len) as _;
+            ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>(), stride);
+        }
+    }
+
+    #[test]
+    fn a_hostile_gro_stride_never_splits_past_the_message() {
+        let counters = Counters::default();
+        let mut scratch = MsgScratch::new(1, false);
+        let mut slot = [0u8; 64];
+        let four = size_of::<libc::c_int>() as u32;
+        // (stride the kernel wrote, bytes of cmsg data) -> stride used for 50 bytes
+        for (stride, data_len, expected) in [
+            (20, four, 20),
+            (0, four, 50),
+            (-5, four, 50),
+            (10_000, four, 50),
+            (20, 2, 50),
+        ] {
+            gro_message(&mut scratch, &mut slot, stride, data_len);
+            let meta = scratch.parse_recv(0, 50, &counters);
+            assert_eq!(meta.stride, expected, "stride {stride}, data {data_len}");
+            assert!((1..=50).contains(&meta.datagrams()));
+        }
+    }
+
     #[test]
     fn a_short_or_foreign_sender_address_is_no_address() {
         let mut storage = unsafe { std::mem::zeroed() };
