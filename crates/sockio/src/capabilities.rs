@@ -39,11 +39,12 @@ impl Capabilities {
 
     #[cfg(target_os = "linux")]
     fn probe() -> Self {
-        let gso = probe_udp_option(libc::UDP_SEGMENT, 1200);
+        use nix::sys::socket::sockopt;
+        let gso = probe_udp_option(sockopt::UdpGsoSegment, &1200);
         let caps = Self {
             gso,
             max_gso_segments: if gso { UDP_MAX_SEGMENTS } else { 1 },
-            gro: probe_udp_option(libc::UDP_GRO, 1),
+            gro: probe_udp_option(sockopt::UdpGroSegment, &true),
             mmsg: true,
             io_uring: crate::backend::uring::probe(),
         };
@@ -106,9 +107,9 @@ impl Capabilities {
     }
 }
 
-/// Whether a fresh UDP socket accepts `SOL_UDP`/`option` = `value`.
+/// Whether a fresh UDP socket accepts `option` = `value`.
 #[cfg(target_os = "linux")]
-fn probe_udp_option(option: libc::c_int, value: libc::c_int) -> bool {
+fn probe_udp_option<O: nix::sys::socket::SetSockOpt>(option: O, value: &O::Val) -> bool {
     let Ok(socket) = socket2::Socket::new(
         socket2::Domain::IPV4,
         socket2::Type::DGRAM,
@@ -116,7 +117,7 @@ fn probe_udp_option(option: libc::c_int, value: libc::c_int) -> bool {
     ) else {
         return false;
     };
-    crate::sockopt::set_int(&socket, libc::SOL_UDP, option, value).is_ok()
+    nix::sys::socket::setsockopt(&socket, option, value).is_ok()
 }
 
 #[cfg(test)]

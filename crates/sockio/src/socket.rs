@@ -392,7 +392,7 @@ fn open(addr: SocketAddr, config: &SocketConfig) -> io::Result<Socket> {
         use crate::sockopt::set_int;
         // SO_RXQ_OVFL attaches the socket's drop count to every receive; a
         // kernel without it only loses the count.
-        let _ = set_int(&socket, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1);
+        let _ = nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::RxqOvfl, &1);
         let pmtu = match config.mtu_discovery {
             MtuDiscovery::SystemDefault => None,
             MtuDiscovery::Do => Some((libc::IP_PMTUDISC_DO, libc::IPV6_PMTUDISC_DO)),
@@ -416,7 +416,7 @@ fn open(addr: SocketAddr, config: &SocketConfig) -> io::Result<Socket> {
 fn set_gro(socket: &Socket, on: bool) -> bool {
     #[cfg(target_os = "linux")]
     {
-        crate::sockopt::set_int(socket, libc::SOL_UDP, libc::UDP_GRO, libc::c_int::from(on)).is_ok()
+        nix::sys::socket::setsockopt(socket, nix::sys::socket::sockopt::UdpGroSegment, &on).is_ok()
     }
     #[cfg(not(target_os = "linux"))]
     {

@@ -1,11 +1,12 @@
-//! Socket options that socket2 does not cover, set with `setsockopt` directly.
+//! Socket options that socket2 does not cover: nix's typed options where nix
+//! has them, `setsockopt` directly for the one it lacks (`IP_MTU_DISCOVER`).
 
 #[cfg(target_os = "linux")]
 use std::io;
 #[cfg(target_os = "linux")]
 use std::os::fd::AsRawFd;
 
-/// Sets an `int` socket option.
+/// Sets an `int` socket option that nix has no typed option for.
 #[cfg(target_os = "linux")]
 pub(crate) fn set_int(
     socket: &impl AsRawFd,
@@ -37,11 +38,13 @@ pub(crate) fn set_int(
 pub(crate) fn set_buffer_sizes(socket: &socket2::Socket, send: usize, recv: usize) {
     #[cfg(target_os = "linux")]
     {
-        let clamp = |n: usize| libc::c_int::try_from(n).unwrap_or(libc::c_int::MAX);
-        if set_int(socket, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, clamp(send)).is_err() {
+        use nix::sys::socket::{setsockopt, sockopt};
+        // The kernel reads an int: larger requests are capped, not wrapped.
+        let clamp = |n: usize| n.min(libc::c_int::MAX as usize);
+        if setsockopt(socket, sockopt::SndBufForce, &clamp(send)).is_err() {
             let _ = socket.set_send_buffer_size(send);
         }
-        if set_int(socket, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, clamp(recv)).is_err() {
+        if setsockopt(socket, sockopt::RcvBufForce, &clamp(recv)).is_err() {
             let _ = socket.set_recv_buffer_size(recv);
         }
     }
