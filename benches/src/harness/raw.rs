@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use nix::sys::socket::{setsockopt, sockopt};
+
 use crate::sockio_matrix::{IDLE, RECV_SLOTS, SampleResult, gso_segments, receiver_done};
 
 /// A raw syscall pattern.
@@ -38,51 +40,16 @@ fn socket(send_buf: usize, recv_buf: usize) -> io::Result<UdpSocket> {
         socket2::Type::DGRAM,
         Some(socket2::Protocol::UDP),
     )?;
-    for (force, plain, size) in [
-        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, send_buf),
-        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, recv_buf),
-    ] {
-        if setsockopt_int(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            force,
-            size as libc::c_int,
-        )
-        .is_err()
-        {
-            setsockopt_int(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                plain,
-                size as libc::c_int,
-            )?;
-        }
+    // The FORCE variants pass the sysctl caps when the process may; otherwise
+    // the plain options, as Tern's sockets do.
+    if setsockopt(&socket, sockopt::SndBufForce, &send_buf).is_err() {
+        socket.set_send_buffer_size(send_buf)?;
+    }
+    if setsockopt(&socket, sockopt::RcvBufForce, &recv_buf).is_err() {
+        socket.set_recv_buffer_size(recv_buf)?;
     }
     socket.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())?;
     Ok(socket.into())
-}
-
-fn setsockopt_int(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: libc::c_int,
-) -> io::Result<()> {
-    // SAFETY: pointer and length describe a live c_int the kernel only reads.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&raw const value).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_in, libc::socklen_t) {
@@ -113,7 +80,7 @@ pub(crate) fn run(
     let rx = socket(4 << 20, 8 << 20)?;
     let tx = socket(4 << 20, 8 << 20)?;
     if pattern == Pattern::Gso {
-        setsockopt_int(rx.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1)?;
+        setsockopt(&rx, sockopt::UdpGroSegment, &true)?;
     }
     let to = rx.local_addr()?;
     let barrier = Arc::new(Barrier::new(2));
