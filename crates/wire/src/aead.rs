@@ -63,9 +63,18 @@ enum Cipher {
 /// One direction's AES-128-GCM key and IV.
 ///
 /// Sealing and opening work in place on the caller's buffer and never allocate.
+/// With the default backend the expanded key and the IV are wiped from memory
+/// when the key is dropped; ring keeps its key schedule to itself and does not
+/// promise that.
 pub struct PacketKey {
     cipher: Cipher,
     iv: [u8; IV_LEN],
+}
+
+impl Drop for PacketKey {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.iv);
+    }
 }
 
 impl fmt::Debug for PacketKey {

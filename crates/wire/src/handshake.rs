@@ -81,8 +81,8 @@ pub const DEFAULT_REPLAY_CAPACITY: usize = 65_536;
 /// A random intro id: names one intro attempt, echoed in the reply.
 pub type IntroId = [u8; INTRO_ID_LEN];
 
-/// The AES-128-GCM key and IV of one direction.
-#[derive(Clone, PartialEq, Eq)]
+/// The AES-128-GCM key and IV of one direction, wiped from memory when dropped.
+#[derive(Clone, PartialEq, Eq, zeroize::Zeroize, zeroize::ZeroizeOnDrop)]
 pub struct DirectionKeys {
     /// AES-128 key.
     pub key: [u8; KEY_LEN],
