@@ -65,6 +65,18 @@ impl Cursor {
         })
     }
 
+    /// Moves past one segment of the current transmit.
+    pub(crate) fn skip_segment(&mut self, transmits: &[Transmit<'_>]) {
+        let Some(transmit) = transmits.get(self.transmit) else {
+            return;
+        };
+        self.offset += transmit.stride().max(1);
+        if self.offset >= transmit.contents.len() {
+            self.transmit += 1;
+            self.offset = 0;
+        }
+    }
+
     /// The progress this position stands for.
     pub(crate) fn sent(&self, transmits: &[Transmit<'_>]) -> Sent {
         let segments = match transmits.get(self.transmit) {

@@ -21,8 +21,13 @@
 //! otherwise bind probes the kernel ([`Capabilities`]) and takes the best.
 //! When the kernel refuses a feature at run time (GSO on a device without
 //! checksum offload, io_uring denied), the socket falls back and re-sends
-//! without losing or repeating a datagram. Counters ([`CounterSnapshot`])
-//! show datagrams per system call, drops and fallbacks live.
+//! without losing or repeating a datagram; GSO is tried again a while later.
+//! A datagram refused for its destination or size alone (an unreachable
+//! peer, port 0, larger than the path with [`MtuDiscovery::Do`]) fails on
+//! its own: it is skipped, counted and listed in [`UdpSocket::refusals`],
+//! and the rest of the batch, and every other peer, is unaffected.
+//! Counters ([`CounterSnapshot`]) show datagrams per system call, drops and
+//! fallbacks live.
 //!
 //! # Example
 //! ```
@@ -71,7 +76,7 @@ pub use config::{BACKEND_ENV, Backend, GRO_SLOT_LEN, MtuDiscovery, SocketConfig,
 pub use counters::{CounterSnapshot, CountersHandle};
 pub use recv::{RecvBuffers, RecvMeta};
 pub use socket::UdpSocket;
-pub use transmit::{Sent, Transmit};
+pub use transmit::{RefusalReason, SendRefusal, Sent, Transmit};
 
 #[cfg(test)]
 mod tests;

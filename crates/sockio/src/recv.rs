@@ -53,11 +53,20 @@ pub struct RecvBuffers {
 
 impl RecvBuffers {
     /// `slots` slots of `slot_len` bytes each (both at least 1).
+    ///
+    /// # Panics
+    /// If `slots * slot_len` overflows `usize`, as `Vec` does for a capacity
+    /// it cannot hold: such a size is a bug in the caller, and a wrapped
+    /// product would leave fewer slots than the batch takes from
+    /// [`slots`](Self::slots).
     pub fn new(slots: usize, slot_len: usize) -> Self {
         let slots = slots.max(1);
         let slot_len = slot_len.max(1);
+        let Some(total) = slots.checked_mul(slot_len) else {
+            panic!("RecvBuffers::new: {slots} slots of {slot_len} bytes overflow usize");
+        };
         Self {
-            data: vec![0; slots * slot_len].into_boxed_slice(),
+            data: vec![0; total].into_boxed_slice(),
             slot_len,
             meta: vec![RecvMeta::EMPTY; slots].into_boxed_slice(),
             filled: 0,
@@ -101,6 +110,28 @@ impl RecvBuffers {
                 .chain(empty.then_some(&bytes[..0]))
                 .map(move |d| (meta.source, d))
         })
+    }
+
+    /// The datagrams of the last receive, writable in place: a packet can be
+    /// decrypted where the kernel wrote it, without a copy.
+    pub fn datagrams_mut(&mut self) -> impl Iterator<Item = (SocketAddr, &mut [u8])> + '_ {
+        self.meta[..self.filled]
+            .iter()
+            .zip(self.data.chunks_exact_mut(self.slot_len))
+            .flat_map(|(meta, slot)| {
+                let stride = if meta.stride == 0 {
+                    meta.len.max(1)
+                } else {
+                    meta.stride
+                };
+                // An empty datagram is one datagram: `chunks_mut` of nothing
+                // yields nothing, so the empty tail stands in for it.
+                let (bytes, tail) = slot[..meta.len].split_at_mut(meta.len);
+                bytes
+                    .chunks_mut(stride)
+                    .chain((meta.len == 0).then_some(tail))
+                    .map(move |d| (meta.source, d))
+            })
     }
 
     /// Slot `index` for the kernel or the portable backend to write into.
@@ -157,6 +188,44 @@ mod tests {
         bufs.set_filled(3);
         let got: Vec<&[u8]> = bufs.messages().map(|(_, d)| d).collect();
         assert_eq!(got, [[1u8; 4], [2; 4], [3; 4]]);
+    }
+
+    #[test]
+    #[should_panic(expected = "overflow usize")]
+    fn sizes_whose_product_overflows_are_refused() {
+        let _ = RecvBuffers::new(2, 1 << (usize::BITS - 1));
+    }
+
+    #[test]
+    fn datagrams_mut_splits_like_datagrams_and_writes_in_place() {
+        let mut bufs = RecvBuffers::new(2, 64);
+        let source = SocketAddr::from(([127, 0, 0, 1], 5));
+        bufs.set_meta(
+            0,
+            RecvMeta {
+                source,
+                len: 25,
+                stride: 10,
+            },
+        );
+        bufs.set_meta(
+            1,
+            RecvMeta {
+                source,
+                len: 0,
+                stride: 0,
+            },
+        );
+        bufs.set_filled(2);
+        let mut sizes = Vec::new();
+        for (i, (from, d)) in bufs.datagrams_mut().enumerate() {
+            assert_eq!(from, source);
+            sizes.push(d.len());
+            d.fill(i as u8 + 1);
+        }
+        assert_eq!(sizes, [10, 10, 5, 0]);
+        let seen: Vec<Vec<u8>> = bufs.datagrams().map(|(_, d)| d.to_vec()).collect();
+        assert_eq!(seen, [vec![1; 10], vec![2; 10], vec![3; 5], vec![]]);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::config::{BACKEND_ENV, Backend, GRO_SLOT_LEN, MtuDiscovery, SocketConf
 use crate::counters::{CounterSnapshot, Counters, CountersHandle, bump};
 use crate::cursor::Cursor;
 use crate::recv::RecvBuffers;
-use crate::transmit::{Sent, Transmit};
+use crate::transmit::{Refusals, SendRefusal, Sent, Transmit};
 
 /// A UDP socket that sends and receives in batches through the best backend
 /// the kernel allows.
@@ -42,6 +42,8 @@ struct Engine {
     v6: bool,
     /// `UDP_GRO` is on for this socket: receive slots must hold 64 KiB.
     gro: bool,
+    /// What the last send call skipped, and why.
+    refusals: Refusals,
 }
 
 impl std::fmt::Debug for UdpSocket {
@@ -104,6 +106,7 @@ impl UdpSocket {
                 batch,
                 v6,
                 gro,
+                refusals: Refusals::with_capacity(batch),
             },
             max_datagram_size: config.max_datagram_size.max(1),
         })
@@ -181,12 +184,16 @@ impl UdpSocket {
         }
         let mut cursor = Cursor::default();
         let Self { io, engine, .. } = self;
+        engine.refusals.clear();
         let result = io.try_io(Interest::WRITABLE, || {
             loop {
-                match engine
-                    .state
-                    .send(io, transmits, &mut cursor, &engine.counters)
-                {
+                match engine.state.send(
+                    io,
+                    transmits,
+                    &mut cursor,
+                    &engine.counters,
+                    &mut engine.refusals,
+                ) {
                     Ok(()) => return Ok(()),
                     // What went out is reported; a lasting error shows again on the next call.
                     Err(Stop::WouldBlock | Stop::Failed(_)) if !cursor.at_start() => return Ok(()),
@@ -200,6 +207,14 @@ impl UdpSocket {
             bump(&engine.counters.send_batches, 1);
         }
         result.map(|()| cursor.sent(transmits))
+    }
+
+    /// The transmits the last send call skipped because the kernel refused
+    /// them for their destination or size (also counted in `send_errors`),
+    /// by their index in the batch handed to that call. At most one batch
+    /// of them is listed.
+    pub fn refusals(&self) -> &[SendRefusal] {
+        self.engine.refusals.as_slice()
     }
 
     /// Sends as much of the batch as the socket takes, waiting for room if
@@ -401,6 +416,12 @@ fn open(addr: SocketAddr, config: &SocketConfig) -> io::Result<Socket> {
         if let Some((v4, v6)) = pmtu {
             if addr.is_ipv6() {
                 set_int(&socket, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, v6)?;
+                // A dual-stack socket sends to IPv4 peers under the IPv4
+                // option: without it those datagrams would be fragmented
+                // instead of refused, and a path MTU probe would "succeed".
+                if !socket.only_v6()? {
+                    set_int(&socket, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, v4)?;
+                }
             } else {
                 set_int(&socket, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, v4)?;
             }

@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::{Backend, RecvBuffers, SocketConfig, Transmit, UdpSocket};
+use crate::{Backend, GRO_SLOT_LEN, RecvBuffers, RefusalReason, SocketConfig, Transmit, UdpSocket};
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -233,6 +233,96 @@ async fn a_refused_gso_send_falls_back_without_losing_or_repeating(backend: Back
     }
 }
 
+async fn receives_write_only_into_the_buffers_they_are_given(backend: Backend) {
+    let mut rx = bind(backend, v4());
+    let mut tx = bind(backend, v4());
+    let (to_rx, to_tx) = (
+        rx.local_addr().expect("address"),
+        tx.local_addr().expect("address"),
+    );
+    // An earlier receive fills `earlier`: its slots were handed to the kernel.
+    let first = payload(1, 500);
+    tx.send_all(&[Transmit::new(to_rx, &first)])
+        .await
+        .expect("send");
+    let mut earlier = rx.new_recv_buffers();
+    assert_eq!(
+        collect(&mut rx, &mut earlier, 1).await,
+        std::slice::from_ref(&first)
+    );
+    // A send lends the socket `outgoing` as `&[u8]` only.
+    let outgoing = payload(2, 700);
+    rx.send_all(&[Transmit::new(to_tx, &outgoing)])
+        .await
+        .expect("send");
+    let queued: Vec<Vec<u8>> = (0..3).map(|i| payload(10 + i, 600)).collect();
+    let batch: Vec<Transmit<'_>> = queued.iter().map(|d| Transmit::new(to_rx, d)).collect();
+    tx.send_all(&batch).await.expect("send");
+    // A size whose product wraps must never become buffers that claim
+    // slots they do not have (the kernel would reuse the earlier pointers).
+    if let Ok(mut wrapped) = std::panic::catch_unwind(|| RecvBuffers::new(2, 1usize << 63)) {
+        let _ = rx.try_recv(&mut wrapped);
+    }
+    let mut one = RecvBuffers::new(1, GRO_SLOT_LEN);
+    assert_eq!(collect(&mut rx, &mut one, 3).await, sorted(queued));
+    assert_eq!(
+        earlier
+            .datagrams()
+            .map(|(_, d)| d.to_vec())
+            .collect::<Vec<_>>(),
+        [first]
+    );
+    assert_eq!(outgoing, payload(2, 700));
+}
+
+async fn a_bad_destination_fails_alone_and_keeps_gso(backend: Backend) {
+    let mut rx = bind(backend, v4());
+    let mut tx = bind(backend, v4());
+    let to = rx.local_addr().expect("address");
+    let invalid = SocketAddr::from(([127, 0, 0, 1], 0));
+    let gso_before = tx.max_transmit_segments();
+    let (run_a, seg_a) = run_of(10, &[500; 3]);
+    let (bad, _) = run_of(20, &[500; 3]);
+    let (run_c, seg_c) = run_of(30, &[500; 3]);
+    let batch = [
+        Transmit::new(to, &run_a).with_segment_size(500),
+        Transmit::new(invalid, &bad).with_segment_size(500),
+        Transmit::new(to, &run_c).with_segment_size(500),
+    ];
+    let sent = tx.send(&batch).await.expect("send");
+    assert_eq!(sent.transmits, 3);
+    let mut bufs = rx.new_recv_buffers();
+    assert_eq!(
+        collect(&mut rx, &mut bufs, 6).await,
+        sorted([seg_a, seg_c].concat())
+    );
+    // With GSO the bad run is one message, refused once; without it each of
+    // its three datagrams is refused on its own.
+    let refused = if gso_before > 1 { 1 } else { 3 };
+    let refusals: Vec<_> = tx
+        .refusals()
+        .iter()
+        .map(|r| (r.transmit, r.reason))
+        .collect();
+    assert_eq!(
+        refusals,
+        vec![(1, RefusalReason::InvalidDestination); refused]
+    );
+    let c = tx.counters();
+    assert_eq!((c.send_errors, c.fallbacks), (refused as u64, 0));
+    assert_eq!(tx.max_transmit_segments(), gso_before);
+    if gso_before > 1 {
+        assert_eq!(c.gso_sends, 2);
+        // A following run to a good peer still leaves in one system call.
+        let (run, segments) = run_of(40, &[500; 3]);
+        tx.send_all(&[Transmit::new(to, &run).with_segment_size(500)])
+            .await
+            .expect("send");
+        assert_eq!(tx.counters().send_syscalls - c.send_syscalls, 1);
+        assert_eq!(collect(&mut rx, &mut bufs, 3).await, segments);
+    }
+}
+
 async fn a_closed_port_inside_a_batch_does_not_stall_the_rest(backend: Backend) {
     let mut rx = bind(backend, v4());
     let mut tx = bind(backend, v4());
@@ -359,6 +449,8 @@ every_backend!(
     a_dual_stack_socket_reaches_an_ipv4_peer,
     a_refused_gso_send_falls_back_without_losing_or_repeating,
     a_closed_port_inside_a_batch_does_not_stall_the_rest,
+    receives_write_only_into_the_buffers_they_are_given,
+    a_bad_destination_fails_alone_and_keeps_gso,
     a_datagram_larger_than_its_slot_arrives_cut_to_the_slot,
     receive_buffers_are_reused_across_batches,
     counters_match_what_was_sent,
@@ -524,6 +616,132 @@ async fn a_full_socket_mid_batch_reports_progress_and_the_caller_resumes_exactly
                 .is_err()
         );
         assert_eq!(tx.counters().datagrams_sent, 7);
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn gso_is_tried_again_a_while_after_the_kernel_refused_it() {
+    for backend in [Backend::Offload, Backend::IoUring] {
+        let mut rx = bind(backend, v4());
+        let mut tx = bind(backend, v4());
+        let to = rx.local_addr().expect("address");
+        let gso = tx.max_transmit_segments();
+        if gso == 1 {
+            eprintln!("skipped for {backend}: no UDP GSO on this kernel");
+            continue;
+        }
+        let (run, segments) = run_of(1, &[400; 3]);
+        let segmented = [Transmit::new(to, &run).with_segment_size(400)];
+        tx.inject_gso_refusal();
+        tx.send_all(&segmented).await.expect("send");
+        assert_eq!(tx.max_transmit_segments(), 1, "{backend}");
+        let mut bufs = rx.new_recv_buffers();
+        assert_eq!(collect(&mut rx, &mut bufs, 3).await, segments.clone());
+        let tiny = [Transmit::new(to, b"x")];
+        for _ in 0..crate::backend::msg::GSO_RETRY_FIRST {
+            tx.send_all(&tiny).await.expect("send");
+            while rx.try_recv(&mut bufs).is_ok() {}
+        }
+        assert_eq!(tx.max_transmit_segments(), gso, "{backend}");
+        let before = tx.counters().gso_sends;
+        tx.send_all(&segmented).await.expect("send");
+        assert_eq!(tx.counters().gso_sends, before + 1, "{backend}");
+        assert_eq!(tx.counters().fallbacks, 1, "{backend}");
+    }
+}
+
+/// Runs `test` on a thread of its own in a fresh network namespace whose
+/// loopback is up with an MTU of `mtu`; false (and a message) where this
+/// process may not create one.
+#[cfg(target_os = "linux")]
+fn in_network_namespace(mtu: i32, test: impl FnOnce() + Send + 'static) -> bool {
+    std::thread::spawn(move || {
+        // SAFETY: unshare only changes this thread's network namespace;
+        // every socket the test opens is opened from this thread.
+        if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+            eprintln!(
+                "skipped: cannot create a network namespace ({})",
+                std::io::Error::last_os_error()
+            );
+            return false;
+        }
+        loopback_up_with_mtu(mtu);
+        test();
+        true
+    })
+    .join()
+    .expect("test thread")
+}
+
+/// Brings `lo` up with `mtu` through the interface ioctls.
+#[cfg(target_os = "linux")]
+fn loopback_up_with_mtu(mtu: i32) {
+    let control = std::net::UdpSocket::bind("0.0.0.0:0");
+    // Binding needs no interface up: any address works for the ioctls.
+    let control = control.expect("control socket");
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&control);
+    // SAFETY: ifreq is a plain C struct; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    req.ifr_ifru.ifru_mtu = mtu;
+    // SAFETY: fd is a live socket and req a valid ifreq naming `lo`.
+    assert_eq!(
+        unsafe { libc::ioctl(fd, libc::SIOCSIFMTU, &raw mut req) },
+        0
+    );
+    req.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_LOOPBACK) as libc::c_short;
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::ioctl(fd, libc::SIOCSIFFLAGS, &raw mut req) },
+        0
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_dual_stack_socket_refuses_what_exceeds_the_path_to_an_ipv4_peer() {
+    let ran = in_network_namespace(1400, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            for backend in Backend::ALL {
+                let df = SocketConfig {
+                    mtu_discovery: crate::MtuDiscovery::Do,
+                    ..config(backend)
+                };
+                let mut rx = bind(backend, v4());
+                let any6 = SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0));
+                let mut tx = UdpSocket::bind(any6, df).expect("bind dual-stack");
+                let to = rx.local_addr().expect("address");
+                let (big, fits) = (payload(1, 1452), payload(2, 1000));
+                let batch = [Transmit::new(to, &big), Transmit::new(to, &fits)];
+                let sent = tx.send(&batch).await.expect("send");
+                assert_eq!(sent.transmits, 2, "{backend}");
+                let refusals: Vec<_> = tx
+                    .refusals()
+                    .iter()
+                    .map(|r| (r.transmit, r.reason))
+                    .collect();
+                assert_eq!(refusals, [(0, RefusalReason::TooLarge)], "{backend}");
+                assert_eq!(tx.counters().send_errors, 1, "{backend}");
+                let mut bufs = rx.new_recv_buffers();
+                assert_eq!(collect(&mut rx, &mut bufs, 1).await, [fits], "{backend}");
+                assert!(
+                    tokio::time::timeout(Duration::from_millis(200), rx.recv(&mut bufs))
+                        .await
+                        .is_err(),
+                    "{backend}: the oversized datagram arrived fragmented"
+                );
+            }
+        });
+    });
+    if !ran {
+        eprintln!("a_dual_stack_socket_refuses_what_exceeds_the_path_to_an_ipv4_peer: skipped");
     }
 }
 

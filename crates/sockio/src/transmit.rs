@@ -88,6 +88,79 @@ pub struct Sent {
     pub segments: usize,
 }
 
+/// A transmit, or part of one, that the kernel refused for its destination
+/// or its size alone: it was skipped (the rest of the batch went on) and
+/// counted in the counters' `send_errors`.
+///
+/// [`UdpSocket::refusals`](crate::UdpSocket::refusals) lists them for the
+/// last send call, so a connection learns at once that, say, a path MTU
+/// probe was too large, rather than waiting for it to be declared lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SendRefusal {
+    /// Index of the refused transmit in the batch handed to that call.
+    pub transmit: usize,
+    /// Why the kernel refused it.
+    pub reason: RefusalReason,
+}
+
+/// Why the kernel refused a datagram for its destination or size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RefusalReason {
+    /// Larger than the path or the socket allows (`EMSGSIZE`): with
+    /// [`MtuDiscovery::Do`](crate::MtuDiscovery::Do), a datagram larger than
+    /// the known path MTU.
+    TooLarge,
+    /// The destination is unreachable or refused an earlier datagram (an
+    /// ICMP error reported back, no route, network or host down).
+    Unreachable,
+    /// Not an address this socket can send to (port 0, an address of the
+    /// wrong family, one not available here).
+    InvalidDestination,
+    /// Refused by local policy or resources (a firewall rule, no buffers).
+    Denied,
+}
+
+/// The refusals of one send call, in storage allocated once: past its
+/// capacity (the socket's batch size) refusals are still counted in
+/// `send_errors` but no longer listed.
+#[derive(Debug, Default)]
+pub(crate) struct Refusals(Vec<SendRefusal>);
+
+impl Refusals {
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
+        Self(Vec::with_capacity(capacity))
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// Lists a refusal if there is room left (never reallocates).
+    pub(crate) fn push(&mut self, transmit: usize, reason: RefusalReason) {
+        if self.0.len() < self.0.capacity() {
+            self.0.push(SendRefusal { transmit, reason });
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Gives the refusals listed from index `from` on the transmit index
+    /// `transmit`: for a datagram sent on its own on behalf of that transmit.
+    pub(crate) fn relabel_since(&mut self, from: usize, transmit: usize) {
+        for refusal in self.0.iter_mut().skip(from) {
+            refusal.transmit = transmit;
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[SendRefusal] {
+        &self.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

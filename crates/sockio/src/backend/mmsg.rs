@@ -10,7 +10,7 @@ use crate::backend::msg::{self, MsgScratch};
 use crate::counters::Counters;
 use crate::cursor::Cursor;
 use crate::recv::RecvBuffers;
-use crate::transmit::Transmit;
+use crate::transmit::{Refusals, Transmit};
 
 pub(crate) struct Mmsg {
     pub(crate) scratch: MsgScratch,
@@ -29,6 +29,7 @@ impl Mmsg {
         transmits: &[Transmit<'_>],
         cursor: &mut Cursor,
         counters: &Counters,
+        refusals: &mut Refusals,
     ) -> Result<(), Stop> {
         msg::send_batch(
             io.as_raw_fd(),
@@ -37,6 +38,7 @@ impl Mmsg {
             cursor,
             1,
             counters,
+            refusals,
         )
     }
 

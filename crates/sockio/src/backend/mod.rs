@@ -13,7 +13,7 @@ use crate::config::Backend;
 use crate::counters::Counters;
 use crate::cursor::Cursor;
 use crate::recv::RecvBuffers;
-use crate::transmit::Transmit;
+use crate::transmit::{Refusals, Transmit};
 
 #[cfg(target_os = "linux")]
 pub(crate) mod mmsg;
@@ -30,7 +30,8 @@ pub(crate) mod uring;
 pub(crate) enum Stop {
     /// The socket has no room (send) or nothing queued (receive).
     WouldBlock,
-    /// The kernel refused GSO for a message; nothing of it was sent.
+    /// The kernel refused a segmented message (segmentation or its
+    /// destination at fault); nothing of it was sent.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     GsoRefused(io::Error),
     /// The kernel refused the backend itself; nothing of the current message
@@ -121,15 +122,16 @@ impl State {
         transmits: &[Transmit<'_>],
         cursor: &mut Cursor,
         counters: &Counters,
+        refusals: &mut Refusals,
     ) -> Result<(), Stop> {
         match self {
-            Self::Portable(b) => b.send(io, transmits, cursor, counters),
+            Self::Portable(b) => b.send(io, transmits, cursor, counters, refusals),
             #[cfg(target_os = "linux")]
-            Self::Mmsg(b) => b.send(io, transmits, cursor, counters),
+            Self::Mmsg(b) => b.send(io, transmits, cursor, counters, refusals),
             #[cfg(target_os = "linux")]
-            Self::Offload(b) => b.send(io, transmits, cursor, counters),
+            Self::Offload(b) => b.send(io, transmits, cursor, counters, refusals),
             #[cfg(target_os = "linux")]
-            Self::IoUring(b) => b.send(io, transmits, cursor, counters),
+            Self::IoUring(b) => b.send(io, transmits, cursor, counters, refusals),
         }
     }
 

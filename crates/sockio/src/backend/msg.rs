@@ -9,12 +9,13 @@ use std::io;
 use std::net::{Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
 use std::ptr;
+use std::sync::atomic::Ordering;
 
 use crate::backend::Stop;
 use crate::counters::{Counters, bump};
 use crate::cursor::{Chunk, Cursor};
 use crate::recv::{RecvBuffers, RecvMeta};
-use crate::transmit::Transmit;
+use crate::transmit::{RefusalReason, Refusals, Transmit};
 
 /// Bytes of control space per message: room for a GRO stride (`int`), a drop
 /// count (`u32`) and slack for anything else the kernel attaches.
@@ -29,8 +30,12 @@ struct Control([u8; CONTROL_LEN]);
 /// allocated at bind so that a batch allocates nothing.
 ///
 /// The raw pointers inside (`msg_name`, `msg_iov`, `msg_control`, `iov_base`)
-/// are written at the start of every call and only used during it; between
-/// calls they are stale and never read.
+/// are written at the start of every call, and a call hands the kernel only
+/// the headers it filled. The pointers into the caller's buffers
+/// (`iov_base`) are cleared when the call ends ([`forget_buffers`]), so none
+/// outlives the borrow it came from.
+///
+/// [`forget_buffers`]: MsgScratch::forget_buffers
 pub(crate) struct MsgScratch {
     hdrs: Box<[libc::mmsghdr]>,
     iovs: Box<[libc::iovec]>,
@@ -54,10 +59,11 @@ pub(crate) struct MsgScratch {
     pub(crate) would_block_after: Option<usize>,
 }
 
-// SAFETY: the raw pointers in the headers point into this struct's own boxes
-// or into the caller's buffers and are only dereferenced (by the kernel)
-// during a call made through `&mut self`; they carry no ownership or thread
-// affinity, so moving the scratch to another thread is sound.
+// SAFETY: between calls the raw pointers in the headers point only into this
+// struct's own boxes (pointers into the caller's buffers are cleared when a
+// call ends); they are dereferenced, by the kernel, only during a call made
+// through `&mut self`, and carry no ownership or thread affinity, so moving
+// the scratch to another thread is sound.
 unsafe impl Send for MsgScratch {}
 
 impl MsgScratch {
@@ -149,6 +155,32 @@ impl MsgScratch {
         } else {
             msg.msg_control = ptr::null_mut();
             msg.msg_controllen = 0;
+        }
+    }
+
+    /// Points headers at the first `limit` slots of `bufs` (at most the
+    /// scratch capacity) and returns how many it filled: exactly the headers
+    /// to hand to the kernel for this call, whatever `bufs` claims to hold.
+    pub(crate) fn fill_recv_slots(&mut self, bufs: &mut RecvBuffers, limit: usize) -> usize {
+        let mut filled = 0;
+        for (i, slot) in bufs
+            .slots_mut()
+            .take(limit.min(self.capacity()))
+            .enumerate()
+        {
+            self.fill_recv(i, slot);
+            filled = i + 1;
+        }
+        filled
+    }
+
+    /// Clears the caller's buffer pointers from headers `0..n` once a call
+    /// is over: a header handed to the kernel again without being filled
+    /// first then faults (`EFAULT`) instead of reaching memory of an earlier
+    /// call. Lengths stay for the counters.
+    pub(crate) fn forget_buffers(&mut self, n: usize) {
+        for iov in &mut self.iovs[..n] {
+            iov.iov_base = ptr::null_mut();
         }
     }
 
@@ -309,10 +341,10 @@ pub(crate) enum SendErrno {
     WouldBlock,
     /// The kernel refused this message for its destination or size alone
     /// (ICMP unreachable reported back, too large for the path, no route):
-    /// skip it, count it, go on with the rest.
-    Skip,
-    /// The kernel refused segmentation offload for this message: stop using
-    /// GSO on this socket and send the same bytes as plain datagrams.
+    /// skip it, count it, list it, go on with the rest.
+    Skip(RefusalReason),
+    /// The kernel refused a segmented message with an error that may be the
+    /// segmentation's fault or the destination's: [`send_gated`] tells which.
     GsoRefused,
     /// The system call itself is refused: the socket must fall back to a
     /// simpler backend.
@@ -327,22 +359,21 @@ pub(crate) fn classify_send(errno: i32, gso: bool) -> SendErrno {
         libc::EINTR => SendErrno::Retry,
         libc::EAGAIN => SendErrno::WouldBlock,
         // EIO: the device cannot checksum offload; EINVAL: the segment size
-        // or count is out of range for this path; EOPNOTSUPP: no GSO here.
+        // or count is out of range for this path, or the destination is
+        // invalid; EOPNOTSUPP: no GSO here.
         libc::EIO | libc::EINVAL | libc::EOPNOTSUPP if gso => SendErrno::GsoRefused,
         libc::ENOSYS => SendErrno::Unsupported,
+        libc::EMSGSIZE => SendErrno::Skip(RefusalReason::TooLarge),
         libc::ECONNREFUSED
         | libc::ECONNRESET
         | libc::EHOSTUNREACH
         | libc::ENETUNREACH
         | libc::EHOSTDOWN
-        | libc::ENETDOWN
-        | libc::EMSGSIZE
-        | libc::ENOBUFS
-        | libc::EACCES
-        | libc::EPERM
-        | libc::EADDRNOTAVAIL
-        | libc::EAFNOSUPPORT
-        | libc::EINVAL => SendErrno::Skip,
+        | libc::ENETDOWN => SendErrno::Skip(RefusalReason::Unreachable),
+        libc::EADDRNOTAVAIL | libc::EAFNOSUPPORT | libc::EINVAL => {
+            SendErrno::Skip(RefusalReason::InvalidDestination)
+        }
+        libc::ENOBUFS | libc::EACCES | libc::EPERM => SendErrno::Skip(RefusalReason::Denied),
         _ => SendErrno::Fail,
     }
 }
@@ -425,6 +456,7 @@ pub(crate) fn send_batch(
     cursor: &mut Cursor,
     max_segments: usize,
     counters: &Counters,
+    refusals: &mut Refusals,
 ) -> Result<(), Stop> {
     loop {
         let n = scratch.plan_sends(
@@ -437,10 +469,12 @@ pub(crate) fn send_batch(
             return Ok(());
         }
         bump(&counters.send_syscalls, 1);
-        match send_call(fd, scratch, n) {
+        let result = send_call(fd, scratch, n);
+        scratch.forget_buffers(n);
+        match result {
             Ok(0) => return Err(Stop::WouldBlock),
-            Ok(k) => settle_sends(scratch, k, None, cursor, counters)?,
-            Err(e) => settle_sends(scratch, 0, Some(e), cursor, counters)?,
+            Ok(k) => settle_sends(scratch, k, None, cursor, counters, refusals)?,
+            Err(e) => settle_sends(scratch, 0, Some(e), cursor, counters, refusals)?,
         }
     }
 }
@@ -455,6 +489,7 @@ pub(crate) fn settle_sends(
     failed: Option<i32>,
     cursor: &mut Cursor,
     counters: &Counters,
+    refusals: &mut Refusals,
 ) -> Result<(), Stop> {
     if ok > 0 {
         count_sent(scratch, ok, counters);
@@ -467,12 +502,13 @@ pub(crate) fn settle_sends(
     match classify_send(errno, scratch.gso[ok]) {
         SendErrno::Retry => Ok(()),
         SendErrno::WouldBlock => Err(Stop::WouldBlock),
-        SendErrno::Skip => {
+        SendErrno::Skip(reason) => {
             tracing::debug!(
                 errno,
                 "sockio: datagram refused for its destination, skipped"
             );
             bump(&counters.send_errors, 1);
+            refusals.push(cursor.transmit, reason);
             *cursor = scratch.ends[ok];
             Ok(())
         }
@@ -482,17 +518,135 @@ pub(crate) fn settle_sends(
     }
 }
 
-/// Stops using GSO on a socket after the kernel refused it (`max_segments`
-/// becomes 1, a fallback is counted); false if GSO was already off, when the
-/// refusal must go to the socket instead.
-pub(crate) fn give_up_gso(max_segments: &mut usize, why: &io::Error, counters: &Counters) -> bool {
-    if *max_segments <= 1 {
-        return false;
+/// Whether a socket segments now, and when it tries again after the
+/// kernel refused segmentation.
+///
+/// A refusal turns GSO off for [`GSO_RETRY_FIRST`] send calls, then it is
+/// tried again (a route or device may have changed); each refusal in a row
+/// doubles the wait, up to [`GSO_RETRY_MAX`].
+#[derive(Debug)]
+pub(crate) struct GsoGate {
+    /// Segments per message with GSO on (1: GSO is not available at all).
+    limit: usize,
+    /// Send calls left before GSO is tried again; 0 while it is on.
+    off_for: u32,
+    /// How long the next refusal turns GSO off for, in send calls.
+    backoff: u32,
+}
+
+/// Send calls GSO stays off after a first refusal.
+pub(crate) const GSO_RETRY_FIRST: u32 = 1024;
+/// The longest GSO stays off after refusals in a row, in send calls.
+pub(crate) const GSO_RETRY_MAX: u32 = 1 << 20;
+
+impl GsoGate {
+    pub(crate) fn new(limit: usize) -> Self {
+        Self {
+            limit: limit.max(1),
+            off_for: 0,
+            backoff: GSO_RETRY_FIRST,
+        }
     }
-    tracing::warn!(error = %why, "sockio: kernel refused UDP GSO; sending plain datagrams on this socket");
-    *max_segments = 1;
-    bump(&counters.fallbacks, 1);
-    true
+
+    /// Segments per message now.
+    pub(crate) fn max_segments(&self) -> usize {
+        if self.off_for > 0 { 1 } else { self.limit }
+    }
+
+    /// Counts one send call while GSO is off; turns it back on when due.
+    fn tick(&mut self) {
+        if self.off_for > 0 {
+            self.off_for -= 1;
+            if self.off_for == 0 {
+                tracing::debug!("sockio: trying UDP GSO again");
+            }
+        }
+    }
+
+    /// The kernel refused segmentation itself: plain datagrams for a while.
+    fn refused(&mut self, why: &io::Error, counters: &Counters) {
+        tracing::warn!(error = %why, calls = self.backoff, "sockio: kernel refused UDP GSO; sending plain datagrams for a while");
+        self.off_for = self.backoff;
+        self.backoff = self.backoff.saturating_mul(2).min(GSO_RETRY_MAX);
+        bump(&counters.fallbacks, 1);
+    }
+
+    /// Segmentation worked: the next refusal waits the shortest time again.
+    fn worked(&mut self) {
+        if self.off_for == 0 {
+            self.backoff = GSO_RETRY_FIRST;
+        }
+    }
+}
+
+/// A backend that sends batches of messages of up to a given number of
+/// segments each, as [`send_batch`] does.
+pub(crate) trait BatchSender {
+    /// The backend's GSO state.
+    fn gso(&mut self) -> &mut GsoGate;
+
+    /// Sends the batch from `cursor` on through socket `fd`, `max_segments`
+    /// per message.
+    fn send_batch(
+        &mut self,
+        fd: RawFd,
+        transmits: &[Transmit<'_>],
+        cursor: &mut Cursor,
+        max_segments: usize,
+        counters: &Counters,
+        refusals: &mut Refusals,
+    ) -> Result<(), Stop>;
+}
+
+/// Sends the batch through `backend` with GSO where the gate allows it.
+///
+/// A segmented message refused with an error that can mean either "no
+/// segmentation here" or "not this destination" (`EINVAL` does both) is
+/// told apart by sending its first segment alone: if that goes out,
+/// segmentation was refused and the gate turns GSO off for a while; if it
+/// is refused too, the destination was at fault, and the whole message is
+/// skipped, counted once and listed, while GSO stays on for everyone else.
+pub(crate) fn send_gated(
+    backend: &mut impl BatchSender,
+    fd: RawFd,
+    transmits: &[Transmit<'_>],
+    cursor: &mut Cursor,
+    counters: &Counters,
+    refusals: &mut Refusals,
+) -> Result<(), Stop> {
+    backend.gso().tick();
+    loop {
+        let max_segments = backend.gso().max_segments();
+        let why = match backend.send_batch(fd, transmits, cursor, max_segments, counters, refusals)
+        {
+            Err(Stop::GsoRefused(why)) => why,
+            done => {
+                if done.is_ok() && max_segments > 1 {
+                    backend.gso().worked();
+                }
+                return done;
+            }
+        };
+        let mut end = *cursor;
+        let Some(chunk) = end.next_chunk(transmits, max_segments, crate::config::MAX_UDP_PAYLOAD)
+        else {
+            return Ok(());
+        };
+        let first = [Transmit::new(
+            chunk.destination,
+            &chunk.bytes[..chunk.segment_size.min(chunk.bytes.len())],
+        )];
+        let listed = refusals.len();
+        let sent_before = counters.datagrams_sent.load(Ordering::Relaxed);
+        backend.send_batch(fd, &first, &mut Cursor::default(), 1, counters, refusals)?;
+        if counters.datagrams_sent.load(Ordering::Relaxed) > sent_before {
+            backend.gso().refused(&why, counters);
+            cursor.skip_segment(transmits);
+        } else {
+            refusals.relabel_since(listed, cursor.transmit);
+            *cursor = end;
+        }
+    }
 }
 
 /// What an `errno` from a receive means.
@@ -518,16 +672,16 @@ pub(crate) fn recv_batch(
     bufs: &mut RecvBuffers,
     counters: &Counters,
 ) -> Result<usize, Stop> {
-    let n = bufs.slots().min(scratch.capacity());
-    for (i, slot) in bufs.slots_mut().take(n).enumerate() {
-        scratch.fill_recv(i, slot);
+    let n = scratch.fill_recv_slots(bufs, usize::MAX);
+    if n == 0 {
+        return Err(Stop::Failed(no_slots()));
     }
     let k = loop {
         bump(&counters.recv_syscalls, 1);
-        // SAFETY: headers 0..n point into the scratch and at the caller's
-        // slots 0..n, which `bufs` (borrowed mutably for this call) keeps
-        // alive and unaliased; the kernel writes at most iov_len bytes into
-        // each slot and at most msg_namelen/msg_controllen into the scratch.
+        // SAFETY: headers 0..n were just pointed into the scratch and at the
+        // caller's slots 0..n, which `bufs` (borrowed mutably for this call)
+        // keeps alive and unaliased; the kernel writes at most iov_len bytes
+        // into each slot and at most msg_namelen/msg_controllen into the scratch.
         let rc = unsafe {
             libc::recvmmsg(
                 fd,
@@ -541,9 +695,11 @@ pub(crate) fn recv_batch(
             break rc as usize;
         }
         if let Some(stop) = recv_stop(errno()) {
+            scratch.forget_buffers(n);
             return Err(stop);
         }
     };
+    scratch.forget_buffers(n);
     if k == 0 {
         return Err(Stop::WouldBlock);
     }
@@ -554,6 +710,14 @@ pub(crate) fn recv_batch(
         |i| scratch.hdrs[i].msg_len as usize,
         counters,
     ))
+}
+
+/// A receive was handed no slot to fill.
+pub(crate) fn no_slots() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "receive buffers without a slot",
+    )
 }
 
 /// Turns `k` filled headers into metadata and counts them; `len(i)` is how
@@ -644,6 +808,51 @@ mod tests {
     }
 
     #[test]
+    fn no_pointer_into_a_callers_buffer_outlives_the_call() {
+        use std::os::fd::AsRawFd;
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        rx.set_nonblocking(true).expect("non-blocking");
+        let to = rx.local_addr().expect("address");
+        let counters = Counters::default();
+        let mut refusals = Refusals::with_capacity(4);
+        let mut scratch = MsgScratch::new(4, false);
+        let stale = |scratch: &MsgScratch| scratch.iovs.iter().any(|iov| !iov.iov_base.is_null());
+
+        let contents = [[7u8; 100], [8; 100]];
+        let batch: Vec<Transmit<'_>> = contents.iter().map(|c| Transmit::new(to, c)).collect();
+        let mut cursor = Cursor::default();
+        send_batch(
+            tx.as_raw_fd(),
+            &mut scratch,
+            &batch,
+            &mut cursor,
+            1,
+            &counters,
+            &mut refusals,
+        )
+        .expect("send");
+        assert_eq!(cursor.transmit, 2);
+        assert!(!stale(&scratch));
+
+        let mut bufs = RecvBuffers::new(4, 200);
+        let mut received = 0;
+        // Bounded: 2 s at most for two loopback datagrams.
+        for _ in 0..2000 {
+            match recv_batch(rx.as_raw_fd(), &mut scratch, &mut bufs, &counters) {
+                Ok(n) => received += n,
+                Err(Stop::WouldBlock) => std::thread::sleep(std::time::Duration::from_millis(1)),
+                Err(other) => panic!("receive: {other:?}"),
+            }
+            assert!(!stale(&scratch));
+            if received == 2 {
+                break;
+            }
+        }
+        assert_eq!(received, 2);
+    }
+
+    #[test]
     fn a_short_or_foreign_sender_address_is_no_address() {
         let mut storage = unsafe { std::mem::zeroed() };
         let v6: SocketAddr = "[::1]:9".parse().expect("address");
@@ -659,8 +868,18 @@ mod tests {
     fn gso_refusals_downgrade_while_destination_errors_only_skip() {
         assert_eq!(classify_send(libc::EIO, true), SendErrno::GsoRefused);
         assert_eq!(classify_send(libc::EINVAL, true), SendErrno::GsoRefused);
-        assert_eq!(classify_send(libc::ECONNREFUSED, true), SendErrno::Skip);
-        assert_eq!(classify_send(libc::EINVAL, false), SendErrno::Skip);
+        assert_eq!(
+            classify_send(libc::ECONNREFUSED, true),
+            SendErrno::Skip(RefusalReason::Unreachable)
+        );
+        assert_eq!(
+            classify_send(libc::EINVAL, false),
+            SendErrno::Skip(RefusalReason::InvalidDestination)
+        );
+        assert_eq!(
+            classify_send(libc::EMSGSIZE, true),
+            SendErrno::Skip(RefusalReason::TooLarge)
+        );
         assert_eq!(classify_send(libc::EAGAIN, false), SendErrno::WouldBlock);
         assert_eq!(classify_send(libc::ENOSYS, false), SendErrno::Unsupported);
         assert_eq!(classify_send(libc::EBADF, false), SendErrno::Fail);

@@ -7,39 +7,36 @@
 //! Receives use `recvmmsg` with `UDP_GRO`, whose control message gives the
 //! stride to split each coalesced message by.
 //!
-//! When the kernel refuses GSO at run time (`EIO` from a device without
-//! checksum offload, `EINVAL` for a path that cannot take the segment size),
-//! the refused message was not sent: the socket stops using GSO, counts a
-//! fallback and sends the rest of the batch, starting with that message, as
-//! plain datagrams.
+//! When the kernel refuses a segmented message, [`msg::send_gated`] finds
+//! out whether segmentation or the destination was at fault: only the
+//! former turns GSO off, and only for a while.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 
 use tokio::net::UdpSocket as TokioUdp;
 
 use crate::backend::Stop;
-use crate::backend::msg::{self, MsgScratch};
+use crate::backend::msg::{self, BatchSender, GsoGate, MsgScratch};
 use crate::counters::Counters;
 use crate::cursor::Cursor;
 use crate::recv::RecvBuffers;
-use crate::transmit::Transmit;
+use crate::transmit::{Refusals, Transmit};
 
 pub(crate) struct Offload {
     pub(crate) scratch: MsgScratch,
-    /// Segments per message; 1 once the kernel refused GSO.
-    max_segments: usize,
+    gso: GsoGate,
 }
 
 impl Offload {
     pub(crate) fn new(batch: usize, v6: bool, max_segments: usize) -> Self {
         Self {
             scratch: MsgScratch::new(batch, v6),
-            max_segments: max_segments.max(1),
+            gso: GsoGate::new(max_segments),
         }
     }
 
     pub(crate) fn max_segments(&self) -> usize {
-        self.max_segments
+        self.gso.max_segments()
     }
 
     pub(crate) fn send(
@@ -48,21 +45,9 @@ impl Offload {
         transmits: &[Transmit<'_>],
         cursor: &mut Cursor,
         counters: &Counters,
+        refusals: &mut Refusals,
     ) -> Result<(), Stop> {
-        loop {
-            match msg::send_batch(
-                io.as_raw_fd(),
-                &mut self.scratch,
-                transmits,
-                cursor,
-                self.max_segments,
-                counters,
-            ) {
-                Err(Stop::GsoRefused(e))
-                    if msg::give_up_gso(&mut self.max_segments, &e, counters) => {}
-                other => return other,
-            }
-        }
+        msg::send_gated(self, io.as_raw_fd(), transmits, cursor, counters, refusals)
     }
 
     pub(crate) fn recv(
@@ -72,5 +57,31 @@ impl Offload {
         counters: &Counters,
     ) -> Result<usize, Stop> {
         msg::recv_batch(io.as_raw_fd(), &mut self.scratch, bufs, counters)
+    }
+}
+
+impl BatchSender for Offload {
+    fn gso(&mut self) -> &mut GsoGate {
+        &mut self.gso
+    }
+
+    fn send_batch(
+        &mut self,
+        fd: RawFd,
+        transmits: &[Transmit<'_>],
+        cursor: &mut Cursor,
+        max_segments: usize,
+        counters: &Counters,
+        refusals: &mut Refusals,
+    ) -> Result<(), Stop> {
+        msg::send_batch(
+            fd,
+            &mut self.scratch,
+            transmits,
+            cursor,
+            max_segments,
+            counters,
+            refusals,
+        )
     }
 }

@@ -11,7 +11,7 @@ use crate::backend::Stop;
 use crate::counters::{Counters, bump};
 use crate::cursor::Cursor;
 use crate::recv::{RecvBuffers, RecvMeta};
-use crate::transmit::Transmit;
+use crate::transmit::{RefusalReason, Refusals, Transmit};
 
 pub(crate) struct Portable {
     v6: bool,
@@ -28,6 +28,7 @@ impl Portable {
         transmits: &[Transmit<'_>],
         cursor: &mut Cursor,
         counters: &Counters,
+        refusals: &mut Refusals,
     ) -> Result<(), Stop> {
         loop {
             let mut next = *cursor;
@@ -47,25 +48,16 @@ impl Portable {
                     bump(&counters.bytes_sent, chunk.bytes.len() as u64);
                     *cursor = next;
                 }
-                Err(e) => match e.kind() {
-                    io::ErrorKind::Interrupted => {}
-                    io::ErrorKind::WouldBlock => return Err(Stop::WouldBlock),
-                    io::ErrorKind::ConnectionRefused
-                    | io::ErrorKind::ConnectionReset
-                    | io::ErrorKind::HostUnreachable
-                    | io::ErrorKind::NetworkUnreachable
-                    | io::ErrorKind::AddrNotAvailable
-                    | io::ErrorKind::PermissionDenied
-                    | io::ErrorKind::InvalidInput => {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Err(Stop::WouldBlock),
+                Err(e) => match refusal(&e) {
+                    Some(reason) => {
                         tracing::debug!(error = %e, "sockio: datagram refused for its destination, skipped");
                         bump(&counters.send_errors, 1);
+                        refusals.push(cursor.transmit, reason);
                         *cursor = next;
                     }
-                    _ if is_message_too_large(&e) => {
-                        bump(&counters.send_errors, 1);
-                        *cursor = next;
-                    }
-                    _ => return Err(Stop::Failed(e)),
+                    None => return Err(Stop::Failed(e)),
                 },
             }
         }
@@ -118,15 +110,23 @@ impl Portable {
     }
 }
 
-/// `EMSGSIZE` has no stable `ErrorKind` of its own.
-fn is_message_too_large(e: &io::Error) -> bool {
+/// Why the kernel refused a datagram for its destination or size alone;
+/// `None` for an error that concerns the socket.
+fn refusal(e: &io::Error) -> Option<RefusalReason> {
     #[cfg(unix)]
-    {
-        e.raw_os_error() == Some(libc::EMSGSIZE)
+    if e.raw_os_error() == Some(libc::EMSGSIZE) {
+        return Some(RefusalReason::TooLarge);
     }
-    #[cfg(not(unix))]
-    {
-        let _ = e;
-        false
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused
+        | io::ErrorKind::ConnectionReset
+        | io::ErrorKind::HostUnreachable
+        | io::ErrorKind::NetworkUnreachable
+        | io::ErrorKind::NetworkDown => Some(RefusalReason::Unreachable),
+        io::ErrorKind::AddrNotAvailable | io::ErrorKind::InvalidInput => {
+            Some(RefusalReason::InvalidDestination)
+        }
+        io::ErrorKind::PermissionDenied => Some(RefusalReason::Denied),
+        _ => None,
     }
 }

@@ -29,6 +29,7 @@
 //! back to the caller.
 
 use std::io;
+use std::io::Write;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
@@ -36,12 +37,12 @@ use io_uring::{IoUring, opcode, squeue, types};
 use tokio::net::UdpSocket as TokioUdp;
 
 use crate::backend::Stop;
-use crate::backend::msg::{self, MsgScratch};
+use crate::backend::msg::{self, BatchSender, GsoGate, MsgScratch};
 use crate::config::MAX_UDP_PAYLOAD;
 use crate::counters::{Counters, bump};
 use crate::cursor::Cursor;
 use crate::recv::RecvBuffers;
-use crate::transmit::Transmit;
+use crate::transmit::{Refusals, Transmit};
 
 /// How long a failed batch waits for the kernel to give back operations it
 /// consumed before the process gives up (see the module docs).
@@ -64,8 +65,8 @@ pub(crate) struct Uring {
     pub(crate) scratch: MsgScratch,
     /// Completion result of operation `i` of the last batch.
     results: Box<[i32]>,
-    /// Segments per message; 1 without GSO or once the kernel refused it.
-    max_segments: usize,
+    /// Segments per message now.
+    gso: GsoGate,
     /// Receive operations to chain next time: twice what the last receive
     /// got (at least 4), so a trickle does not pay for a full batch of
     /// operations that would only be cancelled.
@@ -94,7 +95,7 @@ impl Uring {
             ring,
             results: vec![0; scratch.capacity()].into_boxed_slice(),
             scratch,
-            max_segments: max_segments.max(1),
+            gso: GsoGate::new(max_segments),
             recv_window: 4,
             broken: None,
             #[cfg(test)]
@@ -105,7 +106,7 @@ impl Uring {
     }
 
     pub(crate) fn max_segments(&self) -> usize {
-        self.max_segments
+        self.gso.max_segments()
     }
 
     /// Submits headers `0..n` as one linked chain of sends or receives with a
@@ -168,8 +169,11 @@ impl Uring {
                         // Nothing reached the kernel: the caller drops this ring.
                         return Err(Stop::Refused(e));
                     }
-                    tracing::warn!(error = %e, "sockio: io_uring_enter failed with operations in flight; draining them");
+                    // Drained before anything is logged: a tracing
+                    // subscriber is user code and may panic, and unwinding
+                    // now would free buffers the kernel still writes to.
                     self.drain(consumed - done);
+                    tracing::warn!(error = %e, "sockio: io_uring_enter failed with operations in flight; drained them");
                     self.broken = Some(e);
                     return Ok(());
                 }
@@ -208,9 +212,11 @@ impl Uring {
                 return;
             }
             if Instant::now() > deadline {
-                tracing::error!(
-                    in_flight,
-                    "sockio: the kernel kept io_uring operations on caller buffers after cancelling them"
+                // Not through tracing: a subscriber that panicked here would
+                // unwind past buffers the kernel may still write to.
+                let _ = writeln!(
+                    io::stderr(),
+                    "tern-sockio: the kernel kept {in_flight} io_uring operations on caller buffers after cancelling them; aborting"
                 );
                 std::process::abort();
             }
@@ -239,52 +245,9 @@ impl Uring {
         transmits: &[Transmit<'_>],
         cursor: &mut Cursor,
         counters: &Counters,
+        refusals: &mut Refusals,
     ) -> Result<(), Stop> {
-        loop {
-            match self.send_batch(io.as_raw_fd(), transmits, cursor, counters) {
-                Err(Stop::GsoRefused(e))
-                    if msg::give_up_gso(&mut self.max_segments, &e, counters) => {}
-                other => return other,
-            }
-        }
-    }
-
-    /// Sends the batch from `cursor` on, one chain of operations per
-    /// `io_uring_enter`, as [`msg::send_batch`] does with `sendmmsg`.
-    fn send_batch(
-        &mut self,
-        fd: RawFd,
-        transmits: &[Transmit<'_>],
-        cursor: &mut Cursor,
-        counters: &Counters,
-    ) -> Result<(), Stop> {
-        // A drained ring may still hold entries it never submitted, pointing
-        // at buffers of an earlier call: it must never be entered again.
-        if let Some(e) = self.broken.take() {
-            return Err(Stop::Refused(e));
-        }
-        loop {
-            let n = self
-                .scratch
-                .plan_sends(transmits, *cursor, self.max_segments, MAX_UDP_PAYLOAD);
-            if n == 0 {
-                return Ok(());
-            }
-            let (n, refuse_first) = self.take_injected_gso_refusal(n);
-            let ok = if refuse_first {
-                self.results[0] = -libc::EIO;
-                0
-            } else {
-                self.run(fd, n, false, &counters.send_syscalls)?;
-                self.results[..n].iter().take_while(|r| **r >= 0).count()
-            };
-            if let Some(e) = self.broken.take() {
-                msg::settle_sends(&self.scratch, ok, None, cursor, counters)?;
-                return Err(Stop::Refused(e));
-            }
-            let failed = (ok < n).then(|| -self.results[ok]);
-            msg::settle_sends(&self.scratch, ok, failed, cursor, counters)?;
-        }
+        msg::send_gated(self, io.as_raw_fd(), transmits, cursor, counters, refusals)
     }
 
     /// Test hook: plays the kernel refusing the first GSO message of the
@@ -320,15 +283,14 @@ impl Uring {
             return Err(Stop::Refused(e));
         }
         let fd = io.as_raw_fd();
-        let n = bufs
-            .slots()
-            .min(self.scratch.capacity())
-            .min(self.recv_window);
         loop {
-            for (i, slot) in bufs.slots_mut().take(n).enumerate() {
-                self.scratch.fill_recv(i, slot);
+            let n = self.scratch.fill_recv_slots(bufs, self.recv_window);
+            if n == 0 {
+                return Err(Stop::Failed(msg::no_slots()));
             }
-            self.run(fd, n, true, &counters.recv_syscalls)?;
+            let ran = self.run(fd, n, true, &counters.recv_syscalls);
+            self.scratch.forget_buffers(n);
+            ran?;
             let ok = self.results[..n].iter().take_while(|r| **r >= 0).count();
             self.recv_window = (ok * 2).max(4);
             if ok > 0 {
@@ -347,6 +309,54 @@ impl Uring {
             if let Some(stop) = msg::recv_stop(-self.results[0]) {
                 return Err(stop);
             }
+        }
+    }
+}
+
+impl BatchSender for Uring {
+    fn gso(&mut self) -> &mut GsoGate {
+        &mut self.gso
+    }
+
+    /// One chain of operations per `io_uring_enter`, as [`msg::send_batch`]
+    /// does with `sendmmsg`.
+    fn send_batch(
+        &mut self,
+        fd: RawFd,
+        transmits: &[Transmit<'_>],
+        cursor: &mut Cursor,
+        max_segments: usize,
+        counters: &Counters,
+        refusals: &mut Refusals,
+    ) -> Result<(), Stop> {
+        // A drained ring may still hold entries it never submitted, pointing
+        // at buffers of an earlier call: it must never be entered again.
+        if let Some(e) = self.broken.take() {
+            return Err(Stop::Refused(e));
+        }
+        loop {
+            let n = self
+                .scratch
+                .plan_sends(transmits, *cursor, max_segments, MAX_UDP_PAYLOAD);
+            if n == 0 {
+                return Ok(());
+            }
+            let (n, refuse_first) = self.take_injected_gso_refusal(n);
+            let ok = if refuse_first {
+                self.results[0] = -libc::EIO;
+                0
+            } else {
+                let ran = self.run(fd, n, false, &counters.send_syscalls);
+                self.scratch.forget_buffers(n);
+                ran?;
+                self.results[..n].iter().take_while(|r| **r >= 0).count()
+            };
+            if let Some(e) = self.broken.take() {
+                msg::settle_sends(&self.scratch, ok, None, cursor, counters, refusals)?;
+                return Err(Stop::Refused(e));
+            }
+            let failed = (ok < n).then(|| -self.results[ok]);
+            msg::settle_sends(&self.scratch, ok, failed, cursor, counters, refusals)?;
         }
     }
 }
