@@ -32,6 +32,24 @@ pub(crate) struct BenchArgs {
     pub(crate) report: bool,
     /// List the benchmarks that would run, and run none.
     pub(crate) list: bool,
+    /// Also run the end-to-end workloads on this other transport.
+    pub(crate) compare: Option<Comparison>,
+}
+
+/// A transport measured beside Tern in the end-to-end workloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Comparison {
+    /// quinn, built into the harness through `tern-benches`' `quinn` feature.
+    Quinn,
+}
+
+impl Comparison {
+    /// The `tern-benches` feature that builds it into the harness.
+    pub(crate) fn feature(self) -> &'static str {
+        match self {
+            Self::Quinn => "quinn",
+        }
+    }
 }
 
 /// Levels `cargo xtask bench` runs unless told otherwise (stress is opt-in).
@@ -60,6 +78,8 @@ cargo xtask bench [options]
   --fail-on-regression  exit with status 1 if any metric regressed
   --report            write <target>/tern-bench/report.md and SVG charts
   --list              list the benchmarks that would run, and stop
+  --compare quinn     also run the end-to-end workloads on quinn (level 2;
+                      builds the harness with tern-benches' `quinn` feature)
 ";
 
 /// Parses the arguments after `cargo xtask`.
@@ -99,6 +119,7 @@ fn parse_bench(parser: &mut lexopt::Parser) -> Result<Option<BenchArgs>, String>
         fail_on_regression: false,
         report: false,
         list: false,
+        compare: None,
     };
     let value = |parser: &mut lexopt::Parser| -> Result<String, String> {
         parser
@@ -123,6 +144,12 @@ fn parse_bench(parser: &mut lexopt::Parser) -> Result<Option<BenchArgs>, String>
             Long("fail-on-regression") => args.fail_on_regression = true,
             Long("report") => args.report = true,
             Long("list") => args.list = true,
+            Long("compare") => {
+                args.compare = match value(parser)?.as_str() {
+                    "quinn" => Some(Comparison::Quinn),
+                    other => return Err(format!("--compare knows quinn, not {other:?}")),
+                }
+            }
             Short('h') | Long("help") => return Ok(None),
             other => return Err(other.unexpected().to_string()),
         }
@@ -199,9 +226,13 @@ mod tests {
             "before",
             "--fail-on-regression",
             "--report",
+            "--compare",
+            "quinn",
         ])
         .expect("valid");
         assert!(args.full && args.fail_on_regression && args.report);
+        assert_eq!(args.compare, Some(Comparison::Quinn));
+        assert_eq!(Comparison::Quinn.feature(), "quinn");
         assert_eq!(args.filter.as_deref(), Some("seal/tern"));
         assert_eq!(args.save.as_deref(), Some("after"));
         assert_eq!(args.baseline.as_deref(), Some("before"));
@@ -214,6 +245,8 @@ mod tests {
         assert!(bench(&["--frobnicate"]).is_err());
         assert!(bench(&["stray"]).is_err());
         assert!(bench(&["--save"]).is_err());
+        assert!(bench(&["--compare", "tcp"]).is_err());
+        assert_eq!(bench(&[]).expect("valid").compare, None);
         assert!(!bench(&["--quick"]).expect("valid").full);
     }
 

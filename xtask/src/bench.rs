@@ -100,9 +100,10 @@ pub(crate) fn run(args: &BenchArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
 
+    let features: Vec<&str> = args.compare.iter().map(|c| c.feature()).collect();
     divan::build(&plan.divan)?;
     if !plan.harness_levels.is_empty() {
-        harness::build()?;
+        harness::build(&features)?;
     }
     let compiled = Instant::now();
 
@@ -123,7 +124,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<ExitCode, String> {
     let groups = if plan.harness_levels.is_empty() {
         Vec::new()
     } else {
-        harness::list(&plan.harness_levels, filter).unwrap_or_else(|e| {
+        harness::list(&plan.harness_levels, filter, &features).unwrap_or_else(|e| {
             warnings.push(e);
             Vec::new()
         })
@@ -161,6 +162,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<ExitCode, String> {
             &plan.harness_levels,
             mode,
             filter,
+            &features,
             &groups,
             &progress,
         ));

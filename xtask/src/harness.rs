@@ -47,8 +47,8 @@ pub(crate) fn parse_line(line: &str) -> Result<Metric, String> {
     Ok(metric)
 }
 
-/// Builds the harness in release mode.
-pub(crate) fn build() -> Result<(), String> {
+/// Builds the harness in release mode with `features` of the bench package.
+pub(crate) fn build(features: &[&str]) -> Result<(), String> {
     let status = cargo()
         .args([
             "build",
@@ -58,6 +58,7 @@ pub(crate) fn build() -> Result<(), String> {
             "--bin",
             HARNESS_BIN,
         ])
+        .args(feature_args(features))
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if status.success() {
@@ -69,7 +70,20 @@ pub(crate) fn build() -> Result<(), String> {
     }
 }
 
-fn harness_command(levels: &[u8], filter: Option<&str>) -> std::process::Command {
+/// `--features a,b` for cargo, or nothing.
+fn feature_args(features: &[&str]) -> Vec<String> {
+    if features.is_empty() {
+        Vec::new()
+    } else {
+        vec!["--features".to_owned(), features.join(",")]
+    }
+}
+
+fn harness_command(
+    levels: &[u8],
+    filter: Option<&str>,
+    features: &[&str],
+) -> std::process::Command {
     let mut command = cargo();
     command.args([
         "run",
@@ -79,8 +93,9 @@ fn harness_command(levels: &[u8], filter: Option<&str>) -> std::process::Command
         BENCH_PACKAGE,
         "--bin",
         HARNESS_BIN,
-        "--",
     ]);
+    command.args(feature_args(features));
+    command.arg("--");
     for level in levels {
         command.args(["--level", &level.to_string()]);
     }
@@ -91,8 +106,12 @@ fn harness_command(levels: &[u8], filter: Option<&str>) -> std::process::Command
 }
 
 /// The benchmark groups the harness would run, for the progress line.
-pub(crate) fn list(levels: &[u8], filter: Option<&str>) -> Result<Vec<String>, String> {
-    let mut command = harness_command(levels, filter);
+pub(crate) fn list(
+    levels: &[u8],
+    filter: Option<&str>,
+    features: &[&str],
+) -> Result<Vec<String>, String> {
+    let mut command = harness_command(levels, filter, features);
     command.arg("--list");
     let (finished, out) =
         process::capture(&mut command).map_err(|e| format!("cannot run cargo: {e}"))?;
@@ -116,10 +135,11 @@ pub(crate) fn run(
     levels: &[u8],
     mode: Mode,
     filter: Option<&str>,
+    features: &[&str],
     groups: &[String],
     progress: &Progress,
 ) -> Collected {
-    let mut command = harness_command(levels, filter);
+    let mut command = harness_command(levels, filter, features);
     command.arg(match mode {
         Mode::Quick => "--quick",
         Mode::Full => "--full",

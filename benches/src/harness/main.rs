@@ -7,6 +7,8 @@
 //! backend matrix with its raw-syscall ceilings.
 
 mod cli;
+#[cfg(feature = "quinn")]
+mod e2e;
 mod raw;
 mod report;
 mod sockio_matrix;
@@ -28,6 +30,8 @@ pub(crate) trait Group {
 fn groups(args: &Args) -> Vec<Box<dyn Group>> {
     let mut all: Vec<Box<dyn Group>> = Vec::new();
     all.extend(sockio_matrix::groups(args));
+    #[cfg(feature = "quinn")]
+    all.extend(e2e::groups(args));
     all.retain(|g| args.levels.contains(&g.level()) && g.selected(args));
     all
 }

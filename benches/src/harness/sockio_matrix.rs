@@ -425,7 +425,8 @@ fn run_tern(
     })
 }
 
-fn runtime() -> io::Result<tokio::runtime::Runtime> {
+/// A current-thread runtime with I/O and timers: every harness thread runs one.
+pub(crate) fn runtime() -> io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -1,0 +1,264 @@
+//! End-to-end workloads (level 2): one client and one server in this
+//! process, each on its own thread with a current-thread tokio runtime, over
+//! loopback with a maximum UDP payload of 1452 bytes.
+//!
+//! The workloads are written once against [`Workloads`] and run on every
+//! transport that implements it, so each row compares like with like: the
+//! same sizes, the same runtime flavour, the same measurement. quinn is the
+//! comparison; Tern's endpoint joins when it lands. Until then the module is
+//! built only with the `quinn` feature, which CI never enables.
+//!
+//! | workload | what it measures |
+//! |---|---|
+//! | `bulk` | one connection, one stream, N bytes written in 64 KiB chunks until the server has read them all: B/s and MB per CPU-second (both threads) |
+//! | `rr64` | 64-byte request, 64-byte response, one at a time: requests/s and p50/p95/p99 |
+//! | `rr64x32` | the same with 32 requests in flight |
+//! | `connect` | a cold connect (full handshake, no resumption) until the connection is usable: median and p99 |
+
+mod quinn;
+
+use std::io;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use crate::cli::{Args, Mode};
+use crate::report::{Better, Metric, emit, median, process_cpu_time};
+
+const LEVEL: u8 = 2;
+/// Size of a request and of its response in the `rr64` workloads.
+pub(crate) const REQUEST_LEN: usize = 64;
+/// Requests in flight in `rr64x32`.
+const IN_FLIGHT: usize = 32;
+/// Bytes of each application write in `bulk`.
+pub(crate) const WRITE_LEN: usize = 64 * 1024;
+
+/// What a transport offers the workloads. Each call runs one sample to
+/// completion on the transport's own client runtime; the server runs on a
+/// thread of its own for the transport's lifetime.
+pub(crate) trait Workloads {
+    /// Sends `bytes` on one stream of one connection until the server has
+    /// read them all; returns how long that took.
+    fn bulk(&mut self, bytes: u64) -> io::Result<Duration>;
+    /// Runs requests, `in_flight` at a time, for `duration`; records each
+    /// round trip (ns) in `latencies` and returns how many completed and in
+    /// how long (the last ones finish after `duration`).
+    fn requests(
+        &mut self,
+        in_flight: usize,
+        duration: Duration,
+        latencies: &mut Histogram<u64>,
+    ) -> io::Result<(u64, Duration)>;
+    /// Connects cold `count` times, one after the other, recording each
+    /// connect's duration (ns) in `latencies`.
+    fn connects(&mut self, count: usize, latencies: &mut Histogram<u64>) -> io::Result<()>;
+}
+
+/// The end-to-end groups of this build: one per transport compiled in.
+pub(crate) fn groups(_args: &Args) -> Vec<Box<dyn crate::Group>> {
+    vec![Box::new(E2e {
+        prefix: "e2e/quinn",
+        start: || quinn::Quinn::start().map(|q| Box::new(q) as Box<dyn Workloads>),
+    })]
+}
+
+/// One transport's end-to-end group.
+struct E2e {
+    /// `e2e/<transport>`: the group's name and its metrics' prefix.
+    prefix: &'static str,
+    start: fn() -> io::Result<Box<dyn Workloads>>,
+}
+
+/// Bytes moved per `bulk` sample.
+fn bulk_bytes(mode: Mode) -> u64 {
+    match mode {
+        Mode::Quick => 128 << 20,
+        Mode::Normal => 512 << 20,
+        Mode::Full => 1 << 30,
+    }
+}
+
+/// Connects per `connect` sample.
+fn connects_per_sample(mode: Mode) -> usize {
+    match mode {
+        Mode::Quick => 20,
+        Mode::Normal => 50,
+        Mode::Full => 200,
+    }
+}
+
+fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("1 ns to 100 s at 3 digits is valid")
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl crate::Group for E2e {
+    fn name(&self) -> &str {
+        self.prefix
+    }
+
+    fn level(&self) -> u8 {
+        LEVEL
+    }
+
+    fn selected(&self, args: &Args) -> bool {
+        let prefix = self.prefix;
+        ["bulk", "rr64", "rr64x32", "connect"]
+            .iter()
+            .any(|w| args.wants(&format!("{prefix}/{w}/")))
+    }
+
+    fn run(&self, args: &Args) {
+        let mut transport = match (self.start)() {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("   {}: cannot start: {e}", self.prefix);
+                return;
+            }
+        };
+        let prefix = self.prefix;
+        let samples = args.mode.samples();
+        if args.wants(&format!("{prefix}/bulk/")) {
+            run_bulk(prefix, transport.as_mut(), args, samples);
+        }
+        for (workload, in_flight) in [("rr64", 1), ("rr64x32", IN_FLIGHT)] {
+            if args.wants(&format!("{prefix}/{workload}/")) {
+                run_requests(
+                    prefix,
+                    workload,
+                    in_flight,
+                    transport.as_mut(),
+                    args,
+                    samples,
+                );
+            }
+        }
+        if args.wants(&format!("{prefix}/connect/")) {
+            run_connects(prefix, transport.as_mut(), args, samples);
+        }
+    }
+}
+
+fn emit_all(args: &Args, metrics: Vec<(String, &'static str, Better, Vec<f64>)>) {
+    for (name, unit, better, samples) in metrics {
+        if args.wants(&name) && !samples.is_empty() {
+            emit(&Metric {
+                name,
+                level: LEVEL,
+                unit,
+                better,
+                samples,
+                ceiling: None,
+            });
+        }
+    }
+}
+
+fn run_bulk(prefix: &str, transport: &mut dyn Workloads, args: &Args, samples: usize) {
+    let bytes = bulk_bytes(args.mode);
+    let (mut rate, mut per_cpu) = (Vec::new(), Vec::new());
+    for _ in 0..samples {
+        let cpu = process_cpu_time();
+        match transport.bulk(bytes) {
+            Ok(elapsed) => {
+                let cpu = (process_cpu_time() - cpu).as_secs_f64().max(1e-9);
+                rate.push(bytes as f64 / elapsed.as_secs_f64().max(1e-9));
+                per_cpu.push(bytes as f64 / 1e6 / cpu);
+            }
+            Err(e) => eprintln!("   {prefix}/bulk: sample failed: {e}"),
+        }
+    }
+    eprintln!(
+        "   {prefix}/bulk: {:.1} MB/s, {:.0} MB/cpu-s ({} MiB per sample)",
+        median(&rate) / 1e6,
+        median(&per_cpu),
+        bytes >> 20
+    );
+    emit_all(
+        args,
+        vec![
+            (
+                format!("{prefix}/bulk/bytes_per_s"),
+                "B/s",
+                Better::Higher,
+                rate,
+            ),
+            (
+                format!("{prefix}/bulk/mb_per_cpu_s"),
+                "MB/cpu-s",
+                Better::Higher,
+                per_cpu,
+            ),
+        ],
+    );
+}
+
+fn run_requests(
+    prefix: &str,
+    workload: &str,
+    in_flight: usize,
+    transport: &mut dyn Workloads,
+    args: &Args,
+    samples: usize,
+) {
+    let duration = args.mode.sample_time() * 4;
+    let (mut rate, mut p50, mut p95, mut p99) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..samples {
+        let mut latencies = latency_histogram();
+        match transport.requests(in_flight, duration, &mut latencies) {
+            Ok((done, elapsed)) => {
+                rate.push(done as f64 / elapsed.as_secs_f64().max(1e-9));
+                p50.push(latencies.value_at_quantile(0.50) as f64);
+                p95.push(latencies.value_at_quantile(0.95) as f64);
+                p99.push(latencies.value_at_quantile(0.99) as f64);
+            }
+            Err(e) => eprintln!("   {prefix}/{workload}: sample failed: {e}"),
+        }
+    }
+    eprintln!(
+        "   {prefix}/{workload}: {:.0} requests/s, p50 {:.1} µs, p99 {:.1} µs",
+        median(&rate),
+        median(&p50) / 1e3,
+        median(&p99) / 1e3
+    );
+    let name = |m: &str| format!("{prefix}/{workload}/{m}");
+    emit_all(
+        args,
+        vec![
+            (name("requests_per_s"), "requests/s", Better::Higher, rate),
+            (name("p50"), "ns", Better::Lower, p50),
+            (name("p95"), "ns", Better::Lower, p95),
+            (name("p99"), "ns", Better::Lower, p99),
+        ],
+    );
+}
+
+fn run_connects(prefix: &str, transport: &mut dyn Workloads, args: &Args, samples: usize) {
+    let count = connects_per_sample(args.mode);
+    let (mut p50, mut p99) = (Vec::new(), Vec::new());
+    for _ in 0..samples {
+        let mut latencies = latency_histogram();
+        match transport.connects(count, &mut latencies) {
+            Ok(()) => {
+                p50.push(latencies.value_at_quantile(0.50) as f64);
+                p99.push(latencies.value_at_quantile(0.99) as f64);
+            }
+            Err(e) => eprintln!("   {prefix}/connect: sample failed: {e}"),
+        }
+    }
+    eprintln!(
+        "   {prefix}/connect: median {:.0} µs, p99 {:.0} µs",
+        median(&p50) / 1e3,
+        median(&p99) / 1e3
+    );
+    emit_all(
+        args,
+        vec![
+            (format!("{prefix}/connect/p50"), "ns", Better::Lower, p50),
+            (format!("{prefix}/connect/p99"), "ns", Better::Lower, p99),
+        ],
+    );
+}

@@ -1,0 +1,247 @@
+//! quinn as the comparison transport, configured so anyone can check it:
+//!
+//! - quinn 0.11 with rustls 0.23 and ring's crypto, TLS 1.3 with the single
+//!   cipher suite `TLS13_AES_128_GCM_SHA256` (the AEAD Tern uses);
+//! - a self-signed ECDSA P-256 certificate (rcgen's default) that the client
+//!   trusts as its only root, so every handshake verifies a real chain;
+//! - session resumption off on the client, so every connect is a full
+//!   handshake, as Tern's are;
+//! - quinn's defaults otherwise: GSO and GRO on where the kernel has them,
+//!   initial MTU 1200 probing up to 1452 bytes of UDP payload, its default
+//!   flow-control windows and congestion controller (Cubic).
+//!
+//! Each request is a bidirectional stream (quinn's idiom): the client writes
+//! 64 bytes and finishes, the server reads to the end and answers with up to
+//! 64 bytes. `bulk` is the same exchange with a large request, so the server
+//! answers once it has read everything.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
+
+use super::{REQUEST_LEN, WRITE_LEN, Workloads};
+
+const SERVER_NAME: &str = "localhost";
+
+/// A quinn server on its own thread and a client endpoint on this one.
+pub(crate) struct Quinn {
+    client: tokio::runtime::Runtime,
+    endpoint: quinn::Endpoint,
+    server_addr: SocketAddr,
+    /// Dropping it stops the server's runtime.
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+fn other(e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+/// TLS configurations for both sides, limited to AES-128-GCM.
+fn tls() -> io::Result<(rustls::ServerConfig, rustls::ClientConfig)> {
+    let certified =
+        rcgen::generate_simple_self_signed(vec![SERVER_NAME.to_owned()]).map_err(other)?;
+    let cert = CertificateDer::from(certified.cert.der().to_vec());
+    let key = PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der());
+    let provider = Arc::new(rustls::crypto::CryptoProvider {
+        cipher_suites: vec![rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256],
+        ..rustls::crypto::ring::default_provider()
+    });
+    let server = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(other)?
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.clone()], key.into())
+        .map_err(other)?;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert).map_err(other)?;
+    let mut client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(other)?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    client.resumption = rustls::client::Resumption::disabled();
+    Ok((server, client))
+}
+
+impl Quinn {
+    pub(crate) fn start() -> io::Result<Self> {
+        let (server_tls, client_tls) = tls()?;
+        let server_config = quinn::ServerConfig::with_crypto(Arc::new(
+            QuicServerConfig::try_from(server_tls).map_err(other)?,
+        ));
+        let client_config = quinn::ClientConfig::new(Arc::new(
+            QuicClientConfig::try_from(client_tls).map_err(other)?,
+        ));
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("quinn-server".to_owned())
+            .spawn(move || {
+                let runtime = match crate::sockio_matrix::runtime() {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = addr_tx.send(Err(e));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+                    let endpoint = match quinn::Endpoint::server(server_config, loopback) {
+                        Ok(e) => e,
+                        Err(e) => {
+                            let _ = addr_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    let _ = addr_tx.send(endpoint.local_addr());
+                    tokio::select! {
+                        () = serve(&endpoint) => {}
+                        _ = stopped => {}
+                    }
+                    endpoint.close(0u32.into(), b"done");
+                });
+            })?;
+        let server_addr = addr_rx.recv().map_err(other)??;
+        let client = crate::sockio_matrix::runtime()?;
+        let endpoint = client.block_on(async {
+            let mut endpoint = quinn::Endpoint::client(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+            endpoint.set_default_client_config(client_config);
+            io::Result::Ok(endpoint)
+        })?;
+        Ok(Self {
+            client,
+            endpoint,
+            server_addr,
+            _stop: stop,
+        })
+    }
+
+    async fn connect(&self) -> io::Result<quinn::Connection> {
+        self.endpoint
+            .connect(self.server_addr, SERVER_NAME)
+            .map_err(other)?
+            .await
+            .map_err(other)
+    }
+}
+
+/// Accepts connections and answers every stream on them.
+async fn serve(endpoint: &quinn::Endpoint) {
+    while let Some(incoming) = endpoint.accept().await {
+        tokio::spawn(async move {
+            let Ok(connection) = incoming.await else {
+                return;
+            };
+            while let Ok((send, recv)) = connection.accept_bi().await {
+                tokio::spawn(answer(send, recv));
+            }
+        });
+    }
+}
+
+/// Reads a stream to its end, then answers with up to 64 bytes.
+async fn answer(mut send: quinn::SendStream, mut recv: quinn::RecvStream) {
+    let mut received = 0usize;
+    while let Ok(Some(chunk)) = recv.read_chunk(usize::MAX, true).await {
+        received += chunk.bytes.len();
+    }
+    let reply = [0x5a; REQUEST_LEN];
+    if send
+        .write_all(&reply[..received.min(REQUEST_LEN)])
+        .await
+        .is_ok()
+    {
+        let _ = send.finish();
+        let _ = send.stopped().await;
+    }
+}
+
+/// One exchange: sends `request` (as chunks), finishes, reads the answer.
+async fn exchange(connection: &quinn::Connection, request: &mut [Bytes]) -> io::Result<()> {
+    let (mut send, mut recv) = connection.open_bi().await.map_err(other)?;
+    send.write_all_chunks(request).await.map_err(other)?;
+    send.finish().map_err(other)?;
+    let answer = recv.read_to_end(REQUEST_LEN).await.map_err(other)?;
+    if answer.is_empty() {
+        return Err(other("empty answer"));
+    }
+    Ok(())
+}
+
+impl Workloads for Quinn {
+    fn bulk(&mut self, bytes: u64) -> io::Result<Duration> {
+        self.client.block_on(async {
+            let connection = self.connect().await?;
+            let chunk = Bytes::from(vec![0xa5; WRITE_LEN]);
+            let start = Instant::now();
+            let (mut send, mut recv) = connection.open_bi().await.map_err(other)?;
+            let mut left = bytes;
+            while left > 0 {
+                let n = left.min(WRITE_LEN as u64) as usize;
+                send.write_chunk(chunk.slice(..n)).await.map_err(other)?;
+                left -= n as u64;
+            }
+            send.finish().map_err(other)?;
+            recv.read_to_end(REQUEST_LEN).await.map_err(other)?;
+            let elapsed = start.elapsed();
+            connection.close(0u32.into(), b"done");
+            Ok(elapsed)
+        })
+    }
+
+    fn requests(
+        &mut self,
+        in_flight: usize,
+        duration: Duration,
+        latencies: &mut Histogram<u64>,
+    ) -> io::Result<(u64, Duration)> {
+        self.client.block_on(async {
+            let connection = self.connect().await?;
+            let request = Bytes::from_static(&[0xa5; REQUEST_LEN]);
+            let start = Instant::now();
+            let deadline = start + duration;
+            let mut workers = tokio::task::JoinSet::new();
+            for _ in 0..in_flight {
+                let connection = connection.clone();
+                let request = request.clone();
+                workers.spawn(async move {
+                    let mut times = Vec::new();
+                    while Instant::now() < deadline {
+                        let start = Instant::now();
+                        exchange(&connection, &mut [request.clone()]).await?;
+                        times.push(start.elapsed());
+                    }
+                    io::Result::Ok(times)
+                });
+            }
+            let mut done = 0;
+            while let Some(result) = workers.join_next().await {
+                for t in result.map_err(other)?? {
+                    latencies.saturating_record(super::nanos(t));
+                    done += 1;
+                }
+            }
+            let elapsed = start.elapsed();
+            connection.close(0u32.into(), b"done");
+            Ok((done, elapsed))
+        })
+    }
+
+    fn connects(&mut self, count: usize, latencies: &mut Histogram<u64>) -> io::Result<()> {
+        self.client.block_on(async {
+            for _ in 0..count {
+                let start = Instant::now();
+                let connection = self.connect().await?;
+                latencies.saturating_record(super::nanos(start.elapsed()));
+                connection.close(0u32.into(), b"done");
+            }
+            Ok(())
+        })
+    }
+}
