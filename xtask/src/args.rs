@@ -34,6 +34,8 @@ pub(crate) struct BenchArgs {
     pub(crate) list: bool,
     /// Also run the end-to-end workloads on this other transport.
     pub(crate) compare: Option<Comparison>,
+    /// Print the full table after the headline, not only the headline.
+    pub(crate) all: bool,
 }
 
 /// A transport measured beside Tern in the end-to-end workloads.
@@ -78,6 +80,9 @@ cargo xtask bench [options]
   --fail-on-regression  exit with status 1 if any metric regressed
   --report            write <target>/tern-bench/report.md and SVG charts
   --list              list the benchmarks that would run, and stop
+  --all               print every metric after the headline table (the
+                      default prints the headline alone when it has rows,
+                      and everything when --filter is given)
   --compare quinn     also run the end-to-end workloads on quinn (level 2;
                       builds the harness with tern-benches' `quinn` feature)
 ";
@@ -120,6 +125,7 @@ fn parse_bench(parser: &mut lexopt::Parser) -> Result<Option<BenchArgs>, String>
         report: false,
         list: false,
         compare: None,
+        all: false,
     };
     let value = |parser: &mut lexopt::Parser| -> Result<String, String> {
         parser
@@ -144,6 +150,7 @@ fn parse_bench(parser: &mut lexopt::Parser) -> Result<Option<BenchArgs>, String>
             Long("fail-on-regression") => args.fail_on_regression = true,
             Long("report") => args.report = true,
             Long("list") => args.list = true,
+            Long("all") => args.all = true,
             Long("compare") => {
                 args.compare = match value(parser)?.as_str() {
                     "quinn" => Some(Comparison::Quinn),
@@ -228,9 +235,10 @@ mod tests {
             "--report",
             "--compare",
             "quinn",
+            "--all",
         ])
         .expect("valid");
-        assert!(args.full && args.fail_on_regression && args.report);
+        assert!(args.full && args.fail_on_regression && args.report && args.all);
         assert_eq!(args.compare, Some(Comparison::Quinn));
         assert_eq!(Comparison::Quinn.feature(), "quinn");
         assert_eq!(args.filter.as_deref(), Some("seal/tern"));

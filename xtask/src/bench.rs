@@ -16,6 +16,7 @@ use crate::diff::{Change, Verdict, compare};
 use crate::divan::{self, DivanTarget};
 use crate::filter::DivanFilter;
 use crate::harness::{self, HARNESS_LEVELS};
+use crate::headline::headline_table;
 use crate::host::Environment;
 use crate::load::{BUSY_SHARE, CpuSnapshot};
 use crate::metric::Metric;
@@ -207,11 +208,27 @@ pub(crate) fn run(args: &BenchArgs) -> Result<ExitCode, String> {
         args,
         baseline.as_ref().map(|(name, base)| (*name, base)),
     );
+    let headline = headline_table(&run.metrics);
     let table = results_table(&run.metrics, changes.as_deref());
+    let everything = args.all || args.filter.is_some() || headline.is_empty();
+    if !headline.is_empty() {
+        print!("{}", headline.to_text());
+        println!();
+    }
     if table.is_empty() {
         println!("no metrics");
-    } else {
+    } else if everything {
         print!("{}", table.to_text());
+    } else {
+        println!(
+            "{} metrics in all: --all prints them{}",
+            run.metrics.len(),
+            if changes.is_some() {
+                " with the baseline's changes"
+            } else {
+                ""
+            }
+        );
     }
     if let (Some((name, base)), Some(changes)) = (&baseline, &changes) {
         print_diff_summary(name, base, &run, args, changes);

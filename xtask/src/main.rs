@@ -19,6 +19,7 @@ mod divan;
 mod divan_parse;
 mod filter;
 mod harness;
+mod headline;
 mod host;
 mod load;
 mod metric;

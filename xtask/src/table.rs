@@ -84,6 +84,20 @@ fn ceiling_cells(metric: &Metric, metrics: &[Metric]) -> [String; 2] {
 }
 
 impl Table {
+    /// A table of `rows` under `headers`; `numeric` says which columns hold
+    /// numbers (right-aligned in text). Every row has one cell per header.
+    pub(crate) fn new(
+        headers: Vec<&'static str>,
+        numeric: Vec<bool>,
+        rows: Vec<Vec<String>>,
+    ) -> Self {
+        Self {
+            headers,
+            numeric,
+            rows,
+        }
+    }
+
     /// Whether the table has no rows.
     pub(crate) fn is_empty(&self) -> bool {
         self.rows.is_empty()
