@@ -1,0 +1,19 @@
+//! The sans-IO protocol core. Time is always an argument
+//! (`quanta::Instant`); randomness comes from a caller-supplied RNG, so a
+//! seeded run is reproducible.
+//!
+//! What an endpoint needs before any connection exists lives here too:
+//! - [`ReceiverIndex`]: the table that finds a connection from the 32-bit
+//!   index its packets carry, without trusting the source address;
+//! - [`IntroLimiter`]: how many handshake intros (each an RSA decryption)
+//!   an endpoint will process, per source and in total;
+//! - [`AmplificationLimit`]: how many bytes may go to an address that has
+//!   not proved it receives them.
+
+mod amplification;
+mod intro_limit;
+mod receiver_index;
+
+pub use amplification::{AMPLIFICATION_FACTOR, AmplificationLimit};
+pub use intro_limit::{IntroLimiter, IntroLimiterConfig, IntroRefused};
+pub use receiver_index::{IndexFull, ReceiverIndex};

@@ -1,0 +1,252 @@
+//! The receiver index: each peer picks the 32-bit index the other side puts
+//! in every packet sent to it (as WireGuard does), so an endpoint finds the
+//! connection from the packet itself — a peer whose address changed (NAT
+//! rebinding, roaming) is still found, and the source address is never
+//! trusted for it.
+//!
+//! An index is the connection's slot in a table in its low 20 bits (up to
+//! 1 048 576 connections) and a random tag above them: a lookup is an array
+//! access and one comparison, with no hashing, and an index forged, guessed or left over
+//! from a closed connection finds nothing unless its tag matches (one chance
+//! in 4 095; the packet must then still authenticate under that
+//! connection's keys, which it cannot). A slot's next tag always differs
+//! from its last, so the packets of a connection just closed never reach
+//! the one that takes its slot.
+
+use std::collections::VecDeque;
+
+use rand_core::RngCore;
+
+/// Bits of an index that name the slot: up to 2²⁰ (1 048 576) connections
+/// per endpoint.
+const SLOT_BITS: u32 = 20;
+const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
+/// Tags are 1..=4095: index 0 is never handed out.
+const TAG_MAX: u32 = u32::MAX >> SLOT_BITS;
+
+/// The table is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no receiver index left: the endpoint holds its maximum of {0} connections")]
+pub struct IndexFull(pub usize);
+
+#[derive(Debug)]
+struct Slot<T> {
+    /// The index last handed out for this slot (0 before the first).
+    index: u32,
+    value: Option<T>,
+}
+
+/// Connections (or anything) by receiver index.
+#[derive(Debug)]
+pub struct ReceiverIndex<T> {
+    slots: Vec<Slot<T>>,
+    /// Vacated slots, oldest first: reusing the longest-free slot gives a
+    /// closed connection's stragglers the most time to drain.
+    free: VecDeque<u32>,
+    capacity: usize,
+    len: usize,
+}
+
+impl<T> ReceiverIndex<T> {
+    /// A table for up to `capacity` entries (at most 2²⁰); memory grows
+    /// with what is held, not with the capacity.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self {
+            slots: Vec::new(),
+            free: VecDeque::new(),
+            capacity: capacity.min(1 << SLOT_BITS),
+            len: 0,
+        }
+    }
+
+    /// Stores `value` under a fresh index, its tag drawn from `rng`.
+    pub fn insert(&mut self, value: T, rng: &mut impl RngCore) -> Result<u32, IndexFull> {
+        let slot = match self.free.pop_front() {
+            Some(slot) => slot,
+            None if self.slots.len() < self.capacity => {
+                self.slots.push(Slot {
+                    index: 0,
+                    value: None,
+                });
+                // The capacity is at most 2^20, so the slot fits SLOT_BITS.
+                (self.slots.len() - 1) as u32
+            }
+            None => return Err(IndexFull(self.capacity)),
+        };
+        let entry = &mut self.slots[slot as usize];
+        let old_tag = entry.index >> SLOT_BITS;
+        let tag = loop {
+            let tag = rng.next_u32() % TAG_MAX + 1;
+            if tag != old_tag {
+                break tag;
+            }
+        };
+        entry.index = (tag << SLOT_BITS) | slot;
+        entry.value = Some(value);
+        self.len += 1;
+        Ok(entry.index)
+    }
+
+    fn slot(&self, index: u32) -> Option<&Slot<T>> {
+        self.slots
+            .get((index & SLOT_MASK) as usize)
+            .filter(|s| s.index == index && s.value.is_some())
+    }
+
+    /// The entry under `index`, if `index` is live.
+    pub fn get(&self, index: u32) -> Option<&T> {
+        self.slot(index)?.value.as_ref()
+    }
+
+    /// The entry under `index`, mutably, if `index` is live.
+    pub fn get_mut(&mut self, index: u32) -> Option<&mut T> {
+        self.slots
+            .get_mut((index & SLOT_MASK) as usize)
+            .filter(|s| s.index == index)?
+            .value
+            .as_mut()
+    }
+
+    /// Removes and returns the entry under `index`; the index is dead from
+    /// now on.
+    pub fn remove(&mut self, index: u32) -> Option<T> {
+        let slot = self
+            .slots
+            .get_mut((index & SLOT_MASK) as usize)
+            .filter(|s| s.index == index)?;
+        let value = slot.value.take()?;
+        self.free.push_back(index & SLOT_MASK);
+        self.len -= 1;
+        Some(value)
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every live (index, entry).
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &T)> + '_ {
+        self.slots
+            .iter()
+            .filter_map(|s| s.value.as_ref().map(|v| (s.index, v)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    /// A small deterministic RNG for the tests (rand_core's own trait only).
+    struct Counter(u64);
+    impl rand_core::RngCore for Counter {
+        fn next_u32(&mut self) -> u32 {
+            self.next_u64() as u32
+        }
+        fn next_u64(&mut self) -> u64 {
+            // SplitMix64: enough spread for tags.
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+        fn fill_bytes(&mut self, dest: &mut [u8]) {
+            rand_core::impls::fill_bytes_via_next(self, dest);
+        }
+        fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core::Error> {
+            self.fill_bytes(dest);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_closed_connections_index_never_reaches_the_next_one_in_its_slot() {
+        let mut table = ReceiverIndex::with_capacity(1);
+        let mut rng = Counter(7);
+        for round in 0..10_000u32 {
+            let old = table.insert(round, &mut rng).expect("room");
+            assert_ne!(old, 0);
+            assert_eq!(table.remove(old), Some(round));
+            let new = table.insert(round + 1, &mut rng).expect("room");
+            assert_ne!(new, old);
+            assert_eq!(table.get(old), None);
+            assert_eq!(table.remove(new), Some(round + 1));
+        }
+    }
+
+    #[test]
+    fn a_full_table_refuses_and_frees_a_slot_on_removal() {
+        let mut table = ReceiverIndex::with_capacity(2);
+        let mut rng = Counter(1);
+        let a = table.insert("a", &mut rng).expect("room");
+        table.insert("b", &mut rng).expect("room");
+        assert_eq!(table.insert("c", &mut rng), Err(IndexFull(2)));
+        table.remove(a);
+        assert!(table.insert("c", &mut rng).is_ok());
+        assert_eq!(table.len(), 2);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert,
+        Remove(usize),
+        Probe(u32),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => Just(Op::Insert),
+            2 => any::<usize>().prop_map(Op::Remove),
+            2 => any::<u32>().prop_map(Op::Probe),
+        ]
+    }
+
+    proptest! {
+        /// Against a map model: live indices find their entry, dead and
+        /// forged ones find nothing, no index is 0 or handed out twice
+        /// while live.
+        #[test]
+        fn behaves_like_a_map_whose_keys_are_never_guessable_twice(
+            seed in any::<u64>(),
+            ops in proptest::collection::vec(op(), 0..400),
+        ) {
+            let mut table = ReceiverIndex::with_capacity(16);
+            let mut model: HashMap<u32, u64> = HashMap::new();
+            let mut rng = Counter(seed);
+            for (n, op) in ops.into_iter().enumerate() {
+                match op {
+                    Op::Insert => match table.insert(n as u64, &mut rng) {
+                        Ok(index) => {
+                            prop_assert_ne!(index, 0);
+                            prop_assert!(model.insert(index, n as u64).is_none());
+                        }
+                        Err(IndexFull(cap)) => prop_assert_eq!(model.len(), cap),
+                    },
+                    Op::Remove(pick) => {
+                        let keys: Vec<u32> = model.keys().copied().collect();
+                        if !keys.is_empty() {
+                            let index = keys[pick % keys.len()];
+                            prop_assert_eq!(table.remove(index), model.remove(&index));
+                            prop_assert_eq!(table.remove(index), None);
+                        }
+                    }
+                    Op::Probe(index) => {
+                        prop_assert_eq!(table.get(index), model.get(&index));
+                    }
+                }
+                prop_assert_eq!(table.len(), model.len());
+                for (index, value) in &model {
+                    prop_assert_eq!(table.get(*index), Some(value));
+                }
+            }
+        }
+    }
+}
