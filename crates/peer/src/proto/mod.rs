@@ -9,11 +9,16 @@
 //!   an endpoint will process, per source and in total;
 //! - [`AmplificationLimit`]: how many bytes may go to an address that has
 //!   not proved it receives them.
+//!
+//! And what each path of a connection needs: [`PathMtu`], the search for
+//! the largest datagram it carries.
 
 mod amplification;
 mod intro_limit;
+mod path_mtu;
 mod receiver_index;
 
 pub use amplification::{AMPLIFICATION_FACTOR, AmplificationLimit};
 pub use intro_limit::{IntroLimiter, IntroLimiterConfig, IntroRefused};
+pub use path_mtu::{MAX_PROBES, PathMtu, PathMtuConfig};
 pub use receiver_index::{IndexFull, ReceiverIndex};
