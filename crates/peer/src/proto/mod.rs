@@ -10,15 +10,20 @@
 //! - [`AmplificationLimit`]: how many bytes may go to an address that has
 //!   not proved it receives them.
 //!
-//! And what each path of a connection needs: [`PathMtu`], the search for
+//! And what each path of a connection needs: [`Path`], the peer's address
+//! with its validation (for roaming peers), and [`PathMtu`], the search for
 //! the largest datagram it carries.
 
 mod amplification;
 mod intro_limit;
+mod path;
 mod path_mtu;
 mod receiver_index;
+#[cfg(test)]
+mod test_rng;
 
 pub use amplification::{AMPLIFICATION_FACTOR, AmplificationLimit};
 pub use intro_limit::{IntroLimiter, IntroLimiterConfig, IntroRefused};
+pub use path::{CHALLENGES_KEPT, ChallengeToken, Path, PathTimeout};
 pub use path_mtu::{MAX_PROBES, PathMtu, PathMtuConfig};
 pub use receiver_index::{IndexFull, ReceiverIndex};

@@ -144,33 +144,12 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::HashMap;
 
-    /// A small deterministic RNG for the tests (rand_core's own trait only).
-    struct Counter(u64);
-    impl rand_core::RngCore for Counter {
-        fn next_u32(&mut self) -> u32 {
-            self.next_u64() as u32
-        }
-        fn next_u64(&mut self) -> u64 {
-            // SplitMix64: enough spread for tags.
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-        fn fill_bytes(&mut self, dest: &mut [u8]) {
-            rand_core::impls::fill_bytes_via_next(self, dest);
-        }
-        fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core::Error> {
-            self.fill_bytes(dest);
-            Ok(())
-        }
-    }
+    use crate::proto::test_rng::SplitMix;
 
     #[test]
     fn a_closed_connections_index_never_reaches_the_next_one_in_its_slot() {
         let mut table = ReceiverIndex::with_capacity(1);
-        let mut rng = Counter(7);
+        let mut rng = SplitMix(7);
         for round in 0..10_000u32 {
             let old = table.insert(round, &mut rng).expect("room");
             assert_ne!(old, 0);
@@ -185,7 +164,7 @@ mod tests {
     #[test]
     fn a_full_table_refuses_and_frees_a_slot_on_removal() {
         let mut table = ReceiverIndex::with_capacity(2);
-        let mut rng = Counter(1);
+        let mut rng = SplitMix(1);
         let a = table.insert("a", &mut rng).expect("room");
         table.insert("b", &mut rng).expect("room");
         assert_eq!(table.insert("c", &mut rng), Err(IndexFull(2)));
@@ -220,7 +199,7 @@ mod tests {
         ) {
             let mut table = ReceiverIndex::with_capacity(16);
             let mut model: HashMap<u32, u64> = HashMap::new();
-            let mut rng = Counter(seed);
+            let mut rng = SplitMix(seed);
             for (n, op) in ops.into_iter().enumerate() {
                 match op {
                     Op::Insert => match table.insert(n as u64, &mut rng) {
