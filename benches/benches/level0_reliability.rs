@@ -88,7 +88,7 @@ impl Flight {
             .detector
             .on_ack(now, [range], Duration::from_millis(1), &mut self.events)
             .expect("valid ACK");
-        debug_assert_eq!(summary.lost, 0);
+        debug_assert_eq!(summary.lost.packets, 0);
     }
 }
 

@@ -99,7 +99,8 @@ pub use ack_policy::{AckPolicy, AckPolicyConfig};
 pub use ack_ranges::{AckRanges, Arrival, DEFAULT_MAX_RANGES};
 pub use error::{AckError, ReplayError, SendError};
 pub use loss::{
-    AckSummary, LossConfig, LossDetector, LossStats, RecoveryBuffer, RecoverySink, TimerEvent,
+    AckSummary, LossConfig, LossDetector, LossReport, LossStats, RecoveryBuffer, RecoverySink,
+    TimerEvent,
 };
 pub use replay::{DEFAULT_REPLAY_WINDOW, ReplayWindow};
 pub use rtt::{DEFAULT_INITIAL_RTT, RttEstimator};
