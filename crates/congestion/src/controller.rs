@@ -60,7 +60,12 @@ impl OneWayDelay {
 }
 
 /// The connection's round-trip figures at the moment of a call, copied from
-/// its one RTT estimator (see the [module docs](self)).
+/// its one RTT estimator. tern-congestion cannot depend on tern-reliability
+/// (they are siblings), so the connection copies the figures over:
+///
+/// ```text
+/// let rtt = Rtt::new(est.smoothed(), est.min().unwrap_or(est.smoothed()), est.latest());
+/// ```
 ///
 /// The constructor keeps the snapshot consistent whatever it is given (a zero
 /// becomes 1 ns so rates stay finite; the minimum is never above the smoothed
