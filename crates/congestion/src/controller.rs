@@ -163,8 +163,8 @@ pub struct Lost {
 ///
 /// Per ACK frame: [`on_ack`](Self::on_ack) if it newly acknowledged in-flight
 /// bytes, [`on_loss`](Self::on_loss) if loss detection declared in-flight
-/// packets lost, [`on_spurious_loss`](Self::on_spurious_loss) for each loss
-/// it proved spurious, and [`on_persistent_congestion`](Self::on_persistent_congestion)
+/// packets lost (also when the loss timer does), [`on_spurious_loss`](Self::on_spurious_loss)
+/// for each in-flight loss it proved spurious, and [`on_persistent_congestion`](Self::on_persistent_congestion)
 /// if the tracker reported persistent congestion (after `on_loss`). Per
 /// packet sent: [`on_sent`](Self::on_sent). Before sending, check
 /// `bytes_in_flight + size <= window()` with the tracker's count, and ask a
@@ -188,9 +188,10 @@ pub trait Controller {
     fn on_loss(&mut self, now: Instant, lost: &Lost, rtt: &Rtt);
 
     /// A packet declared lost at `declared_lost_at` was acknowledged after
-    /// all (tern-reliability's `SpuriousLoss`). Each controller documents
-    /// what it does: both of this crate's undo a window reduction once every
-    /// loss of its congestion event has proved spurious.
+    /// all (tern-reliability's `SpuriousLoss`; report only those whose
+    /// `in_flight` is set, as [`Lost::packets`] counts only those). Each
+    /// controller documents what it does: both of this crate's undo a window
+    /// reduction once every loss of its congestion event has proved spurious.
     fn on_spurious_loss(&mut self, now: Instant, declared_lost_at: Instant);
 
     /// The tracker established persistent congestion (RFC 9002 §7.6): every
