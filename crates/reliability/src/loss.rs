@@ -1107,6 +1107,63 @@ mod tests {
         ]
     }
 
+    /// What happened to every packet sent, to judge persistent congestion
+    /// independently of the tracker.
+    #[derive(Default)]
+    struct History {
+        /// Packet number → (send time, ack-eliciting, declared lost, acknowledged).
+        packets: BTreeMap<u64, (Instant, bool, bool, bool)>,
+        first_sample: Option<Instant>,
+    }
+
+    impl History {
+        fn record(&mut self, h: &Harness, summary_had_sample: bool) {
+            if summary_had_sample {
+                self.first_sample.get_or_insert(h.now());
+            }
+            for pn in h.acked() {
+                if let Some(p) = self.packets.get_mut(&pn) {
+                    p.3 = true;
+                }
+            }
+            for pn in h.lost() {
+                if let Some(p) = self.packets.get_mut(&pn) {
+                    p.2 = true;
+                }
+            }
+            for loss in &h.events.spurious {
+                if let Some(p) = self.packets.get_mut(&loss.packet_number) {
+                    p.3 = true;
+                }
+            }
+        }
+
+        /// RFC 9002 §7.6.2 over the whole history: two ack-eliciting lost
+        /// packets, sent after the first RTT sample and `duration` or more
+        /// apart, with every packet sent between them lost (never-sent
+        /// numbers are not in the history, so they do not interrupt).
+        fn allows_persistent_congestion(&self, duration: Duration) -> bool {
+            let mut oldest: Option<Instant> = None;
+            for &(sent, eliciting, lost, acked) in self.packets.values() {
+                if !lost || acked {
+                    oldest = None;
+                    continue;
+                }
+                if !eliciting || self.first_sample.is_none_or(|f| sent <= f) {
+                    continue;
+                }
+                match oldest {
+                    Some(first) if sent.saturating_duration_since(first) >= duration => {
+                        return true;
+                    }
+                    Some(_) => {}
+                    None => oldest = Some(sent),
+                }
+            }
+            false
+        }
+    }
+
     /// Descending ranges of the numbers `top - i` for each set bit `i` of `mask`.
     fn ranges_from_mask(top: u64, mask: u64) -> Vec<RangeInclusive<u64>> {
         let mut ranges: Vec<RangeInclusive<u64>> = Vec::new();
@@ -1132,6 +1189,7 @@ mod tests {
         fn random_operations_keep_invariants_and_match_a_model(ops in prop::collection::vec(op(), 1..200)) {
             let mut h = Harness::new();
             let mut model: BTreeMap<u64, bool> = BTreeMap::new();
+            let mut history = History::default();
             let mut skipped: Vec<u64> = Vec::new();
             let mut next_pn = 0u64;
             for op in ops {
@@ -1143,6 +1201,7 @@ mod tests {
                         }
                         h.send_with(next_pn, ack_eliciting);
                         model.insert(next_pn, ack_eliciting);
+                        history.packets.insert(next_pn, (h.now(), ack_eliciting, false, false));
                         next_pn += 1;
                     }
                     Op::Ack { top_back, mask, delay_ms } => {
@@ -1154,6 +1213,11 @@ mod tests {
                         if ranges.is_empty() { continue; }
                         let previously_largest = h.detector.largest_acked();
                         let summary = h.ack(&ranges, Duration::from_millis(delay_ms)).unwrap();
+                        history.record(&h, summary.rtt_sample.is_some());
+                        if summary.lost.persistent_congestion {
+                            let duration = h.detector.persistent_congestion_duration();
+                            prop_assert!(history.allows_persistent_congestion(duration));
+                        }
                         let expected: Vec<u64> = ranges
                             .iter()
                             .flat_map(|r| model.range(r.clone()).map(|(&pn, _)| pn).collect::<Vec<_>>())
@@ -1174,7 +1238,12 @@ mod tests {
                         let ranges: Vec<_> = ranges.into_iter().map(|(a, b)| a..=b).collect();
                         let before = h.detector.sent_packets().unacked_count();
                         match h.ack(&ranges, Duration::from_millis(delay_ms)) {
-                            Ok(_) => {
+                            Ok(summary) => {
+                                history.record(&h, summary.rtt_sample.is_some());
+                                if summary.lost.persistent_congestion {
+                                    let duration = h.detector.persistent_congestion_duration();
+                                    prop_assert!(history.allows_persistent_congestion(duration));
+                                }
                                 for pn in h.acked() { prop_assert!(model.remove(&pn).is_some()); }
                                 for pn in h.lost() { prop_assert!(model.remove(&pn).is_some()); }
                             }
@@ -1184,8 +1253,13 @@ mod tests {
                     Op::Advance { ms } => h.advance(Duration::from_millis(ms)),
                     Op::Timeout => {
                         let event = h.timeout();
+                        history.record(&h, false);
                         if let TimerEvent::LossDeclared(report) = event {
                             prop_assert_eq!(report.packets, h.events.lost.len());
+                            if report.persistent_congestion {
+                                let duration = h.detector.persistent_congestion_duration();
+                                prop_assert!(history.allows_persistent_congestion(duration));
+                            }
                         }
                         for pn in h.lost() { prop_assert!(model.remove(&pn).is_some()); }
                     }
