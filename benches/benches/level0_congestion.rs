@@ -1,7 +1,10 @@
 //! Level 0 benchmarks of tern-congestion: the cost of each call a connection
 //! makes per packet — LEDBAT's on_sent, on_ack (slow start and congestion
-//! avoidance, directly and through the `AnyController` enum), on_loss — and
-//! of the pacer's and the token bucket's "when may this packet leave?".
+//! avoidance, directly and through the `AnyController` enum), on_loss, and
+//! Reno's on_ack — and of the pacer's and the token bucket's "when may this
+//! packet leave?". The controllers keep no RTT estimate and no flight count
+//! of their own: each call is handed the connection's (an `Rtt` snapshot,
+//! the tracker's bytes in flight), as a connection would.
 //!
 //! Time advances on a mock clock by a few microseconds per iteration (the
 //! mock's atomic add is part of every figure). Every benchmark runs in
@@ -13,8 +16,8 @@ use std::time::Duration;
 use divan::{Bencher, black_box};
 use quanta::{Clock, Mock};
 use tern_congestion::{
-    AnyController, Controller, Ledbat, LedbatConfig, MAX_WINDOW_LIMIT, OneWayDelay, Pacer,
-    PacerConfig, TokenBucket, take_all,
+    Acked, AnyController, Controller, Ledbat, LedbatConfig, Lost, MAX_WINDOW_LIMIT, OneWayDelay,
+    Pacer, PacerConfig, Reno, RenoConfig, Rtt, TokenBucket, take_all,
 };
 
 #[global_allocator]
@@ -28,6 +31,13 @@ const PACKET: u64 = 1_452;
 /// Base one-way delay of the modelled path, in nanoseconds.
 const BASE_OWD: i64 = 20_000_000;
 const BASE_RTT: Duration = Duration::from_millis(40);
+/// A flight that never drains, so the window is never capped by its use.
+const FLIGHT: u64 = u64::MAX / 2;
+
+/// The connection's RTT figures with `queuing` of queue on the path.
+fn rtt(queuing: Duration) -> Rtt {
+    Rtt::new(BASE_RTT + queuing / 2, BASE_RTT, BASE_RTT + queuing)
+}
 
 fn clock() -> (Clock, Arc<Mock>) {
     let (clock, mock) = Clock::mock();
@@ -43,17 +53,24 @@ fn ledbat(clock: &Clock, mock: &Mock, slow_start: bool) -> Ledbat {
     config.periodic_slowdowns = false;
     config.max_window = MAX_WINDOW_LIMIT;
     let mut cc = Ledbat::new(config).expect("a valid configuration");
-    cc.on_sent(clock.now(), u64::MAX / 2);
+    cc.on_sent(clock.now(), FLIGHT);
     // An empty-queue sample sets the base delay.
-    cc.on_ack(
-        clock.now(),
-        PACKET,
-        Some(BASE_RTT),
-        Some(OneWayDelay::from_nanos(BASE_OWD)),
-    );
+    let acked = Acked {
+        bytes: PACKET,
+        largest_sent_at: clock.now(),
+        bytes_in_flight: FLIGHT,
+        one_way_delay: Some(OneWayDelay::from_nanos(BASE_OWD)),
+        app_limited: false,
+    };
+    cc.on_ack(clock.now(), &acked, &rtt(Duration::ZERO));
     if !slow_start {
         mock.increment(Duration::from_millis(1));
-        cc.on_loss(clock.now(), PACKET, clock.now());
+        let lost = Lost {
+            packets: 1,
+            bytes: PACKET,
+            largest_sent_at: clock.now(),
+        };
+        cc.on_loss(clock.now(), &lost, &rtt(Duration::ZERO));
     }
     assert_eq!(cc.in_slow_start(), slow_start);
     cc
@@ -62,18 +79,21 @@ fn ledbat(clock: &Clock, mock: &Mock, slow_start: bool) -> Ledbat {
 mod ledbat {
     use super::*;
 
-    /// One ACK of one packet, with the queue at `queuing_ms`.
-    fn ack(cc: &mut impl Controller, clock: &Clock, mock: &Mock, queuing_ms: u64) {
+    /// One ACK of one packet (sent just before), with the queue at `queuing_ms`.
+    pub(crate) fn ack(cc: &mut impl Controller, clock: &Clock, mock: &Mock, queuing_ms: u64) {
+        let sent = clock.now();
         mock.increment(Duration::from_micros(10));
         let queuing = Duration::from_millis(queuing_ms);
-        cc.on_ack(
-            clock.now(),
-            black_box(PACKET),
-            Some(BASE_RTT + queuing),
-            Some(OneWayDelay::from_nanos(
+        let acked = Acked {
+            bytes: black_box(PACKET),
+            largest_sent_at: sent,
+            bytes_in_flight: FLIGHT,
+            one_way_delay: Some(OneWayDelay::from_nanos(
                 BASE_OWD + queuing.as_nanos() as i64,
             )),
-        );
+            app_limited: false,
+        };
+        cc.on_ack(clock.now(), &acked, &rtt(queuing));
     }
 
     #[divan::bench]
@@ -82,7 +102,7 @@ mod ledbat {
         let mut cc = ledbat(&clock, &mock, false);
         bencher.bench_local(|| {
             mock.increment(Duration::from_micros(10));
-            cc.on_sent(clock.now(), black_box(PACKET));
+            cc.on_sent(clock.now(), black_box(FLIGHT));
         });
     }
 
@@ -132,8 +152,34 @@ mod ledbat {
         bencher.bench_local(|| {
             mock.increment(Duration::from_micros(10));
             let now = clock.now();
-            cc.on_loss(now, black_box(PACKET), now);
+            let lost = Lost {
+                packets: 1,
+                bytes: black_box(PACKET),
+                largest_sent_at: now,
+            };
+            cc.on_loss(now, &lost, &rtt(Duration::ZERO));
         });
+    }
+}
+
+mod reno {
+    use super::*;
+
+    /// One ACK of one packet in congestion avoidance (RFC 9002's Reno).
+    #[divan::bench]
+    fn on_ack(bencher: Bencher) {
+        let (clock, mock) = clock();
+        let mut config = RenoConfig::default();
+        config.max_window = MAX_WINDOW_LIMIT;
+        let mut cc = Reno::new(config).expect("a valid configuration");
+        let lost = Lost {
+            packets: 1,
+            bytes: PACKET,
+            largest_sent_at: clock.now(),
+        };
+        cc.on_loss(clock.now(), &lost, &rtt(Duration::ZERO));
+        bencher.bench_local(|| super::ledbat::ack(&mut cc, &clock, &mock, 0));
+        assert!(!cc.in_slow_start());
     }
 }
 

@@ -11,7 +11,8 @@ use std::time::Duration;
 use divan::counter::ItemsCount;
 use divan::{Bencher, black_box};
 use tern_reliability::{
-    AckRanges, LossDetector, RecoveryBuffer, ReplayWindow, RttEstimator, SentPacket,
+    AckFrequency, AckPolicy, AckRanges, Arrival, LossDetector, RecoveryBuffer, ReplayWindow,
+    RttEstimator, SentPacket,
 };
 
 #[global_allocator]
@@ -88,7 +89,7 @@ impl Flight {
             .detector
             .on_ack(now, [range], Duration::from_millis(1), &mut self.events)
             .expect("valid ACK");
-        debug_assert_eq!(summary.lost, 0);
+        debug_assert_eq!(summary.lost.packets, 0);
     }
 }
 
@@ -264,6 +265,42 @@ mod ack_ranges {
             i += 1;
             ranges.insert(black_box(i ^ 1))
         });
+    }
+}
+
+/// The receiver's decision to acknowledge, per packet received in order.
+mod ack_policy {
+    use super::*;
+
+    /// Receives packets in order, sending an ACK whenever one is due, with
+    /// the policy as `request` leaves it.
+    fn receive(bencher: Bencher, request: Option<AckFrequency>) {
+        let (clock, time) = quanta::Clock::mock();
+        let mut policy = AckPolicy::default();
+        if let Some(request) = request {
+            policy.on_ack_frequency(clock.now(), request);
+        }
+        bencher.bench_local(|| {
+            time.increment(Duration::from_micros(1));
+            let now = clock.now();
+            policy.on_received(now, true, black_box(Arrival::InOrder));
+            if policy.ack_due(now) {
+                policy.on_ack_sent();
+            }
+        });
+    }
+
+    /// RFC 9000's default: an ACK every 2 ack-eliciting packets.
+    #[divan::bench]
+    fn on_received_every_other(bencher: Bencher) {
+        receive(bencher, None);
+    }
+
+    /// Thinned as a sender with a large window asks: an ACK every 32.
+    #[divan::bench]
+    fn on_received_thinned(bencher: Bencher) {
+        let request = AckFrequency::for_path(1, 10_000 * 1452, 1452, Duration::from_millis(50));
+        receive(bencher, Some(request));
     }
 }
 

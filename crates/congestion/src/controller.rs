@@ -1,10 +1,27 @@
 //! The interface every congestion controller offers to a connection.
 //!
-//! A connection reports three events — a packet left, packets were
-//! acknowledged, a packet was declared lost — and asks two questions: how many
-//! bytes may be in flight ([`Controller::window`]) and how fast they may leave
-//! ([`Controller::pacing_rate`]). Time is always an argument; nothing here
-//! reads a clock.
+//! A connection reports what happened — a packet left, an ACK frame
+//! acknowledged packets, loss detection declared packets lost, a loss turned
+//! out to be spurious, persistent congestion — and asks two questions: how
+//! many bytes may be in flight ([`Controller::window`]) and how fast they may
+//! leave ([`Controller::pacing_rate`]). Time is always an argument; nothing
+//! here reads a clock.
+//!
+//! # One source of truth
+//!
+//! A controller keeps no round-trip estimate and no count of bytes in flight
+//! of its own. The connection has exactly one RTT estimator (tern-reliability's
+//! `RttEstimator`, ACK delay subtracted as RFC 9002 §5 asks) and one sent-packet
+//! tracker that counts bytes in flight; it copies their figures into the
+//! arguments of each call ([`Rtt`], [`Acked::bytes_in_flight`],
+//! [`Controller::on_sent`]'s `bytes_in_flight`). Loss detection, pacing and
+//! LEDBAT therefore see the same smoothed RTT, and the window is compared with
+//! the same byte count the tracker keeps. tern-congestion cannot depend on
+//! tern-reliability (they are siblings), hence the copy:
+//!
+//! ```text
+//! let rtt = Rtt::new(est.smoothed(), est.min().unwrap_or(est.smoothed()), est.latest());
+//! ```
 //!
 //! [`AnyController`] is an enum over the controllers this crate ships, so the
 //! per-packet calls of a connection are direct calls a compiler can inline,
@@ -42,65 +59,154 @@ impl OneWayDelay {
     }
 }
 
+/// The connection's round-trip figures at the moment of a call, copied from
+/// its one RTT estimator. tern-congestion cannot depend on tern-reliability
+/// (they are siblings), so the connection copies the figures over:
+///
+/// ```text
+/// let rtt = Rtt::new(est.smoothed(), est.min().unwrap_or(est.smoothed()), est.latest());
+/// ```
+///
+/// The constructor keeps the snapshot consistent whatever it is given (a zero
+/// becomes 1 ns so rates stay finite; the minimum is never above the smoothed
+/// or the latest value), so a controller may rely on `min <= smoothed` and
+/// `min <= latest`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rtt {
+    smoothed: Duration,
+    min: Duration,
+    latest: Duration,
+}
+
+impl Rtt {
+    /// A snapshot of the smoothed RTT (ACK delay subtracted), the minimum RTT
+    /// over the connection and the latest raw sample.
+    pub fn new(smoothed: Duration, min: Duration, latest: Duration) -> Self {
+        let floor = Duration::from_nanos(1);
+        let smoothed = smoothed.max(floor);
+        let latest = latest.max(floor);
+        Self {
+            smoothed,
+            min: min.max(floor).min(smoothed).min(latest),
+            latest,
+        }
+    }
+
+    /// The snapshot before any sample: all three figures are the initial RTT
+    /// (RFC 9002 §6.2.2's 333 ms, or a remembered value).
+    pub fn initial(rtt: Duration) -> Self {
+        Self::new(rtt, rtt, rtt)
+    }
+
+    /// The smoothed RTT: what pacing spreads a window over and what LEDBAT
+    /// times its round trips with.
+    pub const fn smoothed(&self) -> Duration {
+        self.smoothed
+    }
+
+    /// The smallest RTT seen on the path: its unloaded round trip.
+    pub const fn min(&self) -> Duration {
+        self.min
+    }
+
+    /// The most recent raw sample (not adjusted for ACK delay).
+    pub const fn latest(&self) -> Duration {
+        self.latest
+    }
+}
+
+/// What one ACK frame acknowledged, as the connection's loss detection
+/// summarised it (tern-reliability's `AckSummary`), plus the frame's
+/// one-way-delay sample and the sender's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acked {
+    /// Newly acknowledged bytes that had counted toward bytes in flight
+    /// (`AckSummary::acked_bytes`).
+    pub bytes: u64,
+    /// When the largest newly acknowledged packet was sent
+    /// (`AckSummary::largest_acked_sent_at`). RFC 9002 §7.3.2: the window
+    /// does not grow for packets sent before the current recovery period
+    /// began; this send time tells.
+    pub largest_sent_at: Instant,
+    /// Bytes in flight after this ACK, from the sent-packet tracker
+    /// (`LossDetector::bytes_in_flight`).
+    pub bytes_in_flight: u64,
+    /// The one-way-delay sample the ACK frame carried, if any: the delay of
+    /// the largest newly acknowledged packet.
+    pub one_way_delay: Option<OneWayDelay>,
+    /// Whether the sender is application- or flow-control-limited: the last
+    /// time it stopped sending, it stopped with room left in the window
+    /// (nothing more to send, or the peer's flow-control limit), not because
+    /// the window was full or the pacer made it wait. RFC 9002 §7.8: then
+    /// "the congestion window SHOULD NOT be increased in either slow start or
+    /// congestion avoidance". The connection sets it when `poll_transmit`
+    /// runs out of data with `bytes_in_flight < window`, and clears it when
+    /// sending stops at the window.
+    pub app_limited: bool,
+}
+
+/// What one round of loss detection declared lost: everything one ACK frame
+/// (or one expiry of the loss timer) found, as one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lost {
+    /// Packets declared lost that had counted toward bytes in flight.
+    pub packets: u64,
+    /// Their bytes (`AckSummary::lost_bytes`).
+    pub bytes: u64,
+    /// When the newest of them was sent (`AckSummary::largest_lost_sent_at`):
+    /// losses of packets sent before the last window reduction belong to the
+    /// congestion event that caused it (RFC 9002 §7.3.2).
+    pub largest_sent_at: Instant,
+}
+
 /// What a connection tells its congestion controller, and what it asks.
 ///
-/// Call order per packet: [`on_sent`](Self::on_sent) when it leaves, then
-/// exactly one of [`on_ack`](Self::on_ack) or [`on_loss`](Self::on_loss) for
-/// its bytes. Before sending, check `bytes_in_flight() + size <= window()` and
-/// ask a [`Pacer`](crate::Pacer) with [`pacing_rate`](Self::pacing_rate) when
-/// it may leave. Calls with inconsistent byte counts (acknowledging more than
-/// is in flight) saturate; they never panic.
+/// Per ACK frame: [`on_ack`](Self::on_ack) if it newly acknowledged in-flight
+/// bytes, [`on_loss`](Self::on_loss) if loss detection declared in-flight
+/// packets lost (also when the loss timer does), [`on_spurious_loss`](Self::on_spurious_loss)
+/// for each in-flight loss it proved spurious, and [`on_persistent_congestion`](Self::on_persistent_congestion)
+/// if the tracker reported persistent congestion (after `on_loss`). Per
+/// packet sent: [`on_sent`](Self::on_sent). Before sending, check
+/// `bytes_in_flight + size <= window()` with the tracker's count, and ask a
+/// [`Pacer`](crate::Pacer) with [`pacing_rate`](Self::pacing_rate) when the
+/// packet may leave. Every argument may come from a hostile peer (through
+/// ACK frames): any value, however absurd, is accepted without panicking and
+/// leaves the window within its bounds.
 pub trait Controller {
-    /// A packet of `bytes` bytes (the whole UDP payload) was sent at `now`.
-    fn on_sent(&mut self, now: Instant, bytes: u64);
+    /// A packet left at `now`; `bytes_in_flight` is the tracker's count
+    /// including it (only packets that count toward bytes in flight need be
+    /// reported).
+    fn on_sent(&mut self, now: Instant, bytes_in_flight: u64);
 
-    /// `acked_bytes` bytes were newly acknowledged at `now`.
-    ///
-    /// `acked_bytes` counts, in bytes, only packets that counted toward bytes
-    /// in flight (tern-reliability's `AckSummary::acked_bytes`). `rtt` is the
-    /// raw round-trip sample of the largest newly acknowledged packet, not
-    /// adjusted for ACK delay, if the ACK yields one (`AckSummary::rtt_sample`);
-    /// `one_way_delay` the one-way-delay sample the peer put in the ACK frame,
-    /// if any. Both come from the network or a peer that may be hostile: any
-    /// value, however absurd, is accepted without panicking and leaves the
-    /// window within its bounds.
-    fn on_ack(
-        &mut self,
-        now: Instant,
-        acked_bytes: u64,
-        rtt: Option<Duration>,
-        one_way_delay: Option<OneWayDelay>,
-    );
+    /// An ACK frame newly acknowledged in-flight bytes at `now`. `rtt` is the
+    /// connection's estimate after the frame's sample was taken.
+    fn on_ack(&mut self, now: Instant, acked: &Acked, rtt: &Rtt);
 
-    /// A packet of `lost_bytes` bytes, sent at `sent_at`, was declared lost at
-    /// `now`. The window shrinks at most once per round trip: losses of
-    /// packets sent before the last reduction are part of the same congestion
-    /// event.
-    ///
-    /// `sent_at` must be the lost packet's own send time (tern-reliability's
-    /// `SentPacket::time_sent`), never the time of detection, or every loss
-    /// of one burst would start a new congestion event. Call it for packets
-    /// that counted toward bytes in flight. A loss later found spurious (an
-    /// ACK arrives for it) is not undone: there is no hook for it, and the
-    /// reduction stands (RFC 9002 does not ask for it to be undone).
-    fn on_loss(&mut self, now: Instant, lost_bytes: u64, sent_at: Instant);
+    /// Loss detection declared in-flight packets lost at `now`. The window
+    /// shrinks at most once per congestion event: losses of packets sent
+    /// before the last reduction are part of the same event.
+    fn on_loss(&mut self, now: Instant, lost: &Lost, rtt: &Rtt);
 
-    /// Nothing was acknowledged for a whole congestion timeout: the path may
-    /// have changed completely. tern-reliability does not decide this; the
-    /// connection calls it when consecutive probe timeouts (its
-    /// `TimerEvent::Probe { pto_count, .. }`) reach its chosen limit, e.g. 3,
-    /// RFC 9002's kPersistentCongestionThreshold. `now` is when it decided.
-    fn on_congestion_timeout(&mut self, now: Instant);
+    /// A packet declared lost at `declared_lost_at` was acknowledged after
+    /// all (tern-reliability's `SpuriousLoss`; report only those whose
+    /// `in_flight` is set, as [`Lost::packets`] counts only those). Each
+    /// controller documents what it does: both of this crate's undo a window
+    /// reduction once every loss of its congestion event has proved spurious.
+    fn on_spurious_loss(&mut self, now: Instant, declared_lost_at: Instant);
+
+    /// The tracker established persistent congestion (RFC 9002 §7.6): every
+    /// packet sent over more than three probe timeouts was lost. RFC 9002
+    /// §7.6.2: "the sender's congestion window MUST be reduced to the minimum
+    /// congestion window". Call it after [`on_loss`](Self::on_loss) for the
+    /// same ACK.
+    fn on_persistent_congestion(&mut self, now: Instant);
 
     /// The congestion window: bytes that may be in flight, in bytes.
     fn window(&self) -> u64;
 
-    /// Bytes sent and neither acknowledged nor declared lost, in bytes.
-    fn bytes_in_flight(&self) -> u64;
-
     /// The rate at which packets should leave, in bytes per second: the
-    /// window spread over the smoothed round trip, times a small gain.
-    fn pacing_rate(&self) -> u64;
+    /// window spread over `rtt`'s smoothed round trip, times a small gain.
+    fn pacing_rate(&self, rtt: &Rtt) -> u64;
 
     /// Whether the window is still growing exponentially (it doubles per
     /// round trip).
@@ -148,29 +254,28 @@ macro_rules! dispatch {
 
 impl Controller for AnyController {
     #[inline]
-    fn on_sent(&mut self, now: Instant, bytes: u64) {
-        dispatch!(self, c => c.on_sent(now, bytes))
+    fn on_sent(&mut self, now: Instant, bytes_in_flight: u64) {
+        dispatch!(self, c => c.on_sent(now, bytes_in_flight))
     }
 
     #[inline]
-    fn on_ack(
-        &mut self,
-        now: Instant,
-        acked_bytes: u64,
-        rtt: Option<Duration>,
-        one_way_delay: Option<OneWayDelay>,
-    ) {
-        dispatch!(self, c => c.on_ack(now, acked_bytes, rtt, one_way_delay))
+    fn on_ack(&mut self, now: Instant, acked: &Acked, rtt: &Rtt) {
+        dispatch!(self, c => c.on_ack(now, acked, rtt))
     }
 
     #[inline]
-    fn on_loss(&mut self, now: Instant, lost_bytes: u64, sent_at: Instant) {
-        dispatch!(self, c => c.on_loss(now, lost_bytes, sent_at))
+    fn on_loss(&mut self, now: Instant, lost: &Lost, rtt: &Rtt) {
+        dispatch!(self, c => c.on_loss(now, lost, rtt))
     }
 
     #[inline]
-    fn on_congestion_timeout(&mut self, now: Instant) {
-        dispatch!(self, c => c.on_congestion_timeout(now))
+    fn on_spurious_loss(&mut self, now: Instant, declared_lost_at: Instant) {
+        dispatch!(self, c => c.on_spurious_loss(now, declared_lost_at))
+    }
+
+    #[inline]
+    fn on_persistent_congestion(&mut self, now: Instant) {
+        dispatch!(self, c => c.on_persistent_congestion(now))
     }
 
     #[inline]
@@ -179,13 +284,8 @@ impl Controller for AnyController {
     }
 
     #[inline]
-    fn bytes_in_flight(&self) -> u64 {
-        dispatch!(self, c => c.bytes_in_flight())
-    }
-
-    #[inline]
-    fn pacing_rate(&self) -> u64 {
-        dispatch!(self, c => c.pacing_rate())
+    fn pacing_rate(&self, rtt: &Rtt) -> u64 {
+        dispatch!(self, c => c.pacing_rate(rtt))
     }
 
     #[inline]
@@ -203,6 +303,8 @@ mod tests {
     use super::*;
     use crate::{LedbatConfig, RenoConfig};
 
+    const MS: Duration = Duration::from_millis(1);
+
     #[test]
     fn microsecond_samples_convert_to_nanoseconds_and_saturate() {
         assert_eq!(OneWayDelay::from_micros(-3).as_nanos(), -3_000);
@@ -211,29 +313,53 @@ mod tests {
     }
 
     #[test]
+    fn an_rtt_snapshot_is_always_consistent() {
+        let rtt = Rtt::new(40 * MS, 30 * MS, 50 * MS);
+        assert_eq!(
+            (rtt.smoothed(), rtt.min(), rtt.latest()),
+            (40 * MS, 30 * MS, 50 * MS)
+        );
+        let odd = Rtt::new(10 * MS, 90 * MS, Duration::ZERO);
+        assert_eq!(odd.latest(), Duration::from_nanos(1));
+        assert_eq!(odd.min(), Duration::from_nanos(1));
+        assert_eq!(Rtt::initial(333 * MS).min(), 333 * MS);
+    }
+
+    #[test]
     fn the_enum_forwards_every_call_to_the_controller_inside() {
         let (clock, mock) = quanta::Clock::mock();
         let mut direct = Ledbat::new(LedbatConfig::default()).unwrap();
         let mut any = AnyController::from(direct.clone());
+        let sent = clock.now();
         for controller in [&mut direct as &mut dyn Controller, &mut any] {
-            controller.on_sent(clock.now(), 1_452);
-            controller.on_sent(clock.now(), 1_452);
+            controller.on_sent(sent, 1_452);
+            controller.on_sent(sent, 2 * 1_452);
         }
-        mock.increment(Duration::from_millis(40));
+        mock.increment(40 * MS);
+        let rtt = Rtt::new(40 * MS, 40 * MS, 40 * MS);
         for controller in [&mut direct as &mut dyn Controller, &mut any] {
-            controller.on_ack(
-                clock.now(),
-                1_452,
-                Some(Duration::from_millis(40)),
-                Some(OneWayDelay::from_micros(20_000)),
-            );
-            controller.on_loss(clock.now(), 1_452, clock.now());
+            let acked = Acked {
+                bytes: 1_452,
+                largest_sent_at: sent,
+                bytes_in_flight: 1_452,
+                one_way_delay: Some(OneWayDelay::from_micros(20_000)),
+                app_limited: false,
+            };
+            controller.on_ack(clock.now(), &acked, &rtt);
+            let lost = Lost {
+                packets: 1,
+                bytes: 1_452,
+                largest_sent_at: sent,
+            };
+            controller.on_loss(clock.now(), &lost, &rtt);
+            controller.on_spurious_loss(clock.now(), clock.now());
         }
         assert_eq!(any.window(), direct.window());
-        assert_eq!(any.bytes_in_flight(), direct.bytes_in_flight());
-        assert_eq!(any.pacing_rate(), direct.pacing_rate());
+        assert_eq!(any.pacing_rate(&rtt), direct.pacing_rate(&rtt));
         assert_eq!(any.in_slow_start(), direct.in_slow_start());
         any.invariants().unwrap();
+        any.on_persistent_congestion(clock.now());
+        assert_eq!(any.window(), 2 * 1_452);
 
         let reno = AnyController::from(Reno::new(RenoConfig::default()).unwrap());
         assert!(reno.in_slow_start());

@@ -87,11 +87,11 @@
 //! of a fraction of a byte per ACK, on large windows, are not lost.
 
 use crate::pacer::{PACING_GAIN_PERMILLE, SLOW_START_PACING_GAIN_PERMILLE, pacing_rate};
-use crate::rtt::PathRtt;
+use crate::recovery::{Before, Recovery};
 use crate::time::add_saturating;
 use crate::{
-    BaseDelayHistory, Controller, CurrentDelayFilter, InvariantViolation, MAX_BASE_HISTORY,
-    MAX_CURRENT_FILTER, OneWayDelay,
+    Acked, BaseDelayHistory, Controller, CurrentDelayFilter, InvariantViolation, Lost,
+    MAX_BASE_HISTORY, MAX_CURRENT_FILTER, OneWayDelay, Rtt,
 };
 use quanta::Instant;
 use std::time::Duration;
@@ -161,9 +161,6 @@ pub struct LedbatConfig {
     /// first packets of the ramp after the hold then measure the drained
     /// path. It halves what slowdowns cost in throughput.
     pub slowdown_hold_round_trips: u32,
-    /// The round trip assumed before the first sample, in time (default
-    /// 333 ms, as RFC 9002's kInitialRtt; not zero).
-    pub initial_rtt: Duration,
 }
 
 impl Default for LedbatConfig {
@@ -183,7 +180,6 @@ impl Default for LedbatConfig {
             periodic_slowdowns: true,
             slowdown_interval: 9,
             slowdown_hold_round_trips: 1,
-            initial_rtt: Duration::from_millis(333),
         }
     }
 }
@@ -225,9 +221,6 @@ pub enum LedbatConfigError {
     /// `slowdown_interval` or `slowdown_hold_round_trips` is zero.
     #[error("slowdown interval and hold must be at least 1")]
     SlowdownInterval,
-    /// `initial_rtt` is zero.
-    #[error("initial RTT must not be zero")]
-    InitialRtt,
 }
 
 /// Where the controller is in its cycle.
@@ -257,26 +250,24 @@ pub struct Ledbat {
     periodic_slowdowns: bool,
     slowdown_interval: u32,
     slowdown_hold: u32,
-    initial_rtt: Duration,
 
     /// Congestion window, in 1/65 536 byte.
     window: u64,
     /// Slow start ends when the window reaches this, in bytes.
     ssthresh: u64,
-    bytes_in_flight: u64,
     phase: Phase,
     current: CurrentDelayFilter,
     base: BaseDelayHistory,
-    rtt: PathRtt,
     queuing_delay_nanos: u64,
-    /// Peak bytes in flight in the current and the previous round trip: how
-    /// much of the window the application actually used.
+    /// Peak bytes in flight (the tracker's count, as reported) in the
+    /// current and the previous round trip: how much of the window the
+    /// application actually used.
     flight_peak: u64,
     flight_peak_previous: u64,
     /// When the current round trip of `flight_peak` began.
     flight_period_start: Option<Instant>,
-    /// When the window was last halved for a loss.
-    last_reduction: Option<Instant>,
+    /// The recovery period of the last loss, and what undoing it restores.
+    recovery: Recovery,
     /// When the next periodic slowdown begins.
     next_slowdown: Option<Instant>,
     /// When the slowdown under way (hold or ramp back) began.
@@ -335,9 +326,6 @@ impl Ledbat {
         if config.slowdown_interval == 0 || config.slowdown_hold_round_trips == 0 {
             return Err(E::SlowdownInterval);
         }
-        if config.initial_rtt.is_zero() {
-            return Err(E::InitialRtt);
-        }
         let target_nanos = u64::try_from(config.target.as_nanos()).unwrap_or(u64::MAX);
         Ok(Self {
             target_nanos,
@@ -353,19 +341,16 @@ impl Ledbat {
             periodic_slowdowns: config.periodic_slowdowns,
             slowdown_interval: config.slowdown_interval,
             slowdown_hold: config.slowdown_hold_round_trips,
-            initial_rtt: config.initial_rtt,
             window: initial_window << FRAC_BITS,
             ssthresh: u64::MAX,
-            bytes_in_flight: 0,
             phase: Phase::SlowStart,
             current: CurrentDelayFilter::new(config.current_filter),
             base: BaseDelayHistory::new(config.base_history),
-            rtt: PathRtt::new(),
             queuing_delay_nanos: 0,
             flight_peak: 0,
             flight_peak_previous: 0,
             flight_period_start: None,
-            last_reduction: None,
+            recovery: Recovery::new(),
             next_slowdown: None,
             slowdown_started: None,
         })
@@ -381,10 +366,10 @@ impl Ledbat {
         matches!(self.phase, Phase::SlowdownHold { .. })
     }
 
-    /// The smoothed round trip, or the configured initial one before any
-    /// sample.
-    fn srtt(&self) -> Duration {
-        self.rtt.smoothed().unwrap_or(self.initial_rtt)
+    /// Window reductions undone because every loss of their congestion
+    /// event proved spurious.
+    pub fn undone_reductions(&self) -> u64 {
+        self.recovery.undone()
     }
 
     fn window_bytes(&self) -> u64 {
@@ -399,20 +384,21 @@ impl Ledbat {
     /// 6817's `flightsize`, taken over the previous round trip as its
     /// section 2.5 describes, so a window that was used is not mistaken for
     /// an unused one while its ACKs drain the flight.
-    fn flight_used(&mut self, now: Instant) -> u64 {
+    fn flight_used(&mut self, now: Instant, flight: u64, srtt: Duration) -> u64 {
         let period_over = self
             .flight_period_start
-            .is_none_or(|start| now.saturating_duration_since(start) >= self.srtt());
+            .is_none_or(|start| now.saturating_duration_since(start) >= srtt);
         if period_over {
             self.flight_peak_previous = self.flight_peak;
-            self.flight_peak = self.bytes_in_flight;
+            self.flight_peak = flight;
             self.flight_period_start = Some(now);
         }
+        self.flight_peak = self.flight_peak.max(flight);
         self.flight_peak.max(self.flight_peak_previous)
     }
 
     /// Starts or ends a slowdown when its time has come.
-    fn advance_phase(&mut self, now: Instant) {
+    fn advance_phase(&mut self, now: Instant, rtt: &Rtt) {
         match self.phase {
             Phase::SlowdownHold { until, restart } if now >= until => {
                 // LEDBAT++: after the hold, slow start back up to the window
@@ -434,11 +420,9 @@ impl Ledbat {
                 // about one base round trip of idle link instead of a whole
                 // slow start. The queue is drained either way, and the
                 // restart's first packets measure the empty path.
-                let srtt = self.srtt();
-                let restart = self.rtt.min().map_or(self.min_window, |min| {
-                    let share = u128::from(window) * min.as_nanos() / srtt.as_nanos().max(1);
-                    u64::try_from(share).unwrap_or(window)
-                });
+                let srtt = rtt.smoothed();
+                let share = u128::from(window) * rtt.min().as_nanos() / srtt.as_nanos().max(1);
+                let restart = u64::try_from(share).unwrap_or(window);
                 self.set_window_bytes(self.min_window);
                 let hold = srtt.saturating_mul(self.slowdown_hold);
                 self.phase = Phase::SlowdownHold {
@@ -450,7 +434,7 @@ impl Ledbat {
         }
     }
 
-    fn exit_slow_start(&mut self, now: Instant) {
+    fn exit_slow_start(&mut self, now: Instant, srtt: Duration) {
         self.phase = Phase::CongestionAvoidance;
         if !self.periodic_slowdowns {
             return;
@@ -467,30 +451,19 @@ impl Ledbat {
             None if self.next_slowdown.is_none() => {
                 // LEDBAT++'s initial slowdown, two round trips after the first
                 // slow start.
-                self.next_slowdown = Some(add_saturating(now, self.srtt().saturating_mul(2)));
+                self.next_slowdown = Some(add_saturating(now, srtt.saturating_mul(2)));
             }
             None => {}
         }
     }
 
     /// Updates the delay estimates with one ACK's samples.
-    fn update_delays(
-        &mut self,
-        now: Instant,
-        rtt: Option<Duration>,
-        one_way_delay: Option<OneWayDelay>,
-    ) {
-        if let Some(rtt) = rtt {
-            self.rtt.update(rtt);
-        }
+    fn update_delays(&mut self, now: Instant, rtt: &Rtt, one_way_delay: Option<OneWayDelay>) {
         // The queuing delay the round trip proves: latest RTT − minimum RTT.
-        let rtt_queuing = rtt.zip(self.rtt.min()).map(|(rtt, min)| {
-            u64::try_from(rtt.saturating_sub(min).as_nanos()).unwrap_or(u64::MAX)
-        });
+        let rtt_queuing =
+            u64::try_from(rtt.latest().saturating_sub(rtt.min()).as_nanos()).unwrap_or(u64::MAX);
         let Some(sample) = one_way_delay.map(OneWayDelay::as_nanos) else {
-            if let Some(queuing) = rtt_queuing {
-                self.queuing_delay_nanos = queuing;
-            }
+            self.queuing_delay_nanos = rtt_queuing;
             return;
         };
         // RFC 6817, section 2.4.2 (on acknowledgement):
@@ -501,28 +474,26 @@ impl Ledbat {
         self.base.update(now, sample);
         self.current.push(now, sample);
         //   queuing_delay = FILTER(current_delays) - MIN(base_delays)
-        let filtered = self.current.min(now, self.srtt()).unwrap_or(sample);
+        let filtered = self.current.min(now, rtt.smoothed()).unwrap_or(sample);
         let base = self.base.base().unwrap_or(sample);
         let mut queuing = u64::try_from(filtered.saturating_sub(base)).unwrap_or(0);
         // Clock error: the forward queue cannot be longer than the whole
         // round trip grew. Beyond a quarter target of slack, the excess is a
         // clock that jumped or drifts, and the base moves up by it.
-        if let Some(rtt_queuing) = rtt_queuing {
-            let slack = self.target_nanos / 4;
-            if queuing > rtt_queuing.saturating_add(slack) {
-                let excess = queuing - rtt_queuing;
-                let shift = i64::try_from(excess).unwrap_or(i64::MAX);
-                self.base.raise(shift);
-                queuing = rtt_queuing;
-            }
+        let slack = self.target_nanos / 4;
+        if queuing > rtt_queuing.saturating_add(slack) {
+            let excess = queuing - rtt_queuing;
+            let shift = i64::try_from(excess).unwrap_or(i64::MAX);
+            self.base.raise(shift);
+            queuing = rtt_queuing;
         }
         self.queuing_delay_nanos = queuing;
     }
 
     /// RFC 6817's window update below the target, LEDBAT++'s above it, for
     /// `acked` bytes with `flight_used` bytes in flight in the last round
-    /// trip.
-    fn congestion_avoidance(&mut self, acked: u64, flight_used: u64) {
+    /// trip. Decreases always apply; increases only if `may_grow`.
+    fn congestion_avoidance(&mut self, acked: u64, flight_used: u64, may_grow: bool) {
         let acked = i128::from(acked.min(MAX_ACKED));
         let target = i128::from(self.target_nanos);
         // Beyond 16 × target the decrease is at its cap of W/2 anyway.
@@ -554,6 +525,9 @@ impl Ledbat {
 
         let old = i128::from(self.window);
         let mut new = old + delta;
+        if delta > 0 && !may_grow {
+            return;
+        }
         if delta > 0 {
             // RFC 6817, section 2.4.2:
             //   max_allowed_cwnd = flightsize + ALLOWED_INCREASE * MSS
@@ -574,7 +548,14 @@ impl Ledbat {
 
     /// Slow start: the window grows by the bytes acknowledged, as long as the
     /// queue stays short.
-    fn slow_start(&mut self, now: Instant, acked: u64, flight_used: u64) {
+    fn slow_start(
+        &mut self,
+        now: Instant,
+        acked: u64,
+        flight_used: u64,
+        may_grow: bool,
+        srtt: Duration,
+    ) {
         // After a slowdown the flow climbs back to the window it held, which
         // was its share before it yielded: others' queue (at the target, if
         // they are LEDBAT flows) must not stop it at 3/4 of the target, or
@@ -587,7 +568,10 @@ impl Ledbat {
             self.slow_start_exit_nanos
         };
         if self.queuing_delay_nanos >= exit_at {
-            self.exit_slow_start(now);
+            self.exit_slow_start(now, srtt);
+            return;
+        }
+        if !may_grow {
             return;
         }
         let old = self.window_bytes();
@@ -600,57 +584,58 @@ impl Ledbat {
         let ceiling = self.ssthresh.min(self.max_window);
         self.set_window_bytes(grown.min(ceiling));
         if grown >= ceiling {
-            self.exit_slow_start(now);
+            self.exit_slow_start(now, srtt);
         }
     }
 }
 
 impl Controller for Ledbat {
-    fn on_sent(&mut self, now: Instant, bytes: u64) {
-        self.advance_phase(now);
-        self.bytes_in_flight = self.bytes_in_flight.saturating_add(bytes);
-        self.flight_peak = self.flight_peak.max(self.bytes_in_flight);
+    fn on_sent(&mut self, _now: Instant, bytes_in_flight: u64) {
+        self.flight_peak = self.flight_peak.max(bytes_in_flight);
     }
 
-    fn on_ack(
-        &mut self,
-        now: Instant,
-        acked_bytes: u64,
-        rtt: Option<Duration>,
-        one_way_delay: Option<OneWayDelay>,
-    ) {
-        self.advance_phase(now);
-        self.update_delays(now, rtt, one_way_delay);
-        let flight_used = self.flight_used(now);
+    /// RFC 6817's update on acknowledgement, with LEDBAT++'s decrease above
+    /// the target. Growth (in slow start or congestion avoidance) needs the
+    /// largest acknowledged packet to have been sent after the current
+    /// recovery period began (RFC 9002 §7.3.2) and the sender not to be
+    /// application-limited (RFC 9002 §7.8); a queue above the target shrinks
+    /// the window whatever the two say.
+    fn on_ack(&mut self, now: Instant, acked: &Acked, rtt: &Rtt) {
+        self.advance_phase(now, rtt);
+        self.update_delays(now, rtt, acked.one_way_delay);
+        // The flight before this ACK drained it: what the window carried.
+        let flight = acked.bytes_in_flight.saturating_add(acked.bytes);
+        let flight_used = self.flight_used(now, flight, rtt.smoothed());
+        let may_grow = !acked.app_limited && !self.recovery.covers(acked.largest_sent_at);
         match self.phase {
-            Phase::SlowStart => self.slow_start(now, acked_bytes, flight_used),
-            Phase::CongestionAvoidance => self.congestion_avoidance(acked_bytes, flight_used),
+            Phase::SlowStart => {
+                self.slow_start(now, acked.bytes, flight_used, may_grow, rtt.smoothed());
+            }
+            Phase::CongestionAvoidance => {
+                self.congestion_avoidance(acked.bytes, flight_used, may_grow);
+            }
             // The hold keeps the minimum window; its ACKs only measure.
             Phase::SlowdownHold { .. } => {}
         }
-        //   flightsize = flightsize - bytes_newly_acked
-        self.bytes_in_flight = self.bytes_in_flight.saturating_sub(acked_bytes);
     }
 
-    fn on_loss(&mut self, now: Instant, lost_bytes: u64, sent_at: Instant) {
-        // RFC 6817, section 2.4.2 (on data loss):
-        //   if data lost is not to be retransmitted:
-        //       flightsize = flightsize - bytes_not_to_be_retransmitted
-        // Tern re-sends lost data as new frames in new packets, which
-        // on_sent counts again, so every lost byte leaves the flight.
-        self.bytes_in_flight = self.bytes_in_flight.saturating_sub(lost_bytes);
+    fn on_loss(&mut self, now: Instant, lost: &Lost, rtt: &Rtt) {
+        // RFC 6817, section 2.4.2 (on data loss): the window is halved
         //   # at most once per RTT
         // A packet sent before the last reduction was in flight when the
         // window was already cut for this congestion event.
-        if self.last_reduction.is_some_and(|at| sent_at <= at) {
+        let before = Before {
+            window: self.window_bytes(),
+            ssthresh: self.ssthresh,
+        };
+        if !self.recovery.on_loss(now, lost, before) {
             return;
         }
-        self.last_reduction = Some(now);
         //   cwnd = min (cwnd, max (cwnd/2, MIN_CWND * MSS))
         let halved = self.window_bytes() / 2;
         self.set_window_bytes(halved);
         match self.phase {
-            Phase::SlowStart => self.exit_slow_start(now),
+            Phase::SlowStart => self.exit_slow_start(now, rtt.smoothed()),
             Phase::SlowdownHold { .. } => {
                 // The window is already at the minimum; the loss lowers the
                 // level the ramp after the hold returns to.
@@ -660,19 +645,37 @@ impl Controller for Ledbat {
         }
     }
 
-    fn on_congestion_timeout(&mut self, now: Instant) {
+    /// Undoes the last halving once every loss of its congestion event
+    /// proved spurious (see the `recovery` module): the window returns to
+    /// at least what it was (during a slowdown's hold, only the level the
+    /// ramp after it returns to). A slow start the loss ended stays ended:
+    /// the queuing delay, not the loss, now decides the growth.
+    fn on_spurious_loss(&mut self, _now: Instant, declared_lost_at: Instant) {
+        let Some(before) = self.recovery.on_spurious_loss(declared_lost_at) else {
+            return;
+        };
+        if !self.in_slowdown() {
+            let window = self.window_bytes().max(before.window);
+            self.set_window_bytes(window);
+        }
+        self.ssthresh = self.ssthresh.max(before.ssthresh);
+    }
+
+    fn on_persistent_congestion(&mut self, _now: Instant) {
         // RFC 6817, section 2.4.2:
         //   if no ACKs are received within a CTO:
         //       # extreme congestion, or significant RTT change.
         //       # set cwnd to 1MSS and backoff the congestion timer.
         //       cwnd = 1 * MSS
-        // Tern keeps MIN_CWND instead of 1 MSS (section 2.5: "a MIN_CWND of 2
-        // allows FILTER() to use more than a single instantaneous delay
-        // estimate") and slow-starts back to half the old window; the
-        // caller's probe timer does the back-off.
-        self.ssthresh = (self.window_bytes() / 2).max(self.min_window);
+        // RFC 9002's persistent congestion is that event, established by the
+        // tracker. Tern keeps MIN_CWND instead of 1 MSS (section 2.5: "a
+        // MIN_CWND of 2 allows FILTER() to use more than a single
+        // instantaneous delay estimate") and slow-starts back to the window
+        // the loss left (already halved by on_loss); the caller's probe
+        // timer does the back-off.
+        self.ssthresh = self.window_bytes().max(self.min_window);
         self.set_window_bytes(self.min_window);
-        self.last_reduction = Some(now);
+        self.recovery.on_persistent_congestion();
         self.slowdown_started = None;
         self.phase = Phase::SlowStart;
     }
@@ -681,17 +684,13 @@ impl Controller for Ledbat {
         self.window_bytes()
     }
 
-    fn bytes_in_flight(&self) -> u64 {
-        self.bytes_in_flight
-    }
-
-    fn pacing_rate(&self) -> u64 {
+    fn pacing_rate(&self, rtt: &Rtt) -> u64 {
         let gain = if self.phase == Phase::SlowStart {
             SLOW_START_PACING_GAIN_PERMILLE
         } else {
             PACING_GAIN_PERMILLE
         };
-        pacing_rate(self.window_bytes(), self.srtt(), gain)
+        pacing_rate(self.window_bytes(), rtt.smoothed(), gain)
     }
 
     fn in_slow_start(&self) -> bool {
@@ -726,15 +725,9 @@ impl Controller for Ledbat {
                 "LEDBAT slowdown scheduled while disabled",
             ));
         }
-        if self.flight_peak < self.bytes_in_flight {
-            return Err(InvariantViolation("LEDBAT flight peak below the flight"));
-        }
-        if self.pacing_rate() == 0 {
-            return Err(InvariantViolation("LEDBAT pacing rate is zero"));
-        }
         self.current.invariants()?;
         self.base.invariants()?;
-        self.rtt.invariants()
+        self.recovery.invariants()
     }
 }
 

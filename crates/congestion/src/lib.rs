@@ -20,47 +20,59 @@
 //!
 //! # How a connection uses it
 //!
-//! For each packet it wants to send, a connection checks
-//! `bytes_in_flight() + size <= window()`, asks the pacer (and the rate
-//! caps) when the packet may leave, and after sending calls
-//! [`Controller::on_sent`] and [`Pacer::on_sent`]. When an ACK frame
-//! arrives it calls [`Controller::on_ack`] with the newly acknowledged
-//! bytes, the RTT sample and the one-way-delay sample the frame carries;
-//! when loss detection declares a packet lost, [`Controller::on_loss`] with
-//! the time that packet was sent.
+//! The connection owns one RTT estimator and one sent-packet tracker
+//! (tern-reliability); a controller keeps neither an RTT estimate nor a
+//! count of bytes in flight of its own, and is handed the tracker's figures
+//! as arguments (see [`Rtt`] and the [`Controller`] docs). For each packet it
+//! wants to send, a connection checks the tracker's
+//! `bytes_in_flight + size <= window()`, asks the pacer (and the rate caps)
+//! when the packet may leave, and after sending calls [`Controller::on_sent`]
+//! and [`Pacer::on_sent`]. When an ACK frame arrives it calls
+//! [`Controller::on_ack`] with what the tracker's summary says was
+//! acknowledged ([`Acked`]), [`Controller::on_loss`] with what it declared
+//! lost ([`Lost`]), [`Controller::on_spurious_loss`] for losses it proved
+//! spurious and [`Controller::on_persistent_congestion`] when it established
+//! persistent congestion.
 //!
 //! ```
 //! use std::time::Duration;
-//! use tern_congestion::{Controller, Ledbat, LedbatConfig, OneWayDelay, Pacer, PacerConfig, Take};
+//! use tern_congestion::{Acked, Controller, Ledbat, LedbatConfig, OneWayDelay, Pacer, PacerConfig, Rtt, Take};
 //!
 //! let (clock, mock) = quanta::Clock::mock();
 //! let mut cc = Ledbat::new(LedbatConfig::default())?;
 //! let mut pacer = Pacer::new(PacerConfig::default());
+//! // The connection's own count (its sent-packet tracker) and RTT estimate.
+//! let mut bytes_in_flight = 0;
+//! let rtt = Rtt::initial(Duration::from_millis(333));
 //!
 //! // Send while the window and the pacer allow.
 //! let size = 1_452;
-//! let mut sent = 0;
-//! while cc.bytes_in_flight() + size <= cc.window() {
-//!     match pacer.poll(clock.now(), cc.pacing_rate(), size) {
+//! let first_sent = clock.now();
+//! while bytes_in_flight + size <= cc.window() {
+//!     match pacer.poll(clock.now(), cc.pacing_rate(&rtt), size) {
 //!         Take::Now => {
-//!             cc.on_sent(clock.now(), size);
+//!             bytes_in_flight += size;
+//!             cc.on_sent(clock.now(), bytes_in_flight);
 //!             pacer.on_sent(clock.now(), size);
-//!             sent += 1;
 //!         }
 //!         // A driver would arm its timer here; the example just waits.
 //!         Take::WaitUntil(at) => mock.increment(at.duration_since(clock.now())),
 //!     }
 //! }
-//! assert_eq!(sent, 26); // the initial window
+//! assert_eq!(bytes_in_flight, 26 * size); // the initial window
 //!
-//! // One round trip later the ACK comes back, with an empty queue.
+//! // The ACK of the whole window comes back, with an empty queue; the
+//! // estimator took a 40 ms sample.
 //! mock.increment(Duration::from_millis(40));
-//! cc.on_ack(
-//!     clock.now(),
-//!     sent * size,
-//!     Some(Duration::from_millis(40)),
-//!     Some(OneWayDelay::from_micros(20_000)),
-//! );
+//! let rtt = Rtt::new(Duration::from_millis(40), Duration::from_millis(40), Duration::from_millis(40));
+//! let acked = Acked {
+//!     bytes: bytes_in_flight,
+//!     largest_sent_at: first_sent,
+//!     bytes_in_flight: 0,
+//!     one_way_delay: Some(OneWayDelay::from_micros(20_000)),
+//!     app_limited: false,
+//! };
+//! cc.on_ack(clock.now(), &acked, &rtt);
 //! assert!(cc.in_slow_start());
 //! assert_eq!(cc.window(), 2 * 26 * size);
 //! # Ok::<(), tern_congestion::LedbatConfigError>(())
@@ -71,13 +83,13 @@ mod controller;
 mod delay_filter;
 pub mod ledbat;
 mod pacer;
+mod recovery;
 mod reno;
-mod rtt;
 mod time;
 mod token_bucket;
 
 pub use base_delay::{BUCKET, BaseDelayHistory, MAX_BASE_HISTORY};
-pub use controller::{AnyController, Controller, OneWayDelay};
+pub use controller::{Acked, AnyController, Controller, Lost, OneWayDelay, Rtt};
 pub use delay_filter::{CurrentDelayFilter, MAX_CURRENT_FILTER};
 pub use ledbat::{Ledbat, LedbatConfig, LedbatConfigError, MAX_WINDOW_LIMIT};
 pub use pacer::{

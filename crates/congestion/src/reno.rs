@@ -7,10 +7,9 @@
 //! check that LEDBAT yields to.
 
 use crate::pacer::{PACING_GAIN_PERMILLE, SLOW_START_PACING_GAIN_PERMILLE, pacing_rate};
-use crate::rtt::PathRtt;
-use crate::{Controller, InvariantViolation, MAX_WINDOW_LIMIT, OneWayDelay};
+use crate::recovery::{Before, Recovery};
+use crate::{Acked, Controller, InvariantViolation, Lost, MAX_WINDOW_LIMIT, Rtt};
 use quanta::Instant;
-use std::time::Duration;
 
 /// Configuration of a [`Reno`] controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,9 +25,6 @@ pub struct RenoConfig {
     pub min_window_packets: u32,
     /// The largest window, in bytes (default 64 MiB).
     pub max_window: u64,
-    /// The round trip assumed before the first sample, in time (default
-    /// 333 ms).
-    pub initial_rtt: Duration,
 }
 
 impl Default for RenoConfig {
@@ -38,7 +34,6 @@ impl Default for RenoConfig {
             initial_window_packets: 10,
             min_window_packets: 2,
             max_window: 64 << 20,
-            initial_rtt: Duration::from_millis(333),
         }
     }
 }
@@ -54,9 +49,6 @@ pub enum RenoConfigError {
     /// maximum below the initial window or above 2^46 bytes.
     #[error("windows must satisfy 1 packet <= min <= initial <= max <= 2^46 bytes")]
     Window,
-    /// `initial_rtt` is zero.
-    #[error("initial RTT must not be zero")]
-    InitialRtt,
 }
 
 /// Slow start, then one packet more per round trip, halved on loss.
@@ -65,18 +57,15 @@ pub struct Reno {
     mss: u64,
     min_window: u64,
     max_window: u64,
-    initial_rtt: Duration,
     /// Congestion window, in bytes.
     window: u64,
     /// Slow start ends at this window, in bytes.
     ssthresh: u64,
-    bytes_in_flight: u64,
     /// Acknowledged bytes not yet turned into window growth in congestion
     /// avoidance, in bytes (always below the window).
     acked_credit: u64,
-    /// When the current recovery period began.
-    recovery_start: Option<Instant>,
-    rtt: PathRtt,
+    /// The recovery period of the last loss, and what undoing it restores.
+    recovery: Recovery,
 }
 
 impl Reno {
@@ -95,50 +84,45 @@ impl Reno {
         {
             return Err(RenoConfigError::Window);
         }
-        if config.initial_rtt.is_zero() {
-            return Err(RenoConfigError::InitialRtt);
-        }
         Ok(Self {
             mss,
             min_window,
             max_window: config.max_window,
-            initial_rtt: config.initial_rtt,
             window: initial_window,
             ssthresh: u64::MAX,
-            bytes_in_flight: 0,
             acked_credit: 0,
-            recovery_start: None,
-            rtt: PathRtt::new(),
+            recovery: Recovery::new(),
         })
+    }
+
+    /// Window reductions undone because every loss of their congestion
+    /// event proved spurious.
+    pub fn undone_reductions(&self) -> u64 {
+        self.recovery.undone()
     }
 }
 
 impl Controller for Reno {
-    fn on_sent(&mut self, _now: Instant, bytes: u64) {
-        self.bytes_in_flight = self.bytes_in_flight.saturating_add(bytes);
-    }
+    fn on_sent(&mut self, _now: Instant, _bytes_in_flight: u64) {}
 
-    fn on_ack(
-        &mut self,
-        _now: Instant,
-        acked_bytes: u64,
-        rtt: Option<Duration>,
-        _one_way_delay: Option<OneWayDelay>,
-    ) {
-        if let Some(rtt) = rtt {
-            self.rtt.update(rtt);
+    fn on_ack(&mut self, _now: Instant, acked: &Acked, _rtt: &Rtt) {
+        // RFC 9002, Appendix B.5: "Do not increase congestion_window if
+        // application limited or flow control limited" (section 7.8), and
+        // "Do not increase congestion window in recovery period" (section
+        // 7.3.2).
+        if acked.app_limited || self.recovery.covers(acked.largest_sent_at) {
+            return;
         }
-        self.bytes_in_flight = self.bytes_in_flight.saturating_sub(acked_bytes);
         if self.window < self.ssthresh {
             // RFC 9002, section 7.3.1: "While a sender is in slow start, the
             // congestion window increases by the number of bytes acknowledged
             // when each acknowledgment is processed."
-            self.window = self.window.saturating_add(acked_bytes).min(self.ssthresh);
+            self.window = self.window.saturating_add(acked.bytes).min(self.ssthresh);
         } else {
             // RFC 9002, section 7.3.3: congestion avoidance "MUST limit the
             // increase to the congestion window to at most one maximum
             // datagram size for each congestion window that is acknowledged."
-            self.acked_credit = self.acked_credit.saturating_add(acked_bytes);
+            self.acked_credit = self.acked_credit.saturating_add(acked.bytes);
             let windows = self.acked_credit / self.window;
             self.acked_credit %= self.window;
             self.window = self.window.saturating_add(windows.saturating_mul(self.mss));
@@ -147,45 +131,52 @@ impl Controller for Reno {
         self.acked_credit = self.acked_credit.min(self.window - 1);
     }
 
-    fn on_loss(&mut self, now: Instant, lost_bytes: u64, sent_at: Instant) {
-        self.bytes_in_flight = self.bytes_in_flight.saturating_sub(lost_bytes);
+    fn on_loss(&mut self, now: Instant, lost: &Lost, _rtt: &Rtt) {
         // RFC 9002, section 7.3.2: "The recovery period aims to limit
         // congestion window reduction to once per round trip."
-        if self.recovery_start.is_some_and(|start| sent_at <= start) {
+        let before = Before {
+            window: self.window,
+            ssthresh: self.ssthresh,
+        };
+        if !self.recovery.on_loss(now, lost, before) {
             return;
         }
-        self.recovery_start = Some(now);
         self.ssthresh = (self.window / 2).max(self.min_window);
         self.window = self.ssthresh;
         self.acked_credit = 0;
     }
 
-    fn on_congestion_timeout(&mut self, now: Instant) {
+    /// Once every loss of the last congestion event proved spurious, the
+    /// window and slow-start threshold return to their values before it
+    /// (see the `recovery` module).
+    fn on_spurious_loss(&mut self, _now: Instant, declared_lost_at: Instant) {
+        if let Some(before) = self.recovery.on_spurious_loss(declared_lost_at) {
+            self.window = self.window.max(before.window);
+            self.ssthresh = self.ssthresh.max(before.ssthresh);
+        }
+    }
+
+    fn on_persistent_congestion(&mut self, _now: Instant) {
         // RFC 9002, section 7.6.2: "When persistent congestion is declared,
         // the sender's congestion window MUST be reduced to the minimum
-        // congestion window (kMinimumWindow)".
-        self.ssthresh = (self.window / 2).max(self.min_window);
+        // congestion window (kMinimumWindow)". Appendix B.8 leaves
+        // ssthresh where the congestion event just put it.
         self.window = self.min_window;
         self.acked_credit = 0;
-        self.recovery_start = Some(now);
+        self.recovery.on_persistent_congestion();
     }
 
     fn window(&self) -> u64 {
         self.window
     }
 
-    fn bytes_in_flight(&self) -> u64 {
-        self.bytes_in_flight
-    }
-
-    fn pacing_rate(&self) -> u64 {
+    fn pacing_rate(&self, rtt: &Rtt) -> u64 {
         let gain = if self.in_slow_start() {
             SLOW_START_PACING_GAIN_PERMILLE
         } else {
             PACING_GAIN_PERMILLE
         };
-        let rtt = self.rtt.smoothed().unwrap_or(self.initial_rtt);
-        pacing_rate(self.window, rtt, gain)
+        pacing_rate(self.window, rtt.smoothed(), gain)
     }
 
     fn in_slow_start(&self) -> bool {
@@ -206,16 +197,42 @@ impl Controller for Reno {
                 "Reno credit of a whole window not applied",
             ));
         }
-        self.rtt.invariants()
+        self.recovery.invariants()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    const MSS: u64 = 1_452;
+    const MS: Duration = Duration::from_millis(1);
 
     fn reno() -> Reno {
         Reno::new(RenoConfig::default()).unwrap()
+    }
+
+    fn rtt() -> Rtt {
+        Rtt::new(50 * MS, 50 * MS, 50 * MS)
+    }
+
+    fn acked(bytes: u64, largest_sent_at: Instant) -> Acked {
+        Acked {
+            bytes,
+            largest_sent_at,
+            bytes_in_flight: 0,
+            one_way_delay: None,
+            app_limited: false,
+        }
+    }
+
+    fn lost(largest_sent_at: Instant) -> Lost {
+        Lost {
+            packets: 1,
+            bytes: MSS,
+            largest_sent_at,
+        }
     }
 
     #[test]
@@ -233,11 +250,6 @@ mod tests {
             ..RenoConfig::default()
         };
         assert_eq!(Reno::new(bad_window).unwrap_err(), RenoConfigError::Window);
-        let bad_rtt = RenoConfig {
-            initial_rtt: Duration::ZERO,
-            ..RenoConfig::default()
-        };
-        assert_eq!(Reno::new(bad_rtt).unwrap_err(), RenoConfigError::InitialRtt);
     }
 
     #[test]
@@ -246,7 +258,7 @@ mod tests {
         let mut reno = reno();
         let window = reno.window();
         reno.on_sent(clock.now(), window);
-        reno.on_ack(clock.now(), window, Some(Duration::from_millis(50)), None);
+        reno.on_ack(clock.now(), &acked(window, clock.now()), &rtt());
         assert_eq!(reno.window(), 2 * window);
         assert!(reno.in_slow_start());
         reno.invariants().unwrap();
@@ -257,41 +269,123 @@ mod tests {
         let (clock, mock) = quanta::Clock::mock();
         let mut reno = reno();
         let sent = clock.now();
-        reno.on_sent(sent, 10 * 1_452);
-        mock.increment(Duration::from_millis(50));
-        reno.on_loss(clock.now(), 1_452, sent);
-        assert_eq!(reno.window(), 5 * 1_452);
-        reno.on_loss(clock.now(), 1_452, sent);
-        assert_eq!(reno.window(), 5 * 1_452, "same congestion event");
+        reno.on_sent(sent, 10 * MSS);
+        mock.increment(50 * MS);
+        reno.on_loss(clock.now(), &lost(sent), &rtt());
+        assert_eq!(reno.window(), 5 * MSS);
+        reno.on_loss(clock.now(), &lost(sent), &rtt());
+        assert_eq!(reno.window(), 5 * MSS, "same congestion event");
         assert!(!reno.in_slow_start());
-        mock.increment(Duration::from_millis(1));
-        reno.on_loss(clock.now(), 1_452, clock.now());
-        assert_eq!(reno.window(), 2 * 1_452 + 1_452 / 2);
+        mock.increment(MS);
+        reno.on_loss(clock.now(), &lost(clock.now()), &rtt());
+        assert_eq!(reno.window(), 2 * MSS + MSS / 2);
+        reno.invariants().unwrap();
+    }
+
+    #[test]
+    fn packets_sent_before_the_recovery_period_do_not_grow_the_window() {
+        let (clock, mock) = quanta::Clock::mock();
+        let mut reno = reno();
+        let early = clock.now();
+        mock.increment(10 * MS);
+        reno.on_loss(clock.now(), &lost(early), &rtt());
+        let window = reno.window();
+        // A whole window of ACKs for packets sent before the reduction.
+        for _ in 0..2 * window / MSS {
+            reno.on_ack(clock.now(), &acked(MSS, early), &rtt());
+        }
+        assert_eq!(reno.window(), window);
+        // The first packet sent after it ends the period.
+        mock.increment(MS);
+        let after = clock.now();
+        for _ in 0..window / MSS {
+            reno.on_ack(clock.now(), &acked(MSS, after), &rtt());
+        }
+        assert_eq!(reno.window(), window + MSS);
+        reno.invariants().unwrap();
+    }
+
+    #[test]
+    fn an_application_limited_sender_does_not_grow_the_window() {
+        let (clock, _mock) = quanta::Clock::mock();
+        let mut reno = reno();
+        let window = reno.window();
+        let mut idle = acked(window, clock.now());
+        idle.app_limited = true;
+        for _ in 0..10 {
+            reno.on_ack(clock.now(), &idle, &rtt());
+        }
+        assert_eq!(reno.window(), window);
         reno.invariants().unwrap();
     }
 
     #[test]
     fn congestion_avoidance_adds_one_packet_per_window_acknowledged() {
-        let (clock, _mock) = quanta::Clock::mock();
+        let (clock, mock) = quanta::Clock::mock();
         let mut reno = reno();
-        reno.on_loss(clock.now(), 0, clock.now());
+        reno.on_loss(clock.now(), &lost(clock.now()), &rtt());
+        mock.increment(MS);
         let window = reno.window();
-        for _ in 0..window / 1_452 {
-            reno.on_ack(clock.now(), 1_452, None, None);
+        for _ in 0..window / MSS {
+            reno.on_ack(clock.now(), &acked(MSS, clock.now()), &rtt());
         }
-        assert_eq!(reno.window(), window + 1_452);
-        reno.on_ack(clock.now(), u64::MAX, None, None);
+        assert_eq!(reno.window(), window + MSS);
+        reno.on_ack(clock.now(), &acked(u64::MAX, clock.now()), &rtt());
         assert_eq!(reno.window(), RenoConfig::default().max_window);
         reno.invariants().unwrap();
     }
 
     #[test]
-    fn a_congestion_timeout_collapses_to_the_minimum() {
-        let (clock, _mock) = quanta::Clock::mock();
+    fn a_reduction_whose_losses_all_proved_spurious_is_undone() {
+        let (clock, mock) = quanta::Clock::mock();
         let mut reno = reno();
-        reno.on_congestion_timeout(clock.now());
-        assert_eq!(reno.window(), 2 * 1_452);
+        let sent = clock.now();
+        mock.increment(50 * MS);
+        let declared = clock.now();
+        reno.on_loss(declared, &lost(sent), &rtt());
+        assert_eq!(reno.window(), 5 * MSS);
+        mock.increment(MS);
+        reno.on_spurious_loss(clock.now(), declared);
+        assert_eq!(reno.window(), 10 * MSS);
+        assert!(reno.in_slow_start(), "the threshold is restored too");
+        assert_eq!(reno.undone_reductions(), 1);
+        reno.invariants().unwrap();
+    }
+
+    #[test]
+    fn a_genuine_loss_in_the_event_keeps_the_reduction() {
+        let (clock, mock) = quanta::Clock::mock();
+        let mut reno = reno();
+        let sent = clock.now();
+        mock.increment(50 * MS);
+        let declared = clock.now();
+        let two = Lost {
+            packets: 2,
+            bytes: 2 * MSS,
+            largest_sent_at: sent,
+        };
+        reno.on_loss(declared, &two, &rtt());
+        reno.on_spurious_loss(clock.now(), declared);
+        assert_eq!(reno.window(), 5 * MSS);
+        assert_eq!(reno.undone_reductions(), 0);
+        reno.invariants().unwrap();
+    }
+
+    #[test]
+    fn persistent_congestion_collapses_to_the_minimum() {
+        let (clock, mock) = quanta::Clock::mock();
+        let mut reno = reno();
+        let sent = clock.now();
+        mock.increment(50 * MS);
+        reno.on_loss(clock.now(), &lost(sent), &rtt());
+        reno.on_persistent_congestion(clock.now());
+        assert_eq!(reno.window(), 2 * MSS);
         assert!(reno.in_slow_start());
+        // Not undone by a late ACK, and the next ACK grows it again.
+        reno.on_spurious_loss(clock.now(), clock.now());
+        assert_eq!(reno.window(), 2 * MSS);
+        reno.on_ack(clock.now(), &acked(MSS, sent), &rtt());
+        assert_eq!(reno.window(), 3 * MSS);
         reno.invariants().unwrap();
     }
 }

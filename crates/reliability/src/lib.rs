@@ -19,25 +19,43 @@
 //!
 //! # How the connection layer uses it
 //!
+//! One source of truth: the [`LossDetector`] holds the connection's only
+//! RTT estimator ([`LossDetector::rtt`], ACK delay subtracted as RFC 9002 §5
+//! asks) and its only count of bytes in flight
+//! ([`LossDetector::bytes_in_flight`]). Loss detection, pacing and congestion
+//! control all read these; tern-congestion's controllers keep neither and
+//! take copies as arguments. Duplicates are refused once, by
+//! [`ReplayWindow`].
+//!
 //! Sending a packet:
-//! 1. [`LossDetector::on_sent`] with its number, size, flags and payload note.
+//! 1. [`LossDetector::on_sent`] with its number, size, flags and payload note;
+//!    then the congestion controller's `on_sent` with
+//!    [`LossDetector::bytes_in_flight`].
 //!
 //! Receiving a packet (after AEAD open succeeded):
 //! 1. [`ReplayWindow::accept`] — drop the packet on error.
 //! 2. Process its frames; hand each ACK frame to [`LossDetector::on_ack`]
-//!    with a [`RecoverySink`] that queues lost frames for re-sending and feeds
-//!    congestion control; an [`AckError`] closes the connection.
+//!    with a [`RecoverySink`] that queues lost frames for re-sending; an
+//!    [`AckError`] closes the connection. Feed congestion control from the
+//!    [`AckSummary`]: `acked_bytes` and `largest_acked_sent_at` (its
+//!    `on_ack`), the [`LossReport`] (its `on_loss`, and its
+//!    `on_persistent_congestion` when `persistent_congestion` is set), and
+//!    each in-flight [`SpuriousLoss`] (its `on_spurious_loss`). An
+//!    [`AckFrequency`] frame goes to [`AckPolicy::on_ack_frequency`].
 //! 3. [`AckRanges::insert`], then [`AckPolicy::on_received`] with the returned
 //!    [`Arrival`].
 //!
 //! Building a packet: if [`AckPolicy::ack_due`] (or there is room anyway),
 //! write an ACK frame from [`AckRanges::iter`] and [`AckPolicy::ack_delay`],
-//! then call [`AckPolicy::on_ack_sent`].
+//! then call [`AckPolicy::on_ack_sent`]. When [`AckFrequency::for_path`] for
+//! the current window and RTT [`supersedes`](AckFrequency::supersedes) the
+//! last request sent, send the new one to the peer.
 //!
 //! Timers: the connection's next wake-up is the earliest of
 //! [`LossDetector::poll_timeout`] and [`AckPolicy::poll_timeout`]. On waking,
 //! call [`LossDetector::on_timeout`]; a [`TimerEvent::Probe`] asks for one or
-//! two ack-eliciting packets to be sent at once.
+//! two ack-eliciting packets to be sent at once, a [`TimerEvent::LossDeclared`]
+//! carries a [`LossReport`] for congestion control as an ACK's does.
 //!
 //! # Example
 //!
@@ -79,6 +97,7 @@
 //! let mut events = RecoveryBuffer::default();
 //! let summary = sender.on_ack(clock.now(), received.iter(), ack_delay, &mut events)?;
 //! assert_eq!(summary.newly_acked, 5);
+//! assert_eq!(summary.lost.packets, 1);
 //! assert_eq!(summary.rtt_sample, Some(Duration::from_millis(50)));
 //! // Packet 2 is three below the largest acknowledged: lost; re-send message 2.
 //! let lost: Vec<u32> = events.lost.iter().map(|(_, p)| p.payload).collect();
@@ -95,13 +114,17 @@ mod replay;
 mod rtt;
 mod sent_packets;
 
-pub use ack_policy::{AckPolicy, AckPolicyConfig};
+pub use ack_policy::{
+    ACKS_PER_WINDOW, AckFrequency, AckPolicy, AckPolicyConfig, DEFAULT_MAX_ACK_ELICITING_THRESHOLD,
+    MIN_REQUESTED_ACK_DELAY, REORDERING_ACKS,
+};
 pub use ack_ranges::{AckRanges, Arrival, DEFAULT_MAX_RANGES};
 pub use error::{AckError, ReplayError, SendError};
 pub use loss::{
-    AckSummary, LossConfig, LossDetector, LossStats, RecoveryBuffer, RecoverySink, TimerEvent,
+    AckSummary, LossConfig, LossDetector, LossReport, LossStats, RecoveryBuffer, RecoverySink,
+    TimerEvent,
 };
-pub use replay::{DEFAULT_REPLAY_WINDOW, ReplayWindow};
+pub use replay::{DEFAULT_REPLAY_WINDOW, MAX_REPLAY_WINDOW, ReplayWindow};
 pub use rtt::{DEFAULT_INITIAL_RTT, RttEstimator};
 pub use sent_packets::{
     MAX_PACKET_NUMBER, MAX_PACKET_NUMBER_GAP, Resolved, SentPacket, SentPackets, SpuriousLoss,

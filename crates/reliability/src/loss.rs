@@ -26,9 +26,12 @@ const MAX_PTO_BACKOFF_EXPONENT: u32 = 16;
 
 /// RFC 9002 §7.6.1: the persistent congestion duration is the PTO times
 /// "kPersistentCongestionThreshold", whose "RECOMMENDED value ... is 3".
-/// Records of lost packets are kept this many PTOs, long enough for a late
-/// (reordered or delayed) ACK to prove the loss spurious.
-const LOST_RECORD_PTOS: u32 = 3;
+const PERSISTENT_CONGESTION_THRESHOLD: u32 = 3;
+
+/// Records of lost packets are kept this many PTOs (the persistent
+/// congestion duration), long enough for a late (reordered or delayed) ACK
+/// to prove the loss spurious.
+const LOST_RECORD_PTOS: u32 = PERSISTENT_CONGESTION_THRESHOLD;
 
 /// Parameters of loss detection. Construct with [`LossConfig::default`] and
 /// change fields as needed.
@@ -133,6 +136,29 @@ impl<T> RecoverySink<T> for RecoveryBuffer<T> {
     }
 }
 
+/// What one round of loss detection (one ACK frame, or one expiry of the
+/// loss timer) declared lost: what congestion control needs to know.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LossReport {
+    /// Packets declared lost (handed to the sink).
+    pub packets: usize,
+    /// Of those, packets that had counted toward bytes in flight: the ones
+    /// congestion control reacts to.
+    pub in_flight_packets: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// When the newest of the in-flight ones was sent; `None` if none was in
+    /// flight. RFC 9002 §7.3.2: a loss of a packet sent before the current
+    /// recovery period began does not start a new congestion event.
+    pub largest_sent_at: Option<Instant>,
+    /// Persistent congestion is established (RFC 9002 §7.6): the window must
+    /// collapse to its minimum. Only the tracker can tell: it alone knows the
+    /// send times of the run of lost packets and whether any packet sent in
+    /// between was delivered.
+    pub persistent_congestion: bool,
+}
+
 /// What one ACK frame changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -141,11 +167,14 @@ pub struct AckSummary {
     pub newly_acked: usize,
     /// Their bytes that had counted toward bytes in flight.
     pub acked_bytes: u64,
-    /// Packets declared lost while processing this ACK.
-    pub lost: usize,
-    /// Their bytes that had counted toward bytes in flight.
-    pub lost_bytes: u64,
-    /// Previously lost packets this ACK proved delivered.
+    /// When the largest newly acknowledged packet was sent; `None` if
+    /// nothing was newly acknowledged. RFC 9002 §7.3.2: the window does not
+    /// grow for packets sent before the current recovery period began.
+    pub largest_acked_sent_at: Option<Instant>,
+    /// What loss detection declared lost while processing this ACK.
+    pub lost: LossReport,
+    /// Previously lost packets this ACK proved delivered (each handed to the
+    /// sink's [`RecoverySink::on_spurious_loss`]).
     pub spurious: usize,
     /// The raw RTT sample taken from this ACK, if it qualified (RFC 9002 §5.1).
     pub rtt_sample: Option<Duration>,
@@ -160,13 +189,8 @@ pub struct AckSummary {
 pub enum TimerEvent {
     /// No timer had expired.
     Idle,
-    /// The loss timer expired and this many packets were declared lost (handed to the sink).
-    LossDeclared {
-        /// Packets declared lost.
-        packets: usize,
-        /// Their bytes that had counted toward bytes in flight.
-        bytes: u64,
-    },
+    /// The loss timer expired and packets were declared lost (handed to the sink).
+    LossDeclared(LossReport),
     /// The probe timeout expired: send one or two ack-eliciting packets now.
     ///
     /// RFC 9002 §6.2.4: "When a PTO timer expires, a sender MUST send at least
@@ -192,6 +216,8 @@ pub struct LossStats {
     pub spurious: u64,
     /// Probe timeouts that expired.
     pub probe_timeouts: u64,
+    /// Times persistent congestion was established.
+    pub persistent_congestion: u64,
 }
 
 /// Sender-side reliability: sent packets, RTT, loss detection and probe timeout.
@@ -203,6 +229,9 @@ pub struct LossDetector<T> {
     config: LossConfig,
     sent: SentPackets<T>,
     rtt: RttEstimator,
+    /// When the first RTT sample was taken: persistent congestion only
+    /// considers packets sent after it (RFC 9002 §7.6.2).
+    first_rtt_sample: Option<Instant>,
     /// Largest packet number the peer has acknowledged.
     largest_acked: Option<u64>,
     /// When the oldest unacked packet below `largest_acked` crosses the time threshold.
@@ -220,6 +249,7 @@ impl<T> LossDetector<T> {
             config,
             sent: SentPackets::new(),
             rtt: RttEstimator::new(config.initial_rtt),
+            first_rtt_sample: None,
             largest_acked: None,
             loss_time: None,
             pto_count: 0,
@@ -273,19 +303,24 @@ impl<T> LossDetector<T> {
         let mut summary = AckSummary {
             newly_acked: 0,
             acked_bytes: 0,
-            lost: 0,
-            lost_bytes: 0,
+            largest_acked_sent_at: None,
+            lost: LossReport::default(),
             spurious: 0,
             rtt_sample: None,
             timer: None,
         };
         let mut largest_sent_at = None;
+        let mut largest_newly_acked = None;
         let mut any_ack_eliciting = false;
         for range in ranges {
             self.sent.ack_range(range, |pn, resolved| match resolved {
                 Resolved::Acked(packet) => {
                     if pn == largest {
                         largest_sent_at = Some(packet.time_sent);
+                    }
+                    if largest_newly_acked.is_none_or(|l| pn > l) {
+                        largest_newly_acked = Some(pn);
+                        summary.largest_acked_sent_at = Some(packet.time_sent);
                     }
                     any_ack_eliciting |= packet.ack_eliciting;
                     summary.newly_acked += 1;
@@ -317,11 +352,10 @@ impl<T> LossDetector<T> {
                 // handshake is confirmed".
                 self.rtt
                     .update(latest, ack_delay.min(self.config.peer_max_ack_delay));
+                self.first_rtt_sample.get_or_insert(now);
                 summary.rtt_sample = Some(latest);
             }
-            let (lost, lost_bytes) = self.detect_lost(now, sink);
-            summary.lost = lost;
-            summary.lost_bytes = lost_bytes;
+            summary.lost = self.detect_lost(now, sink);
             // RFC 9002 §6.2.1: "The PTO backoff factor is reset when an
             // acknowledgment is received".
             self.pto_count = 0;
@@ -357,9 +391,9 @@ impl<T> LossDetector<T> {
             return TimerEvent::Idle;
         }
         if self.loss_time.is_some() {
-            let (packets, bytes) = self.detect_lost(now, sink);
+            let report = self.detect_lost(now, sink);
             self.release(now);
-            return TimerEvent::LossDeclared { packets, bytes };
+            return TimerEvent::LossDeclared(report);
         }
         // RFC 9002 §6.2: "A PTO timer expiration event does not indicate packet
         // loss and MUST NOT cause prior unacknowledged packets to be marked as
@@ -382,10 +416,21 @@ impl<T> LossDetector<T> {
         base.saturating_mul(1 << self.pto_count.min(MAX_PTO_BACKOFF_EXPONENT))
     }
 
-    /// The RTT estimator.
+    /// The connection's one RTT estimator (ACK delay subtracted): loss
+    /// detection, pacing and congestion control all read it.
     #[must_use]
     pub fn rtt(&self) -> &RttEstimator {
         &self.rtt
+    }
+
+    /// The persistent congestion duration (RFC 9002 §7.6.1), the PTO without
+    /// its back-off times kPersistentCongestionThreshold:
+    /// `(smoothed_rtt + max(4*rttvar, kGranularity) + max_ack_delay) * 3`.
+    #[must_use]
+    pub fn persistent_congestion_duration(&self) -> Duration {
+        self.rtt
+            .pto_base(self.config.granularity, self.config.peer_max_ack_delay)
+            .saturating_mul(PERSISTENT_CONGESTION_THRESHOLD)
     }
 
     /// Bytes of unacknowledged packets that count toward the congestion window.
@@ -466,14 +511,16 @@ impl<T> LossDetector<T> {
     /// space has been acknowledged, an endpoint SHOULD declare an earlier
     /// packet lost if it was sent a threshold amount of time in the past."
     /// Also the packet threshold of §6.1.1. Sets the loss timer for the oldest
-    /// survivor. Returns packets and in-flight bytes declared lost.
-    fn detect_lost<S>(&mut self, now: Instant, sink: &mut S) -> (usize, u64)
+    /// survivor, and judges persistent congestion (§7.6). Returns what was
+    /// declared lost.
+    fn detect_lost<S>(&mut self, now: Instant, sink: &mut S) -> LossReport
     where
         S: RecoverySink<T> + ?Sized,
     {
+        let mut report = LossReport::default();
         let Some(largest_acked) = self.largest_acked else {
             self.loss_time = None;
-            return (0, 0);
+            return report;
         };
         // RFC 9002 §6.1.2: "The time threshold is: max(kTimeThreshold *
         // max(smoothed_rtt, latest_rtt), kGranularity)".
@@ -486,26 +533,44 @@ impl<T> LossDetector<T> {
             / den)
             .max(self.config.granularity);
         let lost_send_time = now.checked_sub(loss_delay);
-        let (mut packets, mut bytes) = (0, 0);
         let survivor_sent_at = self.sent.detect_lost(
             largest_acked,
             lost_send_time,
             self.config.packet_threshold,
             now,
+            self.first_rtt_sample,
             |pn, packet| {
-                packets += 1;
+                report.packets += 1;
                 if packet.in_flight {
-                    bytes += u64::from(packet.size);
+                    report.in_flight_packets += 1;
+                    report.bytes += u64::from(packet.size);
+                    report.largest_sent_at = Some(packet.time_sent);
                 }
                 sink.on_lost(pn, packet);
             },
         );
-        self.stats.lost += packets as u64;
+        self.stats.lost += report.packets as u64;
         // RFC 9002 §6.1.2: "If packets sent prior to the largest acknowledged
         // packet cannot yet be declared lost, then a timer SHOULD be set for the
         // remaining time."
         self.loss_time = survivor_sent_at.and_then(|sent_at| sent_at.checked_add(loss_delay));
-        (packets, bytes)
+        // RFC 9002 §7.6.2: persistent congestion when "the duration between
+        // the send times of these two packets exceeds the persistent
+        // congestion duration". Its worked example (§7.6.3) declares it for a
+        // span equal to the duration ("because the threshold was reached");
+        // Tern follows the example. Declared once per run of losses.
+        if report.packets > 0
+            && self
+                .sent
+                .loss_run_span()
+                .is_some_and(|span| span >= self.persistent_congestion_duration())
+        {
+            report.persistent_congestion = true;
+            self.stats.persistent_congestion += 1;
+            self.sent.end_loss_run();
+            self.rtt.on_persistent_congestion();
+        }
+        report
     }
 
     /// Releases resolved slots and lost records older than the spurious-loss horizon.
@@ -543,11 +608,14 @@ mod tests {
 
     impl Harness {
         fn new() -> Self {
+            Self::with_config(LossConfig::default())
+        }
+        fn with_config(config: LossConfig) -> Self {
             let (clock, time) = quanta::Clock::mock();
             Self {
                 clock,
                 time,
-                detector: LossDetector::default(),
+                detector: LossDetector::new(config),
                 events: RecoveryBuffer::default(),
             }
         }
@@ -607,11 +675,14 @@ mod tests {
         }
         h.advance(10 * MS);
         let summary = h.ack(&[1..=2], Duration::ZERO).unwrap();
-        assert_eq!(summary.lost, 0, "only two later packets acknowledged");
+        assert_eq!(
+            summary.lost.packets, 0,
+            "only two later packets acknowledged"
+        );
         assert!(summary.timer.is_some(), "the loss timer waits for packet 0");
         let summary = h.ack(&[1..=3], Duration::ZERO).unwrap();
-        assert_eq!(summary.lost, 1);
-        assert_eq!(summary.lost_bytes, 1000);
+        assert_eq!(summary.lost.packets, 1);
+        assert_eq!(summary.lost.bytes, 1000);
         assert_eq!(h.lost(), [0]);
         assert_eq!(
             h.events.lost[0].1.payload, 0,
@@ -632,7 +703,7 @@ mod tests {
         let summary = h.ack(&[1..=1], Duration::ZERO).unwrap();
         // One RTT sample of 100 ms: packet 0 is lost 9/8 × 100 ms = 112.5 ms after it was sent.
         assert_eq!(summary.rtt_sample, Some(100 * MS));
-        assert_eq!(summary.lost, 0);
+        assert_eq!(summary.lost.packets, 0);
         assert_eq!(summary.timer, Some(t0 + Duration::from_micros(112_500)));
         assert_eq!(h.detector.poll_timeout(), summary.timer);
         h.advance(11 * MS);
@@ -640,10 +711,13 @@ mod tests {
         h.advance(Duration::from_micros(500));
         assert_eq!(
             h.timeout(),
-            TimerEvent::LossDeclared {
+            TimerEvent::LossDeclared(LossReport {
                 packets: 1,
-                bytes: 1000
-            }
+                in_flight_packets: 1,
+                bytes: 1000,
+                largest_sent_at: Some(t0),
+                persistent_congestion: false,
+            })
         );
         assert_eq!(h.lost(), [0]);
         assert_eq!(h.detector.poll_timeout(), None);
@@ -703,7 +777,8 @@ mod tests {
                 acked: 3,
                 lost: 1,
                 spurious: 1,
-                probe_timeouts: 0
+                probe_timeouts: 0,
+                persistent_congestion: 0,
             }
         );
         // Reported once only.
@@ -871,6 +946,130 @@ mod tests {
         assert_eq!(h.lost(), [2], "5 − 2 ≥ 3; 3 is only two below");
     }
 
+    /// RFC 9002 §7.6.3's assumptions: smoothed_rtt = 1 (here 100 ms),
+    /// rttvar = 0, max_ack_delay = 0; kGranularity is taken as 0 so the
+    /// persistent congestion duration is exactly 3. Packets 0..100 warm the
+    /// estimator up (identical samples decay rttvar to zero); returns the
+    /// next packet number.
+    fn rfc_9002_example_harness() -> (Harness, u64) {
+        let mut h = Harness::with_config(LossConfig {
+            granularity: Duration::ZERO,
+            peer_max_ack_delay: Duration::ZERO,
+            ..LossConfig::default()
+        });
+        for pn in 0..100 {
+            h.send(pn);
+            h.advance(100 * MS);
+            h.ack(&[pn..=pn], Duration::ZERO).unwrap();
+        }
+        assert_eq!(h.detector.rtt().smoothed(), 100 * MS);
+        assert_eq!(h.detector.rtt().rttvar(), Duration::ZERO);
+        assert_eq!(h.detector.persistent_congestion_duration(), 300 * MS);
+        (h, 100)
+    }
+
+    /// Sends packets 1..=4 of the RFC's example at t = 0, 1, 3 and 7 (in
+    /// units of 100 ms from now), packet numbers from `first`, and returns
+    /// them with the time t = 8.
+    fn rfc_9002_example_sends(h: &mut Harness, first: u64) -> [u64; 4] {
+        let pns = [first, first + 1, first + 2, first + 3];
+        for (pn, wait) in pns.into_iter().zip([1, 2, 4, 1]) {
+            h.send(pn);
+            h.advance(wait * 100 * MS);
+        }
+        pns
+    }
+
+    #[test]
+    fn persistent_congestion_is_established_as_in_rfc_9002_example() {
+        let (mut h, first) = rfc_9002_example_harness();
+        let [p1, p2, p3, p4] = rfc_9002_example_sends(&mut h, first);
+        // t = 8: the ACK of packet 4; packets 1 to 3 are lost, sent over 3 units.
+        let summary = h.ack(&[p4..=p4], Duration::ZERO).unwrap();
+        assert_eq!(h.lost(), [p1, p2, p3]);
+        assert_eq!(summary.lost.in_flight_packets, 3);
+        assert!(summary.lost.persistent_congestion);
+        assert_eq!(h.detector.stats().persistent_congestion, 1);
+        // RFC 9002 §5.2: min_rtt restarts from the newest sample.
+        assert_eq!(h.detector.rtt().min(), Some(100 * MS));
+    }
+
+    #[test]
+    fn a_delivered_packet_between_the_losses_means_no_persistent_congestion() {
+        let (mut h, first) = rfc_9002_example_harness();
+        let [p1, p2, p3, p4] = rfc_9002_example_sends(&mut h, first);
+        let summary = h.ack(&[p4..=p4, p2..=p2], Duration::ZERO).unwrap();
+        assert_eq!(h.lost(), [p1, p3]);
+        assert!(!summary.lost.persistent_congestion);
+    }
+
+    #[test]
+    fn losses_over_less_than_the_duration_are_not_persistent_congestion() {
+        let (mut h, first) = rfc_9002_example_harness();
+        let pns = [first, first + 1, first + 2, first + 3];
+        // Sent at t = 0, 1, 2.9, 3.9: the lost run spans 2.9 units.
+        for (pn, wait) in pns.into_iter().zip([100, 190, 100, 100]) {
+            h.send(pn);
+            h.advance(wait * MS);
+        }
+        let summary = h.ack(&[pns[3]..=pns[3]], Duration::ZERO).unwrap();
+        assert_eq!(summary.lost.packets, 3);
+        assert!(!summary.lost.persistent_congestion);
+    }
+
+    #[test]
+    fn losses_before_the_first_rtt_sample_are_not_persistent_congestion() {
+        let mut h = Harness::with_config(LossConfig {
+            initial_rtt: 100 * MS,
+            granularity: Duration::ZERO,
+            peer_max_ack_delay: Duration::ZERO,
+            ..LossConfig::default()
+        });
+        for (pn, wait) in (0..4).zip([1, 2, 4, 1]) {
+            h.send(pn);
+            h.advance(wait * 100 * MS);
+        }
+        let summary = h.ack(&[3..=3], Duration::ZERO).unwrap();
+        assert_eq!(summary.lost.packets, 3);
+        assert!(!summary.lost.persistent_congestion);
+    }
+
+    #[test]
+    fn persistent_congestion_builds_across_acks_and_is_declared_once() {
+        let (mut h, first) = rfc_9002_example_harness();
+        let [p1, p2, p3, p4] = rfc_9002_example_sends(&mut h, first);
+        let p5 = p4 + 1;
+        h.send(p5);
+        // The first ACK (of 4) loses 1 to 3 at once; an ACK of 5 that also
+        // repeats 4 adds nothing, so persistent congestion is not repeated.
+        let summary = h.ack(&[p4..=p4], Duration::ZERO).unwrap();
+        assert!(summary.lost.persistent_congestion);
+        assert_eq!(h.lost(), [p1, p2, p3]);
+        h.advance(100 * MS);
+        let summary = h.ack(&[p4..=p5], Duration::ZERO).unwrap();
+        assert!(!summary.lost.persistent_congestion);
+        assert_eq!(h.detector.stats().persistent_congestion, 1);
+    }
+
+    #[test]
+    fn summaries_carry_the_send_times_congestion_control_needs() {
+        let mut h = Harness::new();
+        let t0 = h.now();
+        for pn in 0..6 {
+            h.send(pn);
+            h.advance(MS);
+        }
+        let summary = h.ack(&[4..=5, 0..=0], Duration::ZERO).unwrap();
+        // Largest newly acknowledged: 5, sent 5 ms after packet 0.
+        assert_eq!(summary.largest_acked_sent_at, Some(t0 + 5 * MS));
+        // Lost: 1 and 2 (three below 5), 3 by time (sent 3 ms ago with a
+        // 1 ms RTT); the newest was sent at 3 ms.
+        assert_eq!(h.lost(), [1, 2, 3]);
+        assert_eq!(summary.lost.largest_sent_at, Some(t0 + 3 * MS));
+        let summary = h.ack(&[4..=5, 0..=0], Duration::ZERO).unwrap();
+        assert_eq!(summary.largest_acked_sent_at, None, "nothing new");
+    }
+
     // ---- random operation sequences against a model ----
 
     #[derive(Debug, Clone)]
@@ -908,6 +1107,63 @@ mod tests {
         ]
     }
 
+    /// What happened to every packet sent, to judge persistent congestion
+    /// independently of the tracker.
+    #[derive(Default)]
+    struct History {
+        /// Packet number → (send time, ack-eliciting, declared lost, acknowledged).
+        packets: BTreeMap<u64, (Instant, bool, bool, bool)>,
+        first_sample: Option<Instant>,
+    }
+
+    impl History {
+        fn record(&mut self, h: &Harness, summary_had_sample: bool) {
+            if summary_had_sample {
+                self.first_sample.get_or_insert(h.now());
+            }
+            for pn in h.acked() {
+                if let Some(p) = self.packets.get_mut(&pn) {
+                    p.3 = true;
+                }
+            }
+            for pn in h.lost() {
+                if let Some(p) = self.packets.get_mut(&pn) {
+                    p.2 = true;
+                }
+            }
+            for loss in &h.events.spurious {
+                if let Some(p) = self.packets.get_mut(&loss.packet_number) {
+                    p.3 = true;
+                }
+            }
+        }
+
+        /// RFC 9002 §7.6.2 over the whole history: two ack-eliciting lost
+        /// packets, sent after the first RTT sample and `duration` or more
+        /// apart, with every packet sent between them lost (never-sent
+        /// numbers are not in the history, so they do not interrupt).
+        fn allows_persistent_congestion(&self, duration: Duration) -> bool {
+            let mut oldest: Option<Instant> = None;
+            for &(sent, eliciting, lost, acked) in self.packets.values() {
+                if !lost || acked {
+                    oldest = None;
+                    continue;
+                }
+                if !eliciting || self.first_sample.is_none_or(|f| sent <= f) {
+                    continue;
+                }
+                match oldest {
+                    Some(first) if sent.saturating_duration_since(first) >= duration => {
+                        return true;
+                    }
+                    Some(_) => {}
+                    None => oldest = Some(sent),
+                }
+            }
+            false
+        }
+    }
+
     /// Descending ranges of the numbers `top - i` for each set bit `i` of `mask`.
     fn ranges_from_mask(top: u64, mask: u64) -> Vec<RangeInclusive<u64>> {
         let mut ranges: Vec<RangeInclusive<u64>> = Vec::new();
@@ -933,6 +1189,7 @@ mod tests {
         fn random_operations_keep_invariants_and_match_a_model(ops in prop::collection::vec(op(), 1..200)) {
             let mut h = Harness::new();
             let mut model: BTreeMap<u64, bool> = BTreeMap::new();
+            let mut history = History::default();
             let mut skipped: Vec<u64> = Vec::new();
             let mut next_pn = 0u64;
             for op in ops {
@@ -944,6 +1201,7 @@ mod tests {
                         }
                         h.send_with(next_pn, ack_eliciting);
                         model.insert(next_pn, ack_eliciting);
+                        history.packets.insert(next_pn, (h.now(), ack_eliciting, false, false));
                         next_pn += 1;
                     }
                     Op::Ack { top_back, mask, delay_ms } => {
@@ -955,6 +1213,11 @@ mod tests {
                         if ranges.is_empty() { continue; }
                         let previously_largest = h.detector.largest_acked();
                         let summary = h.ack(&ranges, Duration::from_millis(delay_ms)).unwrap();
+                        history.record(&h, summary.rtt_sample.is_some());
+                        if summary.lost.persistent_congestion {
+                            let duration = h.detector.persistent_congestion_duration();
+                            prop_assert!(history.allows_persistent_congestion(duration));
+                        }
                         let expected: Vec<u64> = ranges
                             .iter()
                             .flat_map(|r| model.range(r.clone()).map(|(&pn, _)| pn).collect::<Vec<_>>())
@@ -975,7 +1238,12 @@ mod tests {
                         let ranges: Vec<_> = ranges.into_iter().map(|(a, b)| a..=b).collect();
                         let before = h.detector.sent_packets().unacked_count();
                         match h.ack(&ranges, Duration::from_millis(delay_ms)) {
-                            Ok(_) => {
+                            Ok(summary) => {
+                                history.record(&h, summary.rtt_sample.is_some());
+                                if summary.lost.persistent_congestion {
+                                    let duration = h.detector.persistent_congestion_duration();
+                                    prop_assert!(history.allows_persistent_congestion(duration));
+                                }
                                 for pn in h.acked() { prop_assert!(model.remove(&pn).is_some()); }
                                 for pn in h.lost() { prop_assert!(model.remove(&pn).is_some()); }
                             }
@@ -985,8 +1253,13 @@ mod tests {
                     Op::Advance { ms } => h.advance(Duration::from_millis(ms)),
                     Op::Timeout => {
                         let event = h.timeout();
-                        if let TimerEvent::LossDeclared { packets, .. } = event {
-                            prop_assert_eq!(packets, h.events.lost.len());
+                        history.record(&h, false);
+                        if let TimerEvent::LossDeclared(report) = event {
+                            prop_assert_eq!(report.packets, h.events.lost.len());
+                            if report.persistent_congestion {
+                                let duration = h.detector.persistent_congestion_duration();
+                                prop_assert!(history.allows_persistent_congestion(duration));
+                            }
                         }
                         for pn in h.lost() { prop_assert!(model.remove(&pn).is_some()); }
                     }
@@ -995,6 +1268,8 @@ mod tests {
                 prop_assert_eq!(unacked, model.keys().copied().collect::<Vec<_>>());
                 let eliciting = model.values().filter(|&&e| e).count();
                 prop_assert_eq!(h.detector.sent_packets().ack_eliciting_unacked(), eliciting);
+                // One count of bytes in flight: the sum of the in-flight packets' sizes.
+                prop_assert_eq!(h.detector.bytes_in_flight(), 1000 * eliciting as u64);
                 if eliciting > 0 {
                     prop_assert!(h.detector.poll_timeout().is_some(), "ack-eliciting packets in flight need a timer");
                 }

@@ -89,6 +89,18 @@ impl RttEstimator {
         self.smoothed = (self.smoothed.saturating_mul(7) + adjusted) / 8;
     }
 
+    /// Persistent congestion was established: RFC 9002 §5.2 says endpoints
+    /// "SHOULD set the min_rtt to the newest RTT sample after persistent
+    /// congestion is established", since the path may have changed. Tern
+    /// takes the newest sample, but not above the smoothed RTT, so that
+    /// `min_rtt <= smoothed_rtt` keeps holding (pacing and LEDBAT's restart
+    /// after a slowdown divide by one and multiply by the other).
+    pub fn on_persistent_congestion(&mut self) {
+        if self.min.is_some() {
+            self.min = Some(self.latest.min(self.smoothed));
+        }
+    }
+
     /// The most recent raw sample, or the initial RTT before any sample.
     #[must_use]
     pub fn latest(&self) -> Duration {

@@ -78,6 +78,27 @@ pub struct SpuriousLoss {
     pub in_flight: bool,
 }
 
+/// The run of consecutive losses persistent congestion is judged on.
+///
+/// RFC 9002 §7.6.2: persistent congestion needs two ack-eliciting packets
+/// declared lost such that "all packets, across all packet number spaces,
+/// sent between the send times of these two packets are declared lost", and
+/// "a prior RTT sample existed when these two packets were sent". Losses are
+/// declared in packet-number order, so the packets between two losses are
+/// all lost exactly when the numbers between them are lost or were never
+/// sent (skipped). The run grows as losses are declared, across ACKs and
+/// timer expiries, and is broken by a packet in it or after it that was
+/// delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LossRun {
+    /// Its first and last lost packet numbers.
+    first: u64,
+    last: u64,
+    /// Send times of its oldest and newest ack-eliciting packets sent after
+    /// the first RTT sample; `None` while it has none.
+    eligible: Option<(Instant, Instant)>,
+}
+
 /// What is remembered of a lost packet once its payload has been handed back.
 #[derive(Debug, Clone, Copy)]
 struct LostRecord {
@@ -134,6 +155,8 @@ pub struct SentPackets<T> {
     /// `time_sent` of the newest ack-eliciting packet (RFC 9002's
     /// `time_of_last_ack_eliciting_packet`); `None` while none is unacked.
     last_ack_eliciting_sent: Option<Instant>,
+    /// The current run of consecutive losses, for persistent congestion.
+    loss_run: Option<LossRun>,
 }
 
 impl<T> Default for SentPackets<T> {
@@ -163,6 +186,7 @@ impl<T> SentPackets<T> {
             bytes_in_flight: 0,
             last_time_sent: None,
             last_ack_eliciting_sent: None,
+            loss_run: None,
         }
     }
 
@@ -292,16 +316,26 @@ impl<T> SentPackets<T> {
                     self.forget_unacked(&packet);
                     visit(pn, Resolved::Acked(packet));
                 }
-                Slot::Lost(record) => visit(
-                    pn,
-                    Resolved::Spurious(SpuriousLoss {
-                        packet_number: pn,
-                        time_sent: record.time_sent,
-                        declared_lost_at: record.declared_lost_at,
-                        size: record.size,
-                        in_flight: record.in_flight,
-                    }),
-                ),
+                Slot::Lost(record) => {
+                    // A packet of the current loss run was delivered: the
+                    // path was not completely lost over that span.
+                    if self
+                        .loss_run
+                        .is_some_and(|run| (run.first..=run.last).contains(&pn))
+                    {
+                        self.loss_run = None;
+                    }
+                    visit(
+                        pn,
+                        Resolved::Spurious(SpuriousLoss {
+                            packet_number: pn,
+                            time_sent: record.time_sent,
+                            declared_lost_at: record.declared_lost_at,
+                            size: record.size,
+                            in_flight: record.in_flight,
+                        }),
+                    );
+                }
                 Slot::Resolved { .. } => unreachable!("next_pending stops only at pending slots"),
             }
             pn = self.next_pending(pn + 1);
@@ -317,12 +351,17 @@ impl<T> SentPackets<T> {
     /// that is not lost yet: the loss timer runs from it. Because send times and
     /// packet numbers grow together, the lost packets are a prefix of the
     /// unacked ones and the scan stops at the first survivor.
+    ///
+    /// Each loss extends the run of consecutive losses that persistent
+    /// congestion is judged on ([`SentPackets::loss_run_span`]); only
+    /// ack-eliciting packets sent after `first_rtt_sample` can bound its span.
     pub fn detect_lost(
         &mut self,
         largest_acked: u64,
         lost_send_time: Option<Instant>,
         packet_threshold: u64,
         now: Instant,
+        first_rtt_sample: Option<Instant>,
         mut visit: impl FnMut(u64, SentPacket<T>),
     ) -> Option<Instant> {
         loop {
@@ -355,8 +394,71 @@ impl<T> SentPackets<T> {
             };
             self.forget_unacked(&packet);
             self.loss_cursor = pn + 1;
+            let eligible = packet.ack_eliciting
+                && first_rtt_sample.is_some_and(|sample| packet.time_sent > sample);
+            self.extend_loss_run(pn, eligible.then_some(packet.time_sent));
             visit(pn, packet);
         }
+    }
+
+    /// The time between the send times of the oldest and the newest
+    /// ack-eliciting packets of the current run of consecutive losses (see
+    /// [`SentPackets::detect_lost`]); `None` while the run has no such packet.
+    /// Persistent congestion is established when it reaches the persistent
+    /// congestion duration (RFC 9002 §7.6.1).
+    #[must_use]
+    pub fn loss_run_span(&self) -> Option<std::time::Duration> {
+        let (oldest, newest) = self.loss_run?.eligible?;
+        Some(newest.saturating_duration_since(oldest))
+    }
+
+    /// Forgets the current run of losses (once persistent congestion was
+    /// declared for it, so it is declared once).
+    pub fn end_loss_run(&mut self) {
+        self.loss_run = None;
+    }
+
+    /// Adds lost packet `pn` (with its send time if it may bound a
+    /// persistent-congestion span) to the current run, or starts a new run if
+    /// a packet sent between the run's last loss and `pn` was delivered.
+    fn extend_loss_run(&mut self, pn: u64, eligible_sent: Option<Instant>) {
+        let run = match self.loss_run {
+            Some(run) if self.only_skipped_between(run.last, pn) => run,
+            _ => LossRun {
+                first: pn,
+                last: pn,
+                eligible: None,
+            },
+        };
+        let eligible = match (run.eligible, eligible_sent) {
+            (Some((oldest, _)), Some(sent)) => Some((oldest, sent)),
+            (None, Some(sent)) => Some((sent, sent)),
+            (eligible, None) => eligible,
+        };
+        self.loss_run = Some(LossRun {
+            last: pn,
+            eligible,
+            ..run
+        });
+    }
+
+    /// Whether every number strictly between `low` and `high` was skipped
+    /// (never sent). Numbers already released below `base` cannot be told
+    /// apart, so a gap reaching below it counts as delivered.
+    fn only_skipped_between(&self, low: u64, high: u64) -> bool {
+        if high <= low {
+            return false;
+        }
+        let between = high - low - 1;
+        if between == 0 {
+            return true;
+        }
+        if low < self.base {
+            return false;
+        }
+        let from = self.skipped.partition_point(|&s| s <= low);
+        let to = self.skipped.partition_point(|&s| s < high);
+        (to - from) as u64 == between
     }
 
     /// Releases resolved slots from the front, and lost records declared at or
@@ -506,6 +608,13 @@ impl<T> SentPackets<T> {
                 "counters (unacked {}, eliciting {}, bytes {}) disagree with slots ({unacked}, {eliciting}, {bytes})",
                 self.unacked, self.ack_eliciting_unacked, self.bytes_in_flight
             ));
+        }
+        if let Some(run) = self.loss_run
+            && (run.first > run.last
+                || run.last >= end
+                || run.eligible.is_some_and(|(oldest, newest)| oldest > newest))
+        {
+            return Err(format!("loss run {run:?} is inconsistent"));
         }
         if self.skipped.iter().any(|&s| s < self.base || s >= end)
             || self
@@ -717,7 +826,7 @@ mod tests {
                     Op::Lose { threshold } => {
                         let Some(largest) = largest_acked else { continue };
                         let mut lost = Vec::new();
-                        sent.detect_lost(largest, None, threshold, now, |pn, _| lost.push(pn));
+                        sent.detect_lost(largest, None, threshold, now, None, |pn, _| lost.push(pn));
                         let expected: Vec<u64> = model
                             .iter()
                             .filter(|&(&pn, s)| matches!(s, State::Unacked(_)) && pn <= largest && largest - pn >= threshold)

@@ -9,24 +9,42 @@ const BASE_OWD_MS: u64 = 20;
 const BASE_RTT_MS: u64 = 40;
 
 /// A LEDBAT controller on a mock clock, with helpers that play a path of
-/// 20 ms one-way delay (40 ms round trip) plus a chosen queuing delay.
+/// 20 ms one-way delay (40 ms round trip) plus a chosen queuing delay. The
+/// path also plays the connection's part: one RTT estimate and one count of
+/// bytes in flight, handed to the controller with every call.
 struct Path {
     clock: Clock,
     mock: Arc<Mock>,
     cc: Ledbat,
     /// Offset of the receiver's clock, in nanoseconds.
     offset: i64,
+    /// The connection's RTT estimate: RFC 9002's first sample, then 7/8
+    /// smoothing (the ACKs here carry no ACK delay).
+    rtt: Rtt,
+    sampled: bool,
+    /// Bytes in flight, as the connection's tracker counts them.
+    flight: u64,
+    /// Send time of the newest packet.
+    last_sent: Instant,
+    /// What the next ACKs say about the sender's use of the window.
+    app_limited: bool,
 }
 
 impl Path {
     fn new(config: LedbatConfig) -> Self {
         let (clock, mock) = Clock::mock();
         mock.increment(Duration::from_secs(1));
+        let last_sent = clock.now();
         Self {
             clock,
             mock,
             cc: Ledbat::new(config).unwrap(),
             offset: 0,
+            rtt: Rtt::initial(Duration::from_millis(333)),
+            sampled: false,
+            flight: 0,
+            last_sent,
+            app_limited: false,
         }
     }
 
@@ -38,21 +56,58 @@ impl Path {
         self.mock.increment(by);
     }
 
+    /// The connection's estimator takes one sample.
+    fn sample(&mut self, latest: Duration) {
+        let (smoothed, min) = if self.sampled {
+            (
+                (self.rtt.smoothed() * 7 + latest) / 8,
+                self.rtt.min().min(latest),
+            )
+        } else {
+            (latest, latest)
+        };
+        self.sampled = true;
+        self.rtt = Rtt::new(smoothed, min, latest);
+    }
+
     fn send(&mut self, bytes: u64) {
         let now = self.now();
-        self.cc.on_sent(now, bytes);
+        self.flight = self.flight.saturating_add(bytes);
+        self.last_sent = now;
+        self.cc.on_sent(now, self.flight);
     }
 
     /// Acknowledges `bytes` with samples showing `queuing_ms` of queue.
     fn ack(&mut self, bytes: u64, queuing_ms: u64) {
-        let now = self.now();
         let owd = i64::try_from((BASE_OWD_MS + queuing_ms) * 1_000_000).unwrap() + self.offset;
-        self.cc.on_ack(
-            now,
+        self.ack_with(bytes, queuing_ms, Some(OneWayDelay::from_nanos(owd)));
+    }
+
+    fn ack_with(&mut self, bytes: u64, queuing_ms: u64, owd: Option<OneWayDelay>) {
+        let now = self.now();
+        self.sample(Duration::from_millis(BASE_RTT_MS + queuing_ms));
+        self.flight = self.flight.saturating_sub(bytes);
+        let acked = Acked {
             bytes,
-            Some(Duration::from_millis(BASE_RTT_MS + queuing_ms)),
-            Some(OneWayDelay::from_nanos(owd)),
-        );
+            largest_sent_at: self.last_sent,
+            bytes_in_flight: self.flight,
+            one_way_delay: owd,
+            app_limited: self.app_limited,
+        };
+        self.cc.on_ack(now, &acked, &self.rtt);
+        self.cc.invariants().unwrap();
+    }
+
+    /// Loss detection declares `bytes` lost, the newest sent at `sent_at`.
+    fn lose(&mut self, bytes: u64, sent_at: Instant) {
+        let now = self.now();
+        self.flight = self.flight.saturating_sub(bytes);
+        let lost = Lost {
+            packets: 1,
+            bytes,
+            largest_sent_at: sent_at,
+        };
+        self.cc.on_loss(now, &lost, &self.rtt);
         self.cc.invariants().unwrap();
     }
 
@@ -71,7 +126,7 @@ impl Path {
 
     /// Round trips with `queuing_ms` of queue, ACK by ACK 1 ms apart, until
     /// `event` holds after an ACK; returns the time, and the smoothed RTT
-    /// the controller acted on (the one before that ACK's sample).
+    /// the controller acted on (the estimate with that ACK's sample).
     fn until(&mut self, queuing_ms: u64, event: impl Fn(&Ledbat) -> bool) -> (Instant, Duration) {
         loop {
             let packets = self.cc.window() / MSS;
@@ -83,20 +138,23 @@ impl Path {
             ));
             for _ in 0..packets {
                 self.advance(Duration::from_millis(1));
-                let srtt = self.cc.srtt();
                 self.ack(MSS, queuing_ms);
                 if event(&self.cc) {
-                    return (self.now(), srtt);
+                    return (self.now(), self.rtt.smoothed());
                 }
             }
         }
     }
 
-    /// Round trips with an empty queue until slow start ends by a loss.
+    /// Round trips with an empty queue until slow start ends by a loss;
+    /// a millisecond later, so the packets sent from then on are outside
+    /// the recovery period (RFC 9002 counts a packet sent at the very
+    /// instant of the reduction as inside).
     fn enter_congestion_avoidance(&mut self) {
         self.round_trip(0);
-        let now = self.now();
-        self.cc.on_loss(now, 0, now);
+        let sent = self.now();
+        self.lose(0, sent);
+        self.advance(Duration::from_millis(1));
         assert!(!self.cc.in_slow_start());
     }
 }
@@ -207,14 +265,6 @@ fn configurations_out_of_range_are_refused() {
         Ledbat::new(zero_interval).unwrap_err(),
         LedbatConfigError::SlowdownInterval
     );
-    let zero_rtt = LedbatConfig {
-        initial_rtt: Duration::ZERO,
-        ..config()
-    };
-    assert_eq!(
-        Ledbat::new(zero_rtt).unwrap_err(),
-        LedbatConfigError::InitialRtt
-    );
 }
 
 #[test]
@@ -222,7 +272,6 @@ fn a_new_connection_starts_in_slow_start_with_the_initial_window() {
     let path = Path::new(config());
     assert_eq!(path.cc.window(), 26 * MSS);
     assert!(path.cc.in_slow_start());
-    assert_eq!(path.cc.bytes_in_flight(), 0);
     path.cc.invariants().unwrap();
 }
 
@@ -266,11 +315,9 @@ fn slow_start_ends_on_a_loss_with_the_window_halved() {
     path.send(MSS);
     let sent = path.now();
     path.advance(Duration::from_millis(50));
-    let now = path.now();
-    path.cc.on_loss(now, MSS, sent);
+    path.lose(MSS, sent);
     assert!(!path.cc.in_slow_start());
     assert_eq!(path.cc.window(), 13 * MSS);
-    assert_eq!(path.cc.bytes_in_flight(), 0);
 }
 
 #[test]
@@ -424,18 +471,16 @@ fn losses_halve_the_window_once_per_round_trip() {
     let second_sent = path.now();
     path.send(MSS);
     path.advance(Duration::from_millis(40));
-    let now = path.now();
-    path.cc.on_loss(now, MSS, first_sent);
+    path.lose(MSS, first_sent);
     assert_eq!(path.cc.window(), 13 * MSS);
     // Sent before the reduction: the same congestion event.
-    path.cc.on_loss(now, MSS, second_sent);
+    path.lose(MSS, second_sent);
     assert_eq!(path.cc.window(), 13 * MSS);
     path.advance(Duration::from_millis(1));
     path.send(MSS);
     let third_sent = path.now();
     path.advance(Duration::from_millis(40));
-    let now = path.now();
-    path.cc.on_loss(now, MSS, third_sent);
+    path.lose(MSS, third_sent);
     assert_eq!(path.cc.window(), 13 * MSS / 2);
     path.cc.invariants().unwrap();
 }
@@ -446,7 +491,7 @@ fn repeated_losses_stop_at_two_packets() {
     for _ in 0..20 {
         path.advance(Duration::from_millis(1));
         let now = path.now();
-        path.cc.on_loss(now, MSS, now);
+        path.lose(MSS, now);
     }
     assert_eq!(path.cc.window(), 2 * MSS);
 }
@@ -465,10 +510,18 @@ fn forged_extreme_samples_neither_panic_nor_break_the_window() {
         path.send(MSS);
         path.advance(Duration::from_millis(1));
         let now = path.now();
-        path.cc.on_ack(now, u64::MAX, Some(rtt), Some(owd));
+        let acked = Acked {
+            bytes: u64::MAX,
+            largest_sent_at: now,
+            bytes_in_flight: u64::MAX,
+            one_way_delay: Some(owd),
+            app_limited: false,
+        };
+        let snapshot = Rtt::new(rtt, Duration::from_millis(BASE_RTT_MS), rtt);
+        path.cc.on_ack(now, &acked, &snapshot);
         path.cc.invariants().unwrap();
         assert!(path.cc.window() >= 2 * MSS);
-        assert!(path.cc.pacing_rate() >= 1);
+        assert!(path.cc.pacing_rate(&snapshot) >= 1);
     }
     // An honest path afterwards still gets a usable window back.
     for _ in 0..5 {
@@ -545,40 +598,137 @@ fn a_shorter_path_lowers_the_base_delay_at_once() {
 #[test]
 fn without_one_way_samples_the_round_trip_gives_the_queuing_delay() {
     let mut path = Path::new(config());
-    let now = path.now();
-    path.cc.on_sent(now, MSS);
-    path.cc
-        .on_ack(now, MSS, Some(Duration::from_millis(40)), None);
-    path.cc.on_sent(now, MSS);
-    path.cc
-        .on_ack(now, MSS, Some(Duration::from_millis(120)), None);
+    path.send(MSS);
+    path.ack_with(MSS, 0, None);
+    path.send(MSS);
+    path.ack_with(MSS, 80, None);
     assert_eq!(path.cc.queuing_delay(), Duration::from_millis(80));
     assert!(!path.cc.in_slow_start());
     path.cc.invariants().unwrap();
 }
 
 #[test]
-fn a_congestion_timeout_restarts_from_the_minimum_window() {
+fn persistent_congestion_restarts_from_the_minimum_window() {
     let mut path = Path::new(config());
     path.round_trip(0);
+    let sent = path.now();
+    path.advance(Duration::from_millis(300));
+    path.lose(MSS, sent);
     let now = path.now();
-    path.cc.on_congestion_timeout(now);
+    path.cc.on_persistent_congestion(now);
     assert_eq!(path.cc.window(), 2 * MSS);
     assert!(path.cc.in_slow_start());
+    assert_eq!(
+        path.cc.ssthresh,
+        26 * MSS,
+        "the halved window is the way back"
+    );
     path.cc.invariants().unwrap();
+    // A late ACK of the lost packet does not undo a collapse.
+    path.cc.on_spurious_loss(now, now);
+    assert_eq!(path.cc.window(), 2 * MSS);
 }
 
 #[test]
-fn the_pacing_rate_spreads_the_window_over_the_smoothed_round_trip() {
+fn packets_sent_before_the_recovery_period_do_not_grow_the_window() {
+    let mut path = Path::new(config());
+    let window = path.cc.window();
+    for _ in 0..window / MSS {
+        path.send(MSS);
+    }
+    let burst_sent = path.now();
+    path.advance(Duration::from_millis(BASE_RTT_MS));
+    path.lose(MSS, burst_sent);
+    let reduced = path.cc.window();
+    // The rest of the burst is acknowledged with an empty queue: all of it
+    // was sent before the reduction.
+    for _ in 1..window / MSS {
+        path.ack(MSS, 0);
+    }
+    assert_eq!(path.cc.window(), reduced);
+    // A packet sent after the reduction grows it again.
+    path.advance(Duration::from_millis(1));
+    path.send(MSS);
+    path.advance(Duration::from_millis(BASE_RTT_MS));
+    path.ack(MSS, 0);
+    assert!(path.cc.window() > reduced);
+}
+
+#[test]
+fn an_application_limited_sender_does_not_grow_the_window() {
+    let mut path = Path::new(config());
+    path.app_limited = true;
+    path.round_trip(0);
+    assert_eq!(path.cc.window(), 26 * MSS, "slow start does not grow");
+    path.enter_congestion_avoidance();
+    let window = path.cc.window();
+    path.round_trip(0);
+    assert_eq!(path.cc.window(), window, "nor does avoidance");
+    // A queue above the target still shrinks it.
+    path.round_trip(150);
+    assert!(path.cc.window() < window);
+    path.app_limited = false;
+    let window = path.cc.window();
+    path.round_trip(0);
+    assert!(path.cc.window() > window);
+}
+
+#[test]
+fn a_halving_whose_losses_all_proved_spurious_is_undone() {
+    let mut path = Path::new(config());
+    path.round_trip(0);
+    let window = path.cc.window();
+    path.send(MSS);
+    let sent = path.now();
+    path.advance(Duration::from_millis(BASE_RTT_MS));
+    let declared = path.now();
+    path.lose(MSS, sent);
+    assert_eq!(path.cc.window(), window / 2);
+    assert!(!path.cc.in_slow_start());
+    // A late ACK of the packet, within the round trip.
+    path.advance(Duration::from_millis(5));
+    let now = path.now();
+    path.cc.on_spurious_loss(now, declared);
+    assert_eq!(path.cc.window(), window);
+    assert_eq!(path.cc.undone_reductions(), 1);
+    path.cc.invariants().unwrap();
+    // Once is enough: a second report changes nothing.
+    path.cc.on_spurious_loss(now, declared);
+    assert_eq!(path.cc.undone_reductions(), 1);
+}
+
+#[test]
+fn a_spurious_loss_next_to_a_genuine_one_keeps_the_halving() {
+    let mut path = Path::new(config());
+    path.round_trip(0);
+    let window = path.cc.window();
+    path.send(2 * MSS);
+    let sent = path.now();
+    path.advance(Duration::from_millis(BASE_RTT_MS));
+    let declared = path.now();
+    let now = path.now();
+    let two = Lost {
+        packets: 2,
+        bytes: 2 * MSS,
+        largest_sent_at: sent,
+    };
+    path.cc.on_loss(now, &two, &path.rtt.clone());
+    path.cc.on_spurious_loss(now, declared);
+    assert_eq!(path.cc.window(), window / 2);
+    assert_eq!(path.cc.undone_reductions(), 0);
+}
+
+#[test]
+fn the_pacing_rate_spreads_the_window_over_the_connections_smoothed_round_trip() {
     let mut path = Path::new(config());
     // Before any sample: 26 packets over 333 ms, doubled in slow start.
     assert_eq!(
-        path.cc.pacing_rate(),
+        path.cc.pacing_rate(&path.rtt),
         pacing_rate(26 * MSS, Duration::from_millis(333), 2_000)
     );
     path.enter_congestion_avoidance();
     let expected = pacing_rate(path.cc.window(), Duration::from_millis(40), 1_250);
-    assert_eq!(path.cc.pacing_rate(), expected);
+    assert_eq!(path.cc.pacing_rate(&path.rtt), expected);
 }
 
 #[test]
@@ -661,19 +811,27 @@ enum Op {
     Send(u64),
     Ack {
         bytes: u64,
-        rtt_micros: Option<u64>,
+        flight: u64,
+        sent_ago_micros: u64,
+        rtt_micros: (u64, u64, u64),
         owd_micros: Option<i64>,
+        app_limited: bool,
     },
     Loss {
+        packets: u64,
         bytes: u64,
         sent_ago_micros: u64,
     },
-    Timeout,
+    Spurious {
+        declared_ago_micros: u64,
+    },
+    PersistentCongestion,
     Advance(u64),
 }
 
 fn op() -> impl Strategy<Value = Op> {
     let bytes = prop_oneof![Just(0u64), 1..3 * MSS, 0..1_000_000u64, any::<u64>()];
+    let micros = prop_oneof![1..2_000_000u64, any::<u64>().prop_map(|r| r >> 20)];
     let advance = prop_oneof![
         Just(0u64),
         0..200_000_000u64,
@@ -683,13 +841,18 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => bytes.clone().prop_map(Op::Send),
         4 => (
-            bytes.clone(),
-            proptest::option::of(prop_oneof![0..2_000_000u64, any::<u64>().prop_map(|r| r >> 20)]),
+            (bytes.clone(), bytes.clone(), 0..1_000_000u64),
+            (micros.clone(), micros.clone(), micros),
             proptest::option::of(prop_oneof![-1_000_000..1_000_000i64, any::<i64>()]),
+            any::<bool>(),
         )
-            .prop_map(|(bytes, rtt_micros, owd_micros)| Op::Ack { bytes, rtt_micros, owd_micros }),
-        1 => (bytes, 0..1_000_000u64).prop_map(|(bytes, sent_ago_micros)| Op::Loss { bytes, sent_ago_micros }),
-        1 => Just(Op::Timeout),
+            .prop_map(|((bytes, flight, sent_ago_micros), rtt_micros, owd_micros, app_limited)| Op::Ack {
+                bytes, flight, sent_ago_micros, rtt_micros, owd_micros, app_limited,
+            }),
+        1 => (0..4u64, bytes, 0..1_000_000u64)
+            .prop_map(|(packets, bytes, sent_ago_micros)| Op::Loss { packets, bytes, sent_ago_micros }),
+        1 => (0..1_000_000u64).prop_map(|declared_ago_micros| Op::Spurious { declared_ago_micros }),
+        1 => Just(Op::PersistentCongestion),
         3 => advance.prop_map(Op::Advance),
     ]
 }
@@ -699,36 +862,62 @@ fn run(config: LedbatConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
     mock.increment(Duration::from_secs(1));
     let mut cc = AnyController::from(Ledbat::new(config).unwrap());
     let min = u64::from(config.min_window_packets) * config.max_datagram_size;
+    let mut rtt = Rtt::initial(Duration::from_millis(333));
+    let ago = |now: Instant, micros: u64| {
+        now.checked_sub(Duration::from_micros(micros))
+            .unwrap_or(now)
+    };
     for op in ops {
         let now = clock.now();
         match op {
             Op::Send(bytes) => cc.on_sent(now, bytes),
             Op::Ack {
                 bytes,
-                rtt_micros,
+                flight,
+                sent_ago_micros,
+                rtt_micros: (smoothed, min, latest),
                 owd_micros,
-            } => cc.on_ack(
-                now,
-                bytes,
-                rtt_micros.map(Duration::from_micros),
-                owd_micros.map(OneWayDelay::from_micros),
-            ),
+                app_limited,
+            } => {
+                rtt = Rtt::new(
+                    Duration::from_micros(smoothed),
+                    Duration::from_micros(min),
+                    Duration::from_micros(latest),
+                );
+                let acked = Acked {
+                    bytes,
+                    largest_sent_at: ago(now, sent_ago_micros),
+                    bytes_in_flight: flight,
+                    one_way_delay: owd_micros.map(OneWayDelay::from_micros),
+                    app_limited,
+                };
+                cc.on_ack(now, &acked, &rtt);
+            }
             Op::Loss {
+                packets,
                 bytes,
                 sent_ago_micros,
             } => {
-                let sent = now
-                    .checked_sub(Duration::from_micros(sent_ago_micros))
-                    .unwrap_or(now);
-                cc.on_loss(now, bytes, sent);
+                let lost = Lost {
+                    packets,
+                    bytes,
+                    largest_sent_at: ago(now, sent_ago_micros),
+                };
+                cc.on_loss(now, &lost, &rtt);
             }
-            Op::Timeout => cc.on_congestion_timeout(now),
+            Op::Spurious {
+                declared_ago_micros,
+            } => cc.on_spurious_loss(now, ago(now, declared_ago_micros)),
+            Op::PersistentCongestion => {
+                cc.on_persistent_congestion(now);
+                prop_assert_eq!(cc.window(), min);
+            }
             Op::Advance(nanos) => mock.increment(nanos),
         }
         prop_assert!(cc.invariants().is_ok(), "{:?}", cc.invariants());
         prop_assert!(cc.window() >= min);
         prop_assert!(cc.window() <= config.max_window);
-        prop_assert!(cc.pacing_rate() > 0);
+        prop_assert!(cc.pacing_rate(&rtt) > 0);
     }
     Ok(())
 }

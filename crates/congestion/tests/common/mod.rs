@@ -11,6 +11,11 @@
 //! arrived. Each sender obeys its controller's window and a [`Pacer`] at
 //! the controller's pacing rate.
 //!
+//! Each sender plays the connection's part of the one-source-of-truth
+//! contract: it alone counts bytes in flight and estimates the round trip
+//! (RFC 9002 §5's estimator; these ACKs carry no ACK delay, so none is
+//! subtracted), and hands both to its controller with every call.
+//!
 //! A discrete-event loop on a mock clock: no sockets, no threads, no real
 //! time, no randomness, so every run gives the same numbers.
 
@@ -19,7 +24,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::time::Duration;
-use tern_congestion::{Controller, OneWayDelay, Pacer, PacerConfig, Take};
+use tern_congestion::{Acked, Controller, Lost, OneWayDelay, Pacer, PacerConfig, Rtt, Take};
 
 /// Every packet is a full one.
 pub(crate) const PACKET: u64 = 1_452;
@@ -99,9 +104,42 @@ enum Event {
     Loss { flow: usize, sent: Instant },
 }
 
+/// The sender's round-trip estimate, as RFC 9002 §5.3 computes it: the
+/// first sample, then `7/8 × smoothed + 1/8 × sample`; the minimum over the
+/// connection; the latest sample.
+struct RttEstimate {
+    rtt: Rtt,
+    sampled: bool,
+}
+
+impl RttEstimate {
+    fn new() -> Self {
+        Self {
+            rtt: Rtt::initial(Duration::from_millis(333)),
+            sampled: false,
+        }
+    }
+
+    fn update(&mut self, latest: Duration) {
+        let (smoothed, min) = if self.sampled {
+            (
+                (self.rtt.smoothed() * 7 + latest) / 8,
+                self.rtt.min().min(latest),
+            )
+        } else {
+            (latest, latest)
+        };
+        self.sampled = true;
+        self.rtt = Rtt::new(smoothed, min, latest);
+    }
+}
+
 struct Sender {
     flow: Flow,
     pacer: Pacer,
+    rtt: RttEstimate,
+    /// Bytes sent and neither acknowledged nor declared lost.
+    bytes_in_flight: u64,
     /// The pending wake-up, if any (to avoid piling up duplicates).
     wake_at: Option<u64>,
     stats: FlowStats,
@@ -150,6 +188,8 @@ impl Sim {
             sim.senders.push(Sender {
                 flow,
                 pacer: Pacer::new(PacerConfig::default()),
+                rtt: RttEstimate::new(),
+                bytes_in_flight: 0,
                 wake_at: Some(start),
                 stats: FlowStats::default(),
             });
@@ -191,21 +231,29 @@ impl Sim {
                     owd_nanos,
                 } => {
                     let now = self.instant();
-                    let rtt = now.duration_since(sent);
-                    self.senders[flow].flow.controller.on_ack(
-                        now,
-                        PACKET,
-                        Some(rtt),
-                        Some(OneWayDelay::from_nanos(owd_nanos)),
-                    );
+                    let sender = &mut self.senders[flow];
+                    sender.rtt.update(now.duration_since(sent));
+                    sender.bytes_in_flight -= PACKET;
+                    let acked = Acked {
+                        bytes: PACKET,
+                        largest_sent_at: sent,
+                        bytes_in_flight: sender.bytes_in_flight,
+                        one_way_delay: Some(OneWayDelay::from_nanos(owd_nanos)),
+                        app_limited: false,
+                    };
+                    sender.flow.controller.on_ack(now, &acked, &sender.rtt.rtt);
                     self.try_send(flow);
                 }
                 Event::Loss { flow, sent } => {
                     let now = self.instant();
-                    self.senders[flow]
-                        .flow
-                        .controller
-                        .on_loss(now, PACKET, sent);
+                    let sender = &mut self.senders[flow];
+                    sender.bytes_in_flight -= PACKET;
+                    let lost = Lost {
+                        packets: 1,
+                        bytes: PACKET,
+                        largest_sent_at: sent,
+                    };
+                    sender.flow.controller.on_loss(now, &lost, &sender.rtt.rtt);
                     self.try_send(flow);
                 }
             }
@@ -231,13 +279,17 @@ impl Sim {
             let now = self.instant();
             let sender = &mut self.senders[flow];
             let cc = &sender.flow.controller;
-            if cc.bytes_in_flight() + PACKET > cc.window() {
+            if sender.bytes_in_flight + PACKET > cc.window() {
                 return;
             }
-            match sender.pacer.poll(now, cc.pacing_rate(), PACKET) {
+            match sender
+                .pacer
+                .poll(now, cc.pacing_rate(&sender.rtt.rtt), PACKET)
+            {
                 Take::Now => {
                     sender.pacer.on_sent(now, PACKET);
-                    sender.flow.controller.on_sent(now, PACKET);
+                    sender.bytes_in_flight += PACKET;
+                    sender.flow.controller.on_sent(now, sender.bytes_in_flight);
                     self.transmit(flow, now);
                 }
                 Take::WaitUntil(at) => {
