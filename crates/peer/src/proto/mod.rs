@@ -10,20 +10,35 @@
 //! - [`AmplificationLimit`]: how many bytes may go to an address that has
 //!   not proved it receives them.
 //!
+//! The data plane of a connection: [`SendStream`] and [`RecvStream`]
+//! (bytes copied in once and out once, resent as ranges, reassembled from
+//! any order), and flow control ([`RecvWindow`], [`SendCredit`]).
+//!
 //! And what each path of a connection needs: [`Path`], the peer's address
 //! with its validation (for roaming peers), and [`PathMtu`], the search for
 //! the largest datagram it carries.
 
 mod amplification;
+mod byte_ranges;
+mod flow_control;
 mod intro_limit;
 mod path;
 mod path_mtu;
 mod receiver_index;
+mod recv_stream;
+mod ring;
+mod send_stream;
+#[cfg(test)]
+mod stream_tests;
 #[cfg(test)]
 mod test_rng;
 
 pub use amplification::{AMPLIFICATION_FACTOR, AmplificationLimit};
+pub use byte_ranges::{ByteRanges, Gaps};
+pub use flow_control::{FlowControlError, RecvWindow, SendCredit};
 pub use intro_limit::{IntroLimiter, IntroLimiterConfig, IntroRefused};
 pub use path::{CHALLENGES_KEPT, ChallengeToken, Path, PathTimeout};
 pub use path_mtu::{MAX_PROBES, PathMtu, PathMtuConfig};
 pub use receiver_index::{IndexFull, ReceiverIndex};
+pub use recv_stream::{RecvStream, StreamError};
+pub use send_stream::{SendChunk, SendStream};

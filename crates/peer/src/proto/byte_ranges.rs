@@ -1,0 +1,229 @@
+//! A set of byte ranges of a stream: which bytes were acknowledged, which
+//! must be sent again, which have arrived. Ranges are half-open
+//! (`start..end`), kept merged and sorted, so a set's size follows the
+//! number of gaps, not the number of bytes or packets.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+/// Disjoint, non-adjacent byte ranges, sorted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ByteRanges {
+    /// start → end of each range.
+    ranges: BTreeMap<u64, u64>,
+}
+
+impl ByteRanges {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether the set holds no byte.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// How many separate ranges the set holds.
+    pub fn len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// Adds `range`, merging with what it touches or overlaps.
+    pub fn insert(&mut self, range: Range<u64>) {
+        if range.is_empty() {
+            return;
+        }
+        let (mut start, mut end) = (range.start, range.end);
+        // A range starting at or before `start` that reaches it.
+        if let Some((&s, &e)) = self.ranges.range(..=start).next_back()
+            && e >= start
+        {
+            start = s;
+            end = end.max(e);
+            self.ranges.remove(&s);
+        }
+        // Ranges starting inside the new one.
+        while let Some((&s, &e)) = self.ranges.range(start..=end).next() {
+            end = end.max(e);
+            self.ranges.remove(&s);
+        }
+        self.ranges.insert(start, end);
+    }
+
+    /// Removes `range` from the set, splitting a range it falls inside.
+    pub fn remove(&mut self, range: Range<u64>) {
+        if range.is_empty() {
+            return;
+        }
+        if let Some((&s, &e)) = self.ranges.range(..range.start).next_back()
+            && e > range.start
+        {
+            self.ranges.insert(s, range.start);
+            if e > range.end {
+                self.ranges.insert(range.end, e);
+                return;
+            }
+        }
+        while let Some((&s, &e)) = self.ranges.range(range.start..range.end).next() {
+            self.ranges.remove(&s);
+            if e > range.end {
+                self.ranges.insert(range.end, e);
+                break;
+            }
+        }
+    }
+
+    /// Whether every byte of `range` is in the set.
+    pub fn contains(&self, range: Range<u64>) -> bool {
+        range.is_empty()
+            || self
+                .ranges
+                .range(..=range.start)
+                .next_back()
+                .is_some_and(|(_, &e)| e >= range.end)
+    }
+
+    /// The first range.
+    pub fn first(&self) -> Option<Range<u64>> {
+        self.ranges.iter().next().map(|(&s, &e)| s..e)
+    }
+
+    /// The last range.
+    pub fn last(&self) -> Option<Range<u64>> {
+        self.ranges.last_key_value().map(|(&s, &e)| s..e)
+    }
+
+    /// Removes and returns up to `max` bytes from the front of the first range.
+    pub fn pop_front(&mut self, max: u64) -> Option<Range<u64>> {
+        let first = self.first()?;
+        let end = first.end.min(first.start.saturating_add(max.max(1)));
+        self.ranges.remove(&first.start);
+        if end < first.end {
+            self.ranges.insert(end, first.end);
+        }
+        Some(first.start..end)
+    }
+
+    /// The parts of `range` not in the set, in order.
+    pub fn gaps(&self, range: Range<u64>) -> Gaps<'_> {
+        // Start from the range covering `range.start`, if any.
+        let from = self
+            .ranges
+            .range(..=range.start)
+            .next_back()
+            .map_or(range.start, |(&s, _)| s);
+        Gaps {
+            covered: self.ranges.range(from..range.end),
+            cursor: range.start,
+            end: range.end,
+        }
+    }
+
+    /// Every range, in order.
+    pub fn iter(&self) -> impl Iterator<Item = Range<u64>> + '_ {
+        self.ranges.iter().map(|(&s, &e)| s..e)
+    }
+}
+
+/// The gaps of a [`ByteRanges`] within a range: see [`ByteRanges::gaps`].
+#[derive(Debug)]
+pub struct Gaps<'a> {
+    covered: std::collections::btree_map::Range<'a, u64, u64>,
+    cursor: u64,
+    end: u64,
+}
+
+impl Iterator for Gaps<'_> {
+    type Item = Range<u64>;
+
+    fn next(&mut self) -> Option<Range<u64>> {
+        while self.cursor < self.end {
+            match self.covered.next() {
+                Some((&start, &end)) => {
+                    let gap = self.cursor..start.min(self.end);
+                    self.cursor = self.cursor.max(end);
+                    if gap.start < gap.end {
+                        return Some(gap);
+                    }
+                }
+                None => {
+                    let gap = self.cursor..self.end;
+                    self.cursor = self.end;
+                    return Some(gap);
+                }
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn inserts_merge_and_removes_split() {
+        let mut set = ByteRanges::new();
+        set.insert(10..20);
+        set.insert(30..40);
+        set.insert(20..30);
+        assert_eq!((set.first(), set.len()), (Some(10..40), 1));
+        set.remove(15..25);
+        assert_eq!(set.iter().collect::<Vec<_>>(), [10..15, 25..40]);
+        assert!(set.contains(26..40) && !set.contains(14..16));
+        assert_eq!(set.gaps(0..50).collect::<Vec<_>>(), [0..10, 15..25, 40..50]);
+        assert_eq!(set.pop_front(3), Some(10..13));
+        assert_eq!(set.first(), Some(13..15));
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u64, u64),
+        Remove(u64, u64),
+        Pop(u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u64..200, 0u64..40).prop_map(|(s, l)| Op::Insert(s, s + l)),
+            (0u64..200, 0u64..40).prop_map(|(s, l)| Op::Remove(s, s + l)),
+            (1u64..30).prop_map(Op::Pop),
+        ]
+    }
+
+    proptest! {
+        /// Against a bitmap model: membership, merging, gaps and popping
+        /// agree, and ranges stay sorted, disjoint and non-adjacent.
+        #[test]
+        fn agrees_with_a_bitmap(ops in proptest::collection::vec(op(), 0..100)) {
+            let mut set = ByteRanges::new();
+            let mut model = [false; 256];
+            for op in ops {
+                match op {
+                    Op::Insert(s, e) => { set.insert(s..e); model[s as usize..e as usize].fill(true); }
+                    Op::Remove(s, e) => { set.remove(s..e); model[s as usize..e as usize].fill(false); }
+                    Op::Pop(max) => {
+                        let popped = set.pop_front(max);
+                        let first = model.iter().position(|b| *b);
+                        prop_assert_eq!(popped.as_ref().map(|r| r.start), first.map(|f| f as u64));
+                        if let Some(r) = popped {
+                            prop_assert!(r.end - r.start <= max);
+                            model[r.start as usize..r.end as usize].fill(false);
+                        }
+                    }
+                }
+                let ranges: Vec<_> = set.iter().collect();
+                for pair in ranges.windows(2) {
+                    prop_assert!(pair[0].end < pair[1].start);
+                }
+                for (i, bit) in model.iter().enumerate() {
+                    prop_assert_eq!(set.contains(i as u64..i as u64 + 1), *bit);
+                }
+                let gaps: u64 = set.gaps(0..256).map(|g| g.end - g.start).sum();
+                prop_assert_eq!(gaps, model.iter().filter(|b| !**b).count() as u64);
+            }
+        }
+    }
+}

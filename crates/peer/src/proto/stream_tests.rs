@@ -1,0 +1,178 @@
+//! A stream's two halves over a hostile network model: chunks cut at
+//! random, lost, duplicated, reordered and acknowledged in any order — the
+//! reader gets exactly the bytes written, once, in order.
+
+use proptest::prelude::*;
+
+use super::{RecvStream, SendStream, StreamError};
+
+/// What the network does next.
+#[derive(Debug, Clone)]
+enum Net {
+    /// The application writes up to this many bytes.
+    Write(usize),
+    /// The sender fills a packet of this size.
+    Send(usize),
+    /// A packet in flight arrives (index mod count), and is acknowledged.
+    Deliver(usize),
+    /// A packet in flight arrives twice, and is acknowledged.
+    Duplicate(usize),
+    /// A packet in flight arrives but its acknowledgement is lost.
+    DeliverUnacked(usize),
+    /// A packet in flight is lost.
+    Lose(usize),
+    /// The reader reads up to this many bytes.
+    Read(usize),
+}
+
+fn net() -> impl Strategy<Value = Net> {
+    prop_oneof![
+        2 => (1usize..3000).prop_map(Net::Write),
+        3 => (1usize..1500).prop_map(Net::Send),
+        3 => any::<usize>().prop_map(Net::Deliver),
+        1 => any::<usize>().prop_map(Net::Duplicate),
+        1 => any::<usize>().prop_map(Net::DeliverUnacked),
+        1 => any::<usize>().prop_map(Net::Lose),
+        2 => (1usize..4000).prop_map(Net::Read),
+    ]
+}
+
+/// A packet's stream chunk.
+#[derive(Debug, Clone)]
+struct Packet {
+    offset: u64,
+    data: Vec<u8>,
+    fin: bool,
+}
+
+const WINDOW: u64 = 8192;
+
+fn source(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn the_reader_gets_exactly_what_was_written(
+        len in 0usize..20_000,
+        seed in any::<u8>(),
+        script in proptest::collection::vec(net(), 0..400),
+    ) {
+        let data = source(len, seed);
+        let mut tx = SendStream::new(4096);
+        let mut rx = RecvStream::new(WINDOW);
+        let mut written = 0;
+        let mut flight: Vec<Packet> = Vec::new();
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4000];
+        let deliver = |rx: &mut RecvStream, p: &Packet| -> Result<(), StreamError> {
+            rx.insert(p.offset, &p.data, p.fin).map(|_| ())
+        };
+        // The script, then a clean finish: everything delivered and read.
+        let finale = (0..2000).flat_map(|_| [Net::Write(4096), Net::Send(1200), Net::Deliver(0), Net::Read(4000)]);
+        for step in script.into_iter().chain(finale) {
+            match step {
+                Net::Write(n) => {
+                    let n = n.min(len - written);
+                    written += tx.write(&data[written..written + n]);
+                    if written == len {
+                        tx.finish();
+                    }
+                }
+                Net::Send(max) => {
+                    if let Some(chunk) = tx.poll_chunk(max, rx.limit()) {
+                        prop_assert!(chunk.data.len() <= max);
+                        prop_assert!(chunk.offset + chunk.data.len() as u64 <= rx.limit());
+                        flight.push(Packet { offset: chunk.offset, data: chunk.data.to_vec(), fin: chunk.fin });
+                    }
+                }
+                Net::Deliver(i) | Net::Duplicate(i) | Net::DeliverUnacked(i) if !flight.is_empty() => {
+                    let p = flight.remove(i % flight.len());
+                    deliver(&mut rx, &p).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    if matches!(step, Net::Duplicate(_)) {
+                        deliver(&mut rx, &p).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    }
+                    if matches!(step, Net::DeliverUnacked(_)) {
+                        tx.on_lost(p.offset, p.data.len() as u64, p.fin);
+                    } else {
+                        tx.on_acked(p.offset, p.data.len() as u64, p.fin);
+                    }
+                }
+                Net::Lose(i) if !flight.is_empty() => {
+                    let p = flight.remove(i % flight.len());
+                    tx.on_lost(p.offset, p.data.len() as u64, p.fin);
+                }
+                Net::Read(n) => {
+                    let got = rx.read(&mut buf[..n.min(4000)]);
+                    out.extend_from_slice(&buf[..got]);
+                    // The reader's window slides as it reads.
+                    rx.set_limit(rx.read_offset() + WINDOW);
+                }
+                _ => {}
+            }
+            prop_assert!(tx.buffered() <= 4096);
+            prop_assert!(rx.buffered() <= WINDOW);
+            if tx.is_done() && rx.is_finished() {
+                break;
+            }
+        }
+        prop_assert_eq!(out.len(), data.len());
+        prop_assert!(out == data, "bytes differ");
+        prop_assert!(rx.is_finished());
+        prop_assert!(tx.is_done());
+    }
+}
+
+#[test]
+fn a_peer_that_breaks_the_window_or_the_final_size_is_refused() {
+    let mut rx = RecvStream::new(100);
+    assert_eq!(
+        rx.insert(90, &[0; 11], false),
+        Err(StreamError::FlowControl { limit: 100 })
+    );
+    assert_eq!(
+        rx.insert(u64::MAX - 1, &[0; 4], false),
+        Err(StreamError::FlowControl { limit: 100 })
+    );
+    assert_eq!(rx.insert(0, &[1; 10], false), Ok(10));
+    assert_eq!(rx.insert(20, &[2; 10], true), Ok(20));
+    assert_eq!(rx.insert(25, &[2; 10], false), Err(StreamError::FinalSize));
+    assert_eq!(rx.insert(0, &[1; 5], true), Err(StreamError::FinalSize));
+    assert_eq!(rx.insert(10, &[3; 10], false), Ok(0));
+    let mut out = [0; 64];
+    assert_eq!(rx.read(&mut out), 30);
+    assert!(rx.is_finished());
+    let mut early = RecvStream::new(100);
+    early
+        .insert(50, &[0; 10], false)
+        .expect("within the window");
+    assert_eq!(
+        early.insert(0, &[0; 10], true),
+        Err(StreamError::FinalSize),
+        "a fin below data already seen"
+    );
+}
+
+#[test]
+fn a_full_buffer_takes_nothing_until_the_peer_acknowledges() {
+    let mut tx = SendStream::new(10);
+    assert_eq!(tx.write(&[7; 25]), 10);
+    assert_eq!(tx.write(&[7; 5]), 0);
+    let chunk = tx.poll_chunk(4, u64::MAX).expect("a chunk");
+    assert_eq!((chunk.offset, chunk.data.len()), (0, 4));
+    assert_eq!(tx.write(&[7; 5]), 0, "sent is not acknowledged");
+    tx.on_acked(0, 4, false);
+    assert_eq!(tx.free_space(), 4);
+    assert!(tx.blocked_at(4), "new bytes wait for the peer's limit");
+    assert_eq!(tx.poll_chunk(100, 4), None);
+    assert_eq!(tx.reset(), 4);
+    assert_eq!(
+        tx.poll_chunk(100, u64::MAX),
+        None,
+        "a reset stream sends nothing more"
+    );
+}
