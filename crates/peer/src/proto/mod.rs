@@ -12,18 +12,21 @@
 //!
 //! The data plane of a connection: [`SendStream`] and [`RecvStream`]
 //! (bytes copied in once and out once, resent as ranges, reassembled from
-//! any order), and flow control ([`RecvWindow`], [`SendCredit`]).
+//! any order), whole messages that fit a packet ([`MessageSender`],
+//! [`MessageReceiver`]: resent whole, delivered once, never held behind
+//! each other), and flow control ([`RecvWindow`], [`SendCredit`]).
 //!
 //! And what each path of a connection needs: [`Path`], the peer's address
 //! with its validation (for roaming peers), and [`PathMtu`], the search for
 //! the largest datagram it carries.
 
 mod amplification;
-mod byte_ranges;
 mod flow_control;
 mod intro_limit;
+mod messages;
 mod path;
 mod path_mtu;
+mod range_set;
 mod receiver_index;
 mod recv_stream;
 mod ring;
@@ -34,11 +37,12 @@ mod stream_tests;
 mod test_rng;
 
 pub use amplification::{AMPLIFICATION_FACTOR, AmplificationLimit};
-pub use byte_ranges::{ByteRanges, Gaps};
 pub use flow_control::{FlowControlError, RecvWindow, SendCredit};
 pub use intro_limit::{IntroLimiter, IntroLimiterConfig, IntroRefused};
+pub use messages::{MESSAGE_WINDOW, MessageReceiver, MessageSender, MessageWindowError};
 pub use path::{CHALLENGES_KEPT, ChallengeToken, Path, PathTimeout};
 pub use path_mtu::{MAX_PROBES, PathMtu, PathMtuConfig};
+pub use range_set::{Gaps, RangeSet};
 pub use receiver_index::{IndexFull, ReceiverIndex};
 pub use recv_stream::{RecvStream, StreamError};
 pub use send_stream::{SendChunk, SendStream};

@@ -7,7 +7,7 @@
 //! final size, is breaking the protocol: the answer is an error for the
 //! connection, never a panic or an unbounded buffer.
 
-use super::ByteRanges;
+use super::RangeSet;
 use super::ring::Ring;
 
 /// A peer broke the rules of a stream.
@@ -32,7 +32,7 @@ pub struct RecvStream {
     /// Offset of the next byte the application reads (the ring's front).
     read: u64,
     /// Ranges received at or above `read`.
-    received: ByteRanges,
+    received: RangeSet,
     /// The highest offset received (for connection-level flow control).
     highest: u64,
     /// The stream's length, once a fin told it.
@@ -47,7 +47,7 @@ impl RecvStream {
         Self {
             ring: Ring::new(),
             read: 0,
-            received: ByteRanges::new(),
+            received: RangeSet::new(),
             highest: 0,
             final_size: None,
             limit,

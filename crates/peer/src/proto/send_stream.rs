@@ -7,7 +7,7 @@
 //! buffer size; `write` takes what fits, which is how a slow peer slows
 //! its writer without anything being dropped.
 
-use super::ByteRanges;
+use super::RangeSet;
 use super::ring::Ring;
 
 /// A piece of the stream to put in a packet.
@@ -47,9 +47,9 @@ pub struct SendStream {
     /// Offset of the first byte never sent.
     unsent: u64,
     /// Acknowledged ranges above `base`.
-    acked: ByteRanges,
+    acked: RangeSet,
     /// Ranges to send again.
-    lost: ByteRanges,
+    lost: RangeSet,
     fin: Fin,
     /// Set once the stream was reset: its final size.
     reset_at: Option<u64>,
@@ -64,8 +64,8 @@ impl SendStream {
             base: 0,
             end: 0,
             unsent: 0,
-            acked: ByteRanges::new(),
-            lost: ByteRanges::new(),
+            acked: RangeSet::new(),
+            lost: RangeSet::new(),
             fin: Fin::Open,
             reset_at: None,
         }

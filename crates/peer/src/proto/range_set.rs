@@ -1,19 +1,19 @@
-//! A set of byte ranges of a stream: which bytes were acknowledged, which
-//! must be sent again, which have arrived. Ranges are half-open
-//! (`start..end`), kept merged and sorted, so a set's size follows the
-//! number of gaps, not the number of bytes or packets.
+//! A set of `u64` ranges: which bytes of a stream were acknowledged, must
+//! be sent again or have arrived; which message numbers were delivered.
+//! Ranges are half-open (`start..end`), kept merged and sorted, so a set's
+//! size follows the number of gaps, not the number of bytes or messages.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-/// Disjoint, non-adjacent byte ranges, sorted.
+/// Disjoint, non-adjacent ranges, sorted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ByteRanges {
+pub struct RangeSet {
     /// start → end of each range.
     ranges: BTreeMap<u64, u64>,
 }
 
-impl ByteRanges {
+impl RangeSet {
     /// An empty set.
     pub fn new() -> Self {
         Self::default()
@@ -126,7 +126,7 @@ impl ByteRanges {
     }
 }
 
-/// The gaps of a [`ByteRanges`] within a range: see [`ByteRanges::gaps`].
+/// The gaps of a [`RangeSet`] within a range: see [`RangeSet::gaps`].
 #[derive(Debug)]
 pub struct Gaps<'a> {
     covered: std::collections::btree_map::Range<'a, u64, u64>,
@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn inserts_merge_and_removes_split() {
-        let mut set = ByteRanges::new();
+        let mut set = RangeSet::new();
         set.insert(10..20);
         set.insert(30..40);
         set.insert(20..30);
@@ -198,7 +198,7 @@ mod tests {
         /// agree, and ranges stay sorted, disjoint and non-adjacent.
         #[test]
         fn agrees_with_a_bitmap(ops in proptest::collection::vec(op(), 0..100)) {
-            let mut set = ByteRanges::new();
+            let mut set = RangeSet::new();
             let mut model = [false; 256];
             for op in ops {
                 match op {

@@ -1,0 +1,240 @@
+//! Whole messages that fit in one packet: each is numbered, sent as one
+//! frame, kept until acknowledged, sent again whole if its packet is lost,
+//! and delivered exactly once however often it arrives.
+//!
+//! Messages are independent: each is delivered when it arrives, so a lost
+//! one holds back no other (no head-of-line blocking), and no order between
+//! them is promised. A message too large for one packet travels on a stream
+//! of its own instead, and is delivered whole when its last byte arrives.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+use super::RangeSet;
+
+/// How far ahead of the oldest undelivered message a peer may number a
+/// message: bounds what the receiver remembers to spot duplicates.
+pub const MESSAGE_WINDOW: u64 = 1 << 16;
+
+/// Messages waiting to be sent or acknowledged.
+#[derive(Debug, Default)]
+pub struct MessageSender {
+    /// Number of the first message in `held`.
+    base: u64,
+    /// Messages not yet acknowledged, by number from `base` (`None` once
+    /// acknowledged).
+    held: VecDeque<Option<Bytes>>,
+    /// Numbers to send: new ones and lost ones.
+    queue: VecDeque<u64>,
+}
+
+impl MessageSender {
+    /// Nothing held.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Queues `message`; returns its number.
+    pub fn push(&mut self, message: Bytes) -> u64 {
+        let id = self.base + self.held.len() as u64;
+        self.held.push_back(Some(message));
+        self.queue.push_back(id);
+        id
+    }
+
+    /// Messages held until acknowledged.
+    pub fn held(&self) -> usize {
+        self.held.iter().filter(|m| m.is_some()).count()
+    }
+
+    /// Bytes held until acknowledged.
+    pub fn held_bytes(&self) -> usize {
+        self.held.iter().flatten().map(Bytes::len).sum()
+    }
+
+    /// Whether a message waits to be sent.
+    pub fn wants_to_send(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// The next message to put in a packet, if its size passes `fits`;
+    /// it then counts as sent. A message that does not fit stays first in
+    /// line for the next packet.
+    pub fn poll(&mut self, fits: impl FnOnce(usize) -> bool) -> Option<(u64, Bytes)> {
+        loop {
+            let id = *self.queue.front()?;
+            let Some(Some(message)) = self.slot(id) else {
+                // Acknowledged after it was queued again: nothing to send.
+                self.queue.pop_front();
+                continue;
+            };
+            if !fits(message.len()) {
+                return None;
+            }
+            let message = message.clone();
+            self.queue.pop_front();
+            return Some((id, message));
+        }
+    }
+
+    fn slot(&self, id: u64) -> Option<&Option<Bytes>> {
+        self.held
+            .get(usize::try_from(id.checked_sub(self.base)?).ok()?)
+    }
+
+    /// Message `id` was acknowledged: it is dropped.
+    pub fn on_acked(&mut self, id: u64) {
+        let Some(index) = id
+            .checked_sub(self.base)
+            .and_then(|i| usize::try_from(i).ok())
+        else {
+            return;
+        };
+        if let Some(slot) = self.held.get_mut(index) {
+            *slot = None;
+        }
+        while self.held.front().is_some_and(Option::is_none) {
+            self.held.pop_front();
+            self.base += 1;
+        }
+    }
+
+    /// The packet with message `id` was lost: it is sent again.
+    pub fn on_lost(&mut self, id: u64) {
+        if matches!(self.slot(id), Some(Some(_))) && !self.queue.contains(&id) {
+            self.queue.push_front(id);
+        }
+    }
+}
+
+/// The peer numbered a message too far ahead of what was delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("message {id} is beyond the receive window (oldest missing: {oldest_missing})")]
+pub struct MessageWindowError {
+    /// The message's number.
+    pub id: u64,
+    /// The oldest number not yet delivered.
+    pub oldest_missing: u64,
+}
+
+/// Which messages were delivered, to deliver each once.
+#[derive(Debug, Default)]
+pub struct MessageReceiver {
+    delivered: RangeSet,
+    duplicates: u64,
+}
+
+impl MessageReceiver {
+    /// Nothing delivered yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Message `id` arrived: whether to deliver it (false for a duplicate).
+    pub fn on_message(&mut self, id: u64) -> Result<bool, MessageWindowError> {
+        let oldest_missing = self
+            .delivered
+            .first()
+            .filter(|r| r.start == 0)
+            .map_or(0, |r| r.end);
+        if id >= oldest_missing.saturating_add(MESSAGE_WINDOW) {
+            return Err(MessageWindowError { id, oldest_missing });
+        }
+        if self.delivered.contains(id..id + 1) {
+            self.duplicates += 1;
+            return Ok(false);
+        }
+        self.delivered.insert(id..id + 1);
+        Ok(true)
+    }
+
+    /// Duplicates seen (and dropped).
+    pub fn duplicates(&self) -> u64 {
+        self.duplicates
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_message_that_does_not_fit_waits_first_in_line() {
+        let mut tx = MessageSender::new();
+        tx.push(Bytes::from_static(&[1; 100]));
+        tx.push(Bytes::from_static(&[2; 10]));
+        assert_eq!(tx.poll(|len| len <= 50), None);
+        let (id, m) = tx.poll(|len| len <= 100).expect("fits now");
+        assert_eq!((id, m.len()), (0, 100));
+        tx.on_lost(0);
+        assert_eq!(
+            tx.poll(|_| true).map(|(id, _)| id),
+            Some(0),
+            "the lost one goes first"
+        );
+        assert_eq!(tx.poll(|_| true).map(|(id, _)| id), Some(1));
+        tx.on_acked(1);
+        tx.on_acked(0);
+        assert_eq!((tx.held(), tx.held_bytes()), (0, 0));
+        tx.on_lost(0);
+        assert!(
+            !tx.wants_to_send(),
+            "an acknowledged message is never resent"
+        );
+    }
+
+    #[test]
+    fn a_message_numbered_past_the_window_is_refused() {
+        let mut rx = MessageReceiver::new();
+        assert_eq!(rx.on_message(MESSAGE_WINDOW - 1), Ok(true));
+        assert!(rx.on_message(MESSAGE_WINDOW).is_err());
+        assert_eq!(
+            rx.on_message(u64::MAX).map_err(|e| e.oldest_missing),
+            Err(0)
+        );
+    }
+
+    proptest! {
+        /// Loss, duplication and reordering of packets: every message is
+        /// delivered exactly once, and nothing stays held.
+        #[test]
+        fn every_message_is_delivered_exactly_once(
+            count in 0usize..200,
+            script in proptest::collection::vec((0u8..4, any::<usize>()), 0..600),
+        ) {
+            let mut tx = MessageSender::new();
+            let mut rx = MessageReceiver::new();
+            for i in 0..count {
+                tx.push(Bytes::from(vec![i as u8; i % 37]));
+            }
+            let mut flight: Vec<(u64, Bytes)> = Vec::new();
+            let mut delivered = vec![0u32; count];
+            let finale = std::iter::repeat_n((0u8, 0usize), 4 * count + 10).chain(std::iter::repeat_n((1, 0), 4 * count + 10));
+            for (action, pick) in script.into_iter().chain(finale) {
+                match action {
+                    0 => flight.extend(tx.poll(|_| true)),
+                    1 | 2 if !flight.is_empty() => {
+                        let (id, m) = flight.remove(pick % flight.len());
+                        prop_assert_eq!(m.len(), id as usize % 37);
+                        let times = if action == 2 { 2 } else { 1 };
+                        for _ in 0..times {
+                            if rx.on_message(id).map_err(|e| TestCaseError::fail(e.to_string()))? {
+                                delivered[id as usize] += 1;
+                            }
+                        }
+                        tx.on_acked(id);
+                    }
+                    3 if !flight.is_empty() => {
+                        let (id, _) = flight.remove(pick % flight.len());
+                        tx.on_lost(id);
+                    }
+                    _ => {}
+                }
+            }
+            prop_assert!(delivered.iter().all(|d| *d == 1), "{:?}", delivered);
+            prop_assert_eq!(tx.held(), 0);
+        }
+    }
+}
