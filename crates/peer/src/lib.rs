@@ -21,4 +21,5 @@
 //! # Ok::<(), tern_peer::proto::IndexFull>(())
 //! ```
 
+pub mod driver;
 pub mod proto;

@@ -13,9 +13,13 @@
 //! And what each path of a connection needs: [`Path`], the peer's address
 //! with its validation (for roaming peers), and [`PathMtu`], the search for
 //! the largest datagram it carries.
+//!
+//! [`Node`] is the contract between all of this and the I/O: the calls an
+//! endpoint driver makes, in the order it makes them.
 
 mod amplification;
 mod intro_limit;
+mod node;
 mod path;
 mod path_mtu;
 mod receiver_index;
@@ -24,6 +28,7 @@ mod test_rng;
 
 pub use amplification::{AMPLIFICATION_FACTOR, AmplificationLimit};
 pub use intro_limit::{IntroLimiter, IntroLimiterConfig, IntroRefused};
+pub use node::{Node, SendRefused, Transmit, TransmitLimits};
 pub use path::{CHALLENGES_KEPT, ChallengeToken, Path, PathTimeout};
 pub use path_mtu::{MAX_PROBES, PathMtu, PathMtuConfig};
 pub use receiver_index::{IndexFull, ReceiverIndex};
