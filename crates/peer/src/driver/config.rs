@@ -87,11 +87,13 @@ impl DriverConfig {
         self.max_udp_payload
     }
 
-    pub(crate) fn datagrams_per_turn(&self) -> usize {
+    /// The configured most datagrams gathered per turn.
+    pub fn datagrams_per_turn(&self) -> usize {
         self.send_datagrams_per_turn
     }
 
-    pub(crate) fn recv_batches(&self) -> usize {
+    /// The configured most receive batches per turn.
+    pub fn recv_batches(&self) -> usize {
         self.recv_batches_per_turn
     }
 

@@ -22,6 +22,10 @@ use crate::proto::Node;
 /// rounding error.
 const REANCHOR: Duration = Duration::from_secs(1);
 
+/// The most payload bytes of one GSO message (the largest UDP payload over
+/// IPv4): runs are kept within it so that each leaves as one message.
+const MAX_GSO_BYTES: usize = 65_507;
+
 /// Runs one [`Node`] over one UDP socket: the endpoint's only task.
 ///
 /// Each loop turn reads the clock once and then, holding the node's lock:
@@ -217,7 +221,8 @@ impl<N: Node> Driver<N> {
         let mut armed: Option<quanta::Instant> = None;
         let mut anchor = (clock.now(), tokio::time::Instant::now());
         let mut received = false;
-        let max_segments_cap = self.config.datagrams_per_turn();
+        // A run is one GSO message: at most 64 segments and 65 507 bytes.
+        let max_segments_cap = (MAX_GSO_BYTES / self.config.udp_payload()).max(1);
         loop {
             if shared.stop.load(Ordering::Acquire) {
                 break;
