@@ -483,3 +483,36 @@ async fn garbage_from_a_third_socket_reaches_the_node_and_is_echoed_without_a_pa
         assert_eq!(stopped.node.seen, 200);
     }
 }
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_sharing_a_port_with_reuse_port_together_receive_from_every_peer() {
+    for backend in BACKENDS {
+        let config = config(backend).reuse_port(true);
+        let (first, first_handle) =
+            Driver::bind(loopback(), Echo::default(), &config).expect("bind");
+        let port = first_handle.local_addr();
+        let (second, second_handle) =
+            Driver::bind(port, Echo::default(), &config).expect("bind the same port");
+        let tasks = [tokio::spawn(first.run()), tokio::spawn(second.run())];
+        let peers: Vec<std::net::UdpSocket> = (0..64)
+            .map(|_| std::net::UdpSocket::bind(loopback()).expect("bind"))
+            .collect();
+        for peer in &peers {
+            peer.send_to(b"hi", port).expect("send");
+        }
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        let seen = |h: &DriverHandle<Echo>| h.with_node(|e| e.seen).expect("running");
+        while seen(&first_handle) + seen(&second_handle) < 64 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{backend:?}: datagrams missing"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(seen(&first_handle) + seen(&second_handle), 64);
+        let [a, b] = tasks;
+        stop(first_handle, a).await;
+        stop(second_handle, b).await;
+    }
+}

@@ -14,6 +14,7 @@ pub struct DriverConfig {
     batch_size: usize,
     send_datagrams_per_turn: usize,
     recv_batches_per_turn: usize,
+    reuse_port: bool,
 }
 
 impl Default for DriverConfig {
@@ -27,6 +28,7 @@ impl Default for DriverConfig {
             batch_size: socket.batch_size,
             send_datagrams_per_turn: 256,
             recv_batches_per_turn: 4,
+            reuse_port: false,
         }
     }
 }
@@ -82,6 +84,14 @@ impl DriverConfig {
         self
     }
 
+    /// Sets `SO_REUSEPORT`, so that several endpoints, one per core, each with
+    /// its own driver, can bind the same port (the kernel keeps each peer on
+    /// one of them). Default off.
+    pub fn reuse_port(mut self, on: bool) -> Self {
+        self.reuse_port = on;
+        self
+    }
+
     /// The configured largest UDP payload in bytes.
     pub fn udp_payload(&self) -> usize {
         self.max_udp_payload
@@ -105,6 +115,7 @@ impl DriverConfig {
         socket.send_buffer_size = self.send_buffer_size;
         socket.recv_buffer_size = self.recv_buffer_size;
         socket.max_datagram_size = self.max_udp_payload;
+        socket.reuse_port = self.reuse_port;
         socket
     }
 }
@@ -120,11 +131,13 @@ mod tests {
             .max_udp_payload(1200)
             .batch_size(5000)
             .send_datagrams_per_turn(0)
-            .recv_batches_per_turn(0);
+            .recv_batches_per_turn(0)
+            .reuse_port(true);
         let socket = config.socket_config();
         assert_eq!(socket.backend, Some(Backend::Portable));
         assert_eq!(socket.max_datagram_size, 1200);
         assert_eq!(socket.batch_size, 1024);
+        assert!(socket.reuse_port);
         assert_eq!((config.datagrams_per_turn(), config.recv_batches()), (1, 1));
         assert_eq!(DriverConfig::default().udp_payload(), 1452);
     }
