@@ -221,6 +221,7 @@ impl<N: Node> Driver<N> {
         let mut armed: Option<quanta::Instant> = None;
         let mut anchor = (clock.now(), tokio::time::Instant::now());
         let mut received = false;
+        let mut fired = false;
         // A run is one GSO message: at most 64 segments and 65 507 bytes.
         let max_segments_cap = (MAX_GSO_BYTES / self.config.udp_payload()).max(1);
         loop {
@@ -291,7 +292,7 @@ impl<N: Node> Driver<N> {
             if deadline != armed {
                 armed = deadline;
                 if let Some(deadline) = deadline {
-                    if now.saturating_duration_since(anchor.0) > REANCHOR {
+                    if fired || now.saturating_duration_since(anchor.0) > REANCHOR {
                         anchor = (now, tokio::time::Instant::now());
                     }
                     let at = anchor.1 + deadline.saturating_duration_since(anchor.0);
@@ -300,10 +301,19 @@ impl<N: Node> Driver<N> {
             }
             let notified = pin!(shared.wake.notified());
             let woken = self.wait(notified, timer.as_mut(), armed.is_some()).await?;
+            fired = false;
             match woken {
                 Woken::Received => received = true,
                 Woken::Wake => bump(&shared.stats.wakes, 1),
-                Woken::Sent | Woken::Timer => {}
+                Woken::Sent => {}
+                Woken::Timer => {
+                    // Re-arm from a fresh reading of both clocks even if
+                    // the deadline stays: a timer that fired a hair before
+                    // the node's clock reached the deadline then sleeps
+                    // again instead of firing at once, turn after turn.
+                    armed = None;
+                    fired = true;
+                }
             }
         }
         self.finish().await

@@ -67,7 +67,9 @@ pub trait Node {
     fn poll_timeout(&mut self) -> Option<Instant>;
 
     /// The deadline from [`poll_timeout`](Self::poll_timeout) has passed (`now`
-    /// is at or after it).
+    /// is at or after it). Afterwards `poll_timeout` must answer a later
+    /// deadline or `None`: a deadline left in the past is asked about again
+    /// on every turn.
     fn handle_timeout(&mut self, now: Instant);
 
     /// The kernel refused a datagram of an earlier transmit to `destination`
