@@ -360,4 +360,112 @@ mod tests {
         assert_eq!(arena.transmits.as_ptr(), before);
         assert!(arena.transmits.capacity() >= 4);
     }
+
+    /// Writes scripted transmits: (peer, datagram size, datagrams), each
+    /// datagram filled with its own number; a run's last datagram is cut
+    /// short when the script says so. Keeps within the limits it is given.
+    struct Script {
+        steps: Vec<(u16, usize, usize, bool)>,
+        next: usize,
+        numbered: u8,
+        written: Vec<(SocketAddr, Vec<u8>)>,
+    }
+
+    impl Node for Script {
+        fn handle_datagram(&mut self, _: Instant, _: SocketAddr, _: SocketAddr, _: &mut [u8]) {}
+
+        fn poll_transmit(
+            &mut self,
+            _: Instant,
+            limits: TransmitLimits,
+            buf: &mut [u8],
+        ) -> Option<Transmit> {
+            let (peer, size, count, short_tail) = *self.steps.get(self.next)?;
+            self.next += 1;
+            let size = size.min(limits.max_datagram_size);
+            let count = count
+                .min(limits.max_segments)
+                .min(buf.len() / size.max(1))
+                .max(1);
+            let mut len = 0;
+            for k in 0..count {
+                // A tail of nothing cannot be told from no tail at all.
+                let this = if short_tail && k + 1 == count && count > 1 && size > 1 {
+                    size / 2
+                } else {
+                    size
+                };
+                buf[len..len + this].fill(self.numbered);
+                self.written
+                    .push((addr(peer), buf[len..len + this].to_vec()));
+                self.numbered = self.numbered.wrapping_add(1);
+                len += this;
+            }
+            Some(Transmit {
+                destination: addr(peer),
+                len,
+                segment_size: (count > 1).then_some(size),
+            })
+        }
+
+        fn poll_timeout(&mut self) -> Option<Instant> {
+            None
+        }
+
+        fn handle_timeout(&mut self, _: Instant) {}
+    }
+
+    /// The datagrams the socket would put on the wire for what is left.
+    fn on_the_wire(arena: &mut SendArena) -> Vec<(SocketAddr, Vec<u8>)> {
+        arena.with_transmits(|transmits| {
+            transmits
+                .iter()
+                .flat_map(|t| {
+                    let stride = t.stride().max(1);
+                    let chunks: Vec<&[u8]> = if t.contents.is_empty() {
+                        vec![&[][..]]
+                    } else {
+                        t.contents.chunks(stride).collect()
+                    };
+                    chunks.into_iter().map(move |c| (t.destination, c.to_vec()))
+                })
+                .collect()
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn runs_carry_exactly_the_datagrams_the_node_wrote_in_order_and_within_gso_rules(
+            steps in proptest::collection::vec((1u16..4, 1usize..40, 1usize..6, proptest::bool::ANY), 0..60),
+            max_segments in 1usize..8,
+            max_datagrams in 1usize..40,
+            progress in (0usize..60, 0usize..8),
+        ) {
+            let mut node = Script { steps, next: 0, numbered: 0, written: Vec::new() };
+            let mut arena = SendArena::new(max_datagrams, 32);
+            let now = quanta::Clock::mock().0.now();
+            let (filled, datagrams) = arena.fill(&mut node, now, max_segments);
+            proptest::prop_assert_eq!(datagrams, node.written.len());
+            proptest::prop_assert!(datagrams <= max_datagrams);
+            proptest::prop_assert!(filled == Filled::Drained || datagrams == max_datagrams);
+            for run in &arena.runs {
+                proptest::prop_assert!(run.segments >= 1 && run.segments <= max_segments);
+                proptest::prop_assert!(run.len <= run.stride * run.segments);
+                proptest::prop_assert!(run.len > run.stride * (run.segments - 1) || run.segments == 1);
+            }
+            let wire = on_the_wire(&mut arena);
+            proptest::prop_assert_eq!(&wire, &node.written);
+            // After any progress the socket reports, what is left is
+            // exactly the rest, nothing lost or repeated.
+            let runs = arena.runs.len();
+            let transmits = progress.0.min(runs);
+            let segments = match arena.runs.get(transmits) {
+                Some(run) => progress.1.min(run.segments - 1),
+                None => 0,
+            };
+            let done: usize = arena.runs[..transmits].iter().map(|r| r.segments).sum::<usize>() + segments;
+            arena.skip(transmits, segments);
+            proptest::prop_assert_eq!(on_the_wire(&mut arena), node.written[done..].to_vec());
+        }
+    }
 }
