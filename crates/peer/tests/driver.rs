@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use quanta::Instant;
 use tern_peer::driver::{Driver, DriverConfig, DriverHandle, Stopped};
-use tern_peer::proto::{Node, Transmit, TransmitLimits};
+use tern_peer::proto::{Node, SendRefused, Transmit, TransmitLimits};
 use tern_sockio::Backend;
 
 const BACKENDS: [Option<Backend>; 2] = [Some(Backend::Portable), None];
@@ -523,5 +523,71 @@ async fn endpoints_sharing_a_port_with_reuse_port_together_receive_from_every_pe
         let [a, b] = tasks;
         stop(first_handle, a).await;
         stop(second_handle, b).await;
+    }
+}
+
+/// Sends one datagram to each address in turn; notes the refusals.
+struct Refused {
+    to: Vec<SocketAddr>,
+    refused: Vec<(SocketAddr, SendRefused)>,
+}
+
+impl Node for Refused {
+    fn handle_datagram(&mut self, _: Instant, _: SocketAddr, _: SocketAddr, _: &mut [u8]) {}
+
+    fn poll_transmit(&mut self, _: Instant, _: TransmitLimits, buf: &mut [u8]) -> Option<Transmit> {
+        let destination = self.to.pop()?;
+        buf[..4].copy_from_slice(b"ping");
+        Some(Transmit {
+            destination,
+            len: 4,
+            segment_size: None,
+        })
+    }
+
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        None
+    }
+
+    fn handle_timeout(&mut self, _: Instant) {}
+
+    fn handle_send_refused(&mut self, _: Instant, destination: SocketAddr, reason: SendRefused) {
+        self.refused.push((destination, reason));
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_datagram_the_kernel_refuses_is_reported_to_the_node_and_the_others_go_out() {
+    for backend in BACKENDS {
+        let peer = std::net::UdpSocket::bind(loopback()).expect("bind");
+        let good = peer.local_addr().expect("addr");
+        let nowhere = SocketAddr::from(([127, 0, 0, 1], 0));
+        let node = Refused {
+            to: vec![good, nowhere, good],
+            refused: Vec::new(),
+        };
+        let (driver, handle) = Driver::bind(loopback(), node, &config(backend)).expect("bind");
+        let task = tokio::spawn(driver.run());
+        until(&handle, "the refusal", |n| !n.refused.is_empty()).await;
+        let stopped = stop(handle, task).await;
+        assert_eq!(
+            stopped.node.refused,
+            [(nowhere, SendRefused::Invalid)],
+            "{backend:?}"
+        );
+        let counters = stopped.socket.counters();
+        assert_eq!(
+            (counters.datagrams_sent, counters.send_errors),
+            (2, 1),
+            "{backend:?}"
+        );
+        peer.set_nonblocking(true).expect("nonblocking");
+        let mut buf = [0u8; 16];
+        for _ in 0..2 {
+            let (len, _) = peer
+                .recv_from(&mut buf)
+                .expect("both good datagrams arrived");
+            assert_eq!(&buf[..len], b"ping");
+        }
     }
 }
