@@ -4,9 +4,11 @@
 //! contract that `cargo xtask bench` reads: metrics on standard output, one
 //! JSON object per line; progress on standard error. Each benchmark group
 //! lives in its own module and belongs to one level; level 2 has the sockio
-//! backend matrix with its raw-syscall ceilings.
+//! backend matrix with its raw-syscall ceilings, and tern-peer's endpoint
+//! driver beside raw tern-sockio.
 
 mod cli;
+mod driver;
 #[cfg(feature = "quinn")]
 mod e2e;
 mod raw;
@@ -30,6 +32,7 @@ pub(crate) trait Group {
 fn groups(args: &Args) -> Vec<Box<dyn Group>> {
     let mut all: Vec<Box<dyn Group>> = Vec::new();
     all.extend(sockio_matrix::groups(args));
+    all.extend(driver::groups(args));
     #[cfg(feature = "quinn")]
     all.extend(e2e::groups(args));
     all.retain(|g| args.levels.contains(&g.level()) && g.selected(args));

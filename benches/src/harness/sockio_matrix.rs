@@ -332,9 +332,9 @@ impl SockioGroup {
     }
 }
 
-/// One sample through Tern's sockets: sender and receiver threads, each on
+/// One sample through Tern's sockets (also the ceiling of the driver group): sender and receiver threads, each on
 /// its own current-thread runtime, both on `backend`.
-fn run_tern(
+pub(crate) fn run_tern(
     backend: Backend,
     payload: usize,
     batch: usize,

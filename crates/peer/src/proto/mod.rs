@@ -19,11 +19,15 @@
 //! And what each path of a connection needs: [`Path`], the peer's address
 //! with its validation (for roaming peers), and [`PathMtu`], the search for
 //! the largest datagram it carries.
+//!
+//! [`Node`] is the contract between all of this and the I/O: the calls an
+//! endpoint driver makes, in the order it makes them.
 
 mod amplification;
 mod flow_control;
 mod intro_limit;
 mod messages;
+mod node;
 mod path;
 mod path_mtu;
 mod range_set;
@@ -40,6 +44,7 @@ pub use amplification::{AMPLIFICATION_FACTOR, AmplificationLimit};
 pub use flow_control::{FlowControlError, RecvWindow, SendCredit};
 pub use intro_limit::{IntroLimiter, IntroLimiterConfig, IntroRefused};
 pub use messages::{MESSAGE_WINDOW, MessageReceiver, MessageSender, MessageWindowError};
+pub use node::{Node, SendRefused, Transmit, TransmitLimits};
 pub use path::{CHALLENGES_KEPT, ChallengeToken, Path, PathTimeout};
 pub use path_mtu::{MAX_PROBES, PathMtu, PathMtuConfig};
 pub use range_set::{Gaps, RangeSet};

@@ -1,0 +1,144 @@
+//! [`DriverConfig`]: how an endpoint driver sets up its socket and bounds its work.
+
+use tern_sockio::{Backend, SocketConfig};
+
+/// How a [`Driver`](crate::driver::Driver) sets up its socket and how much
+/// work it does per loop turn. Builder style; `Default` gives the values
+/// documented on each method.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DriverConfig {
+    backend: Option<Backend>,
+    max_udp_payload: usize,
+    send_buffer_size: usize,
+    recv_buffer_size: usize,
+    batch_size: usize,
+    send_datagrams_per_turn: usize,
+    recv_batches_per_turn: usize,
+    reuse_port: bool,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        let socket = SocketConfig::default();
+        Self {
+            backend: None,
+            max_udp_payload: 1452,
+            send_buffer_size: socket.send_buffer_size,
+            recv_buffer_size: socket.recv_buffer_size,
+            batch_size: socket.batch_size,
+            send_datagrams_per_turn: 256,
+            recv_batches_per_turn: 4,
+            reuse_port: false,
+        }
+    }
+}
+
+impl DriverConfig {
+    /// Forces a tern-sockio backend. Default `None` (Auto): the backend named
+    /// by [`tern_sockio::BACKEND_ENV`] if set, else the best the kernel has.
+    pub fn backend(mut self, backend: Option<Backend>) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// Largest UDP payload in bytes the node may write per datagram, and the
+    /// receive slot size without GRO. Default 1452 (what an Ethernet path
+    /// carries over IPv6 with room for tunnels); at least 1.
+    pub fn max_udp_payload(mut self, bytes: usize) -> Self {
+        self.max_udp_payload = bytes.max(1);
+        self
+    }
+
+    /// Requested `SO_SNDBUF` in bytes. Default 4 MiB.
+    pub fn send_buffer_size(mut self, bytes: usize) -> Self {
+        self.send_buffer_size = bytes;
+        self
+    }
+
+    /// Requested `SO_RCVBUF` in bytes. Default 8 MiB: a deep queue is what
+    /// keeps bursts from being dropped while the driver is busy.
+    pub fn recv_buffer_size(mut self, bytes: usize) -> Self {
+        self.recv_buffer_size = bytes;
+        self
+    }
+
+    /// Messages per batching system call (receive slots, and messages per
+    /// `sendmmsg`), 1..=1024. Default 64.
+    pub fn batch_size(mut self, messages: usize) -> Self {
+        self.batch_size = messages.clamp(1, 1024);
+        self
+    }
+
+    /// Most datagrams the driver gathers from the node per loop turn: the send
+    /// buffer holds this many datagrams of [`max_udp_payload`](Self::max_udp_payload)
+    /// bytes. Default 256 (372 KiB at 1452 B); at least 1.
+    pub fn send_datagrams_per_turn(mut self, datagrams: usize) -> Self {
+        self.send_datagrams_per_turn = datagrams.max(1);
+        self
+    }
+
+    /// Most receive batches handed to the node per loop turn before the
+    /// driver looks at its timer and sends. Default 4; at least 1.
+    pub fn recv_batches_per_turn(mut self, batches: usize) -> Self {
+        self.recv_batches_per_turn = batches.max(1);
+        self
+    }
+
+    /// Sets `SO_REUSEPORT`, so that several endpoints, one per core, each with
+    /// its own driver, can bind the same port (the kernel keeps each peer on
+    /// one of them). Default off.
+    pub fn reuse_port(mut self, on: bool) -> Self {
+        self.reuse_port = on;
+        self
+    }
+
+    /// The configured largest UDP payload in bytes.
+    pub fn udp_payload(&self) -> usize {
+        self.max_udp_payload
+    }
+
+    /// The configured most datagrams gathered per turn.
+    pub fn datagrams_per_turn(&self) -> usize {
+        self.send_datagrams_per_turn
+    }
+
+    /// The configured most receive batches per turn.
+    pub fn recv_batches(&self) -> usize {
+        self.recv_batches_per_turn
+    }
+
+    /// The tern-sockio configuration of the driver's socket.
+    pub fn socket_config(&self) -> SocketConfig {
+        let mut socket = SocketConfig::default();
+        socket.backend = self.backend;
+        socket.batch_size = self.batch_size;
+        socket.send_buffer_size = self.send_buffer_size;
+        socket.recv_buffer_size = self.recv_buffer_size;
+        socket.max_datagram_size = self.max_udp_payload;
+        socket.reuse_port = self.reuse_port;
+        socket
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builder_reaches_the_socket_configuration_and_clamps_its_limits() {
+        let config = DriverConfig::default()
+            .backend(Some(Backend::Portable))
+            .max_udp_payload(1200)
+            .batch_size(5000)
+            .send_datagrams_per_turn(0)
+            .recv_batches_per_turn(0)
+            .reuse_port(true);
+        let socket = config.socket_config();
+        assert_eq!(socket.backend, Some(Backend::Portable));
+        assert_eq!(socket.max_datagram_size, 1200);
+        assert_eq!(socket.batch_size, 1024);
+        assert!(socket.reuse_port);
+        assert_eq!((config.datagrams_per_turn(), config.recv_batches()), (1, 1));
+        assert_eq!(DriverConfig::default().udp_payload(), 1452);
+    }
+}

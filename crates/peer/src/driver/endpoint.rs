@@ -1,0 +1,467 @@
+//! [`Driver`]: the one task per endpoint that owns the socket and runs a
+//! [`Node`]; [`DriverHandle`]: how the application reaches the node.
+
+use std::future::{Future, poll_fn};
+use std::io;
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::Poll;
+use std::time::Duration;
+
+use tern_sockio::{Backend, CounterSnapshot, CountersHandle, RecvBuffers, UdpSocket};
+use tokio::sync::Notify;
+
+use crate::driver::config::DriverConfig;
+use crate::driver::send_arena::{Filled, SendArena};
+use crate::proto::Node;
+
+/// How often the mapping from the node's clock (quanta) to tokio's timer
+/// clock is taken again, so that the two never drift apart by more than a
+/// rounding error.
+const REANCHOR: Duration = Duration::from_secs(1);
+
+/// The most payload bytes of one GSO message (the largest UDP payload over
+/// IPv4): runs are kept within it so that each leaves as one message.
+const MAX_GSO_BYTES: usize = 65_507;
+
+/// Runs one [`Node`] over one UDP socket: the endpoint's only task.
+///
+/// Each loop turn reads the clock once and then, holding the node's lock:
+/// hands the node up to [`DriverConfig::recv_batches_per_turn`] receive
+/// batches, datagram by datagram, in place in the receive buffers; calls
+/// `handle_timeout` if its deadline has passed; gathers its transmits into
+/// the send arena (up to [`DriverConfig::send_datagrams_per_turn`]
+/// datagrams, same-destination equal-size datagrams coalesced into GSO runs);
+/// and asks for its next deadline. Then, without the lock, it sends the
+/// batch. It sleeps until the socket is readable, the timer expires, the
+/// socket is writable (only while a send is pending), or a
+/// [`DriverHandle`] wakes it; a turn that stopped at one of its bounds yields
+/// to the runtime and runs again at once.
+///
+/// Per packet there is no task, channel, lock, copy or allocation: buffers
+/// are allocated here once, and the node's lock is taken once per turn
+/// (handles take it for as long as their closure runs).
+pub struct Driver<N> {
+    socket: UdpSocket,
+    shared: Arc<Shared<N>>,
+    recv: RecvBuffers,
+    arena: SendArena,
+    config: DriverConfig,
+    local: SocketAddr,
+}
+
+/// What the driver and its handles share.
+struct Shared<N> {
+    /// The node; `None` once the driver has stopped and given it back.
+    node: Mutex<Option<N>>,
+    wake: Notify,
+    stop: AtomicBool,
+    stats: Stats,
+    counters: CountersHandle,
+    local: SocketAddr,
+    backend: Backend,
+}
+
+impl<N> Shared<N> {
+    fn lock(&self) -> MutexGuard<'_, Option<N>> {
+        // A handle's closure that panicked leaves the node as it was; the
+        // driver carries on with it rather than spreading the panic.
+        self.node.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The driver's own counters (one relaxed add per turn each).
+#[derive(Debug, Default)]
+struct Stats {
+    turns: AtomicU64,
+    datagrams_in: AtomicU64,
+    datagrams_out: AtomicU64,
+    send_waits: AtomicU64,
+    timeouts: AtomicU64,
+    wakes: AtomicU64,
+    refusals: AtomicU64,
+}
+
+/// A copy of a driver's counters at one moment, all since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DriverStats {
+    /// Loop turns.
+    pub turns: u64,
+    /// Datagrams handed to the node's `handle_datagram`.
+    pub datagrams_in: u64,
+    /// Datagrams the node wrote in `poll_transmit` (each segment of a run counts).
+    pub datagrams_out: u64,
+    /// Times the socket was full and the driver waited for it to be writable.
+    pub send_waits: u64,
+    /// Calls of the node's `handle_timeout`.
+    pub timeouts: u64,
+    /// Wake-ups from a [`DriverHandle`].
+    pub wakes: u64,
+    /// Datagrams the kernel refused for their destination or size, reported
+    /// to the node.
+    pub refusals: u64,
+}
+
+impl Stats {
+    fn snapshot(&self) -> DriverStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        DriverStats {
+            turns: get(&self.turns),
+            datagrams_in: get(&self.datagrams_in),
+            datagrams_out: get(&self.datagrams_out),
+            send_waits: get(&self.send_waits),
+            timeouts: get(&self.timeouts),
+            wakes: get(&self.wakes),
+            refusals: get(&self.refusals),
+        }
+    }
+}
+
+fn bump(counter: &AtomicU64, n: u64) {
+    if n > 0 {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// What a stopped driver gives back.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Stopped<N> {
+    /// The node, as the last turn left it.
+    pub node: N,
+    /// The socket, with its counters.
+    pub socket: UdpSocket,
+}
+
+/// The node is gone: the driver has stopped and given it back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the endpoint driver has stopped")]
+#[non_exhaustive]
+pub struct DriverStopped;
+
+impl From<DriverStopped> for io::Error {
+    fn from(e: DriverStopped) -> Self {
+        io::Error::new(io::ErrorKind::NotConnected, e)
+    }
+}
+
+/// Why the driver woke.
+enum Woken {
+    /// A receive batch is in the buffers.
+    Received,
+    /// The socket took some of the pending sends.
+    Sent,
+    /// The timer expired.
+    Timer,
+    /// A handle woke it.
+    Wake,
+}
+
+impl<N: Node> Driver<N> {
+    /// Binds a socket to `addr` as `config` says and puts `node` behind it.
+    /// Must be called inside a tokio runtime with I/O and time enabled.
+    pub fn bind(
+        addr: SocketAddr,
+        node: N,
+        config: &DriverConfig,
+    ) -> io::Result<(Self, DriverHandle<N>)> {
+        let socket = UdpSocket::bind(addr, config.socket_config())?;
+        Self::new(socket, node, config)
+    }
+
+    /// Puts `node` behind an already bound `socket`. `config` gives the
+    /// per-turn bounds and the largest datagram; its socket settings are not
+    /// applied again.
+    pub fn new(
+        socket: UdpSocket,
+        node: N,
+        config: &DriverConfig,
+    ) -> io::Result<(Self, DriverHandle<N>)> {
+        let local = socket.local_addr()?;
+        let shared = Arc::new(Shared {
+            node: Mutex::new(Some(node)),
+            wake: Notify::new(),
+            stop: AtomicBool::new(false),
+            stats: Stats::default(),
+            counters: socket.counters_handle(),
+            local,
+            backend: socket.backend(),
+        });
+        let recv = socket.new_recv_buffers();
+        let arena = SendArena::new(config.datagrams_per_turn(), config.udp_payload());
+        let handle = DriverHandle {
+            guard: Arc::new(HandleGuard(Arc::clone(&shared))),
+        };
+        let driver = Self {
+            socket,
+            shared,
+            recv,
+            arena,
+            config: config.clone(),
+            local,
+        };
+        Ok((driver, handle))
+    }
+
+    /// Runs until a handle calls [`DriverHandle::stop`] or every handle is
+    /// dropped, then sends what it had already taken from the node and gives
+    /// back the node and the socket. An error of the socket itself (not of
+    /// one datagram, which the socket skips and counts) ends it early; the
+    /// node then stays where handles can still reach it.
+    ///
+    /// A future to spawn (`tokio::spawn(driver.run())`) or to run on a thread
+    /// of its own (`runtime.block_on(driver.run())`).
+    pub async fn run(mut self) -> io::Result<Stopped<N>> {
+        let clock = quanta::Clock::new();
+        let shared = Arc::clone(&self.shared);
+        let mut timer = pin!(tokio::time::sleep(Duration::ZERO));
+        let mut armed: Option<quanta::Instant> = None;
+        let mut anchor = (clock.now(), tokio::time::Instant::now());
+        let mut received = false;
+        let mut fired = false;
+        // A run is one GSO message: at most 64 segments and 65 507 bytes.
+        let max_segments_cap = (MAX_GSO_BYTES / self.config.udp_payload()).max(1);
+        loop {
+            if shared.stop.load(Ordering::Acquire) {
+                break;
+            }
+            let now = clock.now();
+            let busy;
+            let deadline;
+            {
+                let mut guard = shared.lock();
+                let Some(node) = guard.as_mut() else {
+                    break;
+                };
+                // 1. Datagrams, a bounded number of batches.
+                let mut batches = 0;
+                let mut datagrams = 0;
+                if std::mem::take(&mut received) {
+                    datagrams += self.deliver(node, now);
+                    batches += 1;
+                }
+                let mut more_queued = false;
+                while batches < self.config.recv_batches() {
+                    match self.socket.try_recv(&mut self.recv) {
+                        Ok(_) => datagrams += self.deliver(node, now),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) => return Err(e),
+                    }
+                    batches += 1;
+                    more_queued = batches == self.config.recv_batches();
+                }
+                bump(&shared.stats.datagrams_in, datagrams);
+                let mut refusals = 0;
+                for (destination, reason) in self.arena.take_refused() {
+                    node.handle_send_refused(now, destination, reason);
+                    refusals += 1;
+                }
+                bump(&shared.stats.refusals, refusals);
+                // 2. The timer, if its deadline (asked again after the
+                //    datagrams, which may have moved it) has passed.
+                if node.poll_timeout().is_some_and(|d| d <= now) {
+                    node.handle_timeout(now);
+                    bump(&shared.stats.timeouts, 1);
+                }
+                // 3. Transmits, unless earlier ones still wait for room.
+                let mut more_to_send = false;
+                if self.arena.is_empty() {
+                    let segments = self.socket.max_transmit_segments().min(max_segments_cap);
+                    let (filled, datagrams) = self.arena.fill(node, now, segments);
+                    bump(&shared.stats.datagrams_out, datagrams as u64);
+                    more_to_send = filled == Filled::Full;
+                }
+                // 4. The next deadline.
+                deadline = node.poll_timeout();
+                busy = more_queued || more_to_send;
+            }
+            bump(&shared.stats.turns, 1);
+            let all_sent = self.arena.try_send(&mut self.socket)?;
+            if !all_sent {
+                bump(&shared.stats.send_waits, 1);
+            }
+            if busy && all_sent {
+                // More work is waiting: let the runtime's other tasks run,
+                // then take the next turn without sleeping.
+                tokio::task::yield_now().await;
+                continue;
+            }
+            if deadline != armed {
+                armed = deadline;
+                if let Some(deadline) = deadline {
+                    if fired || now.saturating_duration_since(anchor.0) > REANCHOR {
+                        anchor = (now, tokio::time::Instant::now());
+                    }
+                    let at = anchor.1 + deadline.saturating_duration_since(anchor.0);
+                    timer.as_mut().reset(at);
+                }
+            }
+            let notified = pin!(shared.wake.notified());
+            let woken = self.wait(notified, timer.as_mut(), armed.is_some()).await?;
+            fired = false;
+            match woken {
+                Woken::Received => received = true,
+                Woken::Wake => bump(&shared.stats.wakes, 1),
+                Woken::Sent => {}
+                Woken::Timer => {
+                    // Re-arm from a fresh reading of both clocks even if
+                    // the deadline stays: a timer that fired a hair before
+                    // the node's clock reached the deadline then sleeps
+                    // again instead of firing at once, turn after turn.
+                    armed = None;
+                    fired = true;
+                }
+            }
+        }
+        self.finish().await
+    }
+
+    /// Hands every datagram of the last receive to the node; how many.
+    fn deliver(&mut self, node: &mut N, now: quanta::Instant) -> u64 {
+        let mut count = 0;
+        for (from, datagram) in self.recv.datagrams_mut() {
+            node.handle_datagram(now, self.local, from, datagram);
+            count += 1;
+        }
+        count
+    }
+
+    /// Sleeps until something needs the driver.
+    async fn wait(
+        &mut self,
+        mut notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+        mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
+        timer_armed: bool,
+    ) -> io::Result<Woken> {
+        let Self {
+            socket,
+            recv,
+            arena,
+            ..
+        } = self;
+        poll_fn(|cx| {
+            if notified.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Ok(Woken::Wake));
+            }
+            if !arena.is_empty()
+                && let Poll::Ready(result) = arena.poll_send(socket, cx)
+            {
+                return Poll::Ready(result.map(|()| Woken::Sent));
+            }
+            if let Poll::Ready(result) = socket.poll_recv(cx, recv) {
+                return Poll::Ready(result.map(|_| Woken::Received));
+            }
+            if timer_armed && timer.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Ok(Woken::Timer));
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Sends what was taken from the node, then gives back node and socket.
+    async fn finish(mut self) -> io::Result<Stopped<N>> {
+        while !self.arena.is_empty() {
+            let Self { socket, arena, .. } = &mut self;
+            poll_fn(|cx| arena.poll_send(socket, cx)).await?;
+        }
+        let node = self
+            .shared
+            .lock()
+            .take()
+            .ok_or(io::Error::other(DriverStopped))?;
+        Ok(Stopped {
+            node,
+            socket: self.socket,
+        })
+    }
+}
+
+/// Stops the driver when the last handle goes.
+struct HandleGuard<N>(Arc<Shared<N>>);
+
+impl<N> Drop for HandleGuard<N> {
+    fn drop(&mut self) {
+        self.0.stop.store(true, Ordering::Release);
+        self.0.wake.notify_one();
+    }
+}
+
+/// The application's side of a [`Driver`]: reach the node, wake the driver,
+/// read counters, stop it. Cheap to clone; when the last clone is dropped
+/// the driver stops as if [`stop`](Self::stop) had been called.
+pub struct DriverHandle<N> {
+    guard: Arc<HandleGuard<N>>,
+}
+
+impl<N> Clone for DriverHandle<N> {
+    fn clone(&self) -> Self {
+        Self {
+            guard: Arc::clone(&self.guard),
+        }
+    }
+}
+
+impl<N> std::fmt::Debug for DriverHandle<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DriverHandle")
+            .field("local_addr", &self.shared().local)
+            .field("backend", &self.shared().backend)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<N> DriverHandle<N> {
+    fn shared(&self) -> &Shared<N> {
+        &self.guard.0
+    }
+
+    /// Runs `f` on the node under its lock, then wakes the driver so that it
+    /// sees what `f` changed (new data to send, a timer moved). The driver
+    /// waits for the lock while `f` runs: keep `f` short.
+    pub fn with_node<R>(&self, f: impl FnOnce(&mut N) -> R) -> Result<R, DriverStopped> {
+        let result = {
+            let mut guard = self.shared().lock();
+            let node = guard.as_mut().ok_or(DriverStopped)?;
+            f(node)
+        };
+        self.wake();
+        Ok(result)
+    }
+
+    /// Wakes the driver for a turn. Wakes that arrive while it is busy are
+    /// remembered (one is enough) and never lost.
+    pub fn wake(&self) {
+        self.shared().wake.notify_one();
+    }
+
+    /// Asks the driver to stop after the turn it is in; its
+    /// [`run`](Driver::run) then returns the node and the socket.
+    pub fn stop(&self) {
+        self.shared().stop.store(true, Ordering::Release);
+        self.wake();
+    }
+
+    /// The address the driver's socket is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared().local
+    }
+
+    /// The tern-sockio backend the socket started with.
+    pub fn backend(&self) -> Backend {
+        self.shared().backend
+    }
+
+    /// The driver's counters now.
+    pub fn stats(&self) -> DriverStats {
+        self.shared().stats.snapshot()
+    }
+
+    /// The socket's counters now (system calls, datagrams, drops).
+    pub fn socket_counters(&self) -> CounterSnapshot {
+        self.shared().counters.snapshot()
+    }
+}

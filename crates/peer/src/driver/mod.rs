@@ -1,0 +1,49 @@
+//! The endpoint driver: the I/O half of an endpoint, on tokio and tern-sockio.
+//!
+//! One [`Driver`] task owns one UDP socket and runs one sans-IO
+//! [`Node`](crate::proto::Node) over it — the future endpoint with all its
+//! connections, or any node that implements the trait. It is the only place
+//! in tern-peer that owns a socket or reads a clock.
+//!
+//! How it is meant to be used:
+//! - One [`Driver`] per endpoint (per socket). [`Driver::bind`] opens the
+//!   socket as [`DriverConfig`] says; [`Driver::run`] is the loop, to spawn
+//!   on any tokio runtime or to run with `block_on` on a thread of its own
+//!   (what the level-2 benchmark does, one current-thread runtime per
+//!   endpoint).
+//! - The application reaches the node through [`DriverHandle::with_node`]:
+//!   it takes the node's lock (the same lock the driver takes once per loop
+//!   turn, never per packet), runs the closure and wakes the driver, which
+//!   then sends whatever the closure queued. Keep closures short.
+//! - Several endpoints on one port, one per core, each with its own driver:
+//!   [`DriverConfig::reuse_port`].
+//! - [`DriverHandle::stop`], or dropping every handle, ends the loop: the
+//!   driver sends what it had already taken from the node and returns
+//!   [`Stopped`], the node and the socket. No task outlives it.
+//! - [`DriverHandle::stats`] and [`DriverHandle::socket_counters`] show what
+//!   it does: turns, datagrams in and out, waits for a full socket, and
+//!   tern-sockio's datagrams per system call.
+//!
+//! ```no_run
+//! # use tern_peer::proto::Node;
+//! # async fn example<N: Node + Send + 'static>(node: N) -> Result<(), Box<dyn std::error::Error>> {
+//! use tern_peer::driver::{Driver, DriverConfig};
+//!
+//! let config = DriverConfig::default().max_udp_payload(1452);
+//! let (driver, handle) = Driver::bind("0.0.0.0:7000".parse()?, node, &config)?;
+//! let task = tokio::spawn(driver.run());
+//! // The application reaches the node through the handle; the driver wakes.
+//! handle.with_node(|node| { /* queue data, open a connection, ... */ })?;
+//! handle.stop();
+//! let stopped = task.await??;
+//! println!("{:?}", stopped.socket.counters());
+//! # Ok(())
+//! # }
+//! ```
+
+mod config;
+mod endpoint;
+mod send_arena;
+
+pub use config::DriverConfig;
+pub use endpoint::{Driver, DriverHandle, DriverStats, DriverStopped, Stopped};
