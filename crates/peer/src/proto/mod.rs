@@ -14,7 +14,8 @@
 //! (bytes copied in once and out once, resent as ranges, reassembled from
 //! any order), whole messages that fit a packet ([`MessageSender`],
 //! [`MessageReceiver`]: resent whole, delivered once, never held behind
-//! each other), and flow control ([`RecvWindow`], [`SendCredit`]).
+//! each other), flow control ([`RecvWindow`], [`SendCredit`]) and stream
+//! numbering with per-side limits ([`StreamId`], [`StreamLimits`]).
 //!
 //! And what each path of a connection needs: [`Path`], the peer's address
 //! with its validation (for roaming peers), and [`PathMtu`], the search for
@@ -35,6 +36,7 @@ mod receiver_index;
 mod recv_stream;
 mod ring;
 mod send_stream;
+mod stream_id;
 #[cfg(test)]
 mod stream_tests;
 #[cfg(test)]
@@ -51,3 +53,4 @@ pub use range_set::{Gaps, RangeSet};
 pub use receiver_index::{IndexFull, ReceiverIndex};
 pub use recv_stream::{RecvStream, StreamError};
 pub use send_stream::{SendChunk, SendStream};
+pub use stream_id::{Direction, Side, StreamId, StreamIdError, StreamLimits};

@@ -1,0 +1,242 @@
+//! Stream numbers and how many each side may open.
+//!
+//! A stream id carries who opened it and whether it flows both ways, in its
+//! two low bits (as in RFC 9000 §2.1), so both peers open streams at once
+//! without ever picking the same number: bit 0 is the opener (0: the
+//! connection's initiator, 1: its responder), bit 1 the direction (0: both
+//! ways, 1: one way, from the opener). Each side tells the other how many
+//! streams of each direction it may open ([`StreamLimits`]); a frame for a
+//! stream beyond that, or flowing the wrong way, is a protocol error.
+
+/// Which side of the connection an endpoint is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// It sent the intro.
+    Initiator,
+    /// It answered the intro.
+    Responder,
+}
+
+/// Whether a stream flows both ways or only from its opener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Both ways.
+    Bi,
+    /// From the opener to the other side only (messages too large for a
+    /// packet travel on these).
+    Uni,
+}
+
+/// A stream's number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamId(pub u64);
+
+impl StreamId {
+    /// The `index`-th stream of its kind opened by `side`.
+    pub fn new(side: Side, direction: Direction, index: u64) -> Self {
+        let opener = u64::from(side == Side::Responder);
+        let uni = u64::from(direction == Direction::Uni) << 1;
+        Self(index << 2 | uni | opener)
+    }
+
+    /// Who opened it.
+    pub fn opener(self) -> Side {
+        if self.0 & 1 == 0 {
+            Side::Initiator
+        } else {
+            Side::Responder
+        }
+    }
+
+    /// Which way it flows.
+    pub fn direction(self) -> Direction {
+        if self.0 & 2 == 0 {
+            Direction::Bi
+        } else {
+            Direction::Uni
+        }
+    }
+
+    /// Its position among the streams of its kind and opener.
+    pub fn index(self) -> u64 {
+        self.0 >> 2
+    }
+}
+
+/// A peer used a stream it may not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamIdError {
+    /// Beyond the number of streams it was allowed to open.
+    #[error("stream {0:?} is beyond the peer's stream limit")]
+    Limit(StreamId),
+    /// Data on a one-way stream of ours, which only we send on.
+    #[error("stream {0:?} is one-way from this side")]
+    WrongDirection(StreamId),
+}
+
+/// Streams opened and allowed, for one direction, on both sides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Counts {
+    /// Streams this side opened.
+    opened_local: u64,
+    /// Streams the peer lets this side open.
+    allowed_local: u64,
+    /// Streams this side lets the peer open (advertised).
+    allowed_remote: u64,
+}
+
+/// Both sides' stream counts of one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamLimits {
+    side: Side,
+    bi: Counts,
+    uni: Counts,
+}
+
+impl StreamLimits {
+    /// This side is `side`; it lets the peer open `bi` and `uni` streams,
+    /// and may open `peer_bi` and `peer_uni` until the peer says more.
+    pub fn new(side: Side, bi: u64, uni: u64, peer_bi: u64, peer_uni: u64) -> Self {
+        let counts = |allowed_remote, allowed_local| Counts {
+            opened_local: 0,
+            allowed_local,
+            allowed_remote,
+        };
+        Self {
+            side,
+            bi: counts(bi, peer_bi),
+            uni: counts(uni, peer_uni),
+        }
+    }
+
+    fn counts(&mut self, direction: Direction) -> &mut Counts {
+        match direction {
+            Direction::Bi => &mut self.bi,
+            Direction::Uni => &mut self.uni,
+        }
+    }
+
+    /// Opens the next local stream of `direction`, if the peer allows one more.
+    pub fn open(&mut self, direction: Direction) -> Option<StreamId> {
+        let side = self.side;
+        let counts = self.counts(direction);
+        if counts.opened_local >= counts.allowed_local {
+            return None;
+        }
+        counts.opened_local += 1;
+        Some(StreamId::new(side, direction, counts.opened_local - 1))
+    }
+
+    /// The peer raised how many streams of `direction` this side may open
+    /// (frames may arrive out of order: only a raise counts).
+    pub fn on_max_streams(&mut self, direction: Direction, count: u64) {
+        let counts = self.counts(direction);
+        counts.allowed_local = counts.allowed_local.max(count);
+    }
+
+    /// This side lets the peer open `count` streams of `direction` in all.
+    pub fn allow_remote(&mut self, direction: Direction, count: u64) {
+        let counts = self.counts(direction);
+        counts.allowed_remote = counts.allowed_remote.max(count);
+    }
+
+    /// Checks a stream a frame from the peer names: one the peer may have
+    /// opened, or one of ours it may send on. `sends_data` is whether the
+    /// frame carries data toward this side (a stream frame) rather than
+    /// about our sending (stop-sending, flow control).
+    pub fn check_remote(&self, id: StreamId, sends_data: bool) -> Result<(), StreamIdError> {
+        let counts = match id.direction() {
+            Direction::Bi => &self.bi,
+            Direction::Uni => &self.uni,
+        };
+        if id.opener() == self.side {
+            // One of ours: it must exist, and data may come back only on bi.
+            if id.index() >= counts.opened_local {
+                return Err(StreamIdError::Limit(id));
+            }
+            if sends_data && id.direction() == Direction::Uni {
+                return Err(StreamIdError::WrongDirection(id));
+            }
+            return Ok(());
+        }
+        if id.index() >= counts.allowed_remote {
+            return Err(StreamIdError::Limit(id));
+        }
+        if !sends_data && id.direction() == Direction::Uni {
+            // The peer's one-way stream: we never send on it.
+            return Err(StreamIdError::WrongDirection(id));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_name_their_opener_direction_and_index_without_collisions() {
+        let mut seen = std::collections::HashSet::new();
+        for side in [Side::Initiator, Side::Responder] {
+            for direction in [Direction::Bi, Direction::Uni] {
+                for index in 0..50 {
+                    let id = StreamId::new(side, direction, index);
+                    assert_eq!(
+                        (id.opener(), id.direction(), id.index()),
+                        (side, direction, index)
+                    );
+                    assert!(seen.insert(id));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn opening_stops_at_the_peers_limit_until_it_raises_it() {
+        let mut limits = StreamLimits::new(Side::Initiator, 10, 10, 2, 1);
+        assert_eq!(limits.open(Direction::Bi), Some(StreamId(0)));
+        assert_eq!(limits.open(Direction::Bi), Some(StreamId(4)));
+        assert_eq!(limits.open(Direction::Bi), None);
+        limits.on_max_streams(Direction::Bi, 1);
+        assert_eq!(
+            limits.open(Direction::Bi),
+            None,
+            "a lower limit is no limit"
+        );
+        limits.on_max_streams(Direction::Bi, 3);
+        assert_eq!(limits.open(Direction::Bi), Some(StreamId(8)));
+        assert_eq!(limits.open(Direction::Uni), Some(StreamId(2)));
+    }
+
+    #[test]
+    fn a_peer_is_held_to_its_limit_and_to_each_streams_direction() {
+        let mut me = StreamLimits::new(Side::Responder, 2, 1, 5, 5);
+        let peer_bi = |i| StreamId::new(Side::Initiator, Direction::Bi, i);
+        let peer_uni = |i| StreamId::new(Side::Initiator, Direction::Uni, i);
+        assert_eq!(me.check_remote(peer_bi(1), true), Ok(()));
+        assert_eq!(
+            me.check_remote(peer_bi(2), true),
+            Err(StreamIdError::Limit(peer_bi(2)))
+        );
+        assert_eq!(me.check_remote(peer_uni(0), true), Ok(()));
+        assert_eq!(
+            me.check_remote(peer_uni(0), false),
+            Err(StreamIdError::WrongDirection(peer_uni(0)))
+        );
+        me.allow_remote(Direction::Bi, 3);
+        assert_eq!(me.check_remote(peer_bi(2), true), Ok(()));
+        // Our own streams: only those opened, and no data back on one-way ones.
+        let ours = me.open(Direction::Uni).expect("allowed");
+        assert_eq!(
+            me.check_remote(ours, true),
+            Err(StreamIdError::WrongDirection(ours))
+        );
+        assert_eq!(me.check_remote(ours, false), Ok(()));
+        let never_opened = StreamId::new(Side::Responder, Direction::Bi, 0);
+        assert_eq!(
+            me.check_remote(never_opened, true),
+            Err(StreamIdError::Limit(never_opened))
+        );
+    }
+}
