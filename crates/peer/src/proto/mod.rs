@@ -15,7 +15,9 @@
 //! any order), whole messages that fit a packet ([`MessageSender`],
 //! [`MessageReceiver`]: resent whole, delivered once, never held behind
 //! each other), flow control ([`RecvWindow`], [`SendCredit`]) and stream
-//! numbering with per-side limits ([`StreamId`], [`StreamLimits`]).
+//! numbering with per-side limits ([`StreamId`], [`StreamLimits`]); what a
+//! packet carried is a fixed-size [`CarriedRecord`] kept in the sent-packet
+//! tracker, so lost information is sent again as new frames.
 //!
 //! And what each path of a connection needs: [`Path`], the peer's address
 //! with its validation (for roaming peers), and [`PathMtu`], the search for
@@ -25,6 +27,7 @@
 //! endpoint driver makes, in the order it makes them.
 
 mod amplification;
+mod carried;
 mod flow_control;
 mod intro_limit;
 mod messages;
@@ -43,6 +46,7 @@ mod stream_tests;
 mod test_rng;
 
 pub use amplification::{AMPLIFICATION_FACTOR, AmplificationLimit};
+pub use carried::{CARRIED_MAX, Carried, CarriedRecord};
 pub use flow_control::{FlowControlError, RecvWindow, SendCredit};
 pub use intro_limit::{IntroLimiter, IntroLimiterConfig, IntroRefused};
 pub use messages::{MESSAGE_WINDOW, MessageReceiver, MessageSender, MessageWindowError};
