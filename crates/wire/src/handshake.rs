@@ -36,9 +36,9 @@
 //! [`ConnectionKeys`], and the compiler refuses a second:
 //!
 //! ```compile_fail
-//! # fn twice(pending: tern_wire::PendingIntro, reply: &mut [u8]) {
+//! # fn twice(pending: tern_wire::PendingIntro, reply: &mut [u8], repeat: &mut [u8]) {
 //! let first = pending.open_reply(reply);
-//! let second = pending.open_reply(reply); // `pending` was moved
+//! let second = pending.open_reply(repeat); // error: `pending` was moved
 //! # }
 //! ```
 //!
