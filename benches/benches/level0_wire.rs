@@ -1,11 +1,13 @@
 //! Level 0 benchmarks of tern-wire: packet protection, frame codec, nonce
-//! construction, whole-packet creation and the RSA intro.
+//! construction, whole-packet creation, key update, receiver-index lookup
+//! and the RSA + X25519 + HKDF handshake.
 //!
 //! Every AEAD figure has its ceiling in the same run: raw `aes-gcm` (and raw
 //! `ring` with `--features ring`) sealing and opening the same number of
 //! bytes, so the cost of Tern's wrapper is the difference. Seal, open, encode
 //! and decode must not allocate; the allocation profiler shows it.
 
+use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use aes_gcm::Aes128Gcm;
@@ -14,8 +16,9 @@ use divan::counter::{BytesCount, ItemsCount};
 use divan::{Bencher, black_box};
 use rand_core::{OsRng, RngCore};
 use tern_wire::{
-    Ack, AckRanges, Backend, Frame, INTRO_LEN, IdentityKey, PacketKey, PacketOpener, PacketSealer,
-    PendingIntro, ReplayGuard, Responder, Stream, TAG_LEN,
+    Ack, AckFrameRanges, Backend, Frame, INTRO_LEN, IdentityKey, KeyConfig, PacketKey,
+    PacketOpener, PacketSealer, PendingIntro, ReplayGuard, Responder, Stream, TAG_LEN,
+    TrafficSecret, peek_receiver_index,
 };
 
 #[global_allocator]
@@ -31,12 +34,26 @@ fn main() {
 const SIZES: &[usize] = &[64, 256, 1024, 1364, 1452];
 const KEY: [u8; 16] = [0x42; 16];
 const IV: [u8; 12] = [0x24; 12];
-/// A data packet header (type byte and a 2-byte packet number), the AEAD's associated data.
-const AAD: [u8; 3] = [0x03, 0x80, 0x01];
+/// A data packet header (type byte, receiver index, 2-byte packet number), the AEAD's associated data.
+const AAD: [u8; 7] = [0x31, 0, 0, 0, 1, 0x00, 0x80];
 const PACKET_NUMBER: u64 = 128;
 
 fn key(backend: Backend) -> PacketKey {
     PacketKey::with_backend(backend, &KEY, &IV)
+}
+
+/// A sealer or opener's key configuration with `backend`.
+fn config(backend: Backend) -> KeyConfig {
+    KeyConfig {
+        backend,
+        ..KeyConfig::default()
+    }
+}
+
+const SECRET: [u8; 32] = [0x42; 32];
+
+fn sealer(backend: Backend) -> PacketSealer {
+    PacketSealer::new(TrafficSecret::from_bytes(SECRET), 1, config(backend))
 }
 
 /// The nonce for `PACKET_NUMBER`, for the raw ciphers.
@@ -216,7 +233,7 @@ mod frame {
 
     fn ack() -> Frame<'static> {
         Frame::Ack(Ack {
-            ranges: AckRanges::new(&ACK_RANGES).expect("valid ranges"),
+            ranges: AckFrameRanges::new(&ACK_RANGES).expect("valid ranges"),
             ack_delay: Duration::from_micros(1_250),
             receive_time: Duration::from_micros(123_456_789),
         })
@@ -300,17 +317,17 @@ mod packet_creation {
     fn tern_with(bencher: Bencher, backend: Backend, size: usize, with_ack: bool) {
         let data = vec![0x5a; size];
         let ranges = [1_000..=1_200u64];
-        let mut sealer = PacketSealer::new(key(backend));
+        let mut sealer = sealer(backend);
         let mut buf = [0u8; 1452];
         let mut offset = 0u64;
         bencher.counter(BytesCount::new(size)).bench_local(|| {
             if sealer.remaining_packets() == 0 {
-                sealer = PacketSealer::new(key(backend));
+                sealer = self::sealer(backend);
             }
             let mut packet = sealer.start(&mut buf).expect("below the limit");
             if with_ack {
                 let ack = Ack {
-                    ranges: AckRanges::new(&ranges).expect("valid"),
+                    ranges: AckFrameRanges::new(&ranges).expect("valid"),
                     ack_delay: Duration::from_micros(500),
                     receive_time: Duration::from_micros(1_000_000),
                 };
@@ -325,7 +342,11 @@ mod packet_creation {
                 }))
                 .expect("fits");
             offset += size as u64;
-            black_box(packet.finish().expect("below the limit"))
+            let (len, number) = packet.finish().expect("below the limit");
+            // The peer acknowledges everything: 1-byte packet numbers would
+            // follow; a 2-byte one is the common case on a busy path.
+            sealer.on_ack(number.saturating_sub(200));
+            black_box(len)
         });
     }
 
@@ -353,8 +374,12 @@ mod packet_creation {
     #[divan::bench(args = [64, 1364])]
     fn open_and_decode(bencher: Bencher, size: usize) {
         let data = vec![0x5a; size];
-        let mut sealer = PacketSealer::new(key(Backend::RustCrypto));
-        let opener = PacketOpener::new(key(Backend::RustCrypto));
+        let mut sealer = sealer(Backend::RustCrypto);
+        let mut opener = PacketOpener::new(
+            TrafficSecret::from_bytes(SECRET),
+            1,
+            config(Backend::RustCrypto),
+        );
         let mut sealed = [0u8; 1452];
         let mut packet = sealer.start(&mut sealed).expect("below the limit");
         packet
@@ -365,10 +390,12 @@ mod packet_creation {
                 data: &data,
             }))
             .expect("fits");
-        let len = packet.finish().expect("below the limit");
+        let (len, _) = packet.finish().expect("below the limit");
         let mut buf = [0u8; 1452];
         bencher.counter(BytesCount::new(size)).bench_local(|| {
             buf[..len].copy_from_slice(&sealed[..len]);
+            // The same packet again: the opener does not track duplicates
+            // (the reliability layer's replay window does).
             let opened = opener.open(black_box(&mut buf[..len])).expect("authentic");
             for frame in opened.frames() {
                 black_box(frame.expect("valid"));
@@ -387,31 +414,45 @@ mod intro {
         KEY.get_or_init(|| IdentityKey::generate(&mut OsRng).expect("RSA key generation"))
     }
 
-    /// The initiator: fresh keys, RSA-OAEP encryption to the responder.
-    #[divan::bench]
-    fn create(bencher: Bencher) {
-        let public = identity().public();
-        let now = SystemTime::now();
-        let mut buf = [0u8; INTRO_LEN];
-        bencher.bench_local(|| {
-            black_box(PendingIntro::write(&public, now, &mut OsRng, &mut buf).expect("writes"))
-        });
+    fn responder() -> Responder {
+        Responder::new(
+            identity().clone(),
+            ReplayGuard::new(Duration::from_secs(30), 1 << 20),
+            KeyConfig::default(),
+        )
     }
 
-    /// The responder: RSA-OAEP decryption (blinded), checks, replay guard,
-    /// packet keys. Every iteration gets a distinct intro.
+    fn write_intro(now: SystemTime, buf: &mut [u8; INTRO_LEN]) -> PendingIntro {
+        PendingIntro::write(
+            &identity().public(),
+            7,
+            KeyConfig::default(),
+            now,
+            &mut OsRng,
+            buf,
+        )
+        .expect("writes")
+    }
+
+    /// The initiator: fresh secret and X25519 key, RSA-OAEP encryption to
+    /// the responder.
+    #[divan::bench]
+    fn create(bencher: Bencher) {
+        let now = SystemTime::now();
+        let mut buf = [0u8; INTRO_LEN];
+        bencher.bench_local(|| black_box(write_intro(now, &mut buf)));
+    }
+
+    /// The responder: RSA-OAEP decryption (blinded), checks, X25519,
+    /// replay guard. Every iteration gets a distinct intro.
     #[divan::bench]
     fn accept(bencher: Bencher) {
-        let public = identity().public();
         let now = SystemTime::now();
-        let mut responder = Responder::new(
-            identity().clone(),
-            ReplayGuard::new(Duration::from_secs(30), 1 << 16),
-        );
+        let mut responder = responder();
         bencher
             .with_inputs(|| {
                 let mut buf = [0u8; INTRO_LEN];
-                PendingIntro::write(&public, now, &mut OsRng, &mut buf).expect("writes");
+                write_intro(now, &mut buf);
                 buf
             })
             .bench_local_refs(|intro| {
@@ -421,5 +462,84 @@ mod intro {
                         .expect("a fresh intro"),
                 )
             });
+    }
+
+    /// The responder builds its reply: HKDF key schedule, packet keys, seal.
+    #[divan::bench]
+    fn reply(bencher: Bencher) {
+        let now = SystemTime::now();
+        let mut responder = responder();
+        let mut out = [0u8; 1452];
+        bencher
+            .with_inputs(|| {
+                let mut buf = [0u8; INTRO_LEN];
+                write_intro(now, &mut buf);
+                responder.accept(&buf, now, &mut OsRng).expect("fresh")
+            })
+            .bench_local_values(|accepted| {
+                black_box(accepted.reply(9, &[Frame::Ping], &mut out).expect("fits"))
+            });
+    }
+
+    /// The initiator opens the reply: X25519, HKDF, packet keys, open.
+    #[divan::bench]
+    fn open_reply(bencher: Bencher) {
+        let now = SystemTime::now();
+        let mut responder = responder();
+        bencher
+            .with_inputs(|| {
+                let mut buf = [0u8; INTRO_LEN];
+                let pending = write_intro(now, &mut buf);
+                let accepted = responder.accept(&buf, now, &mut OsRng).expect("fresh");
+                let mut reply = vec![0u8; 1452];
+                let (len, _) = accepted.reply(9, &[Frame::Ping], &mut reply).expect("fits");
+                reply.truncate(len);
+                (pending, reply)
+            })
+            .bench_local_values(|(pending, mut reply)| {
+                black_box(pending.open_reply(&mut reply).is_ok())
+            });
+    }
+}
+
+mod key_update {
+    use super::*;
+
+    /// The sender: next secret (HKDF), new AES key schedule, phase flip.
+    #[divan::bench]
+    fn sealer(bencher: Bencher) {
+        let mut sealer = super::sealer(Backend::RustCrypto);
+        let mut buf = [0u8; 64];
+        bencher.bench_local(|| {
+            let (_, number) = sealer
+                .start(&mut buf)
+                .expect("room")
+                .finish()
+                .expect("seals");
+            sealer.on_ack(number);
+            sealer.update_key().expect("confirmed");
+        });
+    }
+}
+
+mod receiver_index {
+    use super::*;
+
+    /// Peeking the index of a datagram and finding its connection in a
+    /// table of 10 000 (the endpoint's table lives in tern-peer).
+    #[divan::bench]
+    fn lookup_10k(bencher: Bencher) {
+        let table: HashMap<u32, usize> = (0..10_000u32)
+            .map(|i| (i.wrapping_mul(0x9e37_79b9), i as usize))
+            .collect();
+        let mut datagram = [0u8; 64];
+        datagram[..7].copy_from_slice(&[0x30, 0, 0, 0, 0, 0, 0]);
+        let mut i = 0u32;
+        bencher.bench_local(|| {
+            i = (i + 1) % 10_000;
+            datagram[1..5].copy_from_slice(&i.wrapping_mul(0x9e37_79b9).to_be_bytes());
+            let index = peek_receiver_index(black_box(&datagram)).expect("data packet");
+            black_box(table.get(&index).copied())
+        });
     }
 }

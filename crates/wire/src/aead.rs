@@ -4,8 +4,9 @@
 //! of a packet is the IV XOR the packet number, as in TLS 1.3 and QUIC, so
 //! nothing random is drawn per packet and no nonce travels on the wire.
 //! Each direction has its own key and IV, so the two peers never use the
-//! same (key, nonce) pair, and a key refuses to seal at or past
-//! [`PACKET_LIMIT`].
+//! same (key, nonce) pair. Packet numbers are one 62-bit sequence per
+//! direction that outlives keys; how many packets one key seals is counted
+//! by [`crate::PacketSealer`], which stops at [`PACKET_LIMIT`].
 //!
 //! Two interchangeable backends implement the cipher: RustCrypto's `aes-gcm`
 //! (always built) and `ring` (cargo feature `ring`). Both pass the same
@@ -17,6 +18,7 @@ use aes_gcm::Aes128Gcm;
 use aes_gcm::aead::{AeadInOut, KeyInit};
 
 use crate::error::{OpenError, SealError};
+use crate::header::MAX_PACKET_NUMBER;
 
 /// AES-128 key length in bytes.
 pub const KEY_LEN: usize = 16;
@@ -25,11 +27,11 @@ pub const IV_LEN: usize = 12;
 /// GCM authentication tag length in bytes.
 pub const TAG_LEN: usize = 16;
 
-/// The number of packets one key may seal: packet numbers `0..PACKET_LIMIT`.
+/// The number of packets one key may seal.
 ///
 /// RFC 9001 §6.6: "For AEAD_AES_128_GCM and AEAD_AES_256_GCM, the
-/// confidentiality limit is 2^23 encrypted packets". Past it the connection
-/// must rekey or close; [`PacketKey::seal_in_place`] refuses.
+/// confidentiality limit is 2^23 encrypted packets". Past it the sender
+/// must update its key or close; [`crate::PacketSealer`] refuses.
 pub const PACKET_LIMIT: u64 = 1 << 23;
 
 /// Which AES-GCM implementation a [`PacketKey`] uses.
@@ -140,7 +142,7 @@ impl PacketKey {
     /// Encrypts `payload` in place and returns the tag; `aad` (the packet
     /// header) is authenticated but not encrypted.
     ///
-    /// Refuses packet numbers at or past [`PACKET_LIMIT`]. The caller must
+    /// Refuses packet numbers above [`MAX_PACKET_NUMBER`]. The caller must
     /// never seal two packets with the same number under one key;
     /// [`crate::PacketSealer`] guarantees it by owning the counter.
     #[inline]
@@ -150,10 +152,8 @@ impl PacketKey {
         aad: &[u8],
         payload: &mut [u8],
     ) -> Result<[u8; TAG_LEN], SealError> {
-        if packet_number >= PACKET_LIMIT {
-            return Err(SealError::PacketLimitReached {
-                limit: PACKET_LIMIT,
-            });
+        if packet_number > MAX_PACKET_NUMBER {
+            return Err(SealError::PacketNumbersExhausted);
         }
         let nonce = self.nonce(packet_number);
         match &self.cipher {
@@ -185,7 +185,7 @@ impl PacketKey {
         payload: &mut [u8],
         tag: &[u8; TAG_LEN],
     ) -> Result<(), OpenError> {
-        if packet_number >= PACKET_LIMIT {
+        if packet_number > MAX_PACKET_NUMBER {
             return Err(OpenError::Authentication);
         }
         let nonce = self.nonce(packet_number);
@@ -286,7 +286,7 @@ mod tests {
     fn every_backend_reproduces_the_published_vectors_at_several_packet_numbers() {
         for backend in backends() {
             for (index, v) in VECTORS.iter().enumerate() {
-                for packet_number in [0, 1, 0x1234, PACKET_LIMIT - 1] {
+                for packet_number in [0, 1, 0x1234, PACKET_LIMIT - 1, MAX_PACKET_NUMBER] {
                     let key = PacketKey::with_backend(
                         backend,
                         &array(v.key),
@@ -352,22 +352,16 @@ mod tests {
     }
 
     #[test]
-    fn sealing_at_the_packet_limit_is_refused_and_just_below_is_allowed() {
+    fn sealing_past_the_62_bit_packet_numbers_is_refused() {
         let key = PacketKey::new(&[1; KEY_LEN], &[2; IV_LEN]);
         let mut buf = [0u8; 8];
-        assert!(key.seal_in_place(PACKET_LIMIT - 1, &[], &mut buf).is_ok());
-        assert_eq!(
-            key.seal_in_place(PACKET_LIMIT, &[], &mut buf),
-            Err(SealError::PacketLimitReached {
-                limit: PACKET_LIMIT
-            })
-        );
-        assert_eq!(
-            key.seal_in_place(u64::MAX, &[], &mut buf),
-            Err(SealError::PacketLimitReached {
-                limit: PACKET_LIMIT
-            })
-        );
+        assert!(key.seal_in_place(MAX_PACKET_NUMBER, &[], &mut buf).is_ok());
+        for pn in [MAX_PACKET_NUMBER + 1, u64::MAX] {
+            assert_eq!(
+                key.seal_in_place(pn, &[], &mut buf),
+                Err(SealError::PacketNumbersExhausted)
+            );
+        }
     }
 
     #[test]

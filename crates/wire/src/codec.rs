@@ -18,8 +18,9 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::{
-    Ack, AckRanges, AckRangesRepr, Close, Frame, FrameType, MAX_ACK_RANGES, MaxData, MaxStreamData,
-    Message, Padding, Stream,
+    Ack, AckFrameRanges, AckFrameRangesRepr, Close, CloseKind, DataBlocked, Datagram, Frame,
+    FrameType, MAX_ACK_RANGES, MaxData, MaxStreamData, MaxStreams, Message, Padding, PathChallenge,
+    PathResponse, ResetStream, StopSending, Stream, StreamDataBlocked,
 };
 use crate::varint::{VARINT_MAX, varint_len};
 
@@ -72,6 +73,47 @@ struct CloseBody<'a> {
     reason: &'a [u8],
 }
 
+#[derive(Serialize, Deserialize)]
+struct ResetStreamBody {
+    id: u64,
+    error_code: u64,
+    final_size: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StopSendingBody {
+    id: u64,
+    error_code: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct PathBody {
+    data: [u8; 8],
+}
+
+#[derive(Serialize, Deserialize)]
+struct DatagramBody<'a> {
+    #[serde(serialize_with = "as_bytes")]
+    data: &'a [u8],
+}
+
+/// Reads a body of frame type `ty` with postcard.
+fn take<'a, T: Deserialize<'a>>(
+    ty: FrameType,
+    body: &'a [u8],
+) -> Result<(T, &'a [u8]), DecodeError> {
+    postcard::take_from_bytes::<T>(body).map_err(|e| body_error(ty, e))
+}
+
+/// Refuses a decoded value above [`VARINT_MAX`].
+fn bounded(ty: FrameType, value: u64) -> Result<u64, DecodeError> {
+    if value > VARINT_MAX {
+        Err(DecodeError::ValueTooLarge(ty))
+    } else {
+        Ok(value)
+    }
+}
+
 /// Whole microseconds of `duration`, saturating (for size prediction only;
 /// [`Frame::encode`] refuses values above [`VARINT_MAX`] first).
 fn micros(duration: Duration) -> u64 {
@@ -118,25 +160,25 @@ pub(crate) fn next_ack_range(
     Some(smallest..=largest)
 }
 
-impl AckRanges<'_> {
+impl AckFrameRanges<'_> {
     /// Encoded size of the additional-range pairs.
     fn pairs_len(&self) -> usize {
         match *self.repr() {
-            AckRangesRepr::Slice(ranges) => ranges
+            AckFrameRangesRepr::Slice(ranges) => ranges
                 .windows(2)
                 .map(|w| {
                     let (gap, length) = ack_pair(*w[0].start(), &w[1]);
                     varint_len(gap) + varint_len(length)
                 })
                 .sum(),
-            AckRangesRepr::Wire { pairs, .. } => pairs.len(),
+            AckFrameRangesRepr::Wire { pairs, .. } => pairs.len(),
         }
     }
 
     fn first_range(&self) -> u64 {
         match *self.repr() {
-            AckRangesRepr::Slice(ranges) => ranges.first().map_or(0, |r| r.end() - r.start()),
-            AckRangesRepr::Wire { first_range, .. } => first_range,
+            AckFrameRangesRepr::Slice(ranges) => ranges.first().map_or(0, |r| r.end() - r.start()),
+            AckFrameRangesRepr::Wire { first_range, .. } => first_range,
         }
     }
 }
@@ -196,6 +238,15 @@ impl<'a> Frame<'a> {
             Self::MaxData(m) => varint_len(m.max),
             Self::MaxStreamData(m) => varint_len(m.id) + varint_len(m.max),
             Self::Close(c) => varint_len(c.code) + bytes_len(c.reason),
+            Self::ResetStream(r) => {
+                varint_len(r.id) + varint_len(r.error_code) + varint_len(r.final_size)
+            }
+            Self::StopSending(s) => varint_len(s.id) + varint_len(s.error_code),
+            Self::DataBlocked(d) => varint_len(d.limit),
+            Self::StreamDataBlocked(d) => varint_len(d.id) + varint_len(d.limit),
+            Self::MaxStreams(m) => varint_len(m.max),
+            Self::PathChallenge(_) | Self::PathResponse(_) => 8,
+            Self::Datagram(d) => bytes_len(d.data),
         }
     }
 
@@ -230,6 +281,26 @@ impl<'a> Frame<'a> {
             Self::Close(c) => {
                 checked("close code", c.code)?;
             }
+            Self::ResetStream(r) => {
+                checked("stream id", r.id)?;
+                checked("error code", r.error_code)?;
+                checked("final size", r.final_size)?;
+            }
+            Self::StopSending(s) => {
+                checked("stream id", s.id)?;
+                checked("error code", s.error_code)?;
+            }
+            Self::DataBlocked(d) => {
+                checked("data limit", d.limit)?;
+            }
+            Self::StreamDataBlocked(d) => {
+                checked("stream id", d.id)?;
+                checked("stream data limit", d.limit)?;
+            }
+            Self::MaxStreams(m) => {
+                checked("max streams", m.max)?;
+            }
+            Self::PathChallenge(_) | Self::PathResponse(_) | Self::Datagram(_) => {}
         }
         Ok(())
     }
@@ -253,12 +324,12 @@ impl<'a> Frame<'a> {
             Self::Ack(ack) => {
                 let mut at = put(&ack.head(), body)?;
                 match *ack.ranges.repr() {
-                    AckRangesRepr::Slice(ranges) => {
+                    AckFrameRangesRepr::Slice(ranges) => {
                         for w in ranges.windows(2) {
                             at += put(&ack_pair(*w[0].start(), &w[1]), &mut body[at..])?;
                         }
                     }
-                    AckRangesRepr::Wire { pairs, .. } => {
+                    AckFrameRangesRepr::Wire { pairs, .. } => {
                         body[at..at + pairs.len()].copy_from_slice(pairs);
                     }
                 }
@@ -295,6 +366,28 @@ impl<'a> Frame<'a> {
                     },
                     body,
                 )?;
+            }
+            Self::ResetStream(r) => {
+                put(&(r.id, r.error_code, r.final_size), body)?;
+            }
+            Self::StopSending(s) => {
+                put(&(s.id, s.error_code), body)?;
+            }
+            Self::DataBlocked(d) => {
+                put(&d.limit, body)?;
+            }
+            Self::StreamDataBlocked(d) => {
+                put(&(d.id, d.limit), body)?;
+            }
+            Self::MaxStreams(m) => {
+                put(&m.max, body)?;
+            }
+            Self::PathChallenge(PathChallenge { data })
+            | Self::PathResponse(PathResponse { data }) => {
+                body.copy_from_slice(data);
+            }
+            Self::Datagram(d) => {
+                put(&DatagramBody { data: d.data }, body)?;
             }
         }
         Ok(len)
@@ -354,19 +447,66 @@ impl<'a> Frame<'a> {
                     rest,
                 )
             }
-            FrameType::Close => {
-                let (c, rest) = postcard::take_from_bytes::<CloseBody<'a>>(body)
-                    .map_err(|e| body_error(ty, e))?;
-                if c.code > VARINT_MAX {
-                    return Err(too_large);
-                }
-                (
-                    Self::Close(Close {
-                        code: c.code,
-                        reason: c.reason,
-                    }),
-                    rest,
-                )
+            FrameType::TransportClose | FrameType::ApplicationClose => {
+                let (c, rest) = take::<CloseBody<'a>>(ty, body)?;
+                let kind = if ty == FrameType::TransportClose {
+                    CloseKind::Transport
+                } else {
+                    CloseKind::Application
+                };
+                let close = Close {
+                    kind,
+                    code: bounded(ty, c.code)?,
+                    reason: c.reason,
+                };
+                (Self::Close(close), rest)
+            }
+            FrameType::ResetStream => {
+                let (r, rest) = take::<ResetStreamBody>(ty, body)?;
+                let frame = ResetStream {
+                    id: bounded(ty, r.id)?,
+                    error_code: bounded(ty, r.error_code)?,
+                    final_size: bounded(ty, r.final_size)?,
+                };
+                (Self::ResetStream(frame), rest)
+            }
+            FrameType::StopSending => {
+                let (s, rest) = take::<StopSendingBody>(ty, body)?;
+                let frame = StopSending {
+                    id: bounded(ty, s.id)?,
+                    error_code: bounded(ty, s.error_code)?,
+                };
+                (Self::StopSending(frame), rest)
+            }
+            FrameType::DataBlocked => {
+                let (limit, rest) = take::<u64>(ty, body)?;
+                let limit = bounded(ty, limit)?;
+                (Self::DataBlocked(DataBlocked { limit }), rest)
+            }
+            FrameType::StreamDataBlocked => {
+                let ((id, limit), rest) = take::<(u64, u64)>(ty, body)?;
+                let frame = StreamDataBlocked {
+                    id: bounded(ty, id)?,
+                    limit: bounded(ty, limit)?,
+                };
+                (Self::StreamDataBlocked(frame), rest)
+            }
+            FrameType::MaxStreams => {
+                let (max, rest) = take::<u64>(ty, body)?;
+                let max = bounded(ty, max)?;
+                (Self::MaxStreams(MaxStreams { max }), rest)
+            }
+            FrameType::PathChallenge => {
+                let (p, rest) = take::<PathBody>(ty, body)?;
+                (Self::PathChallenge(PathChallenge { data: p.data }), rest)
+            }
+            FrameType::PathResponse => {
+                let (p, rest) = take::<PathBody>(ty, body)?;
+                (Self::PathResponse(PathResponse { data: p.data }), rest)
+            }
+            FrameType::Datagram => {
+                let (d, rest) = take::<DatagramBody<'a>>(ty, body)?;
+                (Self::Datagram(Datagram { data: d.data }), rest)
             }
         };
         let used = bytes.len() - rest.len();
@@ -422,7 +562,7 @@ fn decode_ack(body: &[u8]) -> Result<(Frame<'_>, &[u8]), DecodeError> {
     let pairs = &pairs_start[..pairs_start.len() - rest.len()];
     // Bounded by MAX_ACK_RANGES above.
     let additional = head.additional_ranges as usize;
-    let ranges = AckRanges::from_wire(head.largest, head.first_range, additional, pairs);
+    let ranges = AckFrameRanges::from_wire(head.largest, head.first_range, additional, pairs);
     let ack = Ack {
         ranges,
         ack_delay: Duration::from_micros(head.ack_delay_us),
@@ -500,9 +640,18 @@ pub(crate) mod tests {
             max: u64,
         },
         Close {
+            kind: CloseKind,
             code: u64,
             reason: Vec<u8>,
         },
+        ResetStream(ResetStream),
+        StopSending(StopSending),
+        DataBlocked(DataBlocked),
+        StreamDataBlocked(StreamDataBlocked),
+        MaxStreams(MaxStreams),
+        PathChallenge([u8; 8]),
+        PathResponse([u8; 8]),
+        Datagram(Vec<u8>),
     }
 
     impl OwnedFrame {
@@ -515,7 +664,7 @@ pub(crate) mod tests {
                     delay_us,
                     receive_us,
                 } => Frame::Ack(Ack {
-                    ranges: AckRanges::new(ranges).expect("generated ranges are valid"),
+                    ranges: AckFrameRanges::new(ranges).expect("generated ranges are valid"),
                     ack_delay: Duration::from_micros(*delay_us),
                     receive_time: Duration::from_micros(*receive_us),
                 }),
@@ -535,10 +684,19 @@ pub(crate) mod tests {
                 Self::MaxStreamData { id, max } => {
                     Frame::MaxStreamData(MaxStreamData { id: *id, max: *max })
                 }
-                Self::Close { code, reason } => Frame::Close(Close {
+                Self::Close { kind, code, reason } => Frame::Close(Close {
+                    kind: *kind,
                     code: *code,
                     reason,
                 }),
+                Self::ResetStream(r) => Frame::ResetStream(*r),
+                Self::StopSending(s) => Frame::StopSending(*s),
+                Self::DataBlocked(d) => Frame::DataBlocked(*d),
+                Self::StreamDataBlocked(d) => Frame::StreamDataBlocked(*d),
+                Self::MaxStreams(m) => Frame::MaxStreams(*m),
+                Self::PathChallenge(data) => Frame::PathChallenge(PathChallenge { data: *data }),
+                Self::PathResponse(data) => Frame::PathResponse(PathResponse { data: *data }),
+                Self::Datagram(data) => Frame::Datagram(Datagram { data }),
             }
         }
     }
@@ -593,8 +751,32 @@ pub(crate) mod tests {
             vec(any::<u8>(), 0..300).prop_map(OwnedFrame::Message),
             varint().prop_map(OwnedFrame::MaxData),
             (varint(), varint()).prop_map(|(id, max)| OwnedFrame::MaxStreamData { id, max }),
-            (varint(), vec(any::<u8>(), 0..64))
-                .prop_map(|(code, reason)| OwnedFrame::Close { code, reason }),
+            (any::<bool>(), varint(), vec(any::<u8>(), 0..64)).prop_map(|(app, code, reason)| {
+                let kind = if app {
+                    CloseKind::Application
+                } else {
+                    CloseKind::Transport
+                };
+                OwnedFrame::Close { kind, code, reason }
+            }),
+            (varint(), varint(), varint()).prop_map(|(id, error_code, final_size)| {
+                OwnedFrame::ResetStream(ResetStream {
+                    id,
+                    error_code,
+                    final_size,
+                })
+            }),
+            (varint(), varint()).prop_map(|(id, error_code)| OwnedFrame::StopSending(
+                StopSending { id, error_code }
+            )),
+            varint().prop_map(|limit| OwnedFrame::DataBlocked(DataBlocked { limit })),
+            (varint(), varint()).prop_map(|(id, limit)| OwnedFrame::StreamDataBlocked(
+                StreamDataBlocked { id, limit }
+            )),
+            varint().prop_map(|max| OwnedFrame::MaxStreams(MaxStreams { max })),
+            any::<[u8; 8]>().prop_map(OwnedFrame::PathChallenge),
+            any::<[u8; 8]>().prop_map(OwnedFrame::PathResponse),
+            vec(any::<u8>(), 0..300).prop_map(OwnedFrame::Datagram),
         ]
     }
 
@@ -696,7 +878,7 @@ pub(crate) mod tests {
 
     #[test]
     fn unknown_frame_types_are_refused() {
-        assert_eq!(decode_err(&[0x08]), DecodeError::UnknownFrameType(0x08));
+        assert_eq!(decode_err(&[0x11]), DecodeError::UnknownFrameType(0x11));
         assert_eq!(
             decode_err(&[0xff, 1, 2]),
             DecodeError::UnknownFrameType(0xff)
@@ -722,7 +904,7 @@ pub(crate) mod tests {
         // Close cut in the middle of its code.
         assert_eq!(
             decode_err(&[0x07, 0x80]),
-            DecodeError::Truncated(FrameType::Close)
+            DecodeError::Truncated(FrameType::TransportClose)
         );
     }
 
@@ -813,7 +995,7 @@ pub(crate) mod tests {
     fn ack_wire_layout_matches_rfc_9000_gap_encoding() {
         let ranges = [100..=105, 90..=97, 0..=0];
         let frame = Frame::Ack(Ack {
-            ranges: AckRanges::new(&ranges).unwrap(),
+            ranges: AckFrameRanges::new(&ranges).unwrap(),
             ack_delay: Duration::from_micros(25),
             receive_time: Duration::from_micros(1000),
         });
@@ -846,7 +1028,7 @@ pub(crate) mod tests {
             Err(EncodeError::ValueTooLarge { .. })
         ));
         let huge_delay = Frame::Ack(Ack {
-            ranges: AckRanges::new(&[0..=0]).unwrap(),
+            ranges: AckFrameRanges::new(&[0..=0]).unwrap(),
             ack_delay: Duration::MAX,
             receive_time: Duration::ZERO,
         });

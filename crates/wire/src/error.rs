@@ -18,17 +18,13 @@ pub enum HeaderError {
     /// The first byte is not a packet type Tern knows.
     #[error("unknown packet type {0:#04x}")]
     UnknownType(u8),
-    /// The packet-number varint is cut off or longer than a u64 allows.
-    #[error("truncated or malformed packet number")]
-    MalformedPacketNumber,
-    /// The packet number is encoded with more bytes than needed; the header
-    /// bytes are authenticated, so there is exactly one valid encoding.
-    #[error("packet number is not minimally encoded")]
-    NonCanonicalPacketNumber,
-    /// The packet number is at or past the per-key packet limit, so no key
-    /// could ever have sealed it.
-    #[error("packet number {0} is past the per-key packet limit")]
-    PacketNumberPastLimit(u64),
+    /// The datagram ends inside the header.
+    #[error("truncated header")]
+    Truncated,
+    /// A reserved bit is set (bit 3 of any type byte, the key phase of an
+    /// intro reply, any low bit of an intro).
+    #[error("reserved bits set in type byte {0:#04x}")]
+    ReservedBits(u8),
 }
 
 /// Writing a header or a frame failed; nothing was written past the caller's slice.
@@ -95,12 +91,20 @@ pub enum DecodeError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SealError {
-    /// The key has sealed as many packets as it safely can: rekey or close.
+    /// The key has sealed as many packets as it safely can: update it
+    /// ([`crate::PacketSealer::update_key`]) or close.
     #[error("packet limit of {limit} reached for this key")]
     PacketLimitReached {
-        /// The per-key limit, [`crate::PACKET_LIMIT`].
+        /// The per-key limit ([`crate::PACKET_LIMIT`] unless lowered).
         limit: u64,
     },
+    /// The direction used all 2^62 packet numbers.
+    #[error("packet numbers exhausted")]
+    PacketNumbersExhausted,
+    /// The peer has not acknowledged anything in the last 2^31 packets, so
+    /// even a 4-byte packet number could be rebuilt wrongly.
+    #[error("too many unacknowledged packets for a 4-byte packet number")]
+    TooManyUnacknowledged,
     /// The buffer cannot hold the header, the payload and the tag.
     #[error("buffer too small: {needed} bytes needed, {available} available")]
     BufferTooSmall {
@@ -114,6 +118,17 @@ pub enum SealError {
     Cipher,
 }
 
+/// A sender could not update its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyUpdateError {
+    /// The peer has not acknowledged a packet sealed under the current key
+    /// yet, so it may not hold the key: updating again could leave it two
+    /// phases behind (RFC 9001 §6.1).
+    #[error("the current key is not confirmed by the peer yet")]
+    NotConfirmed,
+}
+
 /// Opening (authenticating and decrypting) a packet failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -121,9 +136,13 @@ pub enum OpenError {
     /// The header is not valid.
     #[error(transparent)]
     Header(#[from] HeaderError),
-    /// The packet type is not protected by a packet key (an intro).
-    #[error("{0:?} packets are not sealed with a packet key")]
-    NotProtected(PacketType),
+    /// The packet is not of the type this path opens (an intro or an intro
+    /// reply on the data path, a data packet on the handshake path).
+    #[error("{0:?} packets are not opened here")]
+    WrongType(PacketType),
+    /// The packet names another connection.
+    #[error("receiver index {0:#010x} is not this connection's")]
+    WrongReceiverIndex(u32),
     /// The packet is too short to hold the 16-byte tag.
     #[error("packet too short for the authentication tag")]
     TooShort,
@@ -196,6 +215,10 @@ pub enum AcceptError {
     /// The decrypted contents are not an intro body.
     #[error("malformed intro body")]
     Malformed,
+    /// The intro's secret is all zeros, or its X25519 key is a low-order
+    /// point that would make the shared secret all zeros.
+    #[error("degenerate key material")]
+    DegenerateKey,
     /// The initiator speaks a protocol version we do not.
     #[error("unsupported protocol version {0}")]
     UnsupportedVersion(u32),
@@ -207,8 +230,8 @@ pub enum AcceptError {
         skew_ms: u64,
     },
     /// This intro was already accepted within the window. The id lets an
-    /// endpoint that still holds the connection resend its reply (the
-    /// initiator repeats its intro when a reply is lost).
+    /// endpoint that still holds the connection resend the reply it kept
+    /// (the initiator repeats its intro when a reply is lost).
     #[error("replayed intro")]
     Replayed {
         /// The repeated intro's id.
@@ -223,13 +246,27 @@ pub enum AcceptError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReplyError {
-    /// The packet did not open with the responder-to-initiator key.
+    /// The packet is not an intro reply for this intro, or did not open
+    /// with the keys it implies.
     #[error(transparent)]
     Open(#[from] OpenError),
-    /// The packet is authentic but not an intro reply.
-    #[error("not an intro reply")]
-    NotAReply,
-    /// The reply does not echo this intro's id.
-    #[error("reply is for another intro")]
-    WrongIntroId,
+    /// The reply's X25519 key is a low-order point (all-zero shared secret),
+    /// or the derived keys are degenerate.
+    #[error("degenerate key material in the reply")]
+    DegenerateKey,
+}
+
+/// A responder could not build its reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplyBuildError {
+    /// The frames do not fit in three times the intro's size (or in the buffer).
+    #[error(transparent)]
+    Encode(EncodeError),
+    /// The buffer cannot hold the header and the tag.
+    #[error(transparent)]
+    Seal(SealError),
+    /// The derived keys are degenerate (never happens with an accepted intro).
+    #[error("degenerate key material")]
+    DegenerateKey,
 }

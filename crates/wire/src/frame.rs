@@ -1,8 +1,8 @@
 //! The frames a protected packet carries, as values that borrow from the packet.
 //!
 //! A packet's plaintext is a sequence of frames. Decoded frames point into the
-//! opened packet buffer (`Stream` and `Message` data, a `Close` reason, the
-//! ACK ranges), so decoding never copies payload and never allocates. The
+//! opened packet buffer (`Stream`, `Message` and `Datagram` data, a `Close`
+//! reason, the ACK ranges), so decoding never copies payload and never allocates. The
 //! encodings live in [`crate::codec`]; the byte layouts are in
 //! `docs/wire-format.md`.
 
@@ -38,8 +38,26 @@ pub enum FrameType {
     MaxData = 0x05,
     /// [`Frame::MaxStreamData`].
     MaxStreamData = 0x06,
-    /// [`Frame::Close`].
-    Close = 0x07,
+    /// [`Frame::Close`] with [`CloseKind::Transport`].
+    TransportClose = 0x07,
+    /// [`Frame::Close`] with [`CloseKind::Application`].
+    ApplicationClose = 0x08,
+    /// [`Frame::ResetStream`].
+    ResetStream = 0x09,
+    /// [`Frame::StopSending`].
+    StopSending = 0x0a,
+    /// [`Frame::DataBlocked`].
+    DataBlocked = 0x0b,
+    /// [`Frame::StreamDataBlocked`].
+    StreamDataBlocked = 0x0c,
+    /// [`Frame::MaxStreams`].
+    MaxStreams = 0x0d,
+    /// [`Frame::PathChallenge`].
+    PathChallenge = 0x0e,
+    /// [`Frame::PathResponse`].
+    PathResponse = 0x0f,
+    /// [`Frame::Datagram`].
+    Datagram = 0x10,
 }
 
 impl FrameType {
@@ -54,7 +72,16 @@ impl FrameType {
             0x04 => Self::Message,
             0x05 => Self::MaxData,
             0x06 => Self::MaxStreamData,
-            0x07 => Self::Close,
+            0x07 => Self::TransportClose,
+            0x08 => Self::ApplicationClose,
+            0x09 => Self::ResetStream,
+            0x0a => Self::StopSending,
+            0x0b => Self::DataBlocked,
+            0x0c => Self::StreamDataBlocked,
+            0x0d => Self::MaxStreams,
+            0x0e => Self::PathChallenge,
+            0x0f => Self::PathResponse,
+            0x10 => Self::Datagram,
             _ => return None,
         })
     }
@@ -71,7 +98,7 @@ pub enum Frame<'a> {
     Ack(Ack<'a>),
     /// Bytes of an ordered byte stream.
     Stream(Stream<'a>),
-    /// A whole message that fits one packet.
+    /// A whole message that fits one packet, delivered reliably.
     Message(Message<'a>),
     /// Connection-level flow control limit.
     MaxData(MaxData),
@@ -79,6 +106,22 @@ pub enum Frame<'a> {
     MaxStreamData(MaxStreamData),
     /// The sender closes the connection.
     Close(Close<'a>),
+    /// The sender abandons sending on a stream.
+    ResetStream(ResetStream),
+    /// The sender asks its peer to stop sending on a stream.
+    StopSending(StopSending),
+    /// The sender has data to send but the connection's limit stops it.
+    DataBlocked(DataBlocked),
+    /// The sender has data to send but the stream's limit stops it.
+    StreamDataBlocked(StreamDataBlocked),
+    /// How many streams the peer may open.
+    MaxStreams(MaxStreams),
+    /// Asks the peer to echo 8 bytes from the address it sees this packet come from.
+    PathChallenge(PathChallenge),
+    /// Echoes a path challenge.
+    PathResponse(PathResponse),
+    /// An unreliable datagram: never retransmitted.
+    Datagram(Datagram<'a>),
 }
 
 impl Frame<'_> {
@@ -93,17 +136,33 @@ impl Frame<'_> {
             Self::Message(_) => FrameType::Message,
             Self::MaxData(_) => FrameType::MaxData,
             Self::MaxStreamData(_) => FrameType::MaxStreamData,
-            Self::Close(_) => FrameType::Close,
+            Self::Close(Close {
+                kind: CloseKind::Transport,
+                ..
+            }) => FrameType::TransportClose,
+            Self::Close(Close {
+                kind: CloseKind::Application,
+                ..
+            }) => FrameType::ApplicationClose,
+            Self::ResetStream(_) => FrameType::ResetStream,
+            Self::StopSending(_) => FrameType::StopSending,
+            Self::DataBlocked(_) => FrameType::DataBlocked,
+            Self::StreamDataBlocked(_) => FrameType::StreamDataBlocked,
+            Self::MaxStreams(_) => FrameType::MaxStreams,
+            Self::PathChallenge(_) => FrameType::PathChallenge,
+            Self::PathResponse(_) => FrameType::PathResponse,
+            Self::Datagram(_) => FrameType::Datagram,
         }
     }
 
     /// Whether receiving this frame obliges the peer to acknowledge the packet.
     ///
-    /// As in RFC 9002 §2: ACK and padding frames are not ack-eliciting, so two
-    /// peers never acknowledge each other's acknowledgements forever.
+    /// As in RFC 9002 §2: ACK, padding and close frames are not
+    /// ack-eliciting, so two peers never acknowledge each other's
+    /// acknowledgements forever, and a closing peer is not answered.
     #[must_use]
     pub const fn is_ack_eliciting(&self) -> bool {
-        !matches!(self, Self::Ack(_) | Self::Padding(_))
+        !matches!(self, Self::Ack(_) | Self::Padding(_) | Self::Close(_))
     }
 }
 
@@ -119,7 +178,7 @@ pub struct Padding {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ack<'a> {
     /// The acknowledged packet numbers, largest range first.
-    pub ranges: AckRanges<'a>,
+    pub ranges: AckFrameRanges<'a>,
     /// How long the receiver held the largest acknowledged packet before this
     /// ACK was sent, so the sender can subtract it from its RTT sample
     /// (RFC 9002 §5.3). Carried in whole microseconds.
@@ -137,10 +196,10 @@ pub struct Ack<'a> {
 /// either borrowed from the caller (to encode) or from a packet (decoded,
 /// read lazily).
 #[derive(Clone, Copy)]
-pub struct AckRanges<'a>(AckRangesRepr<'a>);
+pub struct AckFrameRanges<'a>(AckFrameRangesRepr<'a>);
 
 #[derive(Clone, Copy)]
-pub(crate) enum AckRangesRepr<'a> {
+pub(crate) enum AckFrameRangesRepr<'a> {
     /// Ranges given by a sender, already validated.
     Slice(&'a [RangeInclusive<u64>]),
     /// Ranges as they were on the wire, already validated by the decoder.
@@ -153,7 +212,7 @@ pub(crate) enum AckRangesRepr<'a> {
     },
 }
 
-impl<'a> AckRanges<'a> {
+impl<'a> AckFrameRanges<'a> {
     /// Checks that `ranges` can be encoded: non-empty, at most
     /// [`MAX_ACK_RANGES`], each `start <= end`, strictly descending and
     /// separated by at least one missing packet number (adjacent ranges must
@@ -186,7 +245,7 @@ impl<'a> AckRanges<'a> {
             }
             previous_smallest = Some(*range.start());
         }
-        Ok(Self(AckRangesRepr::Slice(ranges)))
+        Ok(Self(AckFrameRangesRepr::Slice(ranges)))
     }
 
     pub(crate) const fn from_wire(
@@ -195,7 +254,7 @@ impl<'a> AckRanges<'a> {
         additional: usize,
         pairs: &'a [u8],
     ) -> Self {
-        Self(AckRangesRepr::Wire {
+        Self(AckFrameRangesRepr::Wire {
             largest,
             first_range,
             additional,
@@ -203,7 +262,7 @@ impl<'a> AckRanges<'a> {
         })
     }
 
-    pub(crate) const fn repr(&self) -> &AckRangesRepr<'a> {
+    pub(crate) const fn repr(&self) -> &AckFrameRangesRepr<'a> {
         &self.0
     }
 
@@ -211,8 +270,8 @@ impl<'a> AckRanges<'a> {
     #[must_use]
     pub fn largest(&self) -> u64 {
         match self.0 {
-            AckRangesRepr::Slice(ranges) => ranges.first().map_or(0, |r| *r.end()),
-            AckRangesRepr::Wire { largest, .. } => largest,
+            AckFrameRangesRepr::Slice(ranges) => ranges.first().map_or(0, |r| *r.end()),
+            AckFrameRangesRepr::Wire { largest, .. } => largest,
         }
     }
 
@@ -220,8 +279,8 @@ impl<'a> AckRanges<'a> {
     #[must_use]
     pub fn len(&self) -> usize {
         match self.0 {
-            AckRangesRepr::Slice(ranges) => ranges.len(),
-            AckRangesRepr::Wire { additional, .. } => 1 + additional,
+            AckFrameRangesRepr::Slice(ranges) => ranges.len(),
+            AckFrameRangesRepr::Wire { additional, .. } => 1 + additional,
         }
     }
 
@@ -233,15 +292,15 @@ impl<'a> AckRanges<'a> {
 
     /// The ranges, largest first.
     #[must_use]
-    pub fn iter(&self) -> AckRangesIter<'a> {
+    pub fn iter(&self) -> AckFrameRangesIter<'a> {
         match self.0 {
-            AckRangesRepr::Slice(ranges) => AckRangesIter(IterRepr::Slice(ranges.iter())),
-            AckRangesRepr::Wire {
+            AckFrameRangesRepr::Slice(ranges) => AckFrameRangesIter(IterRepr::Slice(ranges.iter())),
+            AckFrameRangesRepr::Wire {
                 largest,
                 first_range,
                 additional,
                 pairs,
-            } => AckRangesIter(IterRepr::Wire {
+            } => AckFrameRangesIter(IterRepr::Wire {
                 next: Some(largest.saturating_sub(first_range)..=largest),
                 remaining: additional,
                 pairs,
@@ -256,32 +315,32 @@ impl<'a> AckRanges<'a> {
     }
 }
 
-impl PartialEq for AckRanges<'_> {
+impl PartialEq for AckFrameRanges<'_> {
     fn eq(&self, other: &Self) -> bool {
         self.len() == other.len() && self.iter().eq(other.iter())
     }
 }
 
-impl Eq for AckRanges<'_> {}
+impl Eq for AckFrameRanges<'_> {}
 
-impl fmt::Debug for AckRanges<'_> {
+impl fmt::Debug for AckFrameRanges<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.iter()).finish()
     }
 }
 
-impl<'a> IntoIterator for AckRanges<'a> {
+impl<'a> IntoIterator for AckFrameRanges<'a> {
     type Item = RangeInclusive<u64>;
-    type IntoIter = AckRangesIter<'a>;
+    type IntoIter = AckFrameRangesIter<'a>;
 
     fn into_iter(self) -> Self::IntoIter {
         self.iter()
     }
 }
 
-/// Iterator over [`AckRanges`], largest range first.
+/// Iterator over [`AckFrameRanges`], largest range first.
 #[derive(Debug, Clone)]
-pub struct AckRangesIter<'a>(IterRepr<'a>);
+pub struct AckFrameRangesIter<'a>(IterRepr<'a>);
 
 #[derive(Debug, Clone)]
 enum IterRepr<'a> {
@@ -293,7 +352,7 @@ enum IterRepr<'a> {
     },
 }
 
-impl Iterator for AckRangesIter<'_> {
+impl Iterator for AckFrameRangesIter<'_> {
     type Item = RangeInclusive<u64>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -356,13 +415,89 @@ pub struct MaxStreamData {
     pub max: u64,
 }
 
+/// Whose error a [`Close`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CloseKind {
+    /// A transport error (protocol violation, idle timeout, ...), in Tern's code space.
+    Transport,
+    /// The application closed the connection, with its own code.
+    Application,
+}
+
 /// The sender closes the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Close<'a> {
-    /// Application- or transport-defined reason code.
+    /// Whose code space `code` is in.
+    pub kind: CloseKind,
+    /// The error code.
     pub code: u64,
     /// Human-readable reason (UTF-8 by convention; not checked).
     pub reason: &'a [u8],
+}
+
+/// The sender abandons sending on a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResetStream {
+    /// The stream id.
+    pub id: u64,
+    /// The application's error code.
+    pub error_code: u64,
+    /// The stream's final size: the bytes the sender had sent on it.
+    pub final_size: u64,
+}
+
+/// The sender asks its peer to stop sending on a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StopSending {
+    /// The stream id.
+    pub id: u64,
+    /// The application's error code.
+    pub error_code: u64,
+}
+
+/// The sender is blocked by the connection's flow-control limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataBlocked {
+    /// The limit it is blocked at.
+    pub limit: u64,
+}
+
+/// The sender is blocked by a stream's flow-control limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamDataBlocked {
+    /// The stream id.
+    pub id: u64,
+    /// The limit it is blocked at.
+    pub limit: u64,
+}
+
+/// The receiver's bound on stream ids: the peer may open streams with ids
+/// below `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxStreams {
+    /// One past the largest stream id the peer may use.
+    pub max: u64,
+}
+
+/// Eight unpredictable bytes the peer must echo in a [`PathResponse`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathChallenge {
+    /// The challenge.
+    pub data: [u8; 8],
+}
+
+/// The echo of a [`PathChallenge`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathResponse {
+    /// The challenge's bytes.
+    pub data: [u8; 8],
+}
+
+/// An unreliable datagram: delivered at most once, never retransmitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Datagram<'a> {
+    /// The datagram.
+    pub data: &'a [u8],
 }
 
 #[cfg(test)]
@@ -371,30 +506,30 @@ mod tests {
 
     #[test]
     fn ack_ranges_refuse_empty_overlapping_adjacent_and_ascending_input() {
-        assert!(AckRanges::new(&[]).is_err());
+        assert!(AckFrameRanges::new(&[]).is_err());
         #[allow(clippy::reversed_empty_ranges)]
         let reversed = [5..=3];
-        assert!(AckRanges::new(&reversed).is_err());
+        assert!(AckFrameRanges::new(&reversed).is_err());
         assert!(
-            AckRanges::new(&[5..=9, 3..=4]).is_err(),
+            AckFrameRanges::new(&[5..=9, 3..=4]).is_err(),
             "adjacent ranges must be merged"
         );
-        assert!(AckRanges::new(&[5..=9, 3..=6]).is_err());
-        assert!(AckRanges::new(&[1..=2, 5..=9]).is_err());
-        assert!(AckRanges::new(&[0..=VARINT_MAX + 1]).is_err());
+        assert!(AckFrameRanges::new(&[5..=9, 3..=6]).is_err());
+        assert!(AckFrameRanges::new(&[1..=2, 5..=9]).is_err());
+        assert!(AckFrameRanges::new(&[0..=VARINT_MAX + 1]).is_err());
         let too_many: Vec<_> = (0..=MAX_ACK_RANGES as u64)
             .rev()
             .map(|i| i * 2..=i * 2)
             .collect();
-        assert!(AckRanges::new(&too_many).is_err());
-        assert!(AckRanges::new(&too_many[1..]).is_ok());
-        assert!(AckRanges::new(&[5..=9, 0..=3]).is_ok());
+        assert!(AckFrameRanges::new(&too_many).is_err());
+        assert!(AckFrameRanges::new(&too_many[1..]).is_ok());
+        assert!(AckFrameRanges::new(&[5..=9, 0..=3]).is_ok());
     }
 
     #[test]
     fn ack_ranges_answer_membership() {
         let ranges = [10..=12, 4..=6];
-        let ranges = AckRanges::new(&ranges).unwrap();
+        let ranges = AckFrameRanges::new(&ranges).unwrap();
         assert!(ranges.contains(11));
         assert!(ranges.contains(4));
         assert!(!ranges.contains(7));
@@ -403,9 +538,19 @@ mod tests {
     }
 
     #[test]
-    fn only_ack_and_padding_are_not_ack_eliciting() {
+    fn only_ack_padding_and_close_are_not_ack_eliciting() {
         assert!(Frame::Ping.is_ack_eliciting());
         assert!(!Frame::Padding(Padding { len: 3 }).is_ack_eliciting());
+        for kind in [CloseKind::Transport, CloseKind::Application] {
+            let close = Frame::Close(Close {
+                kind,
+                code: 1,
+                reason: b"",
+            });
+            assert!(!close.is_ack_eliciting());
+        }
+        assert!(Frame::Datagram(Datagram { data: b"x" }).is_ack_eliciting());
+        assert!(Frame::PathChallenge(PathChallenge { data: [1; 8] }).is_ack_eliciting());
         assert!(Frame::MaxData(MaxData { max: 1 }).is_ack_eliciting());
     }
 }

@@ -1,34 +1,61 @@
-//! The RSA-2048 intro: one round trip from nothing to a protected connection.
+//! The version 2 handshake: one round trip from nothing to a protected
+//! connection whose keys both sides helped make.
 //!
-//! The initiator knows the responder's RSA public key (its identity). It
-//! draws fresh AES-128-GCM keys and IVs for both directions, a random intro
-//! id, and sends them with a protocol version and its wall-clock time,
-//! RSA-OAEP(SHA-256) encrypted to the responder, in one 257-byte intro
-//! packet. The responder decrypts, checks the version, refuses a timestamp
-//! outside its window and an id it has already accepted within the window
-//! (a bounded [`ReplayGuard`]), and answers with an intro reply that is
-//! already an AES-GCM protected packet echoing the intro id. From then on
-//! both sides exchange data packets.
+//! The initiator knows the responder's RSA-2048 public key (its identity).
+//! Its intro carries, RSA-OAEP(SHA-256) encrypted to that key, the protocol
+//! version, its wall-clock time, a fresh 32-byte secret, a fresh X25519
+//! public key and the index it chose for the connection. The responder
+//! decrypts, checks, draws its own X25519 key and answers with an intro reply
+//! whose header carries that key and the responder's index, and whose
+//! frames are already sealed with the new keys:
 //!
 //! ```text
-//! initiator                                      responder
-//!   Intro { RSA-OAEP(version, time, id, keys) }  ->
-//!                                                <- IntroReply { AEAD(id, frames...) }
-//!   Data { AEAD(frames...) }                     <-> Data { AEAD(frames...) }
+//! initiator                                          responder
+//!   Intro { RSA-OAEP(version, time, secret, X25519 key, index) } ->
+//!                          <- IntroReply { X25519 key, index | AEAD(frames...) }
+//!   Data { AEAD(frames...) }                        <-> Data { AEAD(frames...) }
+//! ```
+//!
+//! Both sides then derive, with HKDF-SHA256 (RFC 5869):
+//!
+//! ```text
+//! transcript = SHA-256(intro datagram || intro reply header)
+//! prk        = HKDF-Extract(salt = initiator secret, ikm = X25519 shared secret)
+//! initiator → responder secret = HKDF-Expand(prk, "tern v2 i2r" || transcript, 32)
+//! responder → initiator secret = HKDF-Expand(prk, "tern v2 r2i" || transcript, 32)
+//! ```
+//!
+//! So a replayed intro, to any responder, after any restart or clock step,
+//! gets a reply with a fresh X25519 key and a session nobody else can
+//! derive; a recorded session stays secret if the RSA key leaks later (the
+//! X25519 private keys are gone); and only the holder of the RSA private key
+//! learns the initiator's secret and can make a reply that authenticates.
+//!
+//! Everything is consumed by value: a [`PendingIntro`] becomes one
+//! [`Established`] and an [`Accepted`] one reply, each with exactly one
+//! [`ConnectionKeys`], and the compiler refuses a second:
+//!
+//! ```compile_fail
+//! # fn twice(pending: tern_wire::PendingIntro, reply: &mut [u8], repeat: &mut [u8]) {
+//! let first = pending.open_reply(reply);
+//! let second = pending.open_reply(repeat); // error: `pending` was moved
+//! # }
 //! ```
 //!
 //! This crate never reads a clock or an entropy source: the current time and
 //! a cryptographic RNG are arguments.
 //!
 //! What the endpoint must do around [`Responder::accept`]: every intro of the
-//! right length costs an RSA-2048 decryption (about a millisecond), whether
-//! it is garbage, a byte-for-byte replay or a fresh intro, and anyone who
-//! knows the public key can make fresh valid intros for the price of an RSA
-//! public-key operation (tens of microseconds). Nothing in the intro can be
-//! checked before that decryption, so the endpoint must rate-limit intros
-//! per source address and globally, below what its cores can decrypt. The
-//! source address is not verified either, so the reply must stay within
-//! three times the intro's size (RFC 9000 §8.1's anti-amplification limit).
+//! right length costs an RSA-2048 decryption (about a millisecond), and
+//! anyone who knows the public key can make fresh valid intros for the price
+//! of an RSA public-key operation. A repeated intro has the same
+//! [`intro_id`], computable without RSA, so an endpoint can answer an
+//! initiator's retransmission with the reply it stored; otherwise it must
+//! rate-limit intros per source address and globally, below what its cores
+//! can decrypt, and size the [`ReplayGuard`] for that rate. The source
+//! address is not verified, so a reply is at most [`MAX_REPLY_LEN`], three
+//! times the intro (RFC 9000 §8.1's anti-amplification limit), by
+//! construction.
 //!
 //! The `rsa` crate's decryption is not constant-time (the "Marvin" timing
 //! side channel, RUSTSEC-2023-0071, has no fixed release yet). Decryption is
@@ -36,118 +63,48 @@
 //! how many timing measurements an attacker can collect.
 
 use core::fmt;
-use core::time::Duration;
-use std::collections::BTreeSet;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use hkdf::Hkdf;
 use rand_core::CryptoRngCore;
-use rsa::pkcs8::der::zeroize::Zeroizing;
-use rsa::pkcs8::{
-    DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey, LineEnding,
-};
-use rsa::traits::PublicKeyParts;
-use rsa::{Oaep, RsaPrivateKey, RsaPublicKey};
-use sha2::Sha256;
+use rsa::Oaep;
+use sha2::{Digest, Sha256};
+use x25519_dalek::{PublicKey, StaticSecret};
+use zeroize::{Zeroize, Zeroizing};
 
-use crate::aead::{IV_LEN, KEY_LEN, PacketKey};
-use crate::error::{AcceptError, IntroError, KeyError, ReplyError, SealError};
-use crate::header::{Header, PacketType};
-use crate::packet::{OpenedPacket, PacketBuilder, PacketOpener, PacketSealer};
+use crate::error::{AcceptError, IntroError, ReplyBuildError, ReplyError};
+use crate::frame::Frame;
+use crate::header::{Header, PacketNumber, PacketType, X25519_KEY_LEN};
+use crate::identity::{IdentityKey, PublicIdentity, RSA_BITS};
+use crate::keys::{KeyConfig, SECRET_LEN, TrafficSecret};
+use crate::packet::{OpenedPacket, PacketOpener, PacketSealer};
+use crate::replay::{INTRO_ID_LEN, IntroId, ReplayGuard};
 
 /// The protocol version this crate speaks; an intro with another is refused.
-pub const PROTOCOL_VERSION: u32 = 1;
-/// RSA modulus size of identity keys, in bits.
-pub const RSA_BITS: usize = 2048;
+pub const PROTOCOL_VERSION: u32 = 2;
 /// RSA ciphertext size: the modulus size in bytes.
 const RSA_CIPHERTEXT_LEN: usize = RSA_BITS / 8;
 /// Length of an intro packet: type byte and RSA ciphertext.
 pub const INTRO_LEN: usize = 1 + RSA_CIPHERTEXT_LEN;
-/// Length of the random intro id.
-pub const INTRO_ID_LEN: usize = 16;
-/// Length of the intro's plaintext: version (4), timestamp (8), id (16) and
-/// two directions of key (16) and IV (12).
-const INTRO_BODY_LEN: usize = 4 + 8 + INTRO_ID_LEN + 2 * (KEY_LEN + IV_LEN);
+/// The longest intro reply: three times the intro (anti-amplification).
+pub const MAX_REPLY_LEN: usize = 3 * INTRO_LEN;
+/// Length of the intro's plaintext: version (4), timestamp (8), secret (32),
+/// X25519 public key (32), initiator index (4).
+const INTRO_BODY_LEN: usize = 4 + 8 + SECRET_LEN + X25519_KEY_LEN + 4;
 
-/// The default window around the responder's clock in which an intro's
-/// timestamp must fall: generous for unsynchronised peers, short enough that
-/// the replay cache only has to remember a minute of intros.
-pub const DEFAULT_TIMESTAMP_WINDOW: Duration = Duration::from_secs(30);
-/// The default number of intros the replay cache remembers: 1 000 intros a
-/// second (about what one core can decrypt) for two default windows, so
-/// the cache only fills when the endpoint's rate limit lets more through.
-/// Memory grows with use, to a few megabytes when full.
-pub const DEFAULT_REPLAY_CAPACITY: usize = 65_536;
+/// HKDF label of the initiator-to-responder secret.
+const LABEL_I2R: &[u8] = b"tern v2 i2r";
+/// HKDF label of the responder-to-initiator secret.
+const LABEL_R2I: &[u8] = b"tern v2 r2i";
 
-/// A random intro id: names one intro attempt, echoed in the reply.
-pub type IntroId = [u8; INTRO_ID_LEN];
-
-/// The AES-128-GCM key and IV of one direction, wiped from memory when dropped.
-#[derive(Clone, PartialEq, Eq, zeroize::Zeroize, zeroize::ZeroizeOnDrop)]
-pub struct DirectionKeys {
-    /// AES-128 key.
-    pub key: [u8; KEY_LEN],
-    /// GCM IV, XORed with the packet number to form each nonce.
-    pub iv: [u8; IV_LEN],
-}
-
-impl fmt::Debug for DirectionKeys {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("DirectionKeys(..)")
-    }
-}
-
-impl DirectionKeys {
-    fn generate(rng: &mut impl CryptoRngCore) -> Self {
-        let mut keys = Self {
-            key: [0; KEY_LEN],
-            iv: [0; IV_LEN],
-        };
-        rng.fill_bytes(&mut keys.key);
-        rng.fill_bytes(&mut keys.iv);
-        keys
-    }
-
-    fn packet_key(&self) -> PacketKey {
-        PacketKey::new(&self.key, &self.iv)
-    }
-}
-
-/// The key material an intro carries: separate keys and IVs for each
-/// direction, so the two peers never share a (key, nonce) pair.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyMaterial {
-    /// Seals what the initiator sends.
-    pub initiator_to_responder: DirectionKeys,
-    /// Seals what the responder sends, starting with the intro reply.
-    pub responder_to_initiator: DirectionKeys,
-}
-
-impl KeyMaterial {
-    /// Fresh random key material.
-    pub fn generate(rng: &mut impl CryptoRngCore) -> Self {
-        Self {
-            initiator_to_responder: DirectionKeys::generate(rng),
-            responder_to_initiator: DirectionKeys::generate(rng),
-        }
-    }
-
-    /// The initiator's sealer and opener.
-    #[must_use]
-    pub fn initiator_keys(&self) -> ConnectionKeys {
-        ConnectionKeys {
-            sealer: PacketSealer::new(self.initiator_to_responder.packet_key()),
-            opener: PacketOpener::new(self.responder_to_initiator.packet_key()),
-        }
-    }
-
-    /// The responder's sealer and opener.
-    #[must_use]
-    pub fn responder_keys(&self) -> ConnectionKeys {
-        ConnectionKeys {
-            sealer: PacketSealer::new(self.responder_to_initiator.packet_key()),
-            opener: PacketOpener::new(self.initiator_to_responder.packet_key()),
-        }
-    }
+/// The id of an intro datagram: the first 16 bytes of its SHA-256. Needs no
+/// key, so an endpoint can recognise a repeated intro before decrypting it.
+#[must_use]
+pub fn intro_id(datagram: &[u8]) -> IntroId {
+    let digest = Sha256::digest(datagram);
+    let mut id = [0u8; INTRO_ID_LEN];
+    id.copy_from_slice(&digest[..INTRO_ID_LEN]);
+    id
 }
 
 /// One side's packet protection for a connection.
@@ -159,129 +116,30 @@ pub struct ConnectionKeys {
     pub opener: PacketOpener,
 }
 
-/// A responder's long-term RSA-2048 key pair.
-#[derive(Clone)]
-pub struct IdentityKey(RsaPrivateKey);
-
-impl fmt::Debug for IdentityKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("IdentityKey(..)")
-    }
-}
-
-fn check_size(public: &RsaPublicKey) -> Result<(), KeyError> {
-    match public.size() * 8 {
-        RSA_BITS => Ok(()),
-        bits => Err(KeyError::WrongSize(bits)),
-    }
-}
-
-impl IdentityKey {
-    /// Generates a new key pair (about a quarter of a second).
-    pub fn generate(rng: &mut impl CryptoRngCore) -> Result<Self, KeyError> {
-        RsaPrivateKey::new(rng, RSA_BITS)
-            .map(Self)
-            .map_err(KeyError::Generation)
-    }
-
-    /// Loads a PKCS#8 DER private key.
-    pub fn from_pkcs8_der(der: &[u8]) -> Result<Self, KeyError> {
-        let key = RsaPrivateKey::from_pkcs8_der(der).map_err(KeyError::Pkcs8)?;
-        check_size(&key.to_public_key())?;
-        Ok(Self(key))
-    }
-
-    /// Loads a PKCS#8 PEM private key (`-----BEGIN PRIVATE KEY-----`).
-    pub fn from_pkcs8_pem(pem: &str) -> Result<Self, KeyError> {
-        let key = RsaPrivateKey::from_pkcs8_pem(pem).map_err(KeyError::Pkcs8)?;
-        check_size(&key.to_public_key())?;
-        Ok(Self(key))
-    }
-
-    /// The private key as PKCS#8 DER (wiped from memory when dropped).
-    pub fn to_pkcs8_der(&self) -> Result<Zeroizing<Vec<u8>>, KeyError> {
-        let doc = self.0.to_pkcs8_der().map_err(KeyError::Pkcs8)?;
-        Ok(Zeroizing::new(doc.as_bytes().to_vec()))
-    }
-
-    /// The private key as PKCS#8 PEM (wiped from memory when dropped).
-    pub fn to_pkcs8_pem(&self) -> Result<Zeroizing<String>, KeyError> {
-        self.0.to_pkcs8_pem(LineEnding::LF).map_err(KeyError::Pkcs8)
-    }
-
-    /// The public half, to give to initiators.
-    #[must_use]
-    pub fn public(&self) -> PublicIdentity {
-        PublicIdentity(self.0.to_public_key())
-    }
-}
-
-/// A responder's RSA-2048 public key, which an initiator must know beforehand.
-#[derive(Clone, PartialEq, Eq)]
-pub struct PublicIdentity(RsaPublicKey);
-
-impl fmt::Debug for PublicIdentity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("PublicIdentity(..)")
-    }
-}
-
-impl PublicIdentity {
-    /// Loads a SubjectPublicKeyInfo DER public key.
-    pub fn from_spki_der(der: &[u8]) -> Result<Self, KeyError> {
-        let key = RsaPublicKey::from_public_key_der(der).map_err(KeyError::Spki)?;
-        check_size(&key)?;
-        Ok(Self(key))
-    }
-
-    /// Loads a SubjectPublicKeyInfo PEM public key (`-----BEGIN PUBLIC KEY-----`).
-    pub fn from_spki_pem(pem: &str) -> Result<Self, KeyError> {
-        let key = RsaPublicKey::from_public_key_pem(pem).map_err(KeyError::Spki)?;
-        check_size(&key)?;
-        Ok(Self(key))
-    }
-
-    /// The public key as SubjectPublicKeyInfo DER.
-    pub fn to_spki_der(&self) -> Result<Vec<u8>, KeyError> {
-        self.0
-            .to_public_key_der()
-            .map(|doc| doc.into_vec())
-            .map_err(KeyError::Spki)
-    }
-
-    /// The public key as SubjectPublicKeyInfo PEM.
-    pub fn to_spki_pem(&self) -> Result<String, KeyError> {
-        self.0
-            .to_public_key_pem(LineEnding::LF)
-            .map_err(KeyError::Spki)
-    }
-}
-
 /// Milliseconds since the UNIX epoch, the intro's timestamp unit.
 fn unix_millis(now: SystemTime) -> Option<u64> {
     let since = now.duration_since(UNIX_EPOCH).ok()?;
     u64::try_from(since.as_millis()).ok()
 }
 
-/// The decrypted contents of an intro.
+/// The decrypted contents of an intro; the secret is wiped on drop.
 struct IntroBody {
     version: u32,
     timestamp_ms: u64,
-    id: IntroId,
-    keys: KeyMaterial,
+    secret: Zeroizing<[u8; SECRET_LEN]>,
+    ephemeral: [u8; X25519_KEY_LEN],
+    initiator_index: u32,
 }
 
 impl IntroBody {
     fn to_bytes(&self) -> Zeroizing<[u8; INTRO_BODY_LEN]> {
         let mut out = Zeroizing::new([0u8; INTRO_BODY_LEN]);
-        let parts: [&[u8]; 7] = [
+        let parts: [&[u8]; 5] = [
             &self.version.to_be_bytes(),
             &self.timestamp_ms.to_be_bytes(),
-            &self.id,
-            &self.keys.initiator_to_responder.key,
-            &self.keys.initiator_to_responder.iv,
-            &self.keys.responder_to_initiator.key,
-            &self.keys.responder_to_initiator.iv,
+            &self.secret[..],
+            &self.ephemeral,
+            &self.initiator_index.to_be_bytes(),
         ];
         let mut at = 0;
         for part in parts {
@@ -295,39 +153,139 @@ impl IntroBody {
         let bytes: &[u8; INTRO_BODY_LEN] = bytes.try_into().ok()?;
         let (version, rest) = bytes.split_first_chunk::<4>()?;
         let (timestamp, rest) = rest.split_first_chunk::<8>()?;
-        let (id, rest) = rest.split_first_chunk::<INTRO_ID_LEN>()?;
-        let (k1, rest) = rest.split_first_chunk::<KEY_LEN>()?;
-        let (iv1, rest) = rest.split_first_chunk::<IV_LEN>()?;
-        let (k2, rest) = rest.split_first_chunk::<KEY_LEN>()?;
-        let iv2: &[u8; IV_LEN] = rest.try_into().ok()?;
+        let (secret, rest) = rest.split_first_chunk::<SECRET_LEN>()?;
+        let (ephemeral, rest) = rest.split_first_chunk::<X25519_KEY_LEN>()?;
+        let index: &[u8; 4] = rest.try_into().ok()?;
         Some(Self {
             version: u32::from_be_bytes(*version),
             timestamp_ms: u64::from_be_bytes(*timestamp),
-            id: *id,
-            keys: KeyMaterial {
-                initiator_to_responder: DirectionKeys { key: *k1, iv: *iv1 },
-                responder_to_initiator: DirectionKeys { key: *k2, iv: *iv2 },
-            },
+            secret: Zeroizing::new(*secret),
+            ephemeral: *ephemeral,
+            initiator_index: u32::from_be_bytes(*index),
         })
     }
+}
+
+/// The session secrets of both directions, from the handshake's inputs.
+/// Refuses a non-contributory X25519 result and identical directions.
+fn derive_secrets(
+    initiator_secret: &[u8; SECRET_LEN],
+    shared: &[u8; X25519_KEY_LEN],
+    transcript: &[u8; 32],
+) -> Option<(TrafficSecret, TrafficSecret)> {
+    if shared.iter().all(|&b| b == 0) {
+        return None;
+    }
+    let hkdf = Hkdf::<Sha256>::new(Some(initiator_secret), shared);
+    let mut i2r = [0u8; SECRET_LEN];
+    let mut r2i = [0u8; SECRET_LEN];
+    let mut info = [0u8; 11 + 32];
+    for (label, out) in [(LABEL_I2R, &mut i2r), (LABEL_R2I, &mut r2i)] {
+        info[..label.len()].copy_from_slice(label);
+        info[label.len()..].copy_from_slice(transcript);
+        hkdf.expand(&info, out).ok()?;
+    }
+    let distinct = i2r != r2i;
+    let secrets = (
+        TrafficSecret::from_bytes(i2r),
+        TrafficSecret::from_bytes(r2i),
+    );
+    i2r.zeroize();
+    r2i.zeroize();
+    distinct.then_some(secrets)
+}
+
+/// SHA-256 of the intro datagram and the reply header.
+fn transcript(intro: &Sha256, reply_header: &[u8]) -> [u8; 32] {
+    intro.clone().chain_update(reply_header).finalize().into()
 }
 
 /// An intro that was sent and awaits its reply.
 ///
 /// If the reply does not come, resend the same intro bytes: the responder
-/// reports the repeat as [`AcceptError::Replayed`] with the intro id, so an
-/// endpoint that still has the connection can resend its reply.
-#[derive(Debug)]
+/// recognises the repeat ([`AcceptError::Replayed`], or [`intro_id`] before
+/// decrypting) and resends its reply.
 pub struct PendingIntro {
+    intro: Sha256,
     id: IntroId,
-    keys: KeyMaterial,
+    secret: Zeroizing<[u8; SECRET_LEN]>,
+    ephemeral: StaticSecret,
+    index: u32,
+    config: KeyConfig,
+}
+
+impl fmt::Debug for PendingIntro {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PendingIntro")
+            .field("id", &self.id)
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A datagram that was not the reply to a pending intro; the intro is
+/// given back, still pending, so the caller keeps waiting for the real one.
+#[derive(Debug)]
+pub struct RefusedReply {
+    /// The intro, still waiting for its reply.
+    pub pending: PendingIntro,
+    /// Why the datagram was refused.
+    pub error: ReplyError,
+}
+
+/// The initiator's side of a finished handshake.
+#[derive(Debug)]
+pub struct Established<'b> {
+    /// This side's sealer (to the responder's index) and opener.
+    pub keys: ConnectionKeys,
+    /// Recognises repeats of the reply.
+    pub transcript: Transcript,
+    /// The reply's frames.
+    pub reply: OpenedPacket<'b>,
+}
+
+/// The transcript hash of a finished handshake.
+#[derive(Clone)]
+pub struct Transcript {
+    intro: Sha256,
+    hash: [u8; 32],
+}
+
+impl fmt::Debug for Transcript {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Transcript").field(&self.hash).finish()
+    }
+}
+
+impl Transcript {
+    /// SHA-256 of the intro datagram and the reply header.
+    #[must_use]
+    pub const fn hash(&self) -> [u8; 32] {
+        self.hash
+    }
+
+    /// Whether `datagram` is a repeat of the reply that established this
+    /// connection (the responder resends it when the intro is repeated).
+    /// No key is derived: a repeat is to be dropped.
+    #[must_use]
+    pub fn is_repeated_reply(&self, datagram: &[u8]) -> bool {
+        match Header::parse(datagram) {
+            Ok((Header::IntroReply { .. }, len)) => {
+                transcript(&self.intro, &datagram[..len]) == self.hash
+            }
+            _ => false,
+        }
+    }
 }
 
 impl PendingIntro {
-    /// Writes an intro to `responder` into `buf[..INTRO_LEN]`, with fresh
-    /// key material from `rng` and `now` as its timestamp.
+    /// Writes an intro to `responder` into `buf[..INTRO_LEN]` with a fresh
+    /// secret and X25519 key from `rng`, `now` as its timestamp, and
+    /// `index` as the index the responder's packets will carry.
     pub fn write(
         responder: &PublicIdentity,
+        index: u32,
+        config: KeyConfig,
         now: SystemTime,
         rng: &mut impl CryptoRngCore,
         buf: &mut [u8],
@@ -338,19 +296,22 @@ impl PendingIntro {
             available,
         })?;
         let timestamp_ms = unix_millis(now).ok_or(IntroError::ClockBeforeEpoch)?;
-        let mut id = [0u8; INTRO_ID_LEN];
-        rng.fill_bytes(&mut id);
+        let ephemeral = StaticSecret::random_from_rng(&mut *rng);
+        let mut secret = Zeroizing::new([0u8; SECRET_LEN]);
+        rng.fill_bytes(&mut secret[..]);
         let body = IntroBody {
             version: PROTOCOL_VERSION,
             timestamp_ms,
-            id,
-            keys: KeyMaterial::generate(rng),
+            secret,
+            ephemeral: PublicKey::from(&ephemeral).to_bytes(),
+            initiator_index: index,
         };
         let ciphertext = responder
             .0
             .encrypt(rng, Oaep::new::<Sha256>(), &body.to_bytes()[..])
             .map_err(IntroError::Encryption)?;
-        // OAEP output is always exactly the modulus size, which check_size fixed.
+        // OAEP output is always exactly the modulus size, which the key's
+        // size check fixed.
         let ciphertext: &[u8; RSA_CIPHERTEXT_LEN] = ciphertext
             .as_slice()
             .try_into()
@@ -358,141 +319,70 @@ impl PendingIntro {
         dst[0] = PacketType::Intro as u8;
         dst[1..].copy_from_slice(ciphertext);
         Ok(Self {
-            id,
-            keys: body.keys,
+            intro: Sha256::new_with_prefix(&dst[..]),
+            id: intro_id(dst),
+            secret: body.secret,
+            ephemeral,
+            index,
+            config,
         })
     }
 
-    /// The intro's random id.
+    /// The intro's id.
     #[must_use]
     pub const fn id(&self) -> IntroId {
         self.id
     }
 
-    /// Opens a datagram that should be the responder's reply. On success the
-    /// connection's keys (the reply consumed nothing of the initiator's
-    /// sending key) and the reply's frames, after the echoed intro id.
-    ///
-    /// A forged or unrelated datagram gives an error and leaves the intro
-    /// pending, so the caller keeps waiting for the real reply.
-    pub fn open_reply<'b>(
-        &self,
-        datagram: &'b mut [u8],
-    ) -> Result<(ConnectionKeys, OpenedPacket<'b>), ReplyError> {
-        let keys = self.keys.initiator_keys();
-        let opened = keys.opener.open(datagram)?;
-        if opened.header.packet_type() != PacketType::IntroReply {
-            return Err(ReplyError::NotAReply);
+    /// Opens a datagram that should be the responder's reply and, if it is,
+    /// turns the pending intro into the connection's keys and the reply's
+    /// frames. A forged or unrelated datagram gives the intro back, still
+    /// pending, with the reason.
+    #[expect(
+        clippy::result_large_err,
+        reason = "once per connection; the pending intro comes back by value so it stays one-shot"
+    )]
+    pub fn open_reply(self, datagram: &mut [u8]) -> Result<Established<'_>, RefusedReply> {
+        let refuse = |pending, error| RefusedReply { pending, error };
+        let (header, header_len) = match Header::parse(datagram) {
+            Ok(parsed) => parsed,
+            Err(e) => return Err(refuse(self, ReplyError::Open(e.into()))),
+        };
+        let Header::IntroReply {
+            receiver_index,
+            ephemeral,
+            sender_index,
+            ..
+        } = header
+        else {
+            let error = ReplyError::Open(crate::OpenError::WrongType(header.packet_type()));
+            return Err(refuse(self, error));
+        };
+        if receiver_index != self.index {
+            let error = ReplyError::Open(crate::OpenError::WrongReceiverIndex(receiver_index));
+            return Err(refuse(self, error));
         }
-        let (echoed, frames) = opened
-            .payload
-            .split_first_chunk::<INTRO_ID_LEN>()
-            .ok_or(ReplyError::WrongIntroId)?;
-        if *echoed != self.id {
-            return Err(ReplyError::WrongIntroId);
-        }
-        Ok((
-            keys,
-            OpenedPacket {
-                payload: frames,
-                ..opened
+        let hash = transcript(&self.intro, &datagram[..header_len]);
+        let shared = self.ephemeral.diffie_hellman(&PublicKey::from(ephemeral));
+        let Some((i2r, r2i)) = derive_secrets(&self.secret, shared.as_bytes(), &hash) else {
+            return Err(refuse(self, ReplyError::DegenerateKey));
+        };
+        let mut opener = PacketOpener::new(r2i, self.index, self.config);
+        let reply = match opener.open_typed(datagram, PacketType::IntroReply) {
+            Ok(reply) => reply,
+            Err(e) => return Err(refuse(self, ReplyError::Open(e))),
+        };
+        Ok(Established {
+            keys: ConnectionKeys {
+                sealer: PacketSealer::new(i2r, sender_index, self.config),
+                opener,
             },
-        ))
-    }
-}
-
-/// Remembers accepted intros until their timestamps leave the window, so a
-/// replayed intro is refused, in bounded memory that an attacker cannot use
-/// to lock honest initiators out.
-///
-/// Intros are kept ordered by timestamp. One whose timestamp has left the
-/// window is forgotten, since the window check alone refuses its replay.
-/// When the cache is over capacity the oldest intro is forgotten too, and
-/// the guard raises a floor to its timestamp: from then on every intro not
-/// newer than the floor is refused, so an evicted intro can never be
-/// replayed, and a full cache never refuses an intro newer than everything
-/// it evicted.
-///
-/// The trade-off: an attacker who can get `capacity` intros accepted within
-/// one window (each costs it an RSA-OAEP encryption with the public key, and
-/// the responder a decryption) keeps the floor near the newest forgotten
-/// timestamp, so while the flood lasts initiators whose clocks run behind
-/// that one are refused as [`AcceptError::StaleTimestamp`]. Size `capacity`
-/// above the number of intros the endpoint's rate limit lets through in two
-/// windows (an intro may be accepted `window` early and is remembered until
-/// `window` after its timestamp), and the floor never rises in practice.
-#[derive(Debug)]
-pub struct ReplayGuard {
-    window_ms: u64,
-    capacity: usize,
-    /// Remembered intros, oldest timestamp (ms since the UNIX epoch) first.
-    /// Keyed by timestamp and id together: a replay repeats both.
-    seen: BTreeSet<(u64, IntroId)>,
-    /// The newest timestamp evicted for lack of room; intros not newer are refused.
-    floor_ms: Option<u64>,
-}
-
-impl ReplayGuard {
-    /// A guard accepting timestamps within `window` of now in either
-    /// direction and remembering at most `capacity` intros.
-    #[must_use]
-    pub fn new(window: Duration, capacity: usize) -> Self {
-        Self {
-            window_ms: u64::try_from(window.as_millis()).unwrap_or(u64::MAX),
-            capacity,
-            seen: BTreeSet::new(),
-            floor_ms: None,
-        }
-    }
-
-    /// Number of intros remembered.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.seen.len()
-    }
-
-    /// Whether no intro is remembered.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.seen.is_empty()
-    }
-
-    /// Accepts `id` with `timestamp_ms` at `now_ms` once; refuses it if the
-    /// timestamp is outside the window or not newer than a forgotten intro,
-    /// or the intro was accepted before.
-    fn admit(&mut self, id: IntroId, timestamp_ms: u64, now_ms: u64) -> Result<(), AcceptError> {
-        let skew_ms = timestamp_ms.abs_diff(now_ms);
-        if skew_ms > self.window_ms {
-            return Err(AcceptError::StaleTimestamp { skew_ms });
-        }
-        let entry = (timestamp_ms, id);
-        if self.seen.contains(&entry) {
-            return Err(AcceptError::Replayed { intro_id: id });
-        }
-        if self.floor_ms.is_some_and(|floor| timestamp_ms <= floor) {
-            return Err(AcceptError::StaleTimestamp { skew_ms });
-        }
-        // A replay at `now` of an intro with timestamp `t` fails the window
-        // check once now > t + window, so it can be forgotten.
-        while let Some(&(oldest, _)) = self.seen.first()
-            && oldest.saturating_add(self.window_ms) < now_ms
-        {
-            self.seen.pop_first();
-        }
-        self.seen.insert(entry);
-        while self.seen.len() > self.capacity {
-            // Possibly the intro just inserted: it is still accepted, and the
-            // floor refuses its replays.
-            let evicted = self.seen.pop_first().map(|(timestamp_ms, _)| timestamp_ms);
-            self.floor_ms = self.floor_ms.max(evicted);
-        }
-        Ok(())
-    }
-}
-
-impl Default for ReplayGuard {
-    fn default() -> Self {
-        Self::new(DEFAULT_TIMESTAMP_WINDOW, DEFAULT_REPLAY_CAPACITY)
+            transcript: Transcript {
+                intro: self.intro.clone(),
+                hash,
+            },
+            reply,
+        })
     }
 }
 
@@ -501,13 +391,18 @@ impl Default for ReplayGuard {
 pub struct Responder {
     identity: IdentityKey,
     replay: ReplayGuard,
+    config: KeyConfig,
 }
 
 impl Responder {
-    /// A responder with the given identity and replay guard.
+    /// A responder with the given identity, replay guard and packet protection.
     #[must_use]
-    pub const fn new(identity: IdentityKey, replay: ReplayGuard) -> Self {
-        Self { identity, replay }
+    pub const fn new(identity: IdentityKey, replay: ReplayGuard, config: KeyConfig) -> Self {
+        Self {
+            identity,
+            replay,
+            config,
+        }
     }
 
     /// The responder's public identity.
@@ -523,7 +418,7 @@ impl Responder {
     }
 
     /// Checks an intro datagram at time `now`. `rng` blinds the RSA
-    /// decryption against timing attacks.
+    /// decryption against timing attacks and draws the responder's X25519 key.
     pub fn accept(
         &mut self,
         datagram: &[u8],
@@ -547,153 +442,381 @@ impl Responder {
         if body.version != PROTOCOL_VERSION {
             return Err(AcceptError::UnsupportedVersion(body.version));
         }
-        self.replay.admit(body.id, body.timestamp_ms, now_ms)?;
+        if body.secret.iter().all(|&b| b == 0) {
+            return Err(AcceptError::DegenerateKey);
+        }
+        let ephemeral = StaticSecret::random_from_rng(&mut *rng);
+        let shared = ephemeral.diffie_hellman(&PublicKey::from(body.ephemeral));
+        if !shared.was_contributory() {
+            return Err(AcceptError::DegenerateKey);
+        }
+        let id = intro_id(datagram);
+        self.replay.admit(id, body.timestamp_ms, now_ms)?;
         Ok(Accepted {
-            intro_id: body.id,
-            keys: body.keys.responder_keys(),
+            intro_id: id,
+            initiator_index: body.initiator_index,
+            intro: Sha256::new_with_prefix(datagram),
+            intro_len: datagram.len(),
+            secret: body.secret,
+            ephemeral,
+            shared: Zeroizing::new(*shared.as_bytes()),
+            config: self.config,
         })
     }
 }
 
-/// An intro the responder accepted: the connection's keys, and the reply to send.
-#[derive(Debug)]
+/// An intro the responder accepted; [`Accepted::reply`] turns it into the
+/// reply and the connection's keys.
 pub struct Accepted {
-    /// The intro's random id, which the reply echoes.
-    pub intro_id: IntroId,
-    /// The responder's sealer and opener for this connection.
-    pub keys: ConnectionKeys,
+    intro_id: IntroId,
+    initiator_index: u32,
+    intro: Sha256,
+    intro_len: usize,
+    secret: Zeroizing<[u8; SECRET_LEN]>,
+    ephemeral: StaticSecret,
+    shared: Zeroizing<[u8; X25519_KEY_LEN]>,
+    config: KeyConfig,
+}
+
+impl fmt::Debug for Accepted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Accepted")
+            .field("intro_id", &self.intro_id)
+            .field("initiator_index", &self.initiator_index)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Accepted {
-    /// Starts the intro reply in `buf`: an IntroReply packet sealed with the
-    /// responder's key, its plaintext beginning with the intro id. Frames may
-    /// be pushed after it; [`PacketBuilder::finish`] seals it.
-    pub fn start_reply<'s, 'b>(
-        &'s mut self,
-        buf: &'b mut [u8],
-    ) -> Result<PacketBuilder<'s, 'b>, SealError> {
-        let available = buf.len();
-        let mut reply = self
-            .keys
-            .sealer
-            .start_with(|packet_number| Header::IntroReply { packet_number }, buf)?;
-        // What the builder already reserved (header and tag) plus the id.
-        let needed = available - reply.remaining() + INTRO_ID_LEN;
-        reply
-            .push_bytes(&self.intro_id)
-            .map_err(|_| SealError::BufferTooSmall { needed, available })?;
-        Ok(reply)
+    /// The intro's id (see [`intro_id`]).
+    #[must_use]
+    pub const fn intro_id(&self) -> IntroId {
+        self.intro_id
+    }
+
+    /// The index the initiator chose: every packet to it carries it.
+    #[must_use]
+    pub const fn initiator_index(&self) -> u32 {
+        self.initiator_index
+    }
+
+    /// The largest reply this intro allows: three times its size.
+    #[must_use]
+    pub const fn max_reply_len(&self) -> usize {
+        3 * self.intro_len
+    }
+
+    /// Writes the intro reply into `buf` with `frames` sealed in it, and
+    /// returns its length and the connection's keys. `index` is the index
+    /// the responder chose: the initiator's packets will carry it.
+    ///
+    /// The reply is at most [`Accepted::max_reply_len`] bytes whatever the
+    /// size of `buf`: frames that do not fit are refused. Keep the reply's
+    /// bytes to resend them if the intro is repeated; never build a second.
+    pub fn reply(
+        self,
+        index: u32,
+        frames: &[Frame<'_>],
+        buf: &mut [u8],
+    ) -> Result<(usize, ConnectionKeys), ReplyBuildError> {
+        let max = buf.len().min(self.max_reply_len());
+        let buf = &mut buf[..max];
+        let ephemeral = PublicKey::from(&self.ephemeral).to_bytes();
+        let header = Header::IntroReply {
+            receiver_index: self.initiator_index,
+            packet_number: PacketNumber::encode(0, None).ok_or(ReplyBuildError::DegenerateKey)?,
+            ephemeral,
+            sender_index: index,
+        };
+        let mut header_bytes = [0u8; 64];
+        let header_len = header
+            .emit(&mut header_bytes)
+            .map_err(ReplyBuildError::Encode)?;
+        let hash = transcript(&self.intro, &header_bytes[..header_len]);
+        let (i2r, r2i) = derive_secrets(&self.secret, &self.shared, &hash)
+            .ok_or(ReplyBuildError::DegenerateKey)?;
+        let mut sealer = PacketSealer::new(r2i, self.initiator_index, self.config);
+        let mut reply = sealer
+            .start_reply(ephemeral, index, buf)
+            .map_err(ReplyBuildError::Seal)?;
+        for frame in frames {
+            reply.push(frame).map_err(ReplyBuildError::Encode)?;
+        }
+        let (len, _) = reply.finish().map_err(ReplyBuildError::Seal)?;
+        let keys = ConnectionKeys {
+            sealer,
+            opener: PacketOpener::new(i2r, index, self.config),
+        };
+        Ok((len, keys))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashSet;
+    use std::collections::HashMap;
+    use std::time::Duration;
 
     use proptest::prelude::*;
     use rand_core::OsRng;
 
     use super::*;
     use crate::error::OpenError;
-    use crate::frame::{Frame, Message};
+    use crate::frame::{Message, Padding};
     use crate::test_support::{identity, other_identity, t0};
 
+    const INITIATOR_INDEX: u32 = 0x1111_1111;
+    const RESPONDER_INDEX: u32 = 0x2222_2222;
+
     fn responder(identity: &IdentityKey) -> Responder {
-        Responder::new(identity.clone(), ReplayGuard::default())
+        Responder::new(
+            identity.clone(),
+            ReplayGuard::default(),
+            KeyConfig::default(),
+        )
     }
 
     fn intro(to: &IdentityKey, now: SystemTime) -> (PendingIntro, [u8; INTRO_LEN]) {
         let mut buf = [0u8; INTRO_LEN];
-        let pending = PendingIntro::write(&to.public(), now, &mut OsRng, &mut buf).unwrap();
+        let pending = PendingIntro::write(
+            &to.public(),
+            INITIATOR_INDEX,
+            KeyConfig::default(),
+            now,
+            &mut OsRng,
+            &mut buf,
+        )
+        .unwrap();
         (pending, buf)
+    }
+
+    fn reply(accepted: Accepted, frames: &[Frame<'_>]) -> (Vec<u8>, ConnectionKeys) {
+        let mut buf = vec![0u8; 1452];
+        let (len, keys) = accepted.reply(RESPONDER_INDEX, frames, &mut buf).unwrap();
+        buf.truncate(len);
+        (buf, keys)
+    }
+
+    /// A data packet with one message, sealed by `keys`.
+    fn data(keys: &mut ConnectionKeys, message: &[u8]) -> Vec<u8> {
+        let mut buf = vec![0u8; 200];
+        let mut packet = keys.sealer.start(&mut buf).unwrap();
+        packet
+            .push(&Frame::Message(Message { data: message }))
+            .unwrap();
+        let (len, _) = packet.finish().unwrap();
+        buf.truncate(len);
+        buf
+    }
+
+    /// A whole handshake: initiator's keys, responder's keys, reply bytes.
+    fn handshake() -> (ConnectionKeys, ConnectionKeys, Vec<u8>, [u8; INTRO_LEN]) {
+        let (pending, intro_bytes) = intro(identity(), t0());
+        let accepted = responder(identity())
+            .accept(&intro_bytes, t0(), &mut OsRng)
+            .unwrap();
+        let (reply_bytes, responder_keys) = reply(accepted, &[]);
+        let mut copy = reply_bytes.clone();
+        let established = pending.open_reply(&mut copy).unwrap();
+        (established.keys, responder_keys, reply_bytes, intro_bytes)
     }
 
     #[test]
     fn intro_reply_and_data_round_trip_in_one_round_trip() {
         let (pending, intro_bytes) = intro(identity(), t0());
-        let mut responder = responder(identity());
-        let mut accepted = responder.accept(&intro_bytes, t0(), &mut OsRng).unwrap();
-        assert_eq!(accepted.intro_id, pending.id());
-
-        let mut reply_buf = [0u8; 1452];
-        let mut reply = accepted.start_reply(&mut reply_buf).unwrap();
-        reply
-            .push(&Frame::Message(Message { data: b"welcome" }))
+        assert_eq!(pending.id(), intro_id(&intro_bytes));
+        let accepted = responder(identity())
+            .accept(&intro_bytes, t0(), &mut OsRng)
             .unwrap();
-        let reply_len = reply.finish().unwrap();
-        assert!(reply_len <= 3 * INTRO_LEN, "amplification bound");
-
-        let (mut initiator, opened) = pending.open_reply(&mut reply_buf[..reply_len]).unwrap();
-        let frames: Vec<_> = opened.frames().collect::<Result<_, _>>().unwrap();
+        assert_eq!(accepted.intro_id(), pending.id());
+        assert_eq!(accepted.initiator_index(), INITIATOR_INDEX);
+        let (mut reply_bytes, mut responder_keys) =
+            reply(accepted, &[Frame::Message(Message { data: b"welcome" })]);
+        let established = pending.open_reply(&mut reply_bytes).unwrap();
+        let frames: Vec<_> = established
+            .reply
+            .frames()
+            .collect::<Result<_, _>>()
+            .unwrap();
         assert_eq!(frames, [Frame::Message(Message { data: b"welcome" })]);
+        let mut initiator = established.keys;
+        assert_eq!(initiator.sealer.peer_index(), RESPONDER_INDEX);
 
-        // Both directions now carry data; the reply used the responder's packet 0.
-        let mut buf = [0u8; 1452];
-        let mut packet = initiator.sealer.start(&mut buf).unwrap();
-        packet.push(&Frame::Ping).unwrap();
-        let len = packet.finish().unwrap();
-        let opened = accepted.keys.opener.open(&mut buf[..len]).unwrap();
+        // Both directions carry data; the reply used the responder's packet 0.
+        let mut packet = data(&mut initiator, b"hi");
+        let opened = responder_keys.opener.open(&mut packet).unwrap();
         assert_eq!(opened.packet_number(), 0);
-        let mut packet = accepted.keys.sealer.start(&mut buf).unwrap();
-        assert_eq!(packet.packet_number(), 1);
-        packet.push(&Frame::Ping).unwrap();
-        let len = packet.finish().unwrap();
-        assert_eq!(
-            initiator
-                .opener
-                .open(&mut buf[..len])
-                .unwrap()
-                .packet_number(),
-            1
-        );
+        let mut packet = data(&mut responder_keys, b"hello");
+        let opened = initiator.opener.open(&mut packet).unwrap();
+        assert_eq!(opened.packet_number(), 1);
     }
 
     #[test]
-    fn an_intro_for_another_identity_is_refused() {
-        let (_, intro_bytes) = intro(identity(), t0());
-        let mut wrong = responder(other_identity());
-        assert_eq!(
-            wrong.accept(&intro_bytes, t0(), &mut OsRng).map(|_| ()),
-            Err(AcceptError::Decryption)
-        );
-        assert!(wrong.replay_guard().is_empty());
-    }
-
-    #[test]
-    fn a_replayed_intro_is_refused_and_names_its_id() {
-        let (pending, intro_bytes) = intro(identity(), t0());
-        let mut responder = responder(identity());
-        responder.accept(&intro_bytes, t0(), &mut OsRng).unwrap();
-        let later = t0() + Duration::from_secs(5);
-        assert_eq!(
-            responder
-                .accept(&intro_bytes, later, &mut OsRng)
-                .map(|_| ()),
-            Err(AcceptError::Replayed {
-                intro_id: pending.id()
-            })
-        );
-    }
-
-    #[test]
-    fn intros_outside_the_timestamp_window_are_refused_in_both_directions() {
-        let (_, intro_bytes) = intro(identity(), t0());
-        let mut responder = responder(identity());
-        let window = DEFAULT_TIMESTAMP_WINDOW;
-        let too_late = t0() + window + Duration::from_millis(1);
-        let too_early = t0() - window - Duration::from_millis(1);
-        for now in [too_late, too_early] {
+    fn point_1_a_replayed_intro_to_a_restarted_responder_gets_keys_that_open_nothing_captured() {
+        let (mut initiator, _, _, intro_bytes) = handshake();
+        let captured = data(&mut initiator, b"secret");
+        // The responder restarted (fresh guard) and its clock stepped back.
+        for now in [t0(), t0() - Duration::from_secs(20)] {
+            let accepted = responder(identity())
+                .accept(&intro_bytes, now, &mut OsRng)
+                .unwrap();
+            let (_, mut replayed_session) = reply(accepted, &[]);
             assert_eq!(
-                responder.accept(&intro_bytes, now, &mut OsRng).map(|_| ()),
-                Err(AcceptError::StaleTimestamp { skew_ms: 30_001 })
+                replayed_session
+                    .opener
+                    .open(&mut captured.clone())
+                    .map(|_| ()),
+                Err(OpenError::Authentication)
             );
         }
-        // Exactly at the edge of the window it is still accepted.
-        assert!(
-            responder
-                .accept(&intro_bytes, t0() + window, &mut OsRng)
-                .is_ok()
+    }
+
+    #[test]
+    fn point_2_the_rsa_key_and_the_recording_do_not_open_the_session() {
+        let (mut initiator, _, reply_bytes, intro_bytes) = handshake();
+        let recorded = data(&mut initiator, b"recorded");
+        // The attacker holds the RSA key: it decrypts the intro, runs the
+        // responder's side on it and even sees the genuine reply header, but
+        // lacks both X25519 private keys.
+        let accepted = Responder::new(
+            identity().clone(),
+            ReplayGuard::default(),
+            KeyConfig::default(),
+        )
+        .accept(&intro_bytes, t0(), &mut OsRng)
+        .unwrap();
+        let (attacker_reply, mut attacker) = reply(accepted, &[]);
+        assert_ne!(attacker_reply[5..38], reply_bytes[5..38]);
+        assert_eq!(
+            attacker.opener.open(&mut recorded.clone()).map(|_| ()),
+            Err(OpenError::Authentication)
         );
+    }
+
+    #[test]
+    fn point_3_a_repeated_reply_is_recognised_and_yields_no_second_key_set() {
+        let (pending, intro_bytes) = intro(identity(), t0());
+        let accepted = responder(identity())
+            .accept(&intro_bytes, t0(), &mut OsRng)
+            .unwrap();
+        let (reply_bytes, _) = reply(accepted, &[]);
+        let mut copy = reply_bytes.clone();
+        let established = pending.open_reply(&mut copy).unwrap();
+        // `pending` is consumed; the only thing a repeat can do is be
+        // recognised as one.
+        assert!(established.transcript.is_repeated_reply(&reply_bytes));
+        let mut other = reply_bytes.clone();
+        other[10] ^= 1;
+        assert!(!established.transcript.is_repeated_reply(&other));
+        assert!(!established.transcript.is_repeated_reply(&[]));
+    }
+
+    #[test]
+    fn a_forged_or_foreign_reply_leaves_the_intro_pending() {
+        let (pending, intro_bytes) = intro(identity(), t0());
+        let accepted = responder(identity())
+            .accept(&intro_bytes, t0(), &mut OsRng)
+            .unwrap();
+        let (reply_bytes, mut responder_keys) = reply(accepted, &[]);
+        let mut forged = reply_bytes.clone();
+        let last = forged.len() - 1;
+        forged[last] ^= 1;
+        let refused = pending.open_reply(&mut forged).unwrap_err();
+        assert_eq!(refused.error, ReplyError::Open(OpenError::Authentication));
+        // A data packet is not a reply (point 5, handshake side).
+        let mut packet = data(&mut responder_keys, b"x");
+        let refused = refused.pending.open_reply(&mut packet).unwrap_err();
+        assert_eq!(
+            refused.error,
+            ReplyError::Open(OpenError::WrongType(PacketType::Data))
+        );
+        // A reply to somebody else's intro does not open.
+        let (other, other_intro) = intro(identity(), t0());
+        let other_accepted = responder(identity())
+            .accept(&other_intro, t0(), &mut OsRng)
+            .unwrap();
+        let (other_reply, _) = reply(other_accepted, &[]);
+        let refused = refused
+            .pending
+            .open_reply(&mut other_reply.clone())
+            .unwrap_err();
+        assert!(other.open_reply(&mut other_reply.clone()).is_ok());
+        // The pending intro still accepts the genuine reply.
+        assert!(refused.pending.open_reply(&mut reply_bytes.clone()).is_ok());
+    }
+
+    #[test]
+    fn point_4_degenerate_key_material_is_refused_and_reflection_does_not_open() {
+        let body = |secret: [u8; 32], ephemeral: [u8; 32]| IntroBody {
+            version: PROTOCOL_VERSION,
+            timestamp_ms: unix_millis(t0()).unwrap(),
+            secret: Zeroizing::new(secret),
+            ephemeral,
+            initiator_index: 1,
+        };
+        let good_ephemeral = PublicKey::from(&StaticSecret::random_from_rng(OsRng)).to_bytes();
+        let mut responder = responder(identity());
+        // All-zero initiator secret.
+        let zero_secret = raw_intro(&body([0; 32], good_ephemeral).to_bytes()[..]);
+        assert_eq!(
+            responder.accept(&zero_secret, t0(), &mut OsRng).map(|_| ()),
+            Err(AcceptError::DegenerateKey)
+        );
+        // A low-order X25519 point: the shared secret would be all zeros.
+        let zero_point = raw_intro(&body([7; 32], [0; 32]).to_bytes()[..]);
+        assert_eq!(
+            responder.accept(&zero_point, t0(), &mut OsRng).map(|_| ()),
+            Err(AcceptError::DegenerateKey)
+        );
+        assert!(derive_secrets(&[7; 32], &[0; 32], &[1; 32]).is_none());
+        // The responder's own packets, reflected back to it, do not open:
+        // the two directions' keys come from distinct labels.
+        let (_, mut responder_keys, _, _) = handshake();
+        let mut reflected = data(&mut responder_keys, b"mirror");
+        reflected[1..5].copy_from_slice(&RESPONDER_INDEX.to_be_bytes());
+        assert_eq!(
+            responder_keys.opener.open(&mut reflected).map(|_| ()),
+            Err(OpenError::Authentication)
+        );
+    }
+
+    #[test]
+    fn point_6_the_reply_is_bounded_by_three_times_the_intro() {
+        let (_, intro_bytes) = intro(identity(), t0());
+        let big = [0u8; 1400];
+        let accepted = responder(identity())
+            .accept(&intro_bytes, t0(), &mut OsRng)
+            .unwrap();
+        assert_eq!(accepted.max_reply_len(), 3 * INTRO_LEN);
+        let mut buf = [0u8; 1452];
+        assert!(matches!(
+            accepted.reply(1, &[Frame::Message(Message { data: &big })], &mut buf),
+            Err(ReplyBuildError::Encode(_))
+        ));
+        // Padding to the whole buffer stops at the bound.
+        let accepted = responder(identity())
+            .accept(&intro(identity(), t0()).1, t0(), &mut OsRng)
+            .unwrap();
+        let padding = Frame::Padding(Padding {
+            len: MAX_REPLY_LEN - 1 - 4 - 1 - 32 - 4 - 16,
+        });
+        let (len, _) = accepted.reply(1, &[padding], &mut buf).unwrap();
+        assert_eq!(len, MAX_REPLY_LEN);
+    }
+
+    #[test]
+    fn point_8_packets_name_their_connection_by_the_receivers_index() {
+        let (mut initiator, mut responder_keys, reply_bytes, _) = handshake();
+        assert_eq!(
+            crate::header::peek_receiver_index(&reply_bytes),
+            Some(INITIATOR_INDEX)
+        );
+        // The responder's table maps its index to the connection; a packet
+        // from any address finds it, and only opens if authentic.
+        let table: HashMap<u32, usize> = HashMap::from([(RESPONDER_INDEX, 0), (9, 1)]);
+        let mut packet = data(&mut initiator, b"after rebinding");
+        let index = crate::header::peek_receiver_index(&packet).unwrap();
+        assert_eq!(table.get(&index), Some(&0));
+        assert!(responder_keys.opener.open(&mut packet).is_ok());
     }
 
     #[test]
@@ -712,12 +835,6 @@ mod tests {
                 .map(|_| ()),
             Err(AcceptError::WrongLength(INTRO_LEN - 1))
         );
-        let mut longer = intro_bytes.to_vec();
-        longer.push(0);
-        assert_eq!(
-            responder.accept(&longer, t0(), &mut OsRng).map(|_| ()),
-            Err(AcceptError::WrongLength(INTRO_LEN + 1))
-        );
         let mut data_type = intro_bytes;
         data_type[0] = PacketType::Data as u8;
         assert_eq!(
@@ -728,13 +845,46 @@ mod tests {
             responder.accept(&[], t0(), &mut OsRng).map(|_| ()),
             Err(AcceptError::NotAnIntro)
         );
-        let before_epoch = UNIX_EPOCH - Duration::from_secs(1);
         assert_eq!(
             responder
-                .accept(&intro_bytes, before_epoch, &mut OsRng)
+                .accept(
+                    &intro_bytes,
+                    UNIX_EPOCH - Duration::from_secs(1),
+                    &mut OsRng
+                )
                 .map(|_| ()),
             Err(AcceptError::ClockBeforeEpoch)
         );
+        let mut wrong = Responder::new(
+            other_identity().clone(),
+            ReplayGuard::default(),
+            KeyConfig::default(),
+        );
+        assert_eq!(
+            wrong.accept(&intro_bytes, t0(), &mut OsRng).map(|_| ()),
+            Err(AcceptError::Decryption)
+        );
+        assert!(wrong.replay_guard().is_empty());
+    }
+
+    #[test]
+    fn a_repeated_intro_is_refused_as_a_replay_naming_its_id() {
+        let (pending, intro_bytes) = intro(identity(), t0());
+        let mut responder = responder(identity());
+        responder.accept(&intro_bytes, t0(), &mut OsRng).unwrap();
+        assert_eq!(
+            responder
+                .accept(&intro_bytes, t0() + Duration::from_secs(5), &mut OsRng)
+                .map(|_| ()),
+            Err(AcceptError::Replayed {
+                intro_id: pending.id()
+            })
+        );
+        let late = t0() + Duration::from_secs(31);
+        assert!(matches!(
+            responder.accept(&intro_bytes, late, &mut OsRng),
+            Err(AcceptError::StaleTimestamp { skew_ms: 31_000 })
+        ));
     }
 
     /// Encrypts an arbitrary plaintext as an intro, bypassing `PendingIntro`.
@@ -752,20 +902,20 @@ mod tests {
 
     #[test]
     fn another_protocol_version_or_body_length_is_refused() {
-        let body = IntroBody {
-            version: PROTOCOL_VERSION + 1,
+        let mut body = IntroBody {
+            version: 1,
             timestamp_ms: unix_millis(t0()).unwrap(),
-            id: [9; INTRO_ID_LEN],
-            keys: KeyMaterial::generate(&mut OsRng),
+            secret: Zeroizing::new([3; 32]),
+            ephemeral: [9; 32],
+            initiator_index: 1,
         };
         let mut responder = responder(identity());
-        let other_version = raw_intro(&body.to_bytes()[..]);
+        let version_1 = raw_intro(&body.to_bytes()[..]);
         assert_eq!(
-            responder
-                .accept(&other_version, t0(), &mut OsRng)
-                .map(|_| ()),
-            Err(AcceptError::UnsupportedVersion(PROTOCOL_VERSION + 1))
+            responder.accept(&version_1, t0(), &mut OsRng).map(|_| ()),
+            Err(AcceptError::UnsupportedVersion(1))
         );
+        body.version = PROTOCOL_VERSION;
         let short = raw_intro(&body.to_bytes()[..INTRO_BODY_LEN - 1]);
         assert_eq!(
             responder.accept(&short, t0(), &mut OsRng).map(|_| ()),
@@ -774,249 +924,49 @@ mod tests {
     }
 
     #[test]
-    fn a_reply_must_echo_the_intro_id_and_be_an_intro_reply() {
-        let (pending, intro_bytes) = intro(identity(), t0());
-        let mut accepted = responder(identity())
-            .accept(&intro_bytes, t0(), &mut OsRng)
-            .unwrap();
-
-        // A data packet under the right key is not a reply.
-        let mut buf = [0u8; 200];
-        let len = accepted
-            .keys
-            .sealer
-            .start(&mut buf)
-            .unwrap()
-            .finish()
-            .unwrap();
-        assert_eq!(
-            pending.open_reply(&mut buf[..len]).map(|_| ()),
-            Err(ReplyError::NotAReply)
-        );
-
-        // A reply for another intro id.
-        accepted.intro_id[0] ^= 1;
-        let len = accepted.start_reply(&mut buf).unwrap().finish().unwrap();
-        assert_eq!(
-            pending.open_reply(&mut buf[..len]).map(|_| ()),
-            Err(ReplyError::WrongIntroId)
-        );
-
-        // A reply to somebody else's intro does not even open.
-        let (other_pending, _) = intro(identity(), t0());
-        accepted.intro_id[0] ^= 1;
-        let len = accepted.start_reply(&mut buf).unwrap().finish().unwrap();
-        // A failed open leaves the buffer's contents unspecified: try a copy.
-        let mut copy = buf;
-        assert_eq!(
-            other_pending.open_reply(&mut copy[..len]).map(|_| ()),
-            Err(ReplyError::Open(OpenError::Authentication))
-        );
-        // The pending intro still accepts the genuine reply.
-        assert!(pending.open_reply(&mut buf[..len]).is_ok());
-    }
-
-    #[test]
-    fn a_full_replay_cache_evicts_the_oldest_and_refuses_it_and_anything_older() {
-        let mut guard = ReplayGuard::new(Duration::from_secs(10), 2);
-        let now = 1_000_000;
-        guard.admit([1; 16], now, now).unwrap();
-        guard.admit([2; 16], now + 1_000, now).unwrap();
-        // Full: a newer intro is still accepted; the oldest is evicted.
-        guard.admit([3; 16], now + 500, now).unwrap();
-        assert_eq!(guard.len(), 2);
-        // The evicted intro's replay is refused, and so is any intro not
-        // newer than it, even though both are inside the window.
-        assert!(matches!(
-            guard.admit([1; 16], now, now),
-            Err(AcceptError::StaleTimestamp { .. })
-        ));
-        assert!(matches!(
-            guard.admit([4; 16], now - 1, now),
-            Err(AcceptError::StaleTimestamp { .. })
-        ));
-        // The intros still remembered are refused as replays.
-        assert_eq!(
-            guard.admit([2; 16], now + 1_000, now),
-            Err(AcceptError::Replayed { intro_id: [2; 16] })
-        );
-        assert_eq!(
-            guard.admit([3; 16], now + 500, now),
-            Err(AcceptError::Replayed { intro_id: [3; 16] })
-        );
-    }
-
-    #[test]
-    fn intros_that_left_the_window_are_forgotten_and_their_replays_stay_refused() {
-        let mut guard = ReplayGuard::new(Duration::from_secs(10), 2);
-        let now = 1_000_000;
-        guard.admit([1; 16], now, now).unwrap();
-        guard.admit([2; 16], now + 1_000, now).unwrap();
-        // 10.001 s later the first intro's timestamp is out of the window:
-        // it is forgotten, making room without raising the floor.
-        let later = now + 10_001;
-        guard.admit([3; 16], later - 5_000, later).unwrap();
-        assert_eq!(guard.len(), 2);
-        assert!(matches!(
-            guard.admit([1; 16], now, later),
-            Err(AcceptError::StaleTimestamp { .. })
-        ));
-        assert_eq!(
-            guard.admit([2; 16], now + 1_000, later),
-            Err(AcceptError::Replayed { intro_id: [2; 16] })
-        );
-    }
-
-    /// `count` distinct intro ids from an attacker.
-    fn flood_ids(count: u32) -> impl Iterator<Item = IntroId> {
-        (0..count).map(|i| {
-            let mut id = [0xaa; 16];
-            id[..4].copy_from_slice(&i.to_be_bytes());
-            id
-        })
-    }
-
-    #[test]
-    fn a_flood_of_current_intros_does_not_lock_out_initiators_whose_clocks_move_on() {
-        let mut guard = ReplayGuard::new(Duration::from_secs(30), 64);
-        let now = 1_000_000;
-        // Once the cache is full the flood's own later intros are refused.
-        let admitted = flood_ids(1_000)
-            .filter(|id| guard.admit(*id, now, now).is_ok())
-            .count();
-        assert_eq!(admitted, 65);
-        assert_eq!(guard.len(), 64);
-        for step in 1..=10 {
-            guard.admit([step; 16], now + u64::from(step), now).unwrap();
-        }
-    }
-
-    #[test]
-    fn a_flood_from_the_future_locks_out_only_until_the_clock_passes_it() {
-        let mut guard = ReplayGuard::new(Duration::from_secs(30), 64);
-        let now = 1_000_000;
-        let edge = now + 30_000;
-        // The first 65 fill the cache and raise the floor to `edge`; the
-        // rest are refused.
-        let admitted = flood_ids(1_000)
-            .filter(|id| guard.admit(*id, edge, now).is_ok())
-            .count();
-        assert_eq!(admitted, 65);
-        assert!(matches!(
-            guard.admit([1; 16], now, now),
-            Err(AcceptError::StaleTimestamp { .. })
-        ));
-        guard.admit([1; 16], edge + 1, edge + 1).unwrap();
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(256))]
-
-        #[test]
-        fn the_replay_guard_stays_bounded_and_never_admits_an_intro_twice(
-            capacity in 0usize..8,
-            intros in proptest::collection::vec((0u8..12, 0u64..40, 0u64..60), 1..80),
-        ) {
-            // Timestamps and clock readings in seconds, window 10 s; ids
-            // drawn from a small set so replays are frequent.
-            let mut guard = ReplayGuard::new(Duration::from_secs(10), capacity);
-            let mut admitted = HashSet::new();
-            let mut now_s = 0;
-            for (id, timestamp_s, advance_s) in intros {
-                now_s += advance_s % 3;
-                let intro = ([id; 16], timestamp_s * 1_000);
-                if guard.admit(intro.0, intro.1, now_s * 1_000).is_ok() {
-                    prop_assert!(admitted.insert(intro), "{intro:?} admitted twice");
-                }
-                prop_assert!(guard.len() <= capacity);
-            }
-        }
-    }
-
-    #[test]
-    fn identity_keys_survive_pkcs8_and_spki_in_der_and_pem() {
-        let key = identity();
-        let der = key.to_pkcs8_der().unwrap();
-        let pem = key.to_pkcs8_pem().unwrap();
-        assert!(pem.starts_with("-----BEGIN PRIVATE KEY-----"));
-        assert_eq!(
-            IdentityKey::from_pkcs8_der(&der).unwrap().public(),
-            key.public()
-        );
-        assert_eq!(
-            IdentityKey::from_pkcs8_pem(&pem).unwrap().public(),
-            key.public()
-        );
-
-        let public = key.public();
-        let spki_der = public.to_spki_der().unwrap();
-        let spki_pem = public.to_spki_pem().unwrap();
-        assert!(spki_pem.starts_with("-----BEGIN PUBLIC KEY-----"));
-        assert_eq!(PublicIdentity::from_spki_der(&spki_der).unwrap(), public);
-        assert_eq!(PublicIdentity::from_spki_pem(&spki_pem).unwrap(), public);
-
-        // A key loaded from PEM is usable for intros.
-        let loaded = IdentityKey::from_pkcs8_pem(&pem).unwrap();
-        let (_, intro_bytes) = intro(identity(), t0());
-        assert!(
-            responder(&loaded)
-                .accept(&intro_bytes, t0(), &mut OsRng)
-                .is_ok()
-        );
-    }
-
-    #[test]
-    fn garbage_and_wrong_size_keys_are_refused() {
-        assert!(matches!(
-            IdentityKey::from_pkcs8_der(b"not a key"),
-            Err(KeyError::Pkcs8(_))
-        ));
-        assert!(matches!(
-            IdentityKey::from_pkcs8_pem("-----BEGIN"),
-            Err(KeyError::Pkcs8(_))
-        ));
-        assert!(matches!(
-            PublicIdentity::from_spki_der(&[0x30, 0x00]),
-            Err(KeyError::Spki(_))
-        ));
-        let small = RsaPrivateKey::new(&mut OsRng, 1024).unwrap();
-        let der = small.to_pkcs8_der().unwrap();
-        assert!(matches!(
-            IdentityKey::from_pkcs8_der(der.as_bytes()),
-            Err(KeyError::WrongSize(1024))
-        ));
-        let spki = small.to_public_key().to_public_key_der().unwrap();
-        assert!(matches!(
-            PublicIdentity::from_spki_der(spki.as_bytes()),
-            Err(KeyError::WrongSize(1024))
-        ));
-    }
-
-    #[test]
     fn a_short_buffer_or_pre_epoch_clock_is_refused_when_writing_an_intro() {
         let public = identity().public();
-        let mut short = [0u8; INTRO_LEN - 1];
+        let write = |now, buf: &mut [u8]| {
+            PendingIntro::write(&public, 1, KeyConfig::default(), now, &mut OsRng, buf)
+        };
         assert!(matches!(
-            PendingIntro::write(&public, t0(), &mut OsRng, &mut short),
+            write(t0(), &mut [0u8; INTRO_LEN - 1]),
             Err(IntroError::BufferTooSmall {
                 needed: INTRO_LEN,
                 ..
             })
         ));
-        let mut buf = [0u8; INTRO_LEN];
         assert!(matches!(
-            PendingIntro::write(
-                &public,
-                UNIX_EPOCH - Duration::from_secs(1),
-                &mut OsRng,
-                &mut buf
-            ),
+            write(UNIX_EPOCH - Duration::from_secs(1), &mut [0u8; INTRO_LEN]),
             Err(IntroError::ClockBeforeEpoch)
         ));
     }
 
     proptest! {
-        // Each case costs an RSA decryption: few cases.
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The intro plaintext codec: decode ∘ encode = id, and every other
+        /// length is refused.
+        #[test]
+        fn intro_bodies_round_trip_and_every_truncation_is_refused(
+            version in any::<u32>(),
+            timestamp_ms in any::<u64>(),
+            secret in any::<[u8; 32]>(),
+            ephemeral in any::<[u8; 32]>(),
+            initiator_index in any::<u32>(),
+        ) {
+            let body = IntroBody { version, timestamp_ms, secret: Zeroizing::new(secret), ephemeral, initiator_index };
+            let bytes = body.to_bytes();
+            let back = IntroBody::from_bytes(&bytes[..]).unwrap();
+            prop_assert_eq!(back.to_bytes()[..].to_vec(), bytes[..].to_vec());
+            for cut in 0..INTRO_BODY_LEN {
+                prop_assert!(IntroBody::from_bytes(&bytes[..cut]).is_none());
+            }
+        }
+    }
+
+    proptest! {
+        // Each case costs an RSA decryption or an X25519 exchange: few cases.
         #![proptest_config(ProptestConfig::with_cases(32))]
 
         #[test]
@@ -1025,6 +975,25 @@ mod tests {
             datagram.extend(body);
             let mut responder = responder(identity());
             prop_assert!(responder.accept(&datagram, t0(), &mut OsRng).is_err());
+        }
+
+        #[test]
+        fn mutated_or_truncated_replies_never_panic_and_never_establish(
+            mutations in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..), 1..4),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let (pending, intro_bytes) = intro(identity(), t0());
+            let accepted = responder(identity()).accept(&intro_bytes, t0(), &mut OsRng).unwrap();
+            let (reply_bytes, _) = reply(accepted, &[Frame::Ping]);
+            let mut mutated = reply_bytes.clone();
+            for (index, xor) in mutations {
+                let i = index.index(mutated.len());
+                mutated[i] ^= xor;
+            }
+            let refused = pending.open_reply(&mut mutated).unwrap_err();
+            let cut = cut.index(reply_bytes.len());
+            let refused = refused.pending.open_reply(&mut reply_bytes[..cut].to_vec()).unwrap_err();
+            prop_assert!(refused.pending.open_reply(&mut reply_bytes.clone()).is_ok());
         }
     }
 }

@@ -1,70 +1,194 @@
-//! The packet header: a type byte and, for protected packets, a packet number.
+//! The packet header: a type byte, the receiver's index and a truncated
+//! packet number.
 //!
 //! Two layers, as smoltcp does it: [`Header`] is the value (`parse`, `emit`,
 //! `len`), [`Packet`] is a checked view over a received datagram whose
 //! accessors cannot fail once [`Packet::new_checked`] has succeeded.
 //!
 //! ```text
-//! intro:               type (0x01) | 256 bytes RSA-OAEP ciphertext
-//! intro reply, data:   type (0x02 / 0x03) | packet number (varint) | ciphertext | 16-byte tag
+//! intro:       0x10 | 256 bytes RSA-OAEP ciphertext
+//! intro reply: 0x20|L   | receiver index (4) | packet number (L+1) | X25519 key (32) | sender index (4) | ciphertext | tag (16)
+//! data:        0x30|K|L | receiver index (4) | packet number (L+1) | ciphertext | tag (16)
 //! ```
 //!
-//! The header bytes of a protected packet are the AEAD's associated data, so
-//! every bit of them is authenticated.
+//! `K` (bit 2) is the key phase, `L` (bits 0-1) the packet number's length
+//! minus one; bit 3 is reserved and must be zero. The header bytes of a
+//! protected packet are the AEAD's associated data, so every bit of them is
+//! authenticated.
+//!
+//! The packet number on the wire is the low 1 to 4 bytes of a 62-bit number
+//! that counts one direction's packets for the life of the connection
+//! (RFC 9000 §17.1); [`PacketNumber::encode`] picks the length from what the
+//! peer acknowledged, [`PacketNumber::decode`] rebuilds the full number from
+//! the largest one received.
 
-use crate::aead::PACKET_LIMIT;
 use crate::error::{EncodeError, HeaderError};
-use crate::varint::varint_len;
 
-/// The first byte of every Tern packet.
+/// Length of an X25519 public key.
+pub const X25519_KEY_LEN: usize = 32;
+
+/// The longest header Tern writes: a data packet with a 4-byte packet number
+/// (type, receiver index, packet number).
+pub const MAX_HEADER_LEN: usize = 1 + 4 + 4;
+
+/// The largest packet number: numbers are 62-bit, as in QUIC.
+pub const MAX_PACKET_NUMBER: u64 = (1 << 62) - 1;
+
+/// Bits of the type byte that name the packet type.
+const TYPE_MASK: u8 = 0xf0;
+/// The reserved bit, which must be zero.
+const RESERVED_BIT: u8 = 0x08;
+/// The key phase bit of a data packet.
+const KEY_PHASE_BIT: u8 = 0x04;
+/// The packet number length minus one.
+const PN_LEN_MASK: u8 = 0x03;
+
+/// The kind of a Tern packet, from the high four bits of its first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum PacketType {
     /// The initiator's handshake packet: RSA-OAEP encrypted key material.
-    Intro = 0x01,
-    /// The responder's answer to an intro, already sealed with the
-    /// responder-to-initiator packet key.
-    IntroReply = 0x02,
+    Intro = 0x10,
+    /// The responder's answer to an intro: its X25519 key, then sealed frames.
+    IntroReply = 0x20,
     /// A packet of frames sealed with the connection's packet key.
-    Data = 0x03,
+    Data = 0x30,
 }
 
 impl PacketType {
-    /// Reads a type byte; anything Tern does not know is refused.
+    /// Reads the type from a first byte; anything Tern does not know is refused.
     pub fn from_byte(byte: u8) -> Result<Self, HeaderError> {
-        match byte {
-            0x01 => Ok(Self::Intro),
-            0x02 => Ok(Self::IntroReply),
-            0x03 => Ok(Self::Data),
-            other => Err(HeaderError::UnknownType(other)),
+        match byte & TYPE_MASK {
+            0x10 => Ok(Self::Intro),
+            0x20 => Ok(Self::IntroReply),
+            0x30 => Ok(Self::Data),
+            _ => Err(HeaderError::UnknownType(byte)),
         }
-    }
-
-    /// Whether packets of this type carry a packet number and are sealed with a packet key.
-    #[must_use]
-    pub const fn is_protected(self) -> bool {
-        !matches!(self, Self::Intro)
     }
 }
 
-/// The longest header Tern writes: the type byte and a packet number below
-/// [`PACKET_LIMIT`] (2^23 needs 4 varint bytes).
-pub const MAX_HEADER_LEN: usize = 1 + varint_len(PACKET_LIMIT - 1);
+/// Which of two alternating keys sealed a data packet (RFC 9001 §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct KeyPhase(pub bool);
+
+impl KeyPhase {
+    /// The other phase.
+    #[must_use]
+    pub const fn flipped(self) -> Self {
+        Self(!self.0)
+    }
+}
+
+/// A packet number as sent: its low `len` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PacketNumber {
+    truncated: u32,
+    len: u8,
+}
+
+impl PacketNumber {
+    /// Truncates `full` to the fewest bytes (1 to 4) that represent more
+    /// than twice the distance to the largest number the peer acknowledged
+    /// (RFC 9000 §17.1), or `None` if even 4 bytes cannot.
+    #[must_use]
+    #[inline]
+    pub const fn encode(full: u64, largest_acked: Option<u64>) -> Option<Self> {
+        let unacked = match largest_acked {
+            Some(acked) if acked < full => full - acked,
+            Some(_) => 1,
+            None => full.saturating_add(1),
+        };
+        let len = if unacked < 1 << 7 {
+            1
+        } else if unacked < 1 << 15 {
+            2
+        } else if unacked < 1 << 23 {
+            3
+        } else if unacked < 1 << 31 {
+            4
+        } else {
+            return None;
+        };
+        let mask = (1u64 << (8 * len)) - 1;
+        Some(Self {
+            truncated: (full & mask) as u32,
+            len,
+        })
+    }
+
+    /// A truncated number as read from the wire; `len` is 1 to 4.
+    #[must_use]
+    pub const fn from_wire(truncated: u32, len: u8) -> Option<Self> {
+        if len == 0 || len > 4 || (len < 4 && truncated >> (8 * len) != 0) {
+            return None;
+        }
+        Some(Self { truncated, len })
+    }
+
+    /// The bytes on the wire.
+    #[must_use]
+    pub const fn len(self) -> usize {
+        self.len as usize
+    }
+
+    /// Always false: at least one byte is sent.
+    #[must_use]
+    pub const fn is_empty(self) -> bool {
+        false
+    }
+
+    /// The truncated value.
+    #[must_use]
+    pub const fn truncated(self) -> u32 {
+        self.truncated
+    }
+
+    /// The full packet number closest to one past `largest_received`
+    /// (RFC 9000 Appendix A.3).
+    #[must_use]
+    #[inline]
+    pub const fn decode(self, largest_received: Option<u64>) -> u64 {
+        let expected = match largest_received {
+            Some(largest) => largest + 1,
+            None => 0,
+        };
+        let window = 1u64 << (8 * self.len);
+        let half = window / 2;
+        let candidate = (expected & !(window - 1)) | self.truncated as u64;
+        if candidate + half <= expected && candidate < (1 << 62) - window {
+            candidate + window
+        } else if candidate > expected + half && candidate >= window {
+            candidate - window
+        } else {
+            candidate
+        }
+    }
+}
 
 /// A parsed packet header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Header {
     /// An intro; its body is the RSA ciphertext.
     Intro,
-    /// The reply to an intro.
+    /// The reply to an intro. Everything here is associated data.
     IntroReply {
-        /// The packet number, also the AEAD nonce counter.
-        packet_number: u64,
+        /// The index the initiator chose for this connection.
+        receiver_index: u32,
+        /// The packet number (the responder's first packets).
+        packet_number: PacketNumber,
+        /// The responder's ephemeral X25519 public key.
+        ephemeral: [u8; X25519_KEY_LEN],
+        /// The index the responder chose: the initiator's data packets carry it.
+        sender_index: u32,
     },
     /// A data packet.
     Data {
-        /// The packet number, also the AEAD nonce counter.
-        packet_number: u64,
+        /// The index the receiver chose for this connection.
+        receiver_index: u32,
+        /// Which key sealed the packet.
+        key_phase: KeyPhase,
+        /// The packet number.
+        packet_number: PacketNumber,
     },
 }
 
@@ -79,12 +203,23 @@ impl Header {
         }
     }
 
-    /// The packet number, for protected packets.
+    /// The receiver's index, for protected packets.
     #[must_use]
-    pub const fn packet_number(&self) -> Option<u64> {
+    pub const fn receiver_index(&self) -> Option<u32> {
         match self {
             Self::Intro => None,
-            Self::IntroReply { packet_number } | Self::Data { packet_number } => {
+            Self::IntroReply { receiver_index, .. } | Self::Data { receiver_index, .. } => {
+                Some(*receiver_index)
+            }
+        }
+    }
+
+    /// The truncated packet number, for protected packets.
+    #[must_use]
+    pub const fn packet_number(&self) -> Option<PacketNumber> {
+        match self {
+            Self::Intro => None,
+            Self::IntroReply { packet_number, .. } | Self::Data { packet_number, .. } => {
                 Some(*packet_number)
             }
         }
@@ -94,9 +229,12 @@ impl Header {
     #[must_use]
     #[inline]
     pub const fn len(&self) -> usize {
-        match self.packet_number() {
-            None => 1,
-            Some(pn) => 1 + varint_len(pn),
+        match self {
+            Self::Intro => 1,
+            Self::IntroReply { packet_number, .. } => {
+                1 + 4 + packet_number.len() + X25519_KEY_LEN + 4
+            }
+            Self::Data { packet_number, .. } => 1 + 4 + packet_number.len(),
         }
     }
 
@@ -115,43 +253,115 @@ impl Header {
             needed: len,
             available,
         })?;
-        dst[0] = self.packet_type() as u8;
-        if let Some(pn) = self.packet_number() {
-            if pn >= PACKET_LIMIT {
-                return Err(EncodeError::ValueTooLarge {
-                    field: "packet_number",
-                    value: pn,
-                });
+        match self {
+            Self::Intro => dst[0] = PacketType::Intro as u8,
+            Self::IntroReply {
+                receiver_index,
+                packet_number,
+                ephemeral,
+                sender_index,
+            } => {
+                dst[0] = PacketType::IntroReply as u8 | (packet_number.len - 1);
+                let at = emit_index_and_number(dst, *receiver_index, *packet_number);
+                dst[at..at + X25519_KEY_LEN].copy_from_slice(ephemeral);
+                dst[at + X25519_KEY_LEN..].copy_from_slice(&sender_index.to_be_bytes());
             }
-            postcard::to_slice(&pn, &mut dst[1..]).map_err(|_| EncodeError::BufferTooSmall {
-                needed: len,
-                available,
-            })?;
+            Self::Data {
+                receiver_index,
+                key_phase,
+                packet_number,
+            } => {
+                let phase = if key_phase.0 { KEY_PHASE_BIT } else { 0 };
+                dst[0] = PacketType::Data as u8 | phase | (packet_number.len - 1);
+                emit_index_and_number(dst, *receiver_index, *packet_number);
+            }
         }
         Ok(len)
     }
 
     /// Parses the header at the start of `bytes`, returning it and its length.
+    #[inline]
     pub fn parse(bytes: &[u8]) -> Result<(Self, usize), HeaderError> {
         let (&first, rest) = bytes.split_first().ok_or(HeaderError::Empty)?;
         let packet_type = PacketType::from_byte(first)?;
-        if !packet_type.is_protected() {
+        if first & RESERVED_BIT != 0 {
+            return Err(HeaderError::ReservedBits(first));
+        }
+        if packet_type == PacketType::Intro {
+            if first != PacketType::Intro as u8 {
+                return Err(HeaderError::ReservedBits(first));
+            }
             return Ok((Self::Intro, 1));
         }
-        let (pn, after) = postcard::take_from_bytes::<u64>(rest)
-            .map_err(|_| HeaderError::MalformedPacketNumber)?;
-        let used = rest.len() - after.len();
-        if used != varint_len(pn) {
-            return Err(HeaderError::NonCanonicalPacketNumber);
-        }
-        if pn >= PACKET_LIMIT {
-            return Err(HeaderError::PacketNumberPastLimit(pn));
-        }
-        let header = match packet_type {
-            PacketType::IntroReply => Self::IntroReply { packet_number: pn },
-            _ => Self::Data { packet_number: pn },
+        let (index, rest) = rest
+            .split_first_chunk::<4>()
+            .ok_or(HeaderError::Truncated)?;
+        let receiver_index = u32::from_be_bytes(*index);
+        let pn_len = (first & PN_LEN_MASK) + 1;
+        let pn_bytes = rest
+            .get(..usize::from(pn_len))
+            .ok_or(HeaderError::Truncated)?;
+        let truncated = pn_bytes
+            .iter()
+            .fold(0u32, |acc, &b| (acc << 8) | u32::from(b));
+        let packet_number = PacketNumber {
+            truncated,
+            len: pn_len,
         };
-        Ok((header, 1 + used))
+        let rest = &rest[usize::from(pn_len)..];
+        let header = if packet_type == PacketType::IntroReply {
+            if first & KEY_PHASE_BIT != 0 {
+                return Err(HeaderError::ReservedBits(first));
+            }
+            let (ephemeral, rest) = rest
+                .split_first_chunk::<X25519_KEY_LEN>()
+                .ok_or(HeaderError::Truncated)?;
+            let (sender, _) = rest
+                .split_first_chunk::<4>()
+                .ok_or(HeaderError::Truncated)?;
+            Self::IntroReply {
+                receiver_index,
+                packet_number,
+                ephemeral: *ephemeral,
+                sender_index: u32::from_be_bytes(*sender),
+            }
+        } else {
+            Self::Data {
+                receiver_index,
+                key_phase: KeyPhase(first & KEY_PHASE_BIT != 0),
+                packet_number,
+            }
+        };
+        Ok((header, header.len()))
+    }
+}
+
+/// Writes the receiver index and packet number after the type byte; returns
+/// where the next field starts.
+#[inline]
+fn emit_index_and_number(
+    dst: &mut [u8],
+    receiver_index: u32,
+    packet_number: PacketNumber,
+) -> usize {
+    dst[1..5].copy_from_slice(&receiver_index.to_be_bytes());
+    let len = packet_number.len();
+    let bytes = packet_number.truncated.to_be_bytes();
+    dst[5..5 + len].copy_from_slice(&bytes[4 - len..]);
+    5 + len
+}
+
+/// The receiver index of a protected datagram, read without any key, so an
+/// endpoint can find the connection a packet belongs to whatever address it
+/// came from. The index is authenticated only once the packet opens.
+#[must_use]
+pub fn peek_receiver_index(datagram: &[u8]) -> Option<u32> {
+    let (&first, rest) = datagram.split_first()?;
+    match PacketType::from_byte(first).ok()? {
+        PacketType::Intro => None,
+        PacketType::IntroReply | PacketType::Data => {
+            rest.first_chunk::<4>().map(|b| u32::from_be_bytes(*b))
+        }
     }
 }
 
@@ -166,6 +376,7 @@ pub struct Packet<T> {
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Validates the header of `buffer`.
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self, HeaderError> {
         let (header, header_len) = Header::parse(buffer.as_ref())?;
         Ok(Self {
@@ -212,20 +423,44 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn any_number() -> impl Strategy<Value = PacketNumber> {
+        (1u8..=4, any::<u32>()).prop_map(|(len, v)| {
+            let v = if len == 4 {
+                v
+            } else {
+                v & ((1 << (8 * len)) - 1)
+            };
+            PacketNumber::from_wire(v, len).unwrap()
+        })
+    }
+
     fn any_header() -> impl Strategy<Value = Header> {
         prop_oneof![
             Just(Header::Intro),
-            (0..PACKET_LIMIT).prop_map(|packet_number| Header::IntroReply { packet_number }),
-            (0..PACKET_LIMIT).prop_map(|packet_number| Header::Data { packet_number }),
+            (any::<u32>(), any_number(), any::<[u8; 32]>(), any::<u32>()).prop_map(
+                |(receiver_index, packet_number, ephemeral, sender_index)| Header::IntroReply {
+                    receiver_index,
+                    packet_number,
+                    ephemeral,
+                    sender_index
+                }
+            ),
+            (any::<u32>(), any::<bool>(), any_number()).prop_map(
+                |(receiver_index, phase, packet_number)| Header::Data {
+                    receiver_index,
+                    key_phase: KeyPhase(phase),
+                    packet_number
+                }
+            ),
         ]
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(256))]
+        #![proptest_config(ProptestConfig::with_cases(512))]
 
         #[test]
-        fn header_round_trips_and_len_predicts_the_bytes_written(header in any_header(), tail in proptest::collection::vec(any::<u8>(), 0..8)) {
-            let mut buf = [0u8; 16];
+        fn header_round_trips_and_every_truncation_is_refused(header in any_header(), tail in proptest::collection::vec(any::<u8>(), 0..8)) {
+            let mut buf = [0u8; 64];
             let written = header.emit(&mut buf).unwrap();
             prop_assert_eq!(written, header.len());
             let mut datagram = buf[..written].to_vec();
@@ -234,74 +469,111 @@ mod tests {
             prop_assert_eq!(packet.header(), header);
             prop_assert_eq!(packet.header_bytes(), &buf[..written]);
             prop_assert_eq!(packet.body(), &tail[..]);
+            prop_assert_eq!(peek_receiver_index(&datagram), header.receiver_index());
+            for cut in 0..written {
+                prop_assert!(Header::parse(&buf[..cut]).is_err(), "cut at {}", cut);
+            }
         }
 
         #[test]
-        fn arbitrary_bytes_never_panic_the_header_parser(bytes in proptest::collection::vec(any::<u8>(), 0..16)) {
+        fn arbitrary_bytes_never_panic_the_header_parser(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             if let Ok((header, len)) = Header::parse(&bytes) {
                 prop_assert_eq!(len, header.len());
-                let mut again = [0u8; 16];
+                let mut again = [0u8; 64];
                 header.emit(&mut again).unwrap();
                 prop_assert_eq!(&again[..len], &bytes[..len]);
             }
         }
+
+        /// RFC 9000 §17.1: any number within half the window of the next
+        /// expected one is rebuilt exactly.
+        #[test]
+        fn truncated_numbers_decode_to_the_full_number(
+            largest in 0u64..1 << 40,
+            ahead in 1u64..1 << 20,
+            acked_behind in 0u64..1 << 20,
+        ) {
+            let full = largest + ahead;
+            // The sender's largest acknowledged is at most the receiver's largest.
+            let acked = largest.checked_sub(acked_behind);
+            let encoded = PacketNumber::encode(full, acked).unwrap();
+            prop_assert_eq!(encoded.decode(Some(largest)), full);
+        }
+
+        #[test]
+        fn reordered_older_numbers_decode_exactly(largest in 1u64..1 << 40, behind in 1u64..1 << 6) {
+            let full = largest.saturating_sub(behind);
+            // Sent when the peer had acknowledged nothing newer than `full - 1`.
+            let encoded = PacketNumber::encode(full, full.checked_sub(1)).unwrap();
+            prop_assert_eq!(encoded.decode(Some(largest)), full);
+        }
     }
 
     #[test]
-    fn largest_packet_number_fits_the_max_header_len() {
-        let header = Header::Data {
-            packet_number: PACKET_LIMIT - 1,
-        };
-        assert_eq!(header.len(), MAX_HEADER_LEN);
-        assert_eq!(MAX_HEADER_LEN, 5);
-    }
-
-    #[test]
-    fn emitting_a_packet_number_past_the_limit_is_refused() {
-        let mut buf = [0u8; 16];
-        let header = Header::Data {
-            packet_number: PACKET_LIMIT,
-        };
-        assert!(matches!(
-            header.emit(&mut buf),
-            Err(EncodeError::ValueTooLarge { .. })
-        ));
+    fn rfc_9000_appendix_a_examples() {
+        // A.3: largest 0xa82f30ea, truncated 0x9b32 (16 bits) -> 0xa82f9b32.
+        let pn = PacketNumber::from_wire(0x9b32, 2).unwrap();
+        assert_eq!(pn.decode(Some(0xa82f_30ea)), 0xa82f_9b32);
+        // A.2: sending 0xac5c02 with 0xabe8b3 acknowledged needs 2 bytes;
+        // sending 0xace8fe needs 3.
+        assert_eq!(
+            PacketNumber::encode(0xac5c02, Some(0xabe8b3))
+                .unwrap()
+                .len(),
+            2
+        );
+        assert_eq!(
+            PacketNumber::encode(0xace8fe, Some(0xabe8b3))
+                .unwrap()
+                .len(),
+            3
+        );
+        assert_eq!(PacketNumber::encode(0, None).unwrap().len(), 1);
+        assert_eq!(PacketNumber::encode(1 << 31, Some(0)), None);
     }
 
     #[test]
     fn bad_headers_give_typed_errors() {
         assert_eq!(Header::parse(&[]), Err(HeaderError::Empty));
         assert_eq!(Header::parse(&[0x00]), Err(HeaderError::UnknownType(0)));
+        // A version 1 data packet's type byte.
+        assert_eq!(Header::parse(&[0x03]), Err(HeaderError::UnknownType(3)));
+        assert_eq!(Header::parse(&[0x30, 1, 2, 3]), Err(HeaderError::Truncated));
         assert_eq!(
-            Header::parse(&[0x03]),
-            Err(HeaderError::MalformedPacketNumber)
+            Header::parse(&[0x33, 0, 0, 0, 1, 9, 9, 9]),
+            Err(HeaderError::Truncated)
         );
         assert_eq!(
-            Header::parse(&[0x03, 0x80]),
-            Err(HeaderError::MalformedPacketNumber)
+            Header::parse(&[0x38, 0, 0, 0, 1, 9]),
+            Err(HeaderError::ReservedBits(0x38))
         );
-        // 5 encoded as two bytes instead of one.
+        // An intro reply never has the key phase set.
         assert_eq!(
-            Header::parse(&[0x03, 0x85, 0x00]),
-            Err(HeaderError::NonCanonicalPacketNumber)
+            Header::parse(&[0x24; 64]),
+            Err(HeaderError::ReservedBits(0x24))
         );
-        // 2^23 = PACKET_LIMIT.
         assert_eq!(
-            Header::parse(&[0x03, 0x80, 0x80, 0x80, 0x04]),
-            Err(HeaderError::PacketNumberPastLimit(PACKET_LIMIT))
+            Header::parse(&[0x11, 0]),
+            Err(HeaderError::ReservedBits(0x11))
         );
-        assert_eq!(Header::parse(&[0x01, 0xaa]), Ok((Header::Intro, 1)));
+        assert_eq!(Header::parse(&[0x10, 0xaa]), Ok((Header::Intro, 1)));
+        assert_eq!(peek_receiver_index(&[0x30, 0, 0, 1]), None);
+        assert_eq!(peek_receiver_index(&[0x34, 0, 0, 1, 2]), Some(258));
     }
 
     #[test]
     fn emit_into_a_short_buffer_is_refused() {
-        let mut buf = [0u8; 2];
-        let header = Header::Data { packet_number: 300 };
+        let mut buf = [0u8; 6];
+        let header = Header::Data {
+            receiver_index: 7,
+            key_phase: KeyPhase(true),
+            packet_number: PacketNumber::encode(300, None).unwrap(),
+        };
         assert_eq!(
             header.emit(&mut buf),
             Err(EncodeError::BufferTooSmall {
-                needed: 3,
-                available: 2
+                needed: 7,
+                available: 6
             })
         );
     }

@@ -1,5 +1,7 @@
-//! Tern's wire format: packet layout, frames, their postcard codec, AES-128-GCM
-//! packet protection with counter nonces, and the RSA-2048 intro handshake.
+//! Tern's wire format, version 2: packet layout with receiver index, key
+//! phase and truncated packet numbers, frames and their postcard codec,
+//! AES-128-GCM packet protection with counter nonces and key updates, and
+//! the RSA-2048 + X25519 handshake that delivers the keys.
 //!
 //! This crate is pure: no sockets, no threads, no clock. It turns frames into
 //! sealed datagrams and back, in buffers the caller owns, without allocating
@@ -7,33 +9,37 @@
 //! malformed, truncated, forged or replayed input gives a typed error, never
 //! a panic. `docs/wire-format.md` is the normative description of the bytes.
 //!
-//! - [`header`]: packet type and packet number ([`Header`], checked view [`Packet`]).
+//! - [`header`]: packet type, receiver index, key phase, packet number ([`Header`], checked view [`Packet`]).
 //! - [`frame`] and [`codec`]: the [`Frame`]s and their encoding.
 //! - [`aead`]: [`PacketKey`], AES-128-GCM sealed in place, nonce = IV XOR packet number.
-//! - [`packet`]: [`PacketSealer`] / [`PacketOpener`], whole packets.
+//! - [`keys`]: the HKDF key schedule ([`TrafficSecret`]) and [`KeyConfig`].
+//! - [`packet`]: [`PacketSealer`] / [`PacketOpener`], whole packets and key updates.
 //! - [`size`]: how much data fits a datagram of a given size.
-//! - [`handshake`]: the RSA-2048 intro ([`PendingIntro`], [`Responder`]) that delivers the keys.
+//! - [`identity`]: RSA-2048 identities ([`IdentityKey`], [`PublicIdentity`]).
+//! - [`handshake`]: the intro and its reply ([`PendingIntro`], [`Responder`]) that deliver the keys.
+//! - [`replay`]: the responder's [`ReplayGuard`].
 //!
 //! # Example
 //!
 //! Seal a packet with two frames, open it on the other side, decode the frames:
 //!
 //! ```
-//! use tern_wire::{Frame, Message, PacketKey, PacketOpener, PacketSealer, Stream};
+//! use tern_wire::{Frame, KeyConfig, Message, PacketOpener, PacketSealer, Stream, TrafficSecret};
 //!
-//! // One direction's key and IV (the intro handshake delivers these).
-//! let (key, iv) = ([0x11; 16], [0x22; 12]);
-//! let mut sealer = PacketSealer::new(PacketKey::new(&key, &iv));
-//! let opener = PacketOpener::new(PacketKey::new(&key, &iv));
+//! // One direction's first secret and the receiver's index (the handshake
+//! // delivers both; the secret never leaves the sealer and opener).
+//! let (secret, index) = ([0x11; 32], 7);
+//! let mut sealer = PacketSealer::new(TrafficSecret::from_bytes(secret), index, KeyConfig::default());
+//! let mut opener = PacketOpener::new(TrafficSecret::from_bytes(secret), index, KeyConfig::default());
 //!
 //! let mut buf = [0u8; tern_wire::DEFAULT_UDP_PAYLOAD];
 //! let mut packet = sealer.start(&mut buf)?;
 //! packet.push(&Frame::Message(Message { data: b"hello" }))?;
 //! packet.push(&Frame::Stream(Stream { id: 4, offset: 0, fin: true, data: b"bye" }))?;
-//! let len = packet.finish()?;
+//! let (len, packet_number) = packet.finish()?;
 //!
 //! let opened = opener.open(&mut buf[..len])?;
-//! assert_eq!(opened.packet_number(), 0);
+//! assert_eq!(opened.packet_number(), packet_number);
 //! let frames: Vec<Frame<'_>> = opened.frames().collect::<Result<_, _>>()?;
 //! assert_eq!(frames[0], Frame::Message(Message { data: b"hello" }));
 //! assert!(matches!(frames[1], Frame::Stream(Stream { id: 4, fin: true, .. })));
@@ -46,7 +52,10 @@ pub mod error;
 pub mod frame;
 pub mod handshake;
 pub mod header;
+pub mod identity;
+pub mod keys;
 pub mod packet;
+pub mod replay;
 pub mod size;
 #[cfg(test)]
 mod test_support;
@@ -55,18 +64,25 @@ pub mod varint;
 pub use aead::{Backend, IV_LEN, KEY_LEN, PACKET_LIMIT, PacketKey, TAG_LEN};
 pub use codec::Frames;
 pub use error::{
-    AcceptError, DecodeError, EncodeError, HeaderError, IntroError, KeyError, OpenError,
-    ReplyError, SealError, SizeError,
+    AcceptError, DecodeError, EncodeError, HeaderError, IntroError, KeyError, KeyUpdateError,
+    OpenError, ReplyBuildError, ReplyError, SealError, SizeError,
 };
 pub use frame::{
-    Ack, AckRanges, AckRangesIter, Close, Frame, FrameType, MAX_ACK_RANGES, MaxData, MaxStreamData,
-    Message, Padding, Stream,
+    Ack, AckFrameRanges, AckFrameRangesIter, Close, CloseKind, DataBlocked, Datagram, Frame,
+    FrameType, MAX_ACK_RANGES, MaxData, MaxStreamData, MaxStreams, Message, Padding, PathChallenge,
+    PathResponse, ResetStream, StopSending, Stream, StreamDataBlocked,
 };
 pub use handshake::{
-    Accepted, ConnectionKeys, DirectionKeys, INTRO_LEN, IdentityKey, IntroId, KeyMaterial,
-    PROTOCOL_VERSION, PendingIntro, PublicIdentity, ReplayGuard, Responder,
+    Accepted, ConnectionKeys, Established, INTRO_LEN, MAX_REPLY_LEN, PROTOCOL_VERSION,
+    PendingIntro, RefusedReply, Responder, Transcript, intro_id,
 };
-pub use header::{Header, MAX_HEADER_LEN, Packet, PacketType};
+pub use header::{
+    Header, KeyPhase, MAX_HEADER_LEN, MAX_PACKET_NUMBER, Packet, PacketNumber, PacketType,
+    peek_receiver_index,
+};
+pub use identity::{IdentityKey, PublicIdentity};
+pub use keys::{KeyConfig, SECRET_LEN, TrafficSecret};
 pub use packet::{OpenedPacket, PacketBuilder, PacketOpener, PacketSealer};
+pub use replay::{DEFAULT_INTRO_RATE, DEFAULT_TIMESTAMP_WINDOW, IntroId, ReplayGuard};
 pub use size::{DEFAULT_UDP_PAYLOAD, MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, MaxUdpPayload};
 pub use varint::VARINT_MAX;

@@ -51,42 +51,33 @@ impl MaxUdpPayload {
         self.0
     }
 
-    /// Bytes of frames a data packet with this packet number can carry.
+    /// Bytes of frames a data packet whose packet number takes
+    /// `packet_number_len` bytes (1 to 4) can carry.
     #[must_use]
-    pub const fn frames_capacity(self, packet_number: u64) -> usize {
-        self.0 - 1 - varint_len(packet_number) - TAG_LEN
+    pub const fn frames_capacity(self, packet_number_len: usize) -> usize {
+        self.0 - 1 - 4 - packet_number_len - TAG_LEN
     }
 
-    /// Bytes of frames any data packet of this key can carry, whatever its number.
+    /// Bytes of frames any data packet can carry, whatever its number.
     #[must_use]
     pub const fn guaranteed_frames_capacity(self) -> usize {
         self.0 - MAX_HEADER_LEN - TAG_LEN
     }
 
     /// The most stream data one `Stream` frame can carry when it is the only
-    /// frame of the packet with this number.
+    /// frame of a packet whose number takes `packet_number_len` bytes.
     #[must_use]
     pub const fn stream_data_capacity(
         self,
-        packet_number: u64,
+        packet_number_len: usize,
         stream_id: u64,
         offset: u64,
     ) -> usize {
-        let fixed = 1 + varint_len(stream_id) + varint_len(offset) + 1;
-        let room = self.frames_capacity(packet_number).saturating_sub(fixed);
-        let data = byte_string_capacity(room);
-        // The stream may not extend past VARINT_MAX (RFC 9000 §19.8).
-        let left_in_stream = VARINT_MAX.saturating_sub(offset);
-        if (data as u64) < left_in_stream {
-            data
-        } else {
-            left_in_stream as usize
-        }
+        stream_data_capacity(self.frames_capacity(packet_number_len), stream_id, offset)
     }
 
-    /// Stream data a full packet carries in the worst case: the largest
-    /// packet number below [`crate::PACKET_LIMIT`] and a stream id and offset at the
-    /// largest varint size.
+    /// Stream data a full packet carries in the worst case: a 4-byte packet
+    /// number and a stream id and offset at the largest varint size.
     #[must_use]
     pub const fn guaranteed_stream_data_capacity(self) -> usize {
         byte_string_capacity(self.guaranteed_frames_capacity() - STREAM_FIXED_MAX)
@@ -105,9 +96,23 @@ impl MaxUdpPayload {
     }
 }
 
+/// The most stream data one `Stream` frame for `stream_id` at `offset` can
+/// carry in `room` bytes of frames.
+pub(crate) const fn stream_data_capacity(room: usize, stream_id: u64, offset: u64) -> usize {
+    let fixed = 1 + varint_len(stream_id) + varint_len(offset) + 1;
+    let data = byte_string_capacity(room.saturating_sub(fixed));
+    // The stream may not extend past VARINT_MAX (RFC 9000 §19.8).
+    let left_in_stream = VARINT_MAX.saturating_sub(offset);
+    if (data as u64) < left_in_stream {
+        data
+    } else {
+        left_in_stream as usize
+    }
+}
+
 /// The longest byte string whose postcard encoding (varint length, then the
 /// bytes) fits in `room` bytes.
-const fn byte_string_capacity(room: usize) -> usize {
+pub(crate) const fn byte_string_capacity(room: usize) -> usize {
     if room == 0 {
         return 0;
     }
@@ -123,8 +128,9 @@ const fn byte_string_capacity(room: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aead::{IV_LEN, KEY_LEN, PacketKey};
     use crate::frame::{Frame, Stream};
+    use crate::header::PacketNumber;
+    use crate::keys::{KeyConfig, SECRET_LEN, TrafficSecret};
     use crate::packet::PacketSealer;
     use proptest::prelude::*;
 
@@ -138,8 +144,8 @@ mod tests {
             .guaranteed_stream_data_capacity();
         assert!(at_1200 >= 1150, "{at_1200}");
         assert!(at_1452 >= 1400, "{at_1452}");
-        // 5 header + 16 tag + 20 fixed stream fields + 2 length bytes.
-        assert_eq!(MaxUdpPayload::default().stream_packet_overhead(), 43);
+        // 9 header + 16 tag + 20 fixed stream fields + 2 length bytes.
+        assert_eq!(MaxUdpPayload::default().stream_packet_overhead(), 47);
     }
 
     #[test]
@@ -171,14 +177,12 @@ mod tests {
         len: usize,
     ) -> Option<usize> {
         let data = vec![0xab; len];
-        let mut sealer = PacketSealer::new(PacketKey::new(&[3; KEY_LEN], &[4; IV_LEN]));
-        for _ in 0..packet_number {
-            // Jumping the counter by sealing is too slow for large numbers;
-            // the header length is all that depends on it, which
-            // frames_capacity covers. Only small numbers are sealed here.
-            let mut scratch = [0u8; 64];
-            sealer.start(&mut scratch).unwrap().finish().unwrap();
-        }
+        let mut sealer = PacketSealer::new(
+            TrafficSecret::from_bytes([3; SECRET_LEN]),
+            7,
+            KeyConfig::default(),
+        );
+        sealer.set_next_packet_number(packet_number);
         let mut buf = vec![0u8; max.get()];
         let mut packet = sealer.start(&mut buf).unwrap();
         let frame = Frame::Stream(Stream {
@@ -188,7 +192,7 @@ mod tests {
             data: &data,
         });
         packet.push(&frame).ok()?;
-        Some(packet.finish().unwrap())
+        Some(packet.finish().unwrap().0)
     }
 
     proptest! {
@@ -197,12 +201,13 @@ mod tests {
         #[test]
         fn the_computed_stream_capacity_fills_the_packet_exactly(
             max in MIN_UDP_PAYLOAD..=9000usize,
-            packet_number in 0u64..200,
+            packet_number in prop_oneof![0u64..200, 0u64..1 << 31],
             id in any::<u64>().prop_map(|v| v >> 2),
             offset in (0u64..1 << 61),
         ) {
             let max = MaxUdpPayload::new(max).unwrap();
-            let capacity = max.stream_data_capacity(packet_number, id, offset);
+            let pn_len = PacketNumber::encode(packet_number, None).unwrap().len();
+            let capacity = max.stream_data_capacity(pn_len, id, offset);
             let len = sealed_len(max, packet_number, id, offset, capacity);
             prop_assert!(len.is_some_and(|l| l <= max.get()), "capacity does not fit");
             prop_assert!(len.is_some_and(|l| l + 1 >= max.get()), "more than one byte wasted");

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rand_core::OsRng;
 
-use crate::handshake::IdentityKey;
+use crate::identity::IdentityKey;
 
 /// The responder identity most tests use.
 pub(crate) fn identity() -> &'static IdentityKey {

@@ -9,8 +9,8 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use tern_wire::{
-    Ack, AckRanges, Backend, Close, Frame, Frames, Message, PacketKey, PacketOpener, PacketSealer,
-    Stream,
+    Ack, AckFrameRanges, Backend, Close, CloseKind, Frame, Frames, KeyConfig, Message,
+    PacketOpener, PacketSealer, Stream, TrafficSecret,
 };
 
 struct Counting;
@@ -62,15 +62,25 @@ fn sealing_opening_encoding_and_decoding_make_no_heap_allocations() {
     let ranges = [100..=120u64, 50..=90, 0..=40];
     let data = [0x5a; 1364];
     for backend in Backend::ALL {
-        let mut sealer = PacketSealer::new(PacketKey::with_backend(*backend, &[1; 16], &[2; 12]));
-        let opener = PacketOpener::new(PacketKey::with_backend(*backend, &[1; 16], &[2; 12]));
+        let config = KeyConfig {
+            backend: *backend,
+            key_limit: 60,
+        };
+        let mut sealer = PacketSealer::new(TrafficSecret::from_bytes([1; 32]), 9, config);
+        let mut opener = PacketOpener::new(TrafficSecret::from_bytes([1; 32]), 9, config);
         let mut buf = [0u8; 1452];
-        let mut len = 0;
-        let sealing = allocations_in(|| {
-            for _ in 0..100 {
+        let (mut sealing, mut opening, mut updates) = (0, 0, 0);
+        // Crosses key updates: updating and following an update allocate
+        // nothing either.
+        for _ in 0..100 {
+            let mut len = 0;
+            sealing += allocations_in(|| {
+                if sealer.key_update_due() {
+                    sealer.update_key().expect("confirmed");
+                }
                 let mut packet = sealer.start(&mut buf).expect("room");
                 let ack = Ack {
-                    ranges: AckRanges::new(&ranges).expect("valid"),
+                    ranges: AckFrameRanges::new(&ranges).expect("valid"),
                     ack_delay: Duration::from_micros(300),
                     receive_time: Duration::from_micros(9_000),
                 };
@@ -80,6 +90,7 @@ fn sealing_opening_encoding_and_decoding_make_no_heap_allocations() {
                     .expect("fits");
                 packet
                     .push(&Frame::Close(Close {
+                        kind: CloseKind::Application,
                         code: 0,
                         reason: b"done",
                     }))
@@ -91,22 +102,25 @@ fn sealing_opening_encoding_and_decoding_make_no_heap_allocations() {
                     data: &data[..1300],
                 };
                 packet.push(&Frame::Stream(stream)).expect("fits");
-                len = packet.finish().expect("below the limit");
-            }
-        });
-        assert_eq!(sealing, 0, "{backend:?}: frames + seal allocated");
-
-        let opening = allocations_in(|| {
-            let opened = opener.open(&mut buf[..len]).expect("authentic");
-            let mut frames = 0;
-            for frame in Frames::new(opened.payload()) {
-                if let Frame::Ack(ack) = frame.expect("valid") {
-                    assert_eq!(ack.ranges.iter().count(), 3);
+                let (sealed, number) = packet.finish().expect("below the limit");
+                len = sealed;
+                sealer.on_ack(number);
+            });
+            opening += allocations_in(|| {
+                let opened = opener.open(&mut buf[..len]).expect("authentic");
+                updates += usize::from(opened.key_updated());
+                let mut frames = 0;
+                for frame in Frames::new(opened.payload()) {
+                    if let Frame::Ack(ack) = frame.expect("valid") {
+                        assert_eq!(ack.ranges.iter().count(), 3);
+                    }
+                    frames += 1;
                 }
-                frames += 1;
-            }
-            assert_eq!(frames, 4);
-        });
+                assert_eq!(frames, 4);
+            });
+        }
+        assert_eq!(updates, 3, "{backend:?}: key updates followed");
+        assert_eq!(sealing, 0, "{backend:?}: frames + seal allocated");
         assert_eq!(opening, 0, "{backend:?}: open + decode allocated");
     }
 }

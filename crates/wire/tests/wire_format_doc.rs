@@ -1,11 +1,11 @@
 //! `docs/wire-format.md` is normative; this test rebuilds its example packet
-//! byte for byte so the document cannot drift from the code.
+//! and key schedule byte for byte so the document cannot drift from the code.
 
 use std::time::Duration;
 
 use tern_wire::{
-    Ack, AckRanges, Frame, Frames, Header, MaxUdpPayload, PacketKey, PacketOpener, PacketSealer,
-    Stream,
+    Ack, AckFrameRanges, Backend, Frame, Frames, Header, KeyConfig, KeyPhase, MaxUdpPayload,
+    PacketKey, PacketNumber, PacketOpener, PacketSealer, Stream, TrafficSecret,
 };
 
 const DOC: &str = include_str!(concat!(
@@ -31,19 +31,19 @@ fn doc_hex(name: &str) -> Vec<u8> {
     hex::decode(digits).expect("even number of hex digits")
 }
 
-const KEY: [u8; 16] = [
-    0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f,
-];
-const IV: [u8; 12] = [
-    0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab,
-];
+/// The example traffic secret: bytes 0x00 to 0x1f.
+fn secret() -> TrafficSecret {
+    TrafficSecret::from_bytes(core::array::from_fn(|i| i as u8))
+}
+
+const RECEIVER_INDEX: u32 = 0x0102_0304;
 const PACKET_NUMBER: u64 = 300;
 const ACK_RANGES: [std::ops::RangeInclusive<u64>; 2] = [40..=42, 30..=35];
 
 fn example_frames() -> [Frame<'static>; 3] {
     [
         Frame::Ack(Ack {
-            ranges: AckRanges::new(&ACK_RANGES).expect("valid ranges"),
+            ranges: AckFrameRanges::new(&ACK_RANGES).expect("valid ranges"),
             ack_delay: Duration::from_micros(1_500),
             receive_time: Duration::from_micros(2_000_000),
         }),
@@ -58,21 +58,17 @@ fn example_frames() -> [Frame<'static>; 3] {
 }
 
 fn example_packet() -> Vec<u8> {
-    let mut sealer = PacketSealer::new(PacketKey::new(&KEY, &IV));
-    let mut scratch = [0u8; 64];
+    let mut sealer = PacketSealer::new(secret(), RECEIVER_INDEX, KeyConfig::default());
     for _ in 0..PACKET_NUMBER {
-        sealer
-            .start(&mut scratch)
-            .expect("room")
-            .finish()
-            .expect("below the limit");
+        sealer.skip_packet_number().expect("far from the end");
     }
     let mut buf = [0u8; 1452];
     let mut packet = sealer.start(&mut buf).expect("room");
     for frame in &example_frames() {
         packet.push(frame).expect("fits");
     }
-    let len = packet.finish().expect("below the limit");
+    let (len, number) = packet.finish().expect("below the limit");
+    assert_eq!(number, PACKET_NUMBER);
     buf[..len].to_vec()
 }
 
@@ -89,20 +85,51 @@ fn the_documented_plaintext_is_what_the_codec_writes() {
     );
 }
 
+/// Whether two keys seal the same bytes to the same ciphertext and tag.
+fn same_key(a: &PacketKey, b: &PacketKey) -> bool {
+    let (mut x, mut y) = (*b"same key?", *b"same key?");
+    let tag_x = a.seal_in_place(7, b"aad", &mut x).expect("seals");
+    let tag_y = b.seal_in_place(7, b"aad", &mut y).expect("seals");
+    x == y && tag_x == tag_y && a.nonce(7) == b.nonce(7)
+}
+
+#[test]
+fn the_documented_key_schedule_is_what_hkdf_derives() {
+    let key: [u8; 16] = doc_hex("example-key").try_into().expect("16 bytes");
+    let iv: [u8; 12] = doc_hex("example-iv").try_into().expect("12 bytes");
+    let derived = secret().packet_key(Backend::default());
+    assert!(same_key(&derived, &PacketKey::new(&key, &iv)));
+    assert_eq!(
+        hex::encode(derived.nonce(PACKET_NUMBER)),
+        hex::encode(doc_hex("example-nonce"))
+    );
+    let next: [u8; 32] = doc_hex("example-next-secret").try_into().expect("32 bytes");
+    assert!(same_key(
+        &secret().next().packet_key(Backend::default()),
+        &TrafficSecret::from_bytes(next).packet_key(Backend::default())
+    ));
+}
+
 #[test]
 fn the_documented_packet_is_what_the_sealer_writes_and_it_opens() {
     let packet = example_packet();
     assert_eq!(hex::encode(&packet), hex::encode(doc_hex("example-packet")));
     assert_eq!(
         Header::parse(&packet).expect("valid"),
-        (Header::Data { packet_number: 300 }, 3)
+        (
+            Header::Data {
+                receiver_index: RECEIVER_INDEX,
+                key_phase: KeyPhase(false),
+                packet_number: PacketNumber::from_wire(300, 2).expect("valid"),
+            },
+            7
+        )
     );
-    let nonce = PacketKey::new(&KEY, &IV).nonce(PACKET_NUMBER);
-    assert_eq!(hex::encode(nonce), hex::encode(doc_hex("example-nonce")));
 
     let mut packet = doc_hex("example-packet");
-    let opener = PacketOpener::new(PacketKey::new(&KEY, &IV));
+    let mut opener = PacketOpener::new(secret(), RECEIVER_INDEX, KeyConfig::default());
     let opened = opener.open(&mut packet).expect("authentic");
+    assert_eq!(opened.packet_number(), PACKET_NUMBER);
     let frames: Vec<_> = Frames::new(opened.payload())
         .collect::<Result<_, _>>()
         .expect("valid");
@@ -112,10 +139,10 @@ fn the_documented_packet_is_what_the_sealer_writes_and_it_opens() {
 #[test]
 fn the_documented_capacities_are_what_size_computes() {
     for (payload, stream, message) in [
-        (1200, 1157, 1176),
-        (1452, 1409, 1428),
-        (8952, 8909, 8928),
-        (65_507, 65_463, 65_482),
+        (1200, 1153, 1172),
+        (1452, 1405, 1424),
+        (8952, 8905, 8924),
+        (65_507, 65_459, 65_478),
     ] {
         let max = MaxUdpPayload::new(payload).expect("in range");
         let row = format!("| {payload} | {stream} | {message} |");
