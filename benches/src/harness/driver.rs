@@ -131,8 +131,31 @@ fn config(backend: Backend) -> DriverConfig {
         .max_udp_payload(PAYLOAD)
 }
 
-/// One sample: sink and blaster drivers on threads of their own.
-fn run_driver(backend: Backend, duration: Duration) -> io::Result<Sample> {
+/// Which tokio runtime each endpoint's thread runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flavour {
+    /// `new_current_thread`: the driver runs on the endpoint's own thread.
+    CurrentThread,
+    /// `new_multi_thread` with two workers: the driver task may move
+    /// between them, and wakes cross threads.
+    MultiThread,
+}
+
+impl Flavour {
+    fn runtime(self) -> io::Result<tokio::runtime::Runtime> {
+        match self {
+            Flavour::CurrentThread => runtime(),
+            Flavour::MultiThread => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build(),
+        }
+    }
+}
+
+/// One sample: sink and blaster drivers on threads of their own, each
+/// driver a spawned task on its thread's runtime.
+fn run_driver(backend: Backend, flavour: Flavour, duration: Duration) -> io::Result<Sample> {
     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
     let progress = Arc::new(AtomicU64::new(0));
     let clock = quanta::Clock::new();
@@ -140,7 +163,7 @@ fn run_driver(backend: Backend, duration: Duration) -> io::Result<Sample> {
     let sink_thread = {
         let progress = Arc::clone(&progress);
         std::thread::spawn(move || {
-            runtime()?.block_on(async {
+            flavour.runtime()?.block_on(async {
                 let sink = Sink {
                     datagrams: 0,
                     bytes: 0,
@@ -150,7 +173,7 @@ fn run_driver(backend: Backend, duration: Duration) -> io::Result<Sample> {
                 };
                 let (driver, handle) = Driver::bind(loopback, sink, &config(backend))?;
                 let _ = handles_tx.send(handle);
-                driver.run().await
+                tokio::spawn(driver.run()).await.map_err(io::Error::other)?
             })
         })
     };
@@ -165,7 +188,7 @@ fn run_driver(backend: Backend, duration: Duration) -> io::Result<Sample> {
         end: None,
         duration,
     };
-    let sent = runtime()?.block_on(async {
+    let sent = flavour.runtime()?.block_on(async {
         let (driver, handle) = Driver::bind(loopback, blaster, &config(backend))?;
         // The blaster stops producing at its end; the driver then idles
         // until told to stop.
@@ -228,7 +251,8 @@ const METRICS: [(&str, &str, Better, bool); 5] = [
 ];
 
 struct DriverGroup {
-    backends: Vec<Backend>,
+    /// Each backend Auto could pick, with the runtime flavour to run it on.
+    cells: Vec<(Backend, Flavour)>,
 }
 
 /// The driver group: every backend Auto could pick here (io_uring is only
@@ -237,28 +261,36 @@ pub(crate) fn groups(_args: &Args) -> Vec<Box<dyn crate::Group>> {
     let caps = Capabilities::get();
     let backends = [Backend::Portable, Backend::Mmsg, Backend::Offload]
         .into_iter()
-        .filter(|b| caps.supports(*b))
+        .filter(|b| caps.supports(*b));
+    // The multi-thread runtime is measured on the backend Auto picks.
+    let best = caps.best();
+    let cells = backends
+        .map(|b| (b, Flavour::CurrentThread))
+        .chain(caps.supports(best).then_some((best, Flavour::MultiThread)))
         .collect();
-    vec![Box::new(DriverGroup { backends })]
+    vec![Box::new(DriverGroup { cells })]
 }
 
-fn prefix(backend: Backend) -> String {
-    format!("driver/{}/{PAYLOAD}B", backend.name())
+fn prefix(backend: Backend, flavour: Flavour) -> String {
+    match flavour {
+        Flavour::CurrentThread => format!("driver/{}/{PAYLOAD}B", backend.name()),
+        Flavour::MultiThread => format!("driver/{}-multi-thread/{PAYLOAD}B", backend.name()),
+    }
 }
 
-fn ceiling_prefix(backend: Backend) -> String {
-    format!("{}/sockio", prefix(backend))
+fn ceiling_prefix(backend: Backend, flavour: Flavour) -> String {
+    format!("{}/sockio", prefix(backend, flavour))
 }
 
 impl DriverGroup {
-    fn wanted(&self, args: &Args, backend: Backend) -> bool {
+    fn wanted(&self, args: &Args, backend: Backend, flavour: Flavour) -> bool {
         METRICS.iter().any(|(m, ..)| {
-            args.wants(&format!("{}/{m}", prefix(backend)))
-                || args.wants(&format!("{}/{m}", ceiling_prefix(backend)))
+            args.wants(&format!("{}/{m}", prefix(backend, flavour)))
+                || args.wants(&format!("{}/{m}", ceiling_prefix(backend, flavour)))
         })
     }
 
-    fn run_backend(&self, args: &Args, backend: Backend) {
+    fn run_backend(&self, args: &Args, backend: Backend, flavour: Flavour) {
         let batch = if backend == Backend::Portable {
             1
         } else {
@@ -272,7 +304,7 @@ impl DriverGroup {
                 let cpu_before = process_cpu_time();
                 let on_driver = (turn + sample) % 2 == 0;
                 let result = if on_driver {
-                    run_driver(backend, duration)
+                    run_driver(backend, flavour, duration)
                 } else {
                     run_tern(backend, PAYLOAD, batch, duration).map(|r| Sample {
                         sent: r.sent,
@@ -287,7 +319,7 @@ impl DriverGroup {
                 match result {
                     Ok(s) => push(if on_driver { &mut driver } else { &mut raw }, &s, cpu),
                     Err(e) => {
-                        eprintln!("   {}: failed: {e}", prefix(backend));
+                        eprintln!("   {}: failed: {e}", prefix(backend, flavour));
                         return;
                     }
                 }
@@ -295,7 +327,7 @@ impl DriverGroup {
         }
         eprintln!(
             "   {}: {:.3} M datagrams/s ({:.0} % of sockio's {:.3} M), {:.0} MB/cpu-s (sockio {:.0}), {:.1} datagrams/send syscall, {:.1}/recv syscall, drop {:.1} %",
-            prefix(backend),
+            prefix(backend, flavour),
             median(&driver[0]) / 1e6,
             100.0 * median(&driver[0]) / median(&raw[0]).max(1e-9),
             median(&raw[0]) / 1e6,
@@ -306,8 +338,8 @@ impl DriverGroup {
             median(&driver[4]) * 100.0,
         );
         for (i, (suffix, unit, better, has_ceiling)) in METRICS.into_iter().enumerate() {
-            let name = format!("{}/{suffix}", prefix(backend));
-            let ceiling = format!("{}/{suffix}", ceiling_prefix(backend));
+            let name = format!("{}/{suffix}", prefix(backend, flavour));
+            let ceiling = format!("{}/{suffix}", ceiling_prefix(backend, flavour));
             let ceiling_wanted = has_ceiling && args.wants(&ceiling);
             if ceiling_wanted {
                 emit(&Metric {
@@ -361,16 +393,16 @@ impl crate::Group for DriverGroup {
     }
 
     fn selected(&self, args: &Args) -> bool {
-        self.backends.iter().any(|b| self.wanted(args, *b))
+        self.cells.iter().any(|(b, f)| self.wanted(args, *b, *f))
     }
 
     fn run(&self, args: &Args) {
         eprintln!(
             "   a blaster node and a sink node, each on a driver on its own thread; beside raw tern-sockio, sample by sample"
         );
-        for backend in &self.backends {
-            if self.wanted(args, *backend) {
-                self.run_backend(args, *backend);
+        for &(backend, flavour) in &self.cells {
+            if self.wanted(args, backend, flavour) {
+                self.run_backend(args, backend, flavour);
             }
         }
     }
