@@ -118,3 +118,19 @@ fn datagrams(bencher: Bencher, lossy: bool) {
             black_box(sim.stats().delivered)
         });
 }
+
+/// The same runs counted in simulator events (deliveries and timers), so the
+/// figure is events per second.
+#[divan::bench(args = [false, true])]
+fn events(bencher: Bencher, lossy: bool) {
+    let mut probe = network(lossy);
+    while probe.step() {}
+    let events = probe.stats().events;
+    bencher
+        .counter(ItemsCount::new(events))
+        .with_inputs(|| network(lossy))
+        .bench_local_values(|mut sim| {
+            while sim.step() {}
+            black_box(sim.stats().events)
+        });
+}
