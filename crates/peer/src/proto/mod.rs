@@ -15,7 +15,8 @@
 //! any order), whole messages that fit a packet ([`MessageSender`],
 //! [`MessageReceiver`]: resent whole, delivered once, never held behind
 //! each other), flow control ([`RecvWindow`], [`SendCredit`]) and stream
-//! numbering with per-side limits ([`StreamId`], [`StreamLimits`]); what a
+//! numbering with per-side limits ([`StreamId`], [`StreamLimits`]); whose
+//! turn it is to send ([`Scheduler`]: round-robin, resends first); what a
 //! packet carried is a fixed-size [`CarriedRecord`] kept in the sent-packet
 //! tracker, so lost information is sent again as new frames.
 //!
@@ -38,6 +39,7 @@ mod range_set;
 mod receiver_index;
 mod recv_stream;
 mod ring;
+mod scheduler;
 mod send_stream;
 mod stream_id;
 #[cfg(test)]
@@ -56,5 +58,6 @@ pub use path_mtu::{MAX_PROBES, PathMtu, PathMtuConfig};
 pub use range_set::{Gaps, RangeSet};
 pub use receiver_index::{IndexFull, ReceiverIndex};
 pub use recv_stream::{RecvStream, StreamError};
+pub use scheduler::{Scheduler, Urgency};
 pub use send_stream::{SendChunk, SendStream};
 pub use stream_id::{Direction, Side, StreamId, StreamIdError, StreamLimits};
