@@ -140,7 +140,7 @@ impl PathMtu {
         let candidate = if too_large > self.config.max {
             self.config.max
         } else {
-            self.current + (too_large - self.current) / 2
+            self.current + too_large.saturating_sub(self.current) / 2
         };
         if too_large.saturating_sub(self.current) <= self.config.granularity
             || candidate <= self.current
@@ -171,6 +171,13 @@ impl PathMtu {
         self.suspicious_losses = 0;
         if size > self.current && size <= self.config.max {
             self.current = size;
+            // A late acknowledgement can prove a size that was given up on:
+            // the path carries it, so the failed bound moves above it.
+            if let Phase::Searching { too_large } = &mut self.phase
+                && *too_large <= size
+            {
+                *too_large = size + 1;
+            }
         }
     }
 
@@ -295,6 +302,26 @@ mod tests {
         assert_eq!((pmtu.current(), pmtu.black_holes()), (config.base, 1));
         let next = pmtu.poll_probe(clock.now()).expect("a new search");
         assert!(next < 1452 && next > config.base, "{next}");
+    }
+
+    #[test]
+    fn a_late_ack_for_a_size_given_up_on_raises_the_bound_without_underflow() {
+        let (clock, _) = quanta::Clock::mock();
+        let mut pmtu = PathMtu::new(PathMtuConfig::default());
+        // 1452 lost three times, then the next candidate three times.
+        let mut sizes = Vec::new();
+        for _ in 0..2 * MAX_PROBES {
+            let size = pmtu.poll_probe(clock.now()).expect("a probe");
+            sizes.push(size);
+            pmtu.on_probe_lost(size);
+        }
+        assert_eq!(sizes[0], 1452);
+        assert!(sizes[MAX_PROBES as usize] < 1452);
+        // The first 1452 probe's acknowledgement arrives after all.
+        pmtu.on_probe_acked(1452);
+        assert_eq!(pmtu.current(), 1452);
+        assert_eq!(pmtu.poll_probe(clock.now()), None);
+        assert!(pmtu.is_complete());
     }
 
     proptest! {
