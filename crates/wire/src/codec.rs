@@ -51,6 +51,7 @@ struct StreamBody<'a> {
 
 #[derive(Serialize, Deserialize)]
 struct MessageBody<'a> {
+    id: u64,
     #[serde(serialize_with = "as_bytes")]
     data: &'a [u8],
 }
@@ -234,7 +235,7 @@ impl<'a> Frame<'a> {
             Self::Ping => 0,
             Self::Ack(ack) => head_len(&ack.head()) + ack.ranges.pairs_len(),
             Self::Stream(s) => varint_len(s.id) + varint_len(s.offset) + 1 + bytes_len(s.data),
-            Self::Message(m) => bytes_len(m.data),
+            Self::Message(m) => varint_len(m.id) + bytes_len(m.data),
             Self::MaxData(m) => varint_len(m.max),
             Self::MaxStreamData(m) => varint_len(m.id) + varint_len(m.max),
             Self::Close(c) => varint_len(c.code) + bytes_len(c.reason),
@@ -344,7 +345,13 @@ impl<'a> Frame<'a> {
                 put(&wire, body)?;
             }
             Self::Message(m) => {
-                put(&MessageBody { data: m.data }, body)?;
+                put(
+                    &MessageBody {
+                        id: m.id,
+                        data: m.data,
+                    },
+                    body,
+                )?;
             }
             Self::MaxData(m) => {
                 put(&MaxDataBody { max: m.max }, body)?;
@@ -423,7 +430,13 @@ impl<'a> Frame<'a> {
             FrameType::Message => {
                 let (m, rest) = postcard::take_from_bytes::<MessageBody<'a>>(body)
                     .map_err(|e| body_error(ty, e))?;
-                (Self::Message(Message { data: m.data }), rest)
+                (
+                    Self::Message(Message {
+                        id: m.id,
+                        data: m.data,
+                    }),
+                    rest,
+                )
             }
             FrameType::MaxData => {
                 let (m, rest) = postcard::take_from_bytes::<MaxDataBody>(body)
@@ -633,7 +646,10 @@ pub(crate) mod tests {
             fin: bool,
             data: Vec<u8>,
         },
-        Message(Vec<u8>),
+        Message {
+            id: u64,
+            data: Vec<u8>,
+        },
         MaxData(u64),
         MaxStreamData {
             id: u64,
@@ -679,7 +695,7 @@ pub(crate) mod tests {
                     fin: *fin,
                     data,
                 }),
-                Self::Message(data) => Frame::Message(Message { data }),
+                Self::Message { id, data } => Frame::Message(Message { id: *id, data }),
                 Self::MaxData(max) => Frame::MaxData(MaxData { max: *max }),
                 Self::MaxStreamData { id, max } => {
                     Frame::MaxStreamData(MaxStreamData { id: *id, max: *max })
@@ -748,7 +764,8 @@ pub(crate) mod tests {
                     fin,
                     data
                 }),
-            vec(any::<u8>(), 0..300).prop_map(OwnedFrame::Message),
+            (varint(), vec(any::<u8>(), 0..300))
+                .prop_map(|(id, data)| OwnedFrame::Message { id, data }),
             varint().prop_map(OwnedFrame::MaxData),
             (varint(), varint()).prop_map(|(id, max)| OwnedFrame::MaxStreamData { id, max }),
             (any::<bool>(), varint(), vec(any::<u8>(), 0..64)).prop_map(|(app, code, reason)| {
@@ -888,9 +905,9 @@ pub(crate) mod tests {
 
     #[test]
     fn lengths_past_the_end_are_refused() {
-        // Message claiming 5 bytes, carrying 2.
+        // Message 7 claiming 5 bytes, carrying 2.
         assert_eq!(
-            decode_err(&[0x04, 5, 1, 2]),
+            decode_err(&[0x04, 7, 5, 1, 2]),
             DecodeError::Truncated(FrameType::Message)
         );
         // Stream with a length varint claiming ~2^63 bytes.

@@ -395,6 +395,9 @@ pub struct Stream<'a> {
 /// A whole application message in one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Message<'a> {
+    /// The message's number: the sender numbers its messages 0, 1, 2, ...
+    /// so the receiver delivers each once, however often it arrives.
+    pub id: u64,
     /// The message.
     pub data: &'a [u8],
 }

@@ -601,7 +601,10 @@ mod tests {
         let mut buf = vec![0u8; 200];
         let mut packet = keys.sealer.start(&mut buf).unwrap();
         packet
-            .push(&Frame::Message(Message { data: message }))
+            .push(&Frame::Message(Message {
+                id: 0,
+                data: message,
+            }))
             .unwrap();
         let (len, _) = packet.finish().unwrap();
         buf.truncate(len);
@@ -629,15 +632,26 @@ mod tests {
             .unwrap();
         assert_eq!(accepted.intro_id(), pending.id());
         assert_eq!(accepted.initiator_index(), INITIATOR_INDEX);
-        let (mut reply_bytes, mut responder_keys) =
-            reply(accepted, &[Frame::Message(Message { data: b"welcome" })]);
+        let (mut reply_bytes, mut responder_keys) = reply(
+            accepted,
+            &[Frame::Message(Message {
+                id: 0,
+                data: b"welcome",
+            })],
+        );
         let established = pending.open_reply(&mut reply_bytes).unwrap();
         let frames: Vec<_> = established
             .reply
             .frames()
             .collect::<Result<_, _>>()
             .unwrap();
-        assert_eq!(frames, [Frame::Message(Message { data: b"welcome" })]);
+        assert_eq!(
+            frames,
+            [Frame::Message(Message {
+                id: 0,
+                data: b"welcome"
+            })]
+        );
         let mut initiator = established.keys;
         assert_eq!(initiator.sealer.peer_index(), RESPONDER_INDEX);
 
@@ -789,7 +803,11 @@ mod tests {
         assert_eq!(accepted.max_reply_len(), 3 * INTRO_LEN);
         let mut buf = [0u8; 1452];
         assert!(matches!(
-            accepted.reply(1, &[Frame::Message(Message { data: &big })], &mut buf),
+            accepted.reply(
+                1,
+                &[Frame::Message(Message { id: 0, data: &big })],
+                &mut buf
+            ),
             Err(ReplyBuildError::Encode(_))
         ));
         // Padding to the whole buffer stops at the bound.

@@ -34,14 +34,14 @@
 //!
 //! let mut buf = [0u8; tern_wire::DEFAULT_UDP_PAYLOAD];
 //! let mut packet = sealer.start(&mut buf)?;
-//! packet.push(&Frame::Message(Message { data: b"hello" }))?;
+//! packet.push(&Frame::Message(Message { id: 0, data: b"hello" }))?;
 //! packet.push(&Frame::Stream(Stream { id: 4, offset: 0, fin: true, data: b"bye" }))?;
 //! let (len, packet_number) = packet.finish()?;
 //!
 //! let opened = opener.open(&mut buf[..len])?;
 //! assert_eq!(opened.packet_number(), packet_number);
 //! let frames: Vec<Frame<'_>> = opened.frames().collect::<Result<_, _>>()?;
-//! assert_eq!(frames[0], Frame::Message(Message { data: b"hello" }));
+//! assert_eq!(frames[0], Frame::Message(Message { id: 0, data: b"hello" }));
 //! assert!(matches!(frames[1], Frame::Stream(Stream { id: 4, fin: true, .. })));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

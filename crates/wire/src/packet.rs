@@ -41,6 +41,7 @@ use crate::header::{
 };
 use crate::keys::{KeyConfig, TrafficSecret};
 use crate::size;
+use crate::varint::varint_len;
 
 /// Seals outgoing packets for one direction.
 #[derive(Debug)]
@@ -278,10 +279,11 @@ impl PacketBuilder<'_, '_> {
         size::stream_data_capacity(self.remaining(), stream_id, offset)
     }
 
-    /// The longest `Message` frame payload that fits in what is left.
+    /// The longest payload of a `Message` frame numbered `id` that fits in
+    /// what is left.
     #[must_use]
-    pub const fn message_capacity(&self) -> usize {
-        size::byte_string_capacity(self.remaining().saturating_sub(1))
+    pub const fn message_capacity(&self, id: u64) -> usize {
+        size::byte_string_capacity(self.remaining().saturating_sub(1 + varint_len(id)))
     }
 
     /// The longest `Datagram` frame payload that fits in what is left.
@@ -568,7 +570,10 @@ pub(crate) mod tests {
             assert_eq!(packet.packet_number(), expected_number);
             packet.push(&Frame::Ping).unwrap();
             packet
-                .push(&Frame::Message(Message { data: b"abc" }))
+                .push(&Frame::Message(Message {
+                    id: 0,
+                    data: b"abc",
+                }))
                 .unwrap();
             let (len, number) = packet.finish().unwrap();
             assert_eq!(number, expected_number);
@@ -578,7 +583,13 @@ pub(crate) mod tests {
             let frames: Vec<_> = opened.frames().collect::<Result<_, _>>().unwrap();
             assert_eq!(
                 frames,
-                [Frame::Ping, Frame::Message(Message { data: b"abc" })]
+                [
+                    Frame::Ping,
+                    Frame::Message(Message {
+                        id: 0,
+                        data: b"abc"
+                    })
+                ]
             );
         }
         assert_eq!(sealer.next_packet_number(), 5);
@@ -721,6 +732,7 @@ pub(crate) mod tests {
                 };
                 packet
                     .push(&Frame::Message(Message {
+                        id: u64::from(message),
                         data: &message.to_be_bytes(),
                     }))
                     .unwrap();
@@ -847,16 +859,18 @@ pub(crate) mod tests {
         packet.push(&frame(capacity)).unwrap();
         assert!(packet.remaining() <= 1);
         let mut packet = sealer.start(&mut buf).unwrap();
-        let capacity = packet.message_capacity();
+        let capacity = packet.message_capacity(300);
         assert!(
             packet
                 .push(&Frame::Message(Message {
+                    id: 300,
                     data: &data[..capacity + 1]
                 }))
                 .is_err()
         );
         packet
             .push(&Frame::Message(Message {
+                id: 300,
                 data: &data[..capacity],
             }))
             .unwrap();
@@ -965,7 +979,13 @@ pub(crate) mod tests {
                 ..KeyConfig::default()
             };
             let (mut sealer, mut opener) = pair_with(config);
-            let packet = seal(&mut sealer, &[OwnedFrame::Message(b"flip me".to_vec())]);
+            let packet = seal(
+                &mut sealer,
+                &[OwnedFrame::Message {
+                    id: 0,
+                    data: b"flip me".to_vec(),
+                }],
+            );
             for bit in 0..packet.len() * 8 {
                 let mut copy = packet.clone();
                 copy[bit / 8] ^= 1 << (bit % 8);

@@ -86,7 +86,7 @@ impl MaxUdpPayload {
     /// The largest message a single `Message` frame can carry in any packet.
     #[must_use]
     pub const fn guaranteed_message_capacity(self) -> usize {
-        byte_string_capacity(self.guaranteed_frames_capacity() - 1)
+        byte_string_capacity(self.guaranteed_frames_capacity() - 1 - varint_len(VARINT_MAX))
     }
 
     /// Bytes of a full data packet that are not stream data, in the worst case.

@@ -86,7 +86,10 @@ fn sealing_opening_encoding_and_decoding_make_no_heap_allocations() {
                 };
                 packet.push(&Frame::Ack(ack)).expect("fits");
                 packet
-                    .push(&Frame::Message(Message { data: b"small" }))
+                    .push(&Frame::Message(Message {
+                        id: 0,
+                        data: b"small",
+                    }))
                     .expect("fits");
                 packet
                     .push(&Frame::Close(Close {
