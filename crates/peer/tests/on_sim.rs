@@ -7,50 +7,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use quanta::Instant;
+mod support;
+
+use support::OnSim;
 use tern_peer::proto::{Node, Transmit, TransmitLimits};
 use tern_sim::{LinkConfig, Seed, Sim, SimConfig};
-
-/// A tern-peer node as a tern-sim node.
-struct OnSim<N>(N);
-
-/// What the simulator allows per transmit: 64 segments of up to 65 507 bytes
-/// in all, as a GSO send on Linux does.
-const SIM_LIMITS_SEGMENTS: usize = 64;
-
-impl<N: Node> tern_sim::Node for OnSim<N> {
-    fn handle_datagram(
-        &mut self,
-        now: Instant,
-        local: SocketAddr,
-        from: SocketAddr,
-        datagram: &mut [u8],
-    ) {
-        self.0.handle_datagram(now, local, from, datagram);
-    }
-
-    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<tern_sim::Transmit> {
-        let limits = TransmitLimits::new(SIM_LIMITS_SEGMENTS, 1452);
-        let Transmit {
-            destination,
-            len,
-            segment_size,
-        } = self.0.poll_transmit(now, limits, buf)?;
-        Some(tern_sim::Transmit {
-            source: None,
-            destination,
-            len,
-            segment_size,
-        })
-    }
-
-    fn poll_timeout(&mut self) -> Option<Instant> {
-        self.0.poll_timeout()
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        self.0.handle_timeout(now);
-    }
-}
 
 /// Sends numbered datagrams in runs as the limits allow until `total`, and
 /// re-sends on a timer any number the peer has not confirmed; the peer

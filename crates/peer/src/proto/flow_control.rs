@@ -42,6 +42,16 @@ impl RecvWindow {
         }
     }
 
+    /// A window of `window` bytes of which only `initial` are allowed until
+    /// the first [`poll_update`](Self::poll_update): the peer starts at a
+    /// limit both sides know before any frame was exchanged.
+    pub fn with_initial_limit(window: u64, initial: u64) -> Self {
+        Self {
+            limit: initial.min(window),
+            ..Self::new(window)
+        }
+    }
+
     /// The offset advertised to the peer.
     pub fn limit(&self) -> u64 {
         self.limit

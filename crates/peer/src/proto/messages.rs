@@ -43,6 +43,11 @@ impl MessageSender {
         id
     }
 
+    /// The number the next message pushed will get.
+    pub fn next_id(&self) -> u64 {
+        self.base + self.held.len() as u64
+    }
+
     /// Messages held until acknowledged.
     pub fn held(&self) -> usize {
         self.held.iter().filter(|m| m.is_some()).count()
@@ -58,10 +63,10 @@ impl MessageSender {
         !self.queue.is_empty()
     }
 
-    /// The next message to put in a packet, if its size passes `fits`;
-    /// it then counts as sent. A message that does not fit stays first in
-    /// line for the next packet.
-    pub fn poll(&mut self, fits: impl FnOnce(usize) -> bool) -> Option<(u64, Bytes)> {
+    /// The next message to put in a packet, if `fits(number, size)` says
+    /// so; it then counts as sent. A message that does not fit stays first
+    /// in line for the next packet.
+    pub fn poll(&mut self, fits: impl FnOnce(u64, usize) -> bool) -> Option<(u64, Bytes)> {
         loop {
             let id = *self.queue.front()?;
             let Some(Some(message)) = self.slot(id) else {
@@ -69,7 +74,7 @@ impl MessageSender {
                 self.queue.pop_front();
                 continue;
             };
-            if !fits(message.len()) {
+            if !fits(id, message.len()) {
                 return None;
             }
             let message = message.clone();
@@ -83,21 +88,31 @@ impl MessageSender {
             .get(usize::try_from(id.checked_sub(self.base)?).ok()?)
     }
 
-    /// Message `id` was acknowledged: it is dropped.
-    pub fn on_acked(&mut self, id: u64) {
+    /// Message `id` was acknowledged: it is dropped. Returns its size the
+    /// first time (0 for a repeated acknowledgement).
+    pub fn on_acked(&mut self, id: u64) -> usize {
         let Some(index) = id
             .checked_sub(self.base)
             .and_then(|i| usize::try_from(i).ok())
         else {
-            return;
+            return 0;
         };
-        if let Some(slot) = self.held.get_mut(index) {
-            *slot = None;
-        }
+        let freed = self
+            .held
+            .get_mut(index)
+            .and_then(Option::take)
+            .map_or(0, |m| m.len());
         while self.held.front().is_some_and(Option::is_none) {
             self.held.pop_front();
             self.base += 1;
         }
+        freed
+    }
+
+    /// The oldest message not yet acknowledged (the next one when none is
+    /// held): the receiver accepts numbers up to [`MESSAGE_WINDOW`] past it.
+    pub fn oldest_unacked(&self) -> u64 {
+        self.base
     }
 
     /// The packet with message `id` was lost: it is sent again.
@@ -165,16 +180,16 @@ mod tests {
         let mut tx = MessageSender::new();
         tx.push(Bytes::from_static(&[1; 100]));
         tx.push(Bytes::from_static(&[2; 10]));
-        assert_eq!(tx.poll(|len| len <= 50), None);
-        let (id, m) = tx.poll(|len| len <= 100).expect("fits now");
+        assert_eq!(tx.poll(|_, len| len <= 50), None);
+        let (id, m) = tx.poll(|_, len| len <= 100).expect("fits now");
         assert_eq!((id, m.len()), (0, 100));
         tx.on_lost(0);
         assert_eq!(
-            tx.poll(|_| true).map(|(id, _)| id),
+            tx.poll(|_, _| true).map(|(id, _)| id),
             Some(0),
             "the lost one goes first"
         );
-        assert_eq!(tx.poll(|_| true).map(|(id, _)| id), Some(1));
+        assert_eq!(tx.poll(|_, _| true).map(|(id, _)| id), Some(1));
         tx.on_acked(1);
         tx.on_acked(0);
         assert_eq!((tx.held(), tx.held_bytes()), (0, 0));
@@ -214,7 +229,7 @@ mod tests {
             let finale = std::iter::repeat_n((0u8, 0usize), 4 * count + 10).chain(std::iter::repeat_n((1, 0), 4 * count + 10));
             for (action, pick) in script.into_iter().chain(finale) {
                 match action {
-                    0 => flight.extend(tx.poll(|_| true)),
+                    0 => flight.extend(tx.poll(|_, _| true)),
                     1 | 2 if !flight.is_empty() => {
                         let (id, m) = flight.remove(pick % flight.len());
                         prop_assert_eq!(m.len(), id as usize % 37);

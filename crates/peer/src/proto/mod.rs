@@ -29,6 +29,9 @@
 
 mod amplification;
 mod carried;
+mod config;
+mod connection;
+mod endpoint;
 mod flow_control;
 mod intro_limit;
 mod messages;
@@ -49,6 +52,15 @@ mod test_rng;
 
 pub use amplification::{AMPLIFICATION_FACTOR, AmplificationLimit};
 pub use carried::{CARRIED_MAX, Carried, CarriedRecord};
+pub use config::{
+    ConnectionConfig, EndpointConfig, INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS,
+    INITIAL_STREAM_WINDOW,
+};
+pub use connection::{
+    Connection, ConnectionError, ConnectionStats, Event, ProtocolError, ReadError, ReadOutcome,
+    SendError, WriteError,
+};
+pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointStats};
 pub use flow_control::{FlowControlError, RecvWindow, SendCredit};
 pub use intro_limit::{IntroLimiter, IntroLimiterConfig, IntroRefused};
 pub use messages::{MESSAGE_WINDOW, MessageReceiver, MessageSender, MessageWindowError};
@@ -56,7 +68,7 @@ pub use node::{Node, SendRefused, Transmit, TransmitLimits};
 pub use path::{CHALLENGES_KEPT, ChallengeToken, Path, PathTimeout};
 pub use path_mtu::{MAX_PROBES, PathMtu, PathMtuConfig};
 pub use range_set::{Gaps, RangeSet};
-pub use receiver_index::{IndexFull, ReceiverIndex};
+pub use receiver_index::{IndexFull, ReceiverIndex, VacantIndex};
 pub use recv_stream::{RecvStream, StreamError};
 pub use scheduler::{Scheduler, Urgency};
 pub use send_stream::{SendChunk, SendStream};

@@ -68,6 +68,24 @@ impl Path {
         }
     }
 
+    /// The path an intro arrived on, before the initiator has shown it
+    /// receives there: sending is held to three times what arrived
+    /// ([`AmplificationLimit`]) until [`confirm`](Self::confirm).
+    pub fn unconfirmed(remote: SocketAddr, mtu: PathMtuConfig) -> Self {
+        Self {
+            remote,
+            mtu: PathMtu::new(mtu),
+            limit: AmplificationLimit::new(),
+            validation: None,
+        }
+    }
+
+    /// The peer proved it receives on this path (an authenticated packet
+    /// under keys only the handshake's reply could give it).
+    pub fn confirm(&mut self) {
+        self.limit.validate();
+    }
+
     /// A path to a new address an authenticated packet came from at `now`;
     /// it is challenged every `probe_timeout` and fails after three of them.
     pub fn challenged(
@@ -106,7 +124,7 @@ impl Path {
 
     /// Whether the peer has shown it receives what is sent on this path.
     pub fn is_validated(&self) -> bool {
-        self.validation.is_none()
+        self.validation.is_none() && self.limit.is_validated()
     }
 
     /// A datagram of `bytes` arrived on this path.

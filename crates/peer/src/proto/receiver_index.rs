@@ -36,6 +36,39 @@ struct Slot<T> {
     value: Option<T>,
 }
 
+/// An index picked by [`ReceiverIndex::vacant`], not yet in use.
+#[derive(Debug)]
+pub struct VacantIndex<'a, T> {
+    table: &'a mut ReceiverIndex<T>,
+    index: u32,
+}
+
+impl<T> VacantIndex<'_, T> {
+    /// The index the value will have.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Stores `value` under the index and returns it.
+    pub fn insert(self, value: T) -> u32 {
+        let table = self.table;
+        let slot = self.index & SLOT_MASK;
+        if table.free.front() == Some(&slot) {
+            table.free.pop_front();
+        } else {
+            table.slots.push(Slot {
+                index: 0,
+                value: None,
+            });
+        }
+        let entry = &mut table.slots[slot as usize];
+        entry.index = self.index;
+        entry.value = Some(value);
+        table.len += 1;
+        self.index
+    }
+}
+
 /// Connections (or anything) by receiver index.
 #[derive(Debug)]
 pub struct ReceiverIndex<T> {
@@ -61,30 +94,32 @@ impl<T> ReceiverIndex<T> {
 
     /// Stores `value` under a fresh index, its tag drawn from `rng`.
     pub fn insert(&mut self, value: T, rng: &mut impl RngCore) -> Result<u32, IndexFull> {
-        let slot = match self.free.pop_front() {
-            Some(slot) => slot,
-            None if self.slots.len() < self.capacity => {
-                self.slots.push(Slot {
-                    index: 0,
-                    value: None,
-                });
-                // The capacity is at most 2^20, so the slot fits SLOT_BITS.
-                (self.slots.len() - 1) as u32
-            }
+        Ok(self.vacant(rng)?.insert(value))
+    }
+
+    /// Picks a fresh index without storing anything yet, for a value that
+    /// must know its own index to be built (a connection's handshake reply
+    /// carries it); nothing changes until [`VacantIndex::insert`].
+    pub fn vacant(&mut self, rng: &mut impl RngCore) -> Result<VacantIndex<'_, T>, IndexFull> {
+        let slot = match self.free.front() {
+            Some(&slot) => slot,
+            None if self.slots.len() < self.capacity => self.slots.len() as u32,
             None => return Err(IndexFull(self.capacity)),
         };
-        let entry = &mut self.slots[slot as usize];
-        let old_tag = entry.index >> SLOT_BITS;
+        let old_tag = self
+            .slots
+            .get(slot as usize)
+            .map_or(0, |entry| entry.index >> SLOT_BITS);
         let tag = loop {
             let tag = rng.next_u32() % TAG_MAX + 1;
             if tag != old_tag {
                 break tag;
             }
         };
-        entry.index = (tag << SLOT_BITS) | slot;
-        entry.value = Some(value);
-        self.len += 1;
-        Ok(entry.index)
+        Ok(VacantIndex {
+            table: self,
+            index: (tag << SLOT_BITS) | slot,
+        })
     }
 
     fn slot(&self, index: u32) -> Option<&Slot<T>> {

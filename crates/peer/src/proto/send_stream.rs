@@ -115,6 +115,11 @@ impl SendStream {
         self.end
     }
 
+    /// Offset after the last byte ever sent: what a new chunk starts from.
+    pub fn sent_offset(&self) -> u64 {
+        self.unsent
+    }
+
     /// Bytes held until the peer acknowledges them.
     pub fn buffered(&self) -> usize {
         (self.end - self.base) as usize

@@ -1,0 +1,467 @@
+//! [`Endpoint`]: every connection on one UDP socket, and the handshake's
+//! front door.
+//!
+//! Incoming datagrams are routed by the receiver index their header carries
+//! (tern-wire v2), never by source address, so a connection survives its
+//! peer's address changing. Intros — the only packets without an index —
+//! go through the defences before any RSA work: a repeated intro is
+//! answered with the stored reply, simultaneous opens are settled, and the
+//! [`IntroLimiter`] bounds how many intros per second are decrypted, per
+//! source and in total.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::time::SystemTime;
+
+use quanta::Instant;
+use rand_chacha::ChaCha20Rng;
+use rand_chacha::rand_core::SeedableRng;
+use rand_core::RngCore;
+use tern_congestion::{AnyController, Ledbat, LedbatConfigError, Take, TokenBucket};
+use tern_wire::replay::IntroId;
+use tern_wire::{
+    INTRO_LEN, IdentityKey, PacketType, PublicIdentity, ReplayGuard, Responder, intro_id,
+    peek_receiver_index,
+};
+
+use super::config::EndpointConfig;
+use super::connection::{Connection, Event, Start};
+use super::{IndexFull, IntroLimiter, Node, ReceiverIndex, Transmit, TransmitLimits};
+
+/// A connection's handle: its receiver index, stable for its lifetime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConnectionHandle(pub u32);
+
+/// Why `connect` could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The endpoint holds as many connections as it may.
+    #[error("{0}")]
+    Full(#[from] IndexFull),
+    /// The intro could not be made (the key or the clock).
+    #[error("intro: {0}")]
+    Intro(#[from] tern_wire::IntroError),
+}
+
+/// Figures about the endpoint as a whole.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EndpointStats {
+    /// Datagrams that reached no connection: unknown or stale receiver
+    /// index, unknown type, wrong size.
+    pub dropped_unroutable: u64,
+    /// Intros decrypted and accepted.
+    pub intros_accepted: u64,
+    /// Intros refused by the rate limits before any decryption.
+    pub intros_rate_limited: u64,
+    /// Intros that failed decryption or checks (forged, replayed, stale).
+    pub intros_refused: u64,
+    /// Repeated intros answered with the stored reply.
+    pub intros_repeated: u64,
+    /// Intros that lost a simultaneous open (this side's own intro won).
+    pub simultaneous_opens: u64,
+    /// Connections freed.
+    pub connections_closed: u64,
+}
+
+/// Every connection on one socket (see the module documentation).
+#[derive(Debug)]
+pub struct Endpoint {
+    config: EndpointConfig,
+    /// Every connection starts with a copy of it (checked once, here).
+    controller: AnyController,
+    responder: Option<Responder>,
+    limiter: IntroLimiter,
+    connections: ReceiverIndex<Connection>,
+    /// Replies stored for repeated intros, until their connection is
+    /// confirmed.
+    replies: HashMap<IntroId, u32>,
+    /// Outgoing connections still waiting for their reply, by address.
+    connecting: HashMap<SocketAddr, u32>,
+    /// Connections this side asked for (announced by `Connected`, never
+    /// by `accept`), including those a simultaneous open turned around.
+    outgoing: HashSet<u32>,
+    /// Connections in round-robin order for sending.
+    order: VecDeque<u32>,
+    rng: ChaCha20Rng,
+    /// The wall-clock time at `epoch`, for intro timestamps.
+    wall_epoch: (Instant, SystemTime),
+    incoming: VecDeque<ConnectionHandle>,
+    /// Replies to repeated intros waiting to be sent.
+    stored_replies: VecDeque<(SocketAddr, u32)>,
+    rate_limit: Option<TokenBucket>,
+    events: VecDeque<(ConnectionHandle, Event)>,
+    stats: EndpointStats,
+}
+
+impl Endpoint {
+    /// An endpoint, or the error in its LEDBAT configuration. With an `identity` it accepts connections (its public
+    /// key is what initiators need); without, it only connects. `seed`
+    /// seeds its cryptographic RNG (from the OS in production, fixed in a
+    /// simulation); `now` and `wall` are the same moment on the monotonic
+    /// and the wall clock.
+    pub fn new(
+        config: EndpointConfig,
+        identity: Option<IdentityKey>,
+        seed: [u8; 32],
+        now: Instant,
+        wall: SystemTime,
+    ) -> Result<Self, LedbatConfigError> {
+        let mut ledbat = config.connection.ledbat;
+        ledbat.max_datagram_size = config.connection.max_udp_payload as u64;
+        let controller = AnyController::from(Ledbat::new(ledbat)?);
+        let mut rng = ChaCha20Rng::from_seed(seed);
+        let responder = identity.map(|identity| {
+            let replay = ReplayGuard::for_intro_rate(
+                u32::try_from(config.intro_limits.total_rate).unwrap_or(u32::MAX),
+                tern_wire::DEFAULT_TIMESTAMP_WINDOW,
+            );
+            Responder::new(identity, replay, config.keys)
+        });
+        let limiter = IntroLimiter::new(config.intro_limits, rng.next_u64());
+        let rate_limit = config
+            .rate_limit
+            .and_then(|rate| TokenBucket::new(rate, (rate / 100).max(64 * 1024)).ok());
+        Ok(Self {
+            controller,
+            connections: ReceiverIndex::with_capacity(config.max_connections),
+            config,
+            responder,
+            limiter,
+            replies: HashMap::new(),
+            connecting: HashMap::new(),
+            outgoing: HashSet::new(),
+            order: VecDeque::new(),
+            rng,
+            wall_epoch: (now, wall),
+            incoming: VecDeque::new(),
+            stored_replies: VecDeque::new(),
+            rate_limit,
+            events: VecDeque::new(),
+            stats: EndpointStats::default(),
+        })
+    }
+
+    /// This endpoint's public identity, if it accepts connections.
+    pub fn public(&self) -> Option<PublicIdentity> {
+        self.responder.as_ref().map(Responder::public)
+    }
+
+    fn start(
+        config: &EndpointConfig,
+        controller: &AnyController,
+        local_index: u32,
+        now: Instant,
+    ) -> Start {
+        Start {
+            config: config.connection,
+            controller: controller.clone(),
+            local_index,
+            now,
+        }
+    }
+
+    fn wall_time(&self, now: Instant) -> SystemTime {
+        let (epoch, wall) = self.wall_epoch;
+        wall + now.saturating_duration_since(epoch)
+    }
+
+    /// Starts a connection to `remote`, whose identity is `responder`; the
+    /// intro goes out with the next `poll_transmit`. [`Event::Connected`]
+    /// or [`Event::Closed`] tells how it went.
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        responder: &PublicIdentity,
+    ) -> Result<ConnectionHandle, ConnectError> {
+        let wall = self.wall_time(now);
+        let vacant = self.connections.vacant(&mut self.rng)?;
+        let index = vacant.index();
+        let start = Self::start(&self.config, &self.controller, index, now);
+        let connection = Connection::connect(
+            start,
+            self.config.keys,
+            remote,
+            responder,
+            wall,
+            &mut self.rng,
+        )?;
+        vacant.insert(connection);
+        self.connecting.insert(remote, index);
+        self.outgoing.insert(index);
+        self.order.push_back(index);
+        Ok(ConnectionHandle(index))
+    }
+
+    /// The next connection a peer opened (announced once confirmed).
+    pub fn accept(&mut self) -> Option<ConnectionHandle> {
+        self.incoming.pop_front()
+    }
+
+    /// A connection, to use its commands.
+    pub fn connection(&mut self, handle: ConnectionHandle) -> Option<&mut Connection> {
+        self.connections.get_mut(handle.0)
+    }
+
+    /// Connections held.
+    pub fn len(&self) -> usize {
+        self.connections.len()
+    }
+
+    /// Whether no connection is held.
+    pub fn is_empty(&self) -> bool {
+        self.connections.is_empty()
+    }
+
+    /// Figures about the endpoint.
+    pub fn stats(&self) -> EndpointStats {
+        self.stats
+    }
+
+    /// The next event of any connection. A connection's last event is
+    /// [`Event::Closed`]; it is freed after it drained.
+    pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
+        if self.events.is_empty() {
+            self.collect_events();
+        }
+        self.events.pop_front()
+    }
+
+    fn collect_events(&mut self) {
+        for index in self.order.iter().copied() {
+            let Some(connection) = self.connections.get_mut(index) else {
+                continue;
+            };
+            while let Some(event) = connection.poll_event() {
+                if event == Event::Connected {
+                    self.connecting.retain(|_, i| *i != index);
+                    self.replies.retain(|_, i| *i != index);
+                    if !self.outgoing.contains(&index) {
+                        self.incoming.push_back(ConnectionHandle(index));
+                    }
+                }
+                self.events.push_back((ConnectionHandle(index), event));
+            }
+        }
+    }
+
+    fn handle_intro(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        if datagram.len() != INTRO_LEN {
+            self.stats.dropped_unroutable += 1;
+            return;
+        }
+        let id = intro_id(datagram);
+        if let Some(&index) = self.replies.get(&id) {
+            if let Some(connection) = self.connections.get_mut(index)
+                && connection
+                    .reply_for_repeated_intro(datagram.len())
+                    .is_some()
+            {
+                self.stored_replies.push_back((from, index));
+                self.stats.intros_repeated += 1;
+            }
+            return;
+        }
+        let Some(responder) = self.responder.as_mut() else {
+            self.stats.intros_refused += 1;
+            return;
+        };
+        // Simultaneous open: both sides sent an intro to each other. The
+        // intro with the smaller id wins on both sides, so both keep the
+        // same one connection.
+        let superseded = self.connecting.get(&from).copied();
+        if let Some(index) = superseded
+            && let Some(own) = self
+                .connections
+                .get(index)
+                .and_then(Connection::pending_intro_id)
+            && own < id
+        {
+            self.stats.simultaneous_opens += 1;
+            return;
+        }
+        if self.limiter.admit(from.ip(), now).is_err() {
+            self.stats.intros_rate_limited += 1;
+            return;
+        }
+        let wall = {
+            let (epoch, wall) = self.wall_epoch;
+            wall + now.saturating_duration_since(epoch)
+        };
+        let accepted = match responder.accept(datagram, wall, &mut self.rng) {
+            Ok(accepted) => accepted,
+            Err(_) => {
+                self.stats.intros_refused += 1;
+                return;
+            }
+        };
+        let index = match superseded {
+            Some(index) if self.connections.get(index).is_some() => {
+                // This side's own connect becomes the accepted connection,
+                // under the same handle.
+                let Ok(connection) = Connection::accept(
+                    Self::start(&self.config, &self.controller, index, now),
+                    accepted,
+                    datagram.len(),
+                    from,
+                    &mut self.rng,
+                ) else {
+                    self.stats.intros_refused += 1;
+                    return;
+                };
+                if let Some(slot) = self.connections.get_mut(index) {
+                    *slot = connection;
+                }
+                self.connecting.remove(&from);
+                index
+            }
+            _ => {
+                let Ok(vacant) = self.connections.vacant(&mut self.rng) else {
+                    self.stats.intros_refused += 1;
+                    return;
+                };
+                let index = vacant.index();
+                let Ok(connection) = Connection::accept(
+                    Self::start(&self.config, &self.controller, index, now),
+                    accepted,
+                    datagram.len(),
+                    from,
+                    &mut self.rng,
+                ) else {
+                    self.stats.intros_refused += 1;
+                    return;
+                };
+                vacant.insert(connection);
+                self.order.push_back(index);
+                index
+            }
+        };
+        self.stats.intros_accepted += 1;
+        self.replies.insert(id, index);
+        self.stored_replies.push_back((from, index));
+    }
+
+    /// Frees connections that are over (their last events kept for
+    /// [`poll_event`](Self::poll_event)).
+    fn reap(&mut self) {
+        if self
+            .order
+            .iter()
+            .any(|&i| self.connections.get(i).is_none_or(Connection::is_closed))
+        {
+            self.collect_events();
+        }
+        let connections = &mut self.connections;
+        let mut closed = 0;
+        self.order.retain(|&index| {
+            let done = connections.get(index).is_none_or(Connection::is_closed);
+            if done && connections.remove(index).is_some() {
+                closed += 1;
+            }
+            !done
+        });
+        if closed > 0 {
+            self.stats.connections_closed += closed;
+            let live = |i: &u32| self.connections.get(*i).is_some();
+            self.replies.retain(|_, i| live(i));
+            self.connecting.retain(|_, i| live(i));
+            self.outgoing.retain(|i| live(i));
+        }
+    }
+}
+
+impl Node for Endpoint {
+    fn handle_datagram(
+        &mut self,
+        now: Instant,
+        _local: SocketAddr,
+        from: SocketAddr,
+        datagram: &mut [u8],
+    ) {
+        if datagram.first() == Some(&(PacketType::Intro as u8)) {
+            self.handle_intro(now, from, datagram);
+            return;
+        }
+        let Some(index) = peek_receiver_index(datagram) else {
+            self.stats.dropped_unroutable += 1;
+            return;
+        };
+        match self.connections.get_mut(index) {
+            Some(connection) => connection.handle_datagram(now, from, datagram),
+            None => self.stats.dropped_unroutable += 1,
+        }
+    }
+
+    fn poll_transmit(
+        &mut self,
+        now: Instant,
+        limits: TransmitLimits,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        while let Some((to, index)) = self.stored_replies.pop_front() {
+            let Some(connection) = self.connections.get_mut(index) else {
+                continue;
+            };
+            let Some(reply) = connection.stored_reply() else {
+                continue;
+            };
+            let Some(dst) = buf.get_mut(..reply.len()) else {
+                continue;
+            };
+            dst.copy_from_slice(reply);
+            return Some(Transmit {
+                destination: to,
+                len: reply.len(),
+                segment_size: None,
+            });
+        }
+        if let Some(bucket) = self.rate_limit.as_mut()
+            && let Take::WaitUntil(_) = bucket.ready_at(limits.max_datagram_size as u64, now)
+        {
+            return None;
+        }
+        for _ in 0..self.order.len() {
+            let index = self.order.pop_front()?;
+            self.order.push_back(index);
+            let Some(connection) = self.connections.get_mut(index) else {
+                continue;
+            };
+            if let Some(transmit) = connection.poll_transmit(now, limits, buf) {
+                if let Some(bucket) = self.rate_limit.as_mut() {
+                    bucket.consume(transmit.len as u64, now);
+                }
+                // The same connection goes first again next time only after
+                // every other had its turn.
+                return Some(transmit);
+            }
+        }
+        None
+    }
+
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        self.reap();
+        let mut next: Option<Instant> = None;
+        for &index in &self.order {
+            if let Some(t) = self
+                .connections
+                .get(index)
+                .and_then(Connection::poll_timeout)
+            {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        }
+        next
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        for &index in &self.order {
+            if let Some(connection) = self.connections.get_mut(index)
+                && connection.poll_timeout().is_some_and(|t| t <= now)
+            {
+                connection.handle_timeout(now);
+            }
+        }
+    }
+}

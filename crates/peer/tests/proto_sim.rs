@@ -1,0 +1,231 @@
+//! The protocol on tern-sim: two endpoints, a handshake, and messages and
+//! streams delivered whole, exactly once, under loss, reordering,
+//! duplication and delay. Seeded: `TERN_SIM_SEED=n` replays a run.
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use support::{Pair, drive};
+use tern_peer::proto::{ConnectionError, ConnectionHandle, EndpointConfig, Event, ReadOutcome};
+use tern_sim::{LinkConfig, Seed};
+
+/// Message `id` of `len` bytes: its number in the first four bytes (when
+/// there is room), then bytes that depend on both.
+fn message(id: u32, len: usize) -> Bytes {
+    let mut bytes: Vec<u8> = (0..len)
+        .map(|k| (id as usize * 31 + k * 7 + (k >> 8)) as u8)
+        .collect();
+    let head = len.min(4);
+    bytes[..head].copy_from_slice(&id.to_le_bytes()[..head]);
+    Bytes::from(bytes)
+}
+
+/// The number of a message made by [`message`], checking every byte.
+fn check(received: &[u8], ids_by_len: &HashMap<usize, u32>) -> u32 {
+    let id = if received.len() >= 4 {
+        u32::from_le_bytes(received[..4].try_into().expect("four bytes"))
+    } else {
+        ids_by_len[&received.len()]
+    };
+    assert_eq!(
+        received,
+        &message(id, received.len())[..],
+        "message {id} corrupted"
+    );
+    id
+}
+
+/// The client connects, then both sides send `sizes` (as messages numbered
+/// in order) and each checks it got every one of the other's, whole and once.
+/// Returns the client's and the server's handles of the connection.
+fn exchange(
+    pair: &mut Pair,
+    sizes: &[usize],
+    deadline: Duration,
+) -> (ConnectionHandle, ConnectionHandle) {
+    let public = pair.server().public().expect("server identity");
+    let now = pair.sim.now();
+    let server_addr = pair.server_addr;
+    let client = pair
+        .client()
+        .connect(now, server_addr, &public)
+        .expect("connect");
+    let ids_by_len: HashMap<usize, u32> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| (len, i as u32))
+        .collect();
+    let mut server_conn = None;
+    let mut client_sent = false;
+    let mut got = [vec![0u32; sizes.len()], vec![0u32; sizes.len()]];
+    let (client_node, server_node) = (pair.client, pair.server);
+    drive(&mut pair.sim, deadline, |sim| {
+        let client_ep = &mut sim.node_mut(client_node).0;
+        while let Some((handle, event)) = client_ep.poll_event() {
+            assert_eq!(handle, client);
+            if let Event::Closed(e) = event {
+                panic!("client closed: {e}");
+            }
+        }
+        let connection = client_ep.connection(client).expect("client connection");
+        if connection.is_established() && !client_sent {
+            for (i, &len) in sizes.iter().enumerate() {
+                connection
+                    .send_message(message(i as u32, len))
+                    .expect("buffer room");
+            }
+            client_sent = true;
+        }
+        while let Some(m) = connection.recv_message() {
+            got[0][check(&m, &ids_by_len) as usize] += 1;
+        }
+        let server_ep = &mut sim.node_mut(server_node).0;
+        while let Some((_, event)) = server_ep.poll_event() {
+            if let Event::Closed(e) = event {
+                panic!("server closed: {e}");
+            }
+        }
+        if let Some(accepted) = server_ep.accept() {
+            assert!(server_conn.is_none(), "one connection");
+            server_conn = Some(accepted);
+            let connection = server_ep.connection(accepted).expect("accepted");
+            for (i, &len) in sizes.iter().enumerate() {
+                connection
+                    .send_message(message(i as u32, len))
+                    .expect("buffer room");
+            }
+        }
+        if let Some(handle) = server_conn {
+            let connection = server_ep.connection(handle).expect("server connection");
+            while let Some(m) = connection.recv_message() {
+                got[1][check(&m, &ids_by_len) as usize] += 1;
+            }
+        }
+        got.iter().all(|side| side.iter().all(|&n| n >= 1))
+    });
+    for side in &got {
+        assert!(side.iter().all(|&n| n == 1), "delivered once: {side:?}");
+    }
+    (client, server_conn.expect("accepted"))
+}
+
+const SIZES: [usize; 8] = [0, 1, 1_000, 4_096, 16_384, 65_536, 1 << 20, 3];
+
+#[test]
+fn messages_of_every_size_arrive_whole_and_once_on_a_clean_link() {
+    let seed = Seed::from_env_or(1);
+    let link = LinkConfig {
+        delay: Duration::from_millis(1),
+        ..LinkConfig::default()
+    };
+    let mut pair = Pair::new(seed.value(), link, EndpointConfig::default());
+    exchange(&mut pair, &SIZES, Duration::from_secs(30));
+}
+
+#[test]
+fn messages_arrive_whole_and_once_through_loss_reordering_and_duplication() {
+    for (seed, loss) in [(11, 0.01), (12, 0.05), (13, 0.2)] {
+        let seed = Seed::from_env_or(seed);
+        let link = LinkConfig {
+            delay: Duration::from_millis(10),
+            jitter: Duration::from_millis(2),
+            loss,
+            reorder: 0.05,
+            duplicate: 0.02,
+            ..LinkConfig::default()
+        };
+        let mut pair = Pair::new(seed.value(), link, EndpointConfig::default());
+        exchange(&mut pair, &SIZES, Duration::from_secs(600));
+    }
+}
+
+#[test]
+fn a_stream_carries_a_megabyte_in_order_with_its_end() {
+    let seed = Seed::from_env_or(21);
+    let link = LinkConfig {
+        delay: Duration::from_millis(5),
+        loss: 0.02,
+        reorder: 0.02,
+        ..LinkConfig::default()
+    };
+    let mut pair = Pair::new(seed.value(), link, EndpointConfig::default());
+    let (client, server) = exchange(&mut pair, &[10], Duration::from_secs(30));
+    let data = message(7, 1 << 20);
+    let stream = pair
+        .client()
+        .connection(client)
+        .expect("connection")
+        .open_stream()
+        .expect("a stream is allowed");
+    let mut written = 0;
+    let mut received = Vec::new();
+    let mut server_stream = None;
+    let mut finished = false;
+    let (client_node, server_node) = (pair.client, pair.server);
+    drive(&mut pair.sim, Duration::from_secs(120), |sim| {
+        let connection = sim
+            .node_mut(client_node)
+            .0
+            .connection(client)
+            .expect("connection");
+        if written < data.len() {
+            written += connection.write(stream, &data[written..]).expect("open");
+            if written == data.len() {
+                connection.finish(stream).expect("open");
+            }
+        }
+        let server_ep = &mut sim.node_mut(server_node).0;
+        let connection = server_ep.connection(server).expect("server connection");
+        if server_stream.is_none() {
+            server_stream = connection.accept_stream();
+        }
+        if let Some(id) = server_stream {
+            let mut buf = [0u8; 65_536];
+            loop {
+                match connection.read(id, &mut buf).expect("readable") {
+                    ReadOutcome::Read(0) => break,
+                    ReadOutcome::Read(n) => received.extend_from_slice(&buf[..n]),
+                    ReadOutcome::Finished => {
+                        finished = true;
+                        break;
+                    }
+                }
+            }
+        }
+        finished
+    });
+    assert_eq!(received.len(), data.len());
+    assert!(received == data[..], "the stream's bytes, in order");
+}
+
+#[test]
+fn connecting_where_nobody_answers_fails_cleanly_within_the_timeout() {
+    let seed = Seed::from_env_or(31);
+    let mut pair = Pair::new(
+        seed.value(),
+        LinkConfig::default(),
+        EndpointConfig::default(),
+    );
+    let public = pair.server().public().expect("identity");
+    let now = pair.sim.now();
+    let nowhere = "10.0.0.9:9".parse().expect("address");
+    let handle = pair
+        .client()
+        .connect(now, nowhere, &public)
+        .expect("connect");
+    let mut error = None;
+    let client_node = pair.client;
+    drive(&mut pair.sim, Duration::from_secs(11), |sim| {
+        while let Some((h, event)) = sim.node_mut(client_node).0.poll_event() {
+            assert_eq!(h, handle);
+            if let Event::Closed(e) = event {
+                error = Some(e);
+            }
+        }
+        error.is_some()
+    });
+    assert_eq!(error, Some(ConnectionError::HandshakeTimedOut));
+}

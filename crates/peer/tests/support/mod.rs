@@ -1,0 +1,172 @@
+//! What the simulation tests share: the adapter that runs a tern-peer
+//! [`Node`] in tern-sim, identity keys made once, and a two-endpoint set-up.
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
+
+use quanta::Instant;
+use rand_core::OsRng;
+use tern_peer::proto::{Endpoint, EndpointConfig, Node, Transmit, TransmitLimits};
+use tern_sim::{LinkConfig, NodeId, Sim, SimConfig};
+use tern_wire::IdentityKey;
+
+/// A tern-peer node as a tern-sim node.
+pub struct OnSim<N>(pub N);
+
+/// What the simulator allows per transmit: 64 segments of up to 65 507 bytes
+/// in all, as a GSO send on Linux does.
+const SIM_LIMITS_SEGMENTS: usize = 64;
+
+impl<N: Node> tern_sim::Node for OnSim<N> {
+    fn handle_datagram(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        from: SocketAddr,
+        datagram: &mut [u8],
+    ) {
+        self.0.handle_datagram(now, local, from, datagram);
+    }
+
+    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<tern_sim::Transmit> {
+        let limits = TransmitLimits::new(SIM_LIMITS_SEGMENTS, 1452);
+        let Transmit {
+            destination,
+            len,
+            segment_size,
+        } = self.0.poll_transmit(now, limits, buf)?;
+        Some(tern_sim::Transmit {
+            source: None,
+            destination,
+            len,
+            segment_size,
+        })
+    }
+
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        self.0.poll_timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.0.handle_timeout(now);
+    }
+}
+
+/// An RSA-2048 identity, generated once per test binary (about 250 ms).
+pub fn identity() -> IdentityKey {
+    static DER: OnceLock<Vec<u8>> = OnceLock::new();
+    let der = DER.get_or_init(|| {
+        let key = IdentityKey::generate(&mut OsRng).expect("RSA key generation");
+        key.to_pkcs8_der().expect("encodes").to_vec()
+    });
+    IdentityKey::from_pkcs8_der(der).expect("decodes")
+}
+
+/// A second identity, for the wrong-key cases.
+pub fn other_identity() -> IdentityKey {
+    static DER: OnceLock<Vec<u8>> = OnceLock::new();
+    let der = DER.get_or_init(|| {
+        let key = IdentityKey::generate(&mut OsRng).expect("RSA key generation");
+        key.to_pkcs8_der().expect("encodes").to_vec()
+    });
+    IdentityKey::from_pkcs8_der(der).expect("decodes")
+}
+
+/// The wall-clock time every simulated endpoint starts at: fixed, so runs
+/// reproduce.
+pub fn wall_start() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+}
+
+pub type EndpointSim = Sim<OnSim<Endpoint>>;
+
+/// A client endpoint and a server endpoint (which has the identity) on one
+/// simulated network.
+pub struct Pair {
+    pub sim: EndpointSim,
+    pub client: NodeId,
+    pub server: NodeId,
+    pub client_addr: SocketAddr,
+    pub server_addr: SocketAddr,
+}
+
+impl Pair {
+    pub fn new(seed: u64, link: LinkConfig, config: EndpointConfig) -> Self {
+        Self::with_configs(seed, link, config, config)
+    }
+
+    pub fn with_configs(
+        seed: u64,
+        link: LinkConfig,
+        client_config: EndpointConfig,
+        server_config: EndpointConfig,
+    ) -> Self {
+        let mut sim = Sim::new(SimConfig::seeded(seed).with_default_link(link));
+        let client_addr: SocketAddr = "10.0.0.1:4000".parse().expect("address");
+        let server_addr: SocketAddr = "10.0.0.2:5000".parse().expect("address");
+        let now = sim.now();
+        let client_endpoint =
+            Endpoint::new(client_config, None, seed_bytes(seed, 1), now, wall_start())
+                .expect("valid config");
+        let server_endpoint = Endpoint::new(
+            server_config,
+            Some(identity()),
+            seed_bytes(seed, 2),
+            now,
+            wall_start(),
+        )
+        .expect("valid config");
+        let client = sim
+            .add_node(OnSim(client_endpoint), &[client_addr])
+            .expect("address");
+        let server = sim
+            .add_node(OnSim(server_endpoint), &[server_addr])
+            .expect("address");
+        Self {
+            sim,
+            client,
+            server,
+            client_addr,
+            server_addr,
+        }
+    }
+
+    pub fn client(&mut self) -> &mut Endpoint {
+        &mut self.sim.node_mut(self.client).0
+    }
+
+    pub fn server(&mut self) -> &mut Endpoint {
+        &mut self.sim.node_mut(self.server).0
+    }
+}
+
+/// 32 seed bytes for an endpoint's RNG from the test's seed.
+pub fn seed_bytes(seed: u64, salt: u64) -> [u8; 32] {
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    bytes[8..16].copy_from_slice(&salt.to_le_bytes());
+    bytes
+}
+
+/// Steps `sim` until `done` (which may act on the nodes, as an application
+/// would) returns true; panics if `deadline` of virtual time passes or the
+/// simulation runs out of events first.
+pub fn drive<N: tern_sim::Node>(
+    sim: &mut Sim<N>,
+    deadline: Duration,
+    mut done: impl FnMut(&mut Sim<N>) -> bool,
+) {
+    loop {
+        if done(sim) {
+            return;
+        }
+        assert!(
+            sim.elapsed() <= deadline,
+            "not done after {:?} of virtual time",
+            sim.elapsed()
+        );
+        assert!(sim.step(), "the simulation went quiet before it was done");
+    }
+}
