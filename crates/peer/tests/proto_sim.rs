@@ -4,113 +4,11 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use bytes::Bytes;
-use support::{Pair, drive};
-use tern_peer::proto::{ConnectionError, ConnectionHandle, EndpointConfig, Event, ReadOutcome};
+use support::{Pair, drive, exchange, message};
+use tern_peer::proto::{ConnectionError, EndpointConfig, Event, ReadOutcome};
 use tern_sim::{LinkConfig, Seed};
-
-/// Message `id` of `len` bytes: its number in the first four bytes (when
-/// there is room), then bytes that depend on both.
-fn message(id: u32, len: usize) -> Bytes {
-    let mut bytes: Vec<u8> = (0..len)
-        .map(|k| (id as usize * 31 + k * 7 + (k >> 8)) as u8)
-        .collect();
-    let head = len.min(4);
-    bytes[..head].copy_from_slice(&id.to_le_bytes()[..head]);
-    Bytes::from(bytes)
-}
-
-/// The number of a message made by [`message`], checking every byte.
-fn check(received: &[u8], ids_by_len: &HashMap<usize, u32>) -> u32 {
-    let id = if received.len() >= 4 {
-        u32::from_le_bytes(received[..4].try_into().expect("four bytes"))
-    } else {
-        ids_by_len[&received.len()]
-    };
-    assert_eq!(
-        received,
-        &message(id, received.len())[..],
-        "message {id} corrupted"
-    );
-    id
-}
-
-/// The client connects, then both sides send `sizes` (as messages numbered
-/// in order) and each checks it got every one of the other's, whole and once.
-/// Returns the client's and the server's handles of the connection.
-fn exchange(
-    pair: &mut Pair,
-    sizes: &[usize],
-    deadline: Duration,
-) -> (ConnectionHandle, ConnectionHandle) {
-    let public = pair.server().public().expect("server identity");
-    let now = pair.sim.now();
-    let server_addr = pair.server_addr;
-    let client = pair
-        .client()
-        .connect(now, server_addr, &public)
-        .expect("connect");
-    let ids_by_len: HashMap<usize, u32> = sizes
-        .iter()
-        .enumerate()
-        .map(|(i, &len)| (len, i as u32))
-        .collect();
-    let mut server_conn = None;
-    let mut client_sent = false;
-    let mut got = [vec![0u32; sizes.len()], vec![0u32; sizes.len()]];
-    let (client_node, server_node) = (pair.client, pair.server);
-    drive(&mut pair.sim, deadline, |sim| {
-        let client_ep = &mut sim.node_mut(client_node).0;
-        while let Some((handle, event)) = client_ep.poll_event() {
-            assert_eq!(handle, client);
-            if let Event::Closed(e) = event {
-                panic!("client closed: {e}");
-            }
-        }
-        let connection = client_ep.connection(client).expect("client connection");
-        if connection.is_established() && !client_sent {
-            for (i, &len) in sizes.iter().enumerate() {
-                connection
-                    .send_message(message(i as u32, len))
-                    .expect("buffer room");
-            }
-            client_sent = true;
-        }
-        while let Some(m) = connection.recv_message() {
-            got[0][check(&m, &ids_by_len) as usize] += 1;
-        }
-        let server_ep = &mut sim.node_mut(server_node).0;
-        while let Some((_, event)) = server_ep.poll_event() {
-            if let Event::Closed(e) = event {
-                panic!("server closed: {e}");
-            }
-        }
-        if let Some(accepted) = server_ep.accept() {
-            assert!(server_conn.is_none(), "one connection");
-            server_conn = Some(accepted);
-            let connection = server_ep.connection(accepted).expect("accepted");
-            for (i, &len) in sizes.iter().enumerate() {
-                connection
-                    .send_message(message(i as u32, len))
-                    .expect("buffer room");
-            }
-        }
-        if let Some(handle) = server_conn {
-            let connection = server_ep.connection(handle).expect("server connection");
-            while let Some(m) = connection.recv_message() {
-                got[1][check(&m, &ids_by_len) as usize] += 1;
-            }
-        }
-        got.iter().all(|side| side.iter().all(|&n| n >= 1))
-    });
-    for side in &got {
-        assert!(side.iter().all(|&n| n == 1), "delivered once: {side:?}");
-    }
-    (client, server_conn.expect("accepted"))
-}
 
 const SIZES: [usize; 8] = [0, 1, 1_000, 4_096, 16_384, 65_536, 1 << 20, 3];
 

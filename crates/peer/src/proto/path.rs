@@ -137,6 +137,22 @@ impl Path {
         self.limit.can_send(bytes)
     }
 
+    /// Bytes that may still be sent on this path before the peer shows it
+    /// receives there.
+    pub fn allowance(&self) -> u64 {
+        self.limit.allowance()
+    }
+
+    /// When the next challenge is due, while the path is being validated.
+    pub fn next_challenge(&self) -> Option<Instant> {
+        self.validation.as_ref().map(|v| v.next_send)
+    }
+
+    /// When the path fails if still unanswered.
+    pub fn validation_deadline(&self) -> Option<Instant> {
+        self.validation.as_ref().map(|v| v.deadline)
+    }
+
     /// A datagram of `bytes` was sent on this path.
     pub fn on_sent(&mut self, bytes: usize) {
         self.limit.on_sent(bytes);

@@ -6,9 +6,14 @@ use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
+use std::collections::HashMap;
+
+use bytes::Bytes;
 use quanta::Instant;
 use rand_core::OsRng;
-use tern_peer::proto::{Endpoint, EndpointConfig, Node, Transmit, TransmitLimits};
+use tern_peer::proto::{
+    ConnectionHandle, Endpoint, EndpointConfig, Event, Node, Transmit, TransmitLimits,
+};
 use tern_sim::{LinkConfig, NodeId, Sim, SimConfig};
 use tern_wire::IdentityKey;
 
@@ -103,13 +108,34 @@ impl Pair {
         client_config: EndpointConfig,
         server_config: EndpointConfig,
     ) -> Self {
+        Self::build(seed, link, client_config, server_config, None)
+    }
+
+    /// Both endpoints accept connections (the client has an identity too).
+    pub fn symmetric(seed: u64, link: LinkConfig) -> Self {
+        let config = EndpointConfig::default();
+        Self::build(seed, link, config, config, Some(other_identity()))
+    }
+
+    fn build(
+        seed: u64,
+        link: LinkConfig,
+        client_config: EndpointConfig,
+        server_config: EndpointConfig,
+        client_identity: Option<IdentityKey>,
+    ) -> Self {
         let mut sim = Sim::new(SimConfig::seeded(seed).with_default_link(link));
         let client_addr: SocketAddr = "10.0.0.1:4000".parse().expect("address");
         let server_addr: SocketAddr = "10.0.0.2:5000".parse().expect("address");
         let now = sim.now();
-        let client_endpoint =
-            Endpoint::new(client_config, None, seed_bytes(seed, 1), now, wall_start())
-                .expect("valid config");
+        let client_endpoint = Endpoint::new(
+            client_config,
+            client_identity,
+            seed_bytes(seed, 1),
+            now,
+            wall_start(),
+        )
+        .expect("valid config");
         let server_endpoint = Endpoint::new(
             server_config,
             Some(identity()),
@@ -169,4 +195,116 @@ pub fn drive<N: tern_sim::Node>(
         );
         assert!(sim.step(), "the simulation went quiet before it was done");
     }
+}
+
+/// Message `id` of `len` bytes: its number in the first four bytes (when
+/// there is room), then bytes that depend on both.
+pub fn message(id: u32, len: usize) -> Bytes {
+    let mut bytes: Vec<u8> = (0..len)
+        .map(|k| (id as usize * 31 + k * 7 + (k >> 8)) as u8)
+        .collect();
+    let head = len.min(4);
+    bytes[..head].copy_from_slice(&id.to_le_bytes()[..head]);
+    Bytes::from(bytes)
+}
+
+/// The number of a message made by [`message`], checking every byte.
+pub fn check(received: &[u8], ids_by_len: &HashMap<usize, u32>) -> u32 {
+    let id = if received.len() >= 4 {
+        u32::from_le_bytes(received[..4].try_into().expect("four bytes"))
+    } else {
+        ids_by_len[&received.len()]
+    };
+    assert_eq!(
+        received,
+        &message(id, received.len())[..],
+        "message {id} corrupted"
+    );
+    id
+}
+
+/// The client connects, then both sides send `sizes` (as messages numbered
+/// in order) and each checks it got every one of the other's, whole and once.
+/// Returns the client's and the server's handles of the connection.
+pub fn exchange(
+    pair: &mut Pair,
+    sizes: &[usize],
+    deadline: Duration,
+) -> (ConnectionHandle, ConnectionHandle) {
+    exchange_with(pair, sizes, deadline, &mut |_| {})
+}
+
+/// [`exchange`], calling `hook` before every step (to inject datagrams,
+/// change links, ...).
+pub fn exchange_with(
+    pair: &mut Pair,
+    sizes: &[usize],
+    deadline: Duration,
+    hook: &mut dyn FnMut(&mut EndpointSim),
+) -> (ConnectionHandle, ConnectionHandle) {
+    let public = pair.server().public().expect("server identity");
+    let now = pair.sim.now();
+    let server_addr = pair.server_addr;
+    let client = pair
+        .client()
+        .connect(now, server_addr, &public)
+        .expect("connect");
+    let ids_by_len: HashMap<usize, u32> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| (len, i as u32))
+        .collect();
+    let mut server_conn = None;
+    let mut client_sent = false;
+    let mut got = [vec![0u32; sizes.len()], vec![0u32; sizes.len()]];
+    let (client_node, server_node) = (pair.client, pair.server);
+    drive(&mut pair.sim, deadline, |sim| {
+        hook(sim);
+        let client_ep = &mut sim.node_mut(client_node).0;
+        while let Some((handle, event)) = client_ep.poll_event() {
+            assert_eq!(handle, client);
+            if let Event::Closed(e) = event {
+                panic!("client closed: {e}");
+            }
+        }
+        let connection = client_ep.connection(client).expect("client connection");
+        if connection.is_established() && !client_sent {
+            for (i, &len) in sizes.iter().enumerate() {
+                connection
+                    .send_message(message(i as u32, len))
+                    .expect("buffer room");
+            }
+            client_sent = true;
+        }
+        while let Some(m) = connection.recv_message() {
+            got[0][check(&m, &ids_by_len) as usize] += 1;
+        }
+        let server_ep = &mut sim.node_mut(server_node).0;
+        while let Some((_, event)) = server_ep.poll_event() {
+            if let Event::Closed(e) = event {
+                panic!("server closed: {e}");
+            }
+        }
+        if let Some(accepted) = server_ep.accept() {
+            assert!(server_conn.is_none(), "one connection");
+            server_conn = Some(accepted);
+            let connection = server_ep.connection(accepted).expect("accepted");
+            for (i, &len) in sizes.iter().enumerate() {
+                connection
+                    .send_message(message(i as u32, len))
+                    .expect("buffer room");
+            }
+        }
+        if let Some(handle) = server_conn {
+            let connection = server_ep.connection(handle).expect("server connection");
+            while let Some(m) = connection.recv_message() {
+                got[1][check(&m, &ids_by_len) as usize] += 1;
+            }
+        }
+        got.iter().all(|side| side.iter().all(|&n| n >= 1))
+    });
+    for side in &got {
+        assert!(side.iter().all(|&n| n == 1), "delivered once: {side:?}");
+    }
+    (client, server_conn.expect("accepted"))
 }

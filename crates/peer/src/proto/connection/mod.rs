@@ -264,6 +264,9 @@ pub(crate) struct Start {
     pub(crate) now: Instant,
 }
 
+/// The smallest datagram worth building (an ACK, a challenge).
+const MIN_PACKET: usize = 64;
+
 /// Packets a probe timeout sends (RFC 9002 §6.2.4: one or two).
 const PROBE_PACKETS: u8 = 2;
 
@@ -286,6 +289,9 @@ pub struct Connection {
     /// The reply to resend when the intro is repeated (responder, until the
     /// initiator's first packet confirms the handshake).
     reply: Option<Box<[u8]>>,
+    /// When an unconfirmed incoming connection is given up, silently (the
+    /// application never saw it).
+    confirm_deadline: Option<Instant>,
     path: Path,
     /// The path before a migration, kept until the new one is validated.
     previous_path: Option<Path>,
@@ -302,6 +308,8 @@ pub struct Connection {
     ack_pending: bool,
     ack_ranges: Vec<RangeInclusive<u64>>,
     path_response_due: Option<ChallengeToken>,
+    /// A challenge for the current path, to send with the next packet.
+    challenge_due: Option<ChallengeToken>,
     last_received: Instant,
     discard_previous_key_at: Option<Instant>,
 
@@ -374,6 +382,7 @@ impl Connection {
             keys: None,
             transcript: None,
             reply: None,
+            confirm_deadline: None,
             path,
             previous_path: None,
             epoch: now,
@@ -384,6 +393,7 @@ impl Connection {
             ack_pending: false,
             ack_ranges: Vec::with_capacity(MAX_ACK_RANGES),
             path_response_due: None,
+            challenge_due: None,
             last_received: now,
             discard_previous_key_at: None,
             loss: LossDetector::new(loss_config),
@@ -469,6 +479,7 @@ impl Connection {
         connection.path.on_sent(len);
         connection.keys = Some(keys);
         connection.reply = Some(buf.into_boxed_slice());
+        connection.confirm_deadline = Some(connection.epoch + connection.config.handshake_timeout);
         connection.ping_due = false;
         Ok(connection)
     }
@@ -883,6 +894,7 @@ impl Connection {
             self.largest_received_at = Some((pn, now));
         }
         if self.reply.take().is_some() {
+            self.confirm_deadline = None;
             // The initiator's first packet: it holds the keys, so it got the
             // reply at this address.
             self.path.confirm();
@@ -906,6 +918,7 @@ impl Connection {
             if old.is_validated() {
                 self.previous_path = Some(old);
             }
+            self.challenge_due = self.path.poll_challenge(now, &mut self.rng);
         }
     }
 
@@ -1179,12 +1192,17 @@ impl Connection {
             }
             State::Established => {}
         }
+        if self.confirm_deadline.is_some() {
+            return self.confirm_deadline;
+        }
         consider(self.loss.poll_timeout());
         if self.ack_pending {
             consider(self.ack_policy.poll_timeout());
         }
-        consider(self.path.poll_timeout());
-        consider(self.previous_path.as_ref().and_then(Path::poll_timeout));
+        // The MTU raise timer needs no wake-up of its own: it is checked
+        // whenever a packet may go, and keep-alives make that periodic.
+        consider(self.path.next_challenge());
+        consider(self.path.validation_deadline());
         consider(Some(self.last_received + self.config.idle_timeout));
         consider(self.keep_alive_at());
         consider(self.send_blocked_until);
@@ -1215,6 +1233,11 @@ impl Connection {
             }
             State::Established => {}
         }
+        if self.confirm_deadline.is_some_and(|t| now >= t) {
+            // Never confirmed: a forged, replayed or abandoned handshake.
+            self.state = State::Closed;
+            return;
+        }
         if now >= self.last_received + self.config.idle_timeout {
             self.finish_with(ConnectionError::TimedOut);
             return;
@@ -1230,6 +1253,9 @@ impl Connection {
             if let Some(keys) = self.keys.as_mut() {
                 keys.opener.discard_previous_key();
             }
+        }
+        if let Some(token) = self.path.poll_challenge(now, &mut self.rng) {
+            self.challenge_due = Some(token);
         }
         if self.path.handle_timeout(now) == PathTimeout::ValidationFailed {
             // The new address never answered: back to the one that worked.
@@ -1296,7 +1322,12 @@ impl Connection {
             return None;
         }
         self.update_keys();
-        let size = self.datagram_size(limits).min(buf.len());
+        // On a path not yet validated, at most three times what came from it.
+        let allowance = usize::try_from(self.path.allowance()).unwrap_or(usize::MAX);
+        let size = self.datagram_size(limits).min(buf.len()).min(allowance);
+        if size < MIN_PACKET {
+            return None;
+        }
         if let Some(len) = self.poll_mtu_probe(now, limits, buf) {
             return Some(self.transmit(len, None));
         }
@@ -1309,7 +1340,7 @@ impl Connection {
             let Some(window) = buf.get_mut(written..written + max) else {
                 break;
             };
-            if count > 0 && !self.may_send_more(size) {
+            if count > 0 && (!self.may_send_more(size) || !self.path.can_send(stride)) {
                 break;
             }
             let Some(len) = self.build_packet(now, window, data_allowed) else {
@@ -1490,15 +1521,16 @@ impl Connection {
             self.path_response_due = None;
             ack_eliciting = true;
         }
+        if let Some(token) = self.challenge_due
+            && packet
+                .push(&Frame::PathChallenge(PathChallenge { data: token }))
+                .is_ok()
+        {
+            self.challenge_due = None;
+            record.push(Carried::PathChallenge);
+            ack_eliciting = true;
+        }
         if data_allowed {
-            if let Some(token) = self.path.poll_challenge(now, &mut self.rng)
-                && packet
-                    .push(&Frame::PathChallenge(PathChallenge { data: token }))
-                    .is_ok()
-            {
-                record.push(Carried::PathChallenge);
-                ack_eliciting = true;
-            }
             ack_eliciting |= self.streams.write_control(&mut packet, &mut record);
             while let Some(datagram) = self.datagrams_out.front() {
                 if datagram.len() > packet.datagram_capacity() {

@@ -1,0 +1,277 @@
+//! A connection's life on tern-sim beyond the happy path: key updates, a
+//! peer whose address changes, partitions it survives and one it does not,
+//! simultaneous open, and an endpoint under a flood while it serves.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use support::{Pair, drive, exchange, message};
+use tern_peer::proto::{ConnectionError, EndpointConfig, Event, Node};
+use tern_sim::{LinkConfig, Seed};
+
+fn link(delay_ms: u64) -> LinkConfig {
+    LinkConfig {
+        delay: Duration::from_millis(delay_ms),
+        ..LinkConfig::default()
+    }
+}
+
+#[test]
+fn keys_are_updated_many_times_during_a_transfer_without_loss_or_duplication() {
+    let seed = Seed::from_env_or(41);
+    let mut config = EndpointConfig::default();
+    config.keys.key_limit = 256;
+    let lossy = LinkConfig {
+        loss: 0.02,
+        reorder: 0.05,
+        ..link(5)
+    };
+    let mut pair = Pair::new(seed.value(), lossy, config);
+    let (client, server) = exchange(
+        &mut pair,
+        &[1 << 20, 100, 4 << 20],
+        Duration::from_secs(120),
+    );
+    let client_updates = pair
+        .client()
+        .connection(client)
+        .expect("client")
+        .stats()
+        .key_updates;
+    let server_updates = pair
+        .server()
+        .connection(server)
+        .expect("server")
+        .stats()
+        .key_updates;
+    assert!(
+        client_updates >= 10 && server_updates >= 3,
+        "updates: client {client_updates}, server {server_updates}"
+    );
+}
+
+#[test]
+fn a_peer_behind_a_rebinding_nat_keeps_its_connection() {
+    let seed = Seed::from_env_or(42);
+    let mut pair = Pair::new(seed.value(), link(10), EndpointConfig::default());
+    let public: SocketAddr = "10.0.0.7:40000".parse().expect("address");
+    pair.sim
+        .schedule_rebind(Duration::from_millis(150), pair.client_addr, public);
+    let (_, server) = exchange(&mut pair, &[4 << 20, 10], Duration::from_secs(60));
+    let connection = pair.server().connection(server).expect("server connection");
+    assert_eq!(connection.remote(), public, "the server follows the peer");
+    assert_eq!(
+        connection.stats().migrations,
+        1,
+        "after validating the path"
+    );
+}
+
+#[test]
+fn a_five_second_partition_is_survived() {
+    let seed = Seed::from_env_or(43);
+    let mut pair = Pair::new(seed.value(), link(10), EndpointConfig::default());
+    let (client, server) = (pair.client, pair.server);
+    pair.sim.schedule_partition(
+        client,
+        server,
+        Duration::from_millis(200),
+        Duration::from_secs(5),
+    );
+    exchange(&mut pair, &[8 << 20, 1], Duration::from_secs(60));
+    assert!(
+        pair.sim.elapsed() > Duration::from_secs(5),
+        "it spanned the partition"
+    );
+}
+
+#[test]
+fn a_sixty_second_partition_ends_the_connection_cleanly_on_both_sides() {
+    let seed = Seed::from_env_or(44);
+    let mut pair = Pair::new(seed.value(), link(10), EndpointConfig::default());
+    let (client, server) = exchange(&mut pair, &[1_000], Duration::from_secs(10));
+    let (client_node, server_node) = (pair.client, pair.server);
+    let started = pair.sim.elapsed();
+    pair.sim.schedule_partition(
+        client_node,
+        server_node,
+        Duration::ZERO,
+        Duration::from_secs(60),
+    );
+    let mut errors = [None, None];
+    drive(&mut pair.sim, started + Duration::from_secs(45), |sim| {
+        for (i, (node, handle)) in [(client_node, client), (server_node, server)]
+            .into_iter()
+            .enumerate()
+        {
+            while let Some((h, event)) = sim.node_mut(node).0.poll_event() {
+                assert_eq!(h, handle);
+                if let Event::Closed(e) = event {
+                    errors[i] = Some(e);
+                }
+            }
+        }
+        errors.iter().all(Option::is_some)
+    });
+    assert_eq!(
+        errors,
+        [
+            Some(ConnectionError::TimedOut),
+            Some(ConnectionError::TimedOut)
+        ]
+    );
+    for node in [client_node, server_node] {
+        let endpoint = &mut pair.sim.node_mut(node).0;
+        let _ = endpoint.poll_timeout();
+        assert!(endpoint.is_empty(), "the connection's state is freed");
+    }
+}
+
+#[test]
+fn a_simultaneous_open_yields_one_connection_on_each_side() {
+    let seed = Seed::from_env_or(45);
+    let mut pair = Pair::symmetric(seed.value(), link(20));
+    let now = pair.sim.now();
+    let (client_addr, server_addr) = (pair.client_addr, pair.server_addr);
+    let server_key = pair.server().public().expect("identity");
+    let client_key = pair.client().public().expect("identity");
+    let a = pair
+        .client()
+        .connect(now, server_addr, &server_key)
+        .expect("connect");
+    let b = pair
+        .server()
+        .connect(now, client_addr, &client_key)
+        .expect("connect");
+    let (client_node, server_node) = (pair.client, pair.server);
+    let mut connected = [false, false];
+    let mut got = [0, 0];
+    drive(&mut pair.sim, Duration::from_secs(20), |sim| {
+        for (i, (node, handle)) in [(client_node, a), (server_node, b)].into_iter().enumerate() {
+            let endpoint = &mut sim.node_mut(node).0;
+            while let Some((h, event)) = endpoint.poll_event() {
+                assert_eq!(h, handle, "events only for the one connection");
+                match event {
+                    Event::Connected if !connected[i] => {
+                        connected[i] = true;
+                        let connection = endpoint.connection(handle).expect("connection");
+                        connection
+                            .send_message(message(i as u32, 5_000))
+                            .expect("room");
+                    }
+                    Event::Closed(e) => panic!("closed: {e}"),
+                    _ => {}
+                }
+            }
+            assert_eq!(
+                endpoint.accept(),
+                None,
+                "nothing to accept: it is our own connect"
+            );
+            if let Some(connection) = endpoint.connection(handle) {
+                while let Some(m) = connection.recv_message() {
+                    assert_eq!(m, message(1 - i as u32, 5_000));
+                    got[i] += 1;
+                }
+            }
+        }
+        got == [1, 1]
+    });
+    for node in [client_node, server_node] {
+        assert_eq!(pair.sim.node(node).0.len(), 1, "one connection per side");
+    }
+}
+
+#[test]
+fn garbage_forged_and_replayed_intros_do_not_disturb_a_transfer() {
+    let seed = Seed::from_env_or(46);
+    let mut pair = Pair::new(seed.value(), link(5), EndpointConfig::default());
+    // An intro captured off the wire, to replay.
+    let mut spy = tern_peer::proto::Endpoint::new(
+        EndpointConfig::default(),
+        None,
+        [9; 32],
+        pair.sim.now(),
+        support::wall_start(),
+    )
+    .expect("config");
+    let public = pair.server().public().expect("identity");
+    let server_addr = pair.server_addr;
+    spy.connect(pair.sim.now(), server_addr, &public)
+        .expect("connect");
+    let mut intro = vec![0u8; 2048];
+    let limits = tern_peer::proto::TransmitLimits::new(1, 1452);
+    let sent = spy
+        .poll_transmit(pair.sim.now(), limits, &mut intro)
+        .expect("the intro");
+    intro.truncate(sent.len);
+
+    let server_node = pair.server;
+    let attacker: SocketAddr = "10.0.0.66:6666".parse().expect("address");
+    let mut noise = 0u64;
+    let mut injected = 0;
+    let start = pair.sim.now();
+    let (client, server) = {
+        // Run the transfer while, at every step, the attacker injects a
+        // few datagrams at the server.
+        let mut flood = |sim: &mut support::EndpointSim| {
+            let now = sim.now();
+            let endpoint = &mut sim.node_mut(server_node).0;
+            for kind in 0..4u64 {
+                noise = noise
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let from = SocketAddr::new(attacker.ip(), 1000 + (noise >> 48) as u16 % 50);
+                let mut datagram = match kind {
+                    0 => intro.clone(),
+                    1 => {
+                        let mut forged = intro.clone();
+                        forged[1 + (noise as usize % 200)] ^= 0x40;
+                        forged
+                    }
+                    2 => (0..(noise % 1500) as usize)
+                        .map(|i| (i as u64 ^ noise) as u8)
+                        .collect(),
+                    _ => {
+                        let mut data = vec![0x22u8; 100];
+                        data[0] = 0x02;
+                        data
+                    }
+                };
+                endpoint.handle_datagram(now, server_addr, from, &mut datagram);
+                injected += 1;
+            }
+        };
+        support::exchange_with(
+            &mut pair,
+            &[2 << 20, 300],
+            Duration::from_secs(60),
+            &mut flood,
+        )
+    };
+    let _ = (client, server);
+    let stats = pair.server().stats();
+    let elapsed = pair
+        .sim
+        .now()
+        .saturating_duration_since(start)
+        .as_secs_f64();
+    let limits = EndpointConfig::default().intro_limits;
+    let decrypted = stats.intros_accepted + stats.intros_refused;
+    assert!(injected > 1_000, "the flood ran ({injected} datagrams)");
+    assert!(
+        stats.intros_rate_limited > 0 && stats.dropped_unroutable > 0,
+        "{stats:?}"
+    );
+    assert!(
+        decrypted as f64 <= limits.total_burst as f64 + limits.total_rate as f64 * elapsed + 1.0,
+        "RSA work stays within the intro rate: {decrypted} in {elapsed:.2} s"
+    );
+    assert_eq!(
+        pair.server().accept(),
+        None,
+        "no connection for the attacker"
+    );
+}
