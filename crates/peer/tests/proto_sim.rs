@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Pair, drive, exchange, message};
+use support::{Outbox, Pair, drive, exchange, message};
 use tern_peer::proto::{ConnectionError, EndpointConfig, Event, ReadOutcome};
 use tern_sim::{LinkConfig, Seed};
 
@@ -126,4 +126,93 @@ fn connecting_where_nobody_answers_fails_cleanly_within_the_timeout() {
         error.is_some()
     });
     assert_eq!(error, Some(ConnectionError::HandshakeTimedOut));
+}
+
+#[test]
+fn a_peer_that_only_sends_and_never_reads_keeps_going() {
+    let seed = Seed::from_env_or(51);
+    let lossy = LinkConfig {
+        delay: Duration::from_millis(5),
+        loss: 0.01,
+        ..LinkConfig::default()
+    };
+    let mut pair = Pair::new(seed.value(), lossy, EndpointConfig::default());
+    let (client, server) = exchange(&mut pair, &[1], Duration::from_secs(10));
+    // The server talks back all the time; the client never reads it.
+    let (mut from_client, mut from_server) = (Outbox::default(), Outbox::default());
+    for i in 0..100 {
+        from_client.push(message(i, 4_096));
+        from_server.push(message(i, 4_096));
+    }
+    let mut got = vec![0u32; 100];
+    let (client_node, server_node) = (pair.client, pair.server);
+    drive(&mut pair.sim, Duration::from_secs(60), |sim| {
+        from_client.pump(
+            sim.node_mut(client_node)
+                .0
+                .connection(client)
+                .expect("client"),
+        );
+        let connection = sim
+            .node_mut(server_node)
+            .0
+            .connection(server)
+            .expect("server");
+        from_server.pump(connection);
+        while let Some(m) = connection.recv_message() {
+            let id = u32::from_le_bytes(m[..4].try_into().expect("4 bytes"));
+            assert_eq!(m, message(id, 4_096));
+            got[id as usize] += 1;
+        }
+        got.iter().all(|&n| n == 1)
+    });
+    assert!(got.iter().all(|&n| n == 1));
+}
+
+#[test]
+fn small_messages_are_delivered_while_a_large_one_is_in_flight() {
+    let seed = Seed::from_env_or(52);
+    let link = LinkConfig {
+        delay: Duration::from_millis(10),
+        loss: 0.01,
+        ..LinkConfig::default()
+    };
+    let mut pair = Pair::new(seed.value(), link, EndpointConfig::default());
+    let (client, server) = exchange(&mut pair, &[1], Duration::from_secs(10));
+    let large = message(1_000_000, 50 << 20);
+    let mut outbox = Outbox::default();
+    outbox.push(large.clone());
+    for i in 0..1_000 {
+        outbox.push(message(i, 100));
+    }
+    let mut small = 0;
+    let mut small_done_before_large = false;
+    let (client_node, server_node) = (pair.client, pair.server);
+    drive(&mut pair.sim, Duration::from_secs(600), |sim| {
+        outbox.pump(
+            sim.node_mut(client_node)
+                .0
+                .connection(client)
+                .expect("client"),
+        );
+        let connection = sim
+            .node_mut(server_node)
+            .0
+            .connection(server)
+            .expect("server");
+        while let Some(m) = connection.recv_message() {
+            if m.len() == 100 {
+                small += 1;
+            } else {
+                assert!(m == large, "the large message, whole");
+                small_done_before_large = small == 1_000;
+                return true;
+            }
+        }
+        false
+    });
+    assert!(
+        small_done_before_large,
+        "{small} small messages before the large one"
+    );
 }

@@ -33,9 +33,10 @@ pub struct ConnectionConfig {
     /// Bytes a stream holds until the peer acknowledges them (default 4 MiB);
     /// a write takes what fits.
     pub stream_send_buffer: usize,
-    /// Bytes of messages held until acknowledged before `send_message`
-    /// refuses more (default 16 MiB; one message of any size is always
-    /// taken when nothing is held).
+    /// Bytes of small messages (those that fit one packet) held until
+    /// acknowledged before `send_message` refuses more (default 16 MiB).
+    /// Larger messages are bounded by the peer's limit on concurrent
+    /// one-way streams instead.
     pub message_send_buffer: usize,
     /// The largest message accepted from the peer (default 1 GiB).
     pub max_message_size: u64,

@@ -6,13 +6,14 @@ use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
 use quanta::Instant;
 use rand_core::OsRng;
 use tern_peer::proto::{
-    ConnectionHandle, Endpoint, EndpointConfig, Event, Node, Transmit, TransmitLimits,
+    Connection, ConnectionHandle, Endpoint, EndpointConfig, Event, Node, SendError, Transmit,
+    TransmitLimits,
 };
 use tern_sim::{LinkConfig, NodeId, Sim, SimConfig};
 use tern_wire::IdentityKey;
@@ -256,6 +257,7 @@ pub fn exchange_with(
         .collect();
     let mut server_conn = None;
     let mut client_sent = false;
+    let (mut client_outbox, mut server_outbox) = (Outbox::default(), Outbox::default());
     let mut got = [vec![0u32; sizes.len()], vec![0u32; sizes.len()]];
     let (client_node, server_node) = (pair.client, pair.server);
     drive(&mut pair.sim, deadline, |sim| {
@@ -270,12 +272,11 @@ pub fn exchange_with(
         let connection = client_ep.connection(client).expect("client connection");
         if connection.is_established() && !client_sent {
             for (i, &len) in sizes.iter().enumerate() {
-                connection
-                    .send_message(message(i as u32, len))
-                    .expect("buffer room");
+                client_outbox.push(message(i as u32, len));
             }
             client_sent = true;
         }
+        client_outbox.pump(connection);
         while let Some(m) = connection.recv_message() {
             got[0][check(&m, &ids_by_len) as usize] += 1;
         }
@@ -288,15 +289,13 @@ pub fn exchange_with(
         if let Some(accepted) = server_ep.accept() {
             assert!(server_conn.is_none(), "one connection");
             server_conn = Some(accepted);
-            let connection = server_ep.connection(accepted).expect("accepted");
             for (i, &len) in sizes.iter().enumerate() {
-                connection
-                    .send_message(message(i as u32, len))
-                    .expect("buffer room");
+                server_outbox.push(message(i as u32, len));
             }
         }
         if let Some(handle) = server_conn {
             let connection = server_ep.connection(handle).expect("server connection");
+            server_outbox.pump(connection);
             while let Some(m) = connection.recv_message() {
                 got[1][check(&m, &ids_by_len) as usize] += 1;
             }
@@ -307,4 +306,35 @@ pub fn exchange_with(
         assert!(side.iter().all(|&n| n == 1), "delivered once: {side:?}");
     }
     (client, server_conn.expect("accepted"))
+}
+
+/// Messages an application has yet to hand over: offered again whenever the
+/// connection's send buffer or stream limit refused them.
+#[derive(Default)]
+pub struct Outbox {
+    queue: VecDeque<Bytes>,
+}
+
+impl Outbox {
+    pub fn push(&mut self, message: Bytes) {
+        self.queue.push_back(message);
+    }
+
+    /// Hands over what the connection takes now.
+    pub fn pump(&mut self, connection: &mut Connection) {
+        while let Some(message) = self.queue.pop_front() {
+            match connection.send_message(message) {
+                Ok(()) => {}
+                Err(SendError::Blocked(message)) => {
+                    self.queue.push_front(message);
+                    return;
+                }
+                Err(e) => panic!("send_message: {e:?}"),
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
 }

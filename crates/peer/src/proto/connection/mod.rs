@@ -176,7 +176,7 @@ pub enum ReadError {
 }
 
 /// Why `send_message` or `send_datagram` did not take its bytes.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SendError {
     /// The send buffer is full: try again after [`Event::MessagesWritable`].
@@ -188,6 +188,17 @@ pub enum SendError {
     /// The connection is closed.
     #[error("connection closed")]
     Closed,
+}
+
+impl std::fmt::Debug for SendError {
+    // The refused bytes can be large: their length says enough.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Blocked(message) => write!(f, "Blocked({} bytes)", message.len()),
+            Self::TooLarge(len) => write!(f, "TooLarge({len})"),
+            Self::Closed => f.write_str("Closed"),
+        }
+    }
 }
 
 /// Figures about one connection.
@@ -587,19 +598,22 @@ impl Connection {
             return Err(SendError::Closed);
         }
         let len = message.len();
+        if len > small_message_limit() {
+            // A stream of its own: its bytes are the caller's, referenced,
+            // and copied into the stream's bounded buffer as it drains; the
+            // peer's limit on one-way streams bounds how many wait.
+            return self
+                .streams
+                .send_message(message)
+                .map_err(SendError::Blocked);
+        }
         if self.messages_held > 0
             && self.messages_held.saturating_add(len) > self.config.message_send_buffer
         {
             return Err(SendError::Blocked(message));
         }
-        if len <= small_message_limit() {
-            self.messages_out.push(message);
-            self.streams.schedule(Turn::Messages, Urgency::New);
-        } else {
-            self.streams
-                .send_message(message)
-                .map_err(SendError::Blocked)?;
-        }
+        self.messages_out.push(message);
+        self.streams.schedule(Turn::Messages, Urgency::New);
         self.messages_held += len;
         Ok(())
     }

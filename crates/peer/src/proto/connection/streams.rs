@@ -195,7 +195,7 @@ impl Streams {
 
     /// Sends `message` on a one-way stream of its own, if the peer allows
     /// one more; gives it back otherwise.
-    pub(super) fn send_message(&mut self, message: Bytes) -> Result<StreamId, Bytes> {
+    pub(super) fn send_message(&mut self, message: Bytes) -> Result<(), Bytes> {
         let Some(id) = self.limits.open(Direction::Uni) else {
             return Err(message);
         };
@@ -204,7 +204,7 @@ impl Streams {
         Self::pump_message(&mut out);
         self.outgoing.insert(id, out);
         self.turns.schedule(Turn::Stream(id), Urgency::New);
-        Ok(id)
+        Ok(())
     }
 
     /// Copies what fits of a large message into its stream.
@@ -395,6 +395,9 @@ impl Streams {
             .data
             .insert(offset, data, fin)
             .map_err(ProtocolError::StreamData)?;
+        inc.window
+            .on_received(grew)
+            .map_err(ProtocolError::FlowControl)?;
         self.window
             .on_received(grew)
             .map_err(ProtocolError::FlowControl)?;
