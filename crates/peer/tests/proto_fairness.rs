@@ -1,47 +1,13 @@
 //! Sharing: concurrent transfers on one connection, and connections on one
-//! endpoint, through one simulated bottleneck each get an equal share; and
-//! an endpoint holds a thousand connections at a bounded cost each.
+//! endpoint, through one simulated bottleneck each get an equal share.
 
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
 use support::{Pair, drive, exchange};
-use tern_peer::proto::{ConnectionHandle, EndpointConfig, Event, ReadOutcome, StreamId};
+use tern_peer::proto::{ConnectionHandle, EndpointConfig, ReadOutcome, StreamId};
 use tern_sim::{Bottleneck, LinkConfig, Seed};
-
-/// Counts the bytes live on the heap, to measure what a connection costs.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call is passed on to the system allocator unchanged; the
-// counter is only bookkeeping.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's layout goes to the system allocator as is.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: `ptr` came from `alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
-        // SAFETY: as for `dealloc` and `alloc`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
 
 /// A 10 Mbit/s bottleneck with 20 ms of round trip and a queue of about
 /// two round trips.
@@ -184,53 +150,4 @@ fn four_connections_through_one_bottleneck_share_it_equally() {
             shares(&counts)
         );
     }
-}
-
-#[test]
-fn a_thousand_connections_on_one_endpoint_cost_at_most_16_kib_each_when_idle() {
-    let seed = Seed::from_env_or(63);
-    let link = LinkConfig {
-        delay: Duration::from_millis(1),
-        ..LinkConfig::default()
-    };
-    let mut config = EndpointConfig::default();
-    // One client endpoint makes all the connections: let it.
-    config.intro_limits.total_rate = 100_000;
-    config.intro_limits.total_burst = 100_000;
-    config.intro_limits.per_source_rate = 100_000;
-    config.intro_limits.per_source_burst = 100_000;
-    let mut pair = Pair::new(seed.value(), link, config);
-    let public = pair.server().public().expect("identity");
-    let server_addr = pair.server_addr;
-    let (client_node, server_node) = (pair.client, pair.server);
-    let before = LIVE.load(Ordering::Relaxed);
-    let now = pair.sim.now();
-    for _ in 0..1_000 {
-        pair.client()
-            .connect(now, server_addr, &public)
-            .expect("connect");
-    }
-    let mut connected = 0;
-    let mut accepted = 0;
-    drive(&mut pair.sim, Duration::from_secs(30), |sim| {
-        while let Some((_, event)) = sim.node_mut(client_node).0.poll_event() {
-            assert!(!matches!(event, Event::Closed(_)), "{event:?}");
-            connected += usize::from(event == Event::Connected);
-        }
-        let server = &mut sim.node_mut(server_node).0;
-        while server.poll_event().is_some() {}
-        while server.accept().is_some() {
-            accepted += 1;
-        }
-        connected == 1_000 && accepted == 1_000
-    });
-    // Let every handshake's last ACKs settle, then measure both sides.
-    pair.sim.run_for(Duration::from_millis(200));
-    let per_connection = (LIVE.load(Ordering::Relaxed) - before) / 2_000;
-    assert_eq!(pair.sim.node(server_node).0.len(), 1_000);
-    assert!(
-        per_connection <= 16 * 1024,
-        "an idle connection costs {per_connection} bytes ({} of them inline)",
-        size_of::<tern_peer::proto::Connection>()
-    );
 }

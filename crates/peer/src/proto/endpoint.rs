@@ -197,6 +197,9 @@ impl Endpoint {
 
     /// The next connection a peer opened (announced once confirmed).
     pub fn accept(&mut self) -> Option<ConnectionHandle> {
+        if self.incoming.is_empty() {
+            self.collect_events();
+        }
         self.incoming.pop_front()
     }
 

@@ -1420,12 +1420,15 @@ impl Connection {
             return true;
         }
         let rate = self.controller.pacing_rate(&self.rtt());
-        if let Take::WaitUntil(at) = self.pacer.poll(now, rate, size as u64) {
+        if let Take::WaitUntil(at) = self.pacer.poll(now, rate, size as u64)
+            && at > now
+        {
             self.send_blocked_until = Some(at);
             return false;
         }
         if let Some(bucket) = self.rate_limit.as_mut()
             && let Take::WaitUntil(at) = bucket.ready_at(size as u64, now)
+            && at > now
         {
             self.send_blocked_until = Some(at);
             return false;

@@ -1,0 +1,220 @@
+//! Level 1: the protocol's own cost. Two tern-peer endpoints, connected,
+//! on tern-sim with a perfect link (no delay, no loss): every figure is the
+//! sans-IO state machines' work per second of the benchmark thread — seal
+//! and open, frames, ACKs, loss detection, LEDBAT, flow control, streams —
+//! with no socket in the way. The handshake happens in the setup, outside
+//! the measurement.
+
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use divan::counter::{BytesCount, ItemsCount};
+use divan::{Bencher, black_box};
+use quanta::Instant;
+use rand_core::OsRng;
+use tern_peer::proto::{
+    ConnectionHandle, Endpoint, EndpointConfig, Node, ReadOutcome, SendError, Transmit,
+    TransmitLimits,
+};
+use tern_sim::{NodeId, Sim, SimConfig};
+use tern_wire::IdentityKey;
+
+#[global_allocator]
+static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();
+
+fn main() {
+    divan::main();
+}
+
+/// A tern-peer endpoint as a tern-sim node.
+struct OnSim(Endpoint);
+
+impl tern_sim::Node for OnSim {
+    fn handle_datagram(&mut self, now: Instant, local: SocketAddr, from: SocketAddr, d: &mut [u8]) {
+        self.0.handle_datagram(now, local, from, d);
+    }
+
+    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<tern_sim::Transmit> {
+        let limits = TransmitLimits::new(64, 1452);
+        let Transmit {
+            destination,
+            len,
+            segment_size,
+        } = self.0.poll_transmit(now, limits, buf)?;
+        Some(tern_sim::Transmit {
+            source: None,
+            destination,
+            len,
+            segment_size,
+        })
+    }
+
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        self.0.poll_timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.0.handle_timeout(now);
+    }
+}
+
+fn identity() -> IdentityKey {
+    static DER: OnceLock<Vec<u8>> = OnceLock::new();
+    let der = DER.get_or_init(|| {
+        let key = IdentityKey::generate(&mut OsRng).expect("RSA key generation");
+        key.to_pkcs8_der().expect("encodes").to_vec()
+    });
+    IdentityKey::from_pkcs8_der(der).expect("decodes")
+}
+
+/// Two endpoints, connected: the sim and the client's and server's
+/// handles of the connection.
+struct Connected {
+    sim: Sim<OnSim>,
+    client: (NodeId, ConnectionHandle),
+    server: (NodeId, ConnectionHandle),
+}
+
+fn connected() -> Connected {
+    let mut sim = Sim::new(SimConfig::seeded(1));
+    let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let (a, b): (SocketAddr, SocketAddr) = (
+        "10.0.0.1:1".parse().expect("address"),
+        "10.0.0.2:2".parse().expect("address"),
+    );
+    let config = EndpointConfig::default();
+    let now = sim.now();
+    let mut client = Endpoint::new(config, None, [1; 32], now, wall).expect("config");
+    let server = Endpoint::new(config, Some(identity()), [2; 32], now, wall).expect("config");
+    let public = server.public().expect("identity");
+    let handle = client.connect(now, b, &public).expect("connect");
+    let client_node = sim.add_node(OnSim(client), &[a]).expect("address");
+    let server_node = sim.add_node(OnSim(server), &[b]).expect("address");
+    let mut accepted = None;
+    while accepted.is_none() {
+        assert!(sim.step(), "handshake");
+        accepted = sim.node_mut(server_node).0.accept();
+    }
+    while !sim
+        .node_mut(client_node)
+        .0
+        .connection(handle)
+        .is_some_and(|c| c.is_established())
+    {
+        assert!(sim.step(), "handshake");
+    }
+    Connected {
+        sim,
+        client: (client_node, handle),
+        server: (server_node, accepted.expect("accepted")),
+    }
+}
+
+/// Sends `count` messages of `size` bytes from client to server and runs
+/// until the server took them all.
+fn send_messages(mut c: Connected, size: usize, count: usize) -> usize {
+    let message = Bytes::from(vec![0x5a; size]);
+    let (mut sent, mut received) = (0, 0);
+    while received < count {
+        let connection = c
+            .sim
+            .node_mut(c.client.0)
+            .0
+            .connection(c.client.1)
+            .expect("client");
+        while sent < count {
+            match connection.send_message(message.clone()) {
+                Ok(()) => sent += 1,
+                Err(SendError::Blocked(_)) => break,
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        let connection = c
+            .sim
+            .node_mut(c.server.0)
+            .0
+            .connection(c.server.1)
+            .expect("server");
+        while let Some(m) = connection.recv_message() {
+            received += usize::from(m.len() == size);
+        }
+        assert!(c.sim.step(), "stalled at {received} of {count}");
+    }
+    received
+}
+
+/// Messages per second, small and packet-sized.
+#[divan::bench(args = [64, 1024])]
+fn messages(bencher: Bencher, size: usize) {
+    const COUNT: usize = 20_000;
+    bencher
+        .counter(ItemsCount::new(COUNT))
+        .with_inputs(connected)
+        .bench_local_values(|c| black_box(send_messages(c, size, COUNT)));
+}
+
+/// 1 MB messages (each on a one-way stream of its own): MB per second.
+#[divan::bench]
+fn megabyte_messages(bencher: Bencher) {
+    const COUNT: usize = 32;
+    bencher
+        .counter(BytesCount::new(COUNT << 20))
+        .with_inputs(connected)
+        .bench_local_values(|c| black_box(send_messages(c, 1 << 20, COUNT)));
+}
+
+/// One stream of 256 MB, written and read in 64 KB pieces: MB per second.
+#[divan::bench]
+fn stream(bencher: Bencher) {
+    const TOTAL: usize = 256 << 20;
+    let chunk = vec![0xa5u8; 65_536];
+    bencher
+        .counter(BytesCount::new(TOTAL))
+        .with_inputs(connected)
+        .bench_local_values(|mut c| {
+            let id = c
+                .sim
+                .node_mut(c.client.0)
+                .0
+                .connection(c.client.1)
+                .and_then(|conn| conn.open_stream())
+                .expect("a stream");
+            let (mut written, mut read, mut remote) = (0, 0, None);
+            let mut buf = vec![0u8; 65_536];
+            while read < TOTAL {
+                let conn = c
+                    .sim
+                    .node_mut(c.client.0)
+                    .0
+                    .connection(c.client.1)
+                    .expect("client");
+                while written < TOTAL {
+                    let n = conn
+                        .write(id, &chunk[..chunk.len().min(TOTAL - written)])
+                        .expect("open");
+                    if n == 0 {
+                        break;
+                    }
+                    written += n;
+                }
+                let conn = c
+                    .sim
+                    .node_mut(c.server.0)
+                    .0
+                    .connection(c.server.1)
+                    .expect("server");
+                if remote.is_none() {
+                    remote = conn.accept_stream();
+                }
+                if let Some(remote) = remote {
+                    while let Ok(ReadOutcome::Read(n @ 1..)) = conn.read(remote, &mut buf) {
+                        read += n;
+                    }
+                }
+                assert!(c.sim.step(), "stalled at {read}");
+            }
+            black_box(read)
+        });
+}
