@@ -2,8 +2,9 @@
 //!
 //! Each frame is its type byte followed by a postcard-encoded body (varints
 //! for integers, a varint length before byte strings, one byte for a bool).
-//! Encoding writes into a caller's slice; decoding borrows from the packet
-//! buffer. Neither allocates, and no length read from the wire is ever used
+//! Encoding writes into a caller's slice (the frames that carry data, Stream,
+//! Message and Datagram, through a small writer of the same layout, as they
+//! are on every packet's path); decoding borrows from the packet buffer. Neither allocates, and no length read from the wire is ever used
 //! to size anything: a length past the end of the buffer is simply an error.
 //!
 //! Besides postcard's own checks the decoder refuses values above
@@ -40,18 +41,18 @@ struct AckHead {
     first_range: u64,
 }
 
-#[derive(Serialize, Deserialize)]
+/// Read only: [`Cursor`] writes this frame.
+#[derive(Deserialize)]
 struct StreamBody<'a> {
     id: u64,
     offset: u64,
     fin: bool,
-    #[serde(serialize_with = "as_bytes")]
     data: &'a [u8],
 }
 
-#[derive(Serialize, Deserialize)]
+/// Read only: [`Cursor`] writes this frame.
+#[derive(Deserialize)]
 struct MessageBody<'a> {
-    #[serde(serialize_with = "as_bytes")]
     data: &'a [u8],
 }
 
@@ -91,9 +92,9 @@ struct PathBody {
     data: [u8; 8],
 }
 
-#[derive(Serialize, Deserialize)]
+/// Read only: [`Cursor`] writes this frame.
+#[derive(Deserialize)]
 struct DatagramBody<'a> {
-    #[serde(serialize_with = "as_bytes")]
     data: &'a [u8],
 }
 
@@ -211,6 +212,59 @@ fn body_error(ty: FrameType, error: postcard::Error) -> DecodeError {
     }
 }
 
+/// Writes the byte strings and varints of the data-carrying frames (Stream,
+/// Message, Datagram) without serde, in the same layout postcard uses.
+struct Cursor<'b> {
+    dst: &'b mut [u8],
+    at: usize,
+}
+
+impl<'b> Cursor<'b> {
+    #[inline]
+    const fn new(dst: &'b mut [u8]) -> Self {
+        Self { dst, at: 0 }
+    }
+
+    /// The error for a `dst` shorter than the predicted length, which
+    /// [`Frame::encode`] rules out by sizing it first.
+    const fn too_small(&self) -> EncodeError {
+        EncodeError::BufferTooSmall {
+            needed: self.dst.len() + 1,
+            available: self.dst.len(),
+        }
+    }
+
+    #[inline]
+    fn varint(&mut self, value: u64) -> Result<(), EncodeError> {
+        let too_small = self.too_small();
+        let rest = self.dst.get_mut(self.at..).unwrap_or_default();
+        let written = crate::varint::write(value, rest).ok_or(too_small)?;
+        self.at += written;
+        Ok(())
+    }
+
+    #[inline]
+    fn byte(&mut self, value: u8) -> Result<(), EncodeError> {
+        let too_small = self.too_small();
+        let slot = self.dst.get_mut(self.at).ok_or(too_small)?;
+        *slot = value;
+        self.at += 1;
+        Ok(())
+    }
+
+    /// A byte string: its length as a varint, then the bytes.
+    #[inline]
+    fn bytes(&mut self, data: &[u8]) -> Result<(), EncodeError> {
+        self.varint(data.len() as u64)?;
+        let too_small = self.too_small();
+        let end = self.at + data.len();
+        let slot = self.dst.get_mut(self.at..end).ok_or(too_small)?;
+        slot.copy_from_slice(data);
+        self.at = end;
+        Ok(())
+    }
+}
+
 /// Writes `value` with postcard into `dst`, which the caller sized with the
 /// predicted length.
 #[inline]
@@ -318,9 +372,33 @@ impl<'a> Frame<'a> {
         })?;
         dst[0] = self.frame_type() as u8;
         let body = &mut dst[1..];
+        // The data-carrying frames are written here, inlined into the packet
+        // path; the rest out of line.
         match self {
-            Self::Padding(_) => body.fill(0),
             Self::Ping => {}
+            Self::Stream(s) => {
+                // StreamBody's layout: id, offset, fin, data.
+                let mut cursor = Cursor::new(body);
+                cursor.varint(s.id)?;
+                cursor.varint(s.offset)?;
+                cursor.byte(u8::from(s.fin))?;
+                cursor.bytes(s.data)?;
+            }
+            Self::Message(m) => Cursor::new(body).bytes(m.data)?,
+            Self::Datagram(d) => Cursor::new(body).bytes(d.data)?,
+            _ => self.encode_control_body(body)?,
+        }
+        Ok(len)
+    }
+
+    /// Writes the body of a frame that carries no application data into
+    /// `body`, sized by [`Frame::encoded_len`].
+    #[inline(never)]
+    fn encode_control_body(&self, body: &mut [u8]) -> Result<(), EncodeError> {
+        match self {
+            // Written by `encode` itself.
+            Self::Ping | Self::Stream(_) | Self::Message(_) | Self::Datagram(_) => {}
+            Self::Padding(_) => body.fill(0),
             Self::Ack(ack) => {
                 let mut at = put(&ack.head(), body)?;
                 match *ack.ranges.repr() {
@@ -333,18 +411,6 @@ impl<'a> Frame<'a> {
                         body[at..at + pairs.len()].copy_from_slice(pairs);
                     }
                 }
-            }
-            Self::Stream(s) => {
-                let wire = StreamBody {
-                    id: s.id,
-                    offset: s.offset,
-                    fin: s.fin,
-                    data: s.data,
-                };
-                put(&wire, body)?;
-            }
-            Self::Message(m) => {
-                put(&MessageBody { data: m.data }, body)?;
             }
             Self::MaxData(m) => {
                 put(&MaxDataBody { max: m.max }, body)?;
@@ -386,11 +452,8 @@ impl<'a> Frame<'a> {
             | Self::PathResponse(PathResponse { data }) => {
                 body.copy_from_slice(data);
             }
-            Self::Datagram(d) => {
-                put(&DatagramBody { data: d.data }, body)?;
-            }
         }
-        Ok(len)
+        Ok(())
     }
 
     /// Decodes the frame at the start of `bytes`, returning it and the number
