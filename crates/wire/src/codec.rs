@@ -19,9 +19,10 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::{
-    Ack, AckFrameRanges, AckFrameRangesRepr, Close, CloseKind, DataBlocked, Datagram, Frame,
-    FrameType, MAX_ACK_RANGES, MaxData, MaxStreamData, MaxStreams, Message, Padding, PathChallenge,
-    PathResponse, ResetStream, StopSending, Stream, StreamDataBlocked,
+    Ack, AckFrameRanges, AckFrameRangesRepr, AckFrequency, Close, CloseKind, DataBlocked, Datagram,
+    Frame, FrameType, MAX_ACK_RANGES, MAX_REQUESTED_ACK_DELAY, MaxData, MaxStreamData, MaxStreams,
+    Message, Padding, PathChallenge, PathResponse, ResetStream, StopSending, Stream,
+    StreamDataBlocked,
 };
 use crate::varint::{VARINT_MAX, varint_len};
 
@@ -97,6 +98,26 @@ struct PathBody {
 struct DatagramBody<'a> {
     data: &'a [u8],
 }
+
+#[derive(Serialize, Deserialize)]
+struct AckFrequencyBody {
+    sequence: u64,
+    ack_eliciting_threshold: u64,
+    max_ack_delay_us: u64,
+}
+
+impl AckFrequencyBody {
+    fn of(frame: &AckFrequency) -> Self {
+        Self {
+            sequence: frame.sequence,
+            ack_eliciting_threshold: u64::from(frame.ack_eliciting_threshold),
+            max_ack_delay_us: micros(frame.max_ack_delay),
+        }
+    }
+}
+
+/// [`MAX_REQUESTED_ACK_DELAY`] in microseconds, the wire's unit.
+const MAX_REQUESTED_ACK_DELAY_US: u64 = MAX_REQUESTED_ACK_DELAY.as_micros() as u64;
 
 /// Reads a body of frame type `ty` with postcard.
 fn take<'a, T: Deserialize<'a>>(
@@ -301,6 +322,12 @@ impl<'a> Frame<'a> {
             Self::MaxStreams(m) => varint_len(m.max),
             Self::PathChallenge(_) | Self::PathResponse(_) => 8,
             Self::Datagram(d) => bytes_len(d.data),
+            Self::AckFrequency(a) => {
+                let body = AckFrequencyBody::of(a);
+                varint_len(body.sequence)
+                    + varint_len(body.ack_eliciting_threshold)
+                    + varint_len(body.max_ack_delay_us)
+            }
         }
     }
 
@@ -355,6 +382,18 @@ impl<'a> Frame<'a> {
                 checked("max streams", m.max)?;
             }
             Self::PathChallenge(_) | Self::PathResponse(_) | Self::Datagram(_) => {}
+            Self::AckFrequency(a) => {
+                checked("ack frequency sequence", a.sequence)?;
+                if a.ack_eliciting_threshold == 0 {
+                    return Err(EncodeError::Zero("ack-eliciting threshold"));
+                }
+                if a.max_ack_delay > MAX_REQUESTED_ACK_DELAY {
+                    return Err(EncodeError::ValueTooLarge {
+                        field: "max ack delay (µs)",
+                        value: micros(a.max_ack_delay),
+                    });
+                }
+            }
         }
         Ok(())
     }
@@ -447,6 +486,9 @@ impl<'a> Frame<'a> {
             }
             Self::MaxStreams(m) => {
                 put(&m.max, body)?;
+            }
+            Self::AckFrequency(a) => {
+                put(&AckFrequencyBody::of(a), body)?;
             }
             Self::PathChallenge(PathChallenge { data })
             | Self::PathResponse(PathResponse { data }) => {
@@ -570,6 +612,22 @@ impl<'a> Frame<'a> {
             FrameType::Datagram => {
                 let (d, rest) = take::<DatagramBody<'a>>(ty, body)?;
                 (Self::Datagram(Datagram { data: d.data }), rest)
+            }
+            FrameType::AckFrequency => {
+                let (a, rest) = take::<AckFrequencyBody>(ty, body)?;
+                let threshold = u32::try_from(a.ack_eliciting_threshold).map_err(|_| too_large)?;
+                if threshold == 0 {
+                    return Err(DecodeError::Zero(ty));
+                }
+                if a.max_ack_delay_us > MAX_REQUESTED_ACK_DELAY_US {
+                    return Err(too_large);
+                }
+                let frame = AckFrequency {
+                    sequence: bounded(ty, a.sequence)?,
+                    ack_eliciting_threshold: threshold,
+                    max_ack_delay: Duration::from_micros(a.max_ack_delay_us),
+                };
+                (Self::AckFrequency(frame), rest)
             }
         };
         let used = bytes.len() - rest.len();
@@ -715,6 +773,7 @@ pub(crate) mod tests {
         PathChallenge([u8; 8]),
         PathResponse([u8; 8]),
         Datagram(Vec<u8>),
+        AckFrequency(AckFrequency),
     }
 
     impl OwnedFrame {
@@ -760,6 +819,7 @@ pub(crate) mod tests {
                 Self::PathChallenge(data) => Frame::PathChallenge(PathChallenge { data: *data }),
                 Self::PathResponse(data) => Frame::PathResponse(PathResponse { data: *data }),
                 Self::Datagram(data) => Frame::Datagram(Datagram { data }),
+                Self::AckFrequency(a) => Frame::AckFrequency(*a),
             }
         }
     }
@@ -840,6 +900,15 @@ pub(crate) mod tests {
             any::<[u8; 8]>().prop_map(OwnedFrame::PathChallenge),
             any::<[u8; 8]>().prop_map(OwnedFrame::PathResponse),
             vec(any::<u8>(), 0..300).prop_map(OwnedFrame::Datagram),
+            (varint(), 1..=u32::MAX, 0..=MAX_REQUESTED_ACK_DELAY_US).prop_map(
+                |(sequence, ack_eliciting_threshold, delay_us)| {
+                    OwnedFrame::AckFrequency(AckFrequency {
+                        sequence,
+                        ack_eliciting_threshold,
+                        max_ack_delay: Duration::from_micros(delay_us),
+                    })
+                }
+            ),
         ]
     }
 
@@ -914,6 +983,19 @@ pub(crate) mod tests {
         }
 
         #[test]
+        fn every_truncation_of_a_frame_is_refused(owned in any_frame(), cut in any::<prop::sample::Index>()) {
+            let frame = owned.as_frame();
+            let mut buf = vec![0u8; frame.encoded_len()];
+            let len = frame.encode(&mut buf).unwrap();
+            let cut = cut.index(len);
+            // A shorter run of padding is still padding; every other frame
+            // cut short is refused.
+            if !matches!(frame, Frame::Padding(_)) {
+                prop_assert!(Frame::decode_exact(&buf[..cut]).is_err());
+            }
+        }
+
+        #[test]
         fn arbitrary_bytes_never_panic_and_what_decodes_is_canonical(bytes in vec(any::<u8>(), 0..200)) {
             check_decode_is_canonical(&bytes)?;
         }
@@ -941,7 +1023,7 @@ pub(crate) mod tests {
 
     #[test]
     fn unknown_frame_types_are_refused() {
-        assert_eq!(decode_err(&[0x11]), DecodeError::UnknownFrameType(0x11));
+        assert_eq!(decode_err(&[0x12]), DecodeError::UnknownFrameType(0x12));
         assert_eq!(
             decode_err(&[0xff, 1, 2]),
             DecodeError::UnknownFrameType(0xff)
@@ -1071,6 +1153,71 @@ pub(crate) mod tests {
             panic!()
         };
         assert_eq!(decoded.ranges.iter().collect::<Vec<_>>(), ranges.to_vec());
+    }
+
+    #[test]
+    fn ack_frequency_layout_and_bounds() {
+        let request = Frame::AckFrequency(AckFrequency {
+            sequence: 7,
+            ack_eliciting_threshold: 10,
+            max_ack_delay: Duration::from_millis(25),
+        });
+        let mut buf = [0u8; 32];
+        let len = request.encode(&mut buf).unwrap();
+        // type, sequence 7, threshold 10, 25 000 µs (a8 c3 01).
+        assert_eq!(&buf[..len], &[0x11, 7, 10, 0xa8, 0xc3, 0x01]);
+        assert_eq!(Frame::decode_exact(&buf[..len]).unwrap(), request);
+
+        let limit = Frame::AckFrequency(AckFrequency {
+            sequence: VARINT_MAX,
+            ack_eliciting_threshold: u32::MAX,
+            max_ack_delay: MAX_REQUESTED_ACK_DELAY,
+        });
+        let len = limit.encode(&mut buf).unwrap();
+        assert_eq!(Frame::decode_exact(&buf[..len]).unwrap(), limit);
+
+        let ty = FrameType::AckFrequency;
+        // Threshold 0.
+        assert_eq!(decode_err(&[0x11, 1, 0, 1]), DecodeError::Zero(ty));
+        // Threshold 2^32: five bytes of LEB128.
+        assert_eq!(
+            decode_err(&[0x11, 1, 0x80, 0x80, 0x80, 0x80, 0x10, 1]),
+            DecodeError::ValueTooLarge(ty)
+        );
+        // 16 384 001 µs, one past 2^14 ms: 81 80 e8 07.
+        assert_eq!(
+            decode_err(&[0x11, 1, 1, 0x81, 0x80, 0xe8, 0x07]),
+            DecodeError::ValueTooLarge(ty)
+        );
+        assert!(Frame::decode_exact(&[0x11, 1, 1, 0x80, 0x80, 0xe8, 0x07]).is_ok());
+        // Sequence 2^62.
+        let mut too_far = vec![0x11];
+        too_far.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40]);
+        too_far.extend_from_slice(&[1, 1]);
+        assert_eq!(decode_err(&too_far), DecodeError::ValueTooLarge(ty));
+        // Cut inside the delay.
+        assert_eq!(decode_err(&[0x11, 1, 1, 0x80]), DecodeError::Truncated(ty));
+
+        let refused = |sequence, ack_eliciting_threshold, max_ack_delay| {
+            Frame::AckFrequency(AckFrequency {
+                sequence,
+                ack_eliciting_threshold,
+                max_ack_delay,
+            })
+            .encode(&mut [0u8; 32])
+        };
+        assert_eq!(
+            refused(1, 0, Duration::ZERO),
+            Err(EncodeError::Zero("ack-eliciting threshold"))
+        );
+        assert!(matches!(
+            refused(1, 1, MAX_REQUESTED_ACK_DELAY + Duration::from_micros(1)),
+            Err(EncodeError::ValueTooLarge { .. })
+        ));
+        assert!(matches!(
+            refused(VARINT_MAX + 1, 1, Duration::ZERO),
+            Err(EncodeError::ValueTooLarge { .. })
+        ));
     }
 
     #[test]

@@ -68,9 +68,10 @@ pub use error::{
     OpenError, ReplyBuildError, ReplyError, SealError, SizeError,
 };
 pub use frame::{
-    Ack, AckFrameRanges, AckFrameRangesIter, Close, CloseKind, DataBlocked, Datagram, Frame,
-    FrameType, MAX_ACK_RANGES, MaxData, MaxStreamData, MaxStreams, Message, Padding, PathChallenge,
-    PathResponse, ResetStream, StopSending, Stream, StreamDataBlocked,
+    Ack, AckFrameRanges, AckFrameRangesIter, AckFrequency, Close, CloseKind, DataBlocked, Datagram,
+    Frame, FrameType, MAX_ACK_RANGES, MAX_REQUESTED_ACK_DELAY, MaxData, MaxStreamData, MaxStreams,
+    Message, Padding, PathChallenge, PathResponse, ResetStream, StopSending, Stream,
+    StreamDataBlocked,
 };
 pub use handshake::{
     Accepted, ConnectionKeys, Established, INTRO_LEN, MAX_REPLY_LEN, PROTOCOL_VERSION,

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use tern_wire::{
-    Ack, AckFrameRanges, Backend, Frame, Frames, Header, KeyConfig, KeyPhase, MaxUdpPayload,
-    PacketKey, PacketNumber, PacketOpener, PacketSealer, Stream, TrafficSecret,
+    Ack, AckFrameRanges, AckFrequency, Backend, Frame, Frames, Header, KeyConfig, KeyPhase,
+    MaxUdpPayload, PacketKey, PacketNumber, PacketOpener, PacketSealer, Stream, TrafficSecret,
 };
 
 const DOC: &str = include_str!(concat!(
@@ -83,6 +83,20 @@ fn the_documented_plaintext_is_what_the_codec_writes() {
         hex::encode(&plaintext[..at]),
         hex::encode(doc_hex("example-plaintext"))
     );
+}
+
+#[test]
+fn the_documented_ack_frequency_frame_is_what_the_codec_writes() {
+    let frame = Frame::AckFrequency(AckFrequency {
+        sequence: 7,
+        ack_eliciting_threshold: 10,
+        max_ack_delay: Duration::from_millis(25),
+    });
+    let mut buf = [0u8; 16];
+    let len = frame.encode(&mut buf).expect("fits");
+    let documented = doc_hex("example-ack-frequency");
+    assert_eq!(hex::encode(&buf[..len]), hex::encode(&documented));
+    assert_eq!(Frame::decode_exact(&documented), Ok(frame));
 }
 
 /// Whether two keys seal the same bytes to the same ciphertext and tag.
