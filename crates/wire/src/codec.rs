@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::{
     Ack, AckFrameRanges, AckFrameRangesRepr, AckFrequency, Close, CloseKind, DataBlocked, Datagram,
-    Frame, FrameType, MAX_ACK_RANGES, MAX_REQUESTED_ACK_DELAY, MaxData, MaxStreamData, MaxStreams,
-    Message, Padding, PathChallenge, PathResponse, ResetStream, StopSending, Stream,
+    Frame, FrameType, Identity, MAX_ACK_RANGES, MAX_REQUESTED_ACK_DELAY, MaxData, MaxStreamData,
+    MaxStreams, Message, Padding, PathChallenge, PathResponse, ResetStream, StopSending, Stream,
     StreamDataBlocked,
 };
 use crate::varint::{VARINT_MAX, varint_len};
@@ -97,6 +97,13 @@ struct PathBody {
 #[derive(Deserialize)]
 struct DatagramBody<'a> {
     data: &'a [u8],
+}
+
+/// Read only: [`Cursor`] writes this frame.
+#[derive(Deserialize)]
+struct IdentityBody<'a> {
+    public_key: &'a [u8],
+    signature: &'a [u8],
 }
 
 #[derive(Serialize, Deserialize)]
@@ -328,6 +335,7 @@ impl<'a> Frame<'a> {
                     + varint_len(body.ack_eliciting_threshold)
                     + varint_len(body.max_ack_delay_us)
             }
+            Self::Identity(i) => bytes_len(i.public_key) + bytes_len(i.signature),
         }
     }
 
@@ -381,7 +389,10 @@ impl<'a> Frame<'a> {
             Self::MaxStreams(m) => {
                 checked("max streams", m.max)?;
             }
-            Self::PathChallenge(_) | Self::PathResponse(_) | Self::Datagram(_) => {}
+            Self::PathChallenge(_)
+            | Self::PathResponse(_)
+            | Self::Datagram(_)
+            | Self::Identity(_) => {}
             Self::AckFrequency(a) => {
                 checked("ack frequency sequence", a.sequence)?;
                 if a.ack_eliciting_threshold == 0 {
@@ -489,6 +500,11 @@ impl<'a> Frame<'a> {
             }
             Self::AckFrequency(a) => {
                 put(&AckFrequencyBody::of(a), body)?;
+            }
+            Self::Identity(i) => {
+                let mut cursor = Cursor::new(body);
+                cursor.bytes(i.public_key)?;
+                cursor.bytes(i.signature)?;
             }
             Self::PathChallenge(PathChallenge { data })
             | Self::PathResponse(PathResponse { data }) => {
@@ -628,6 +644,14 @@ impl<'a> Frame<'a> {
                     max_ack_delay: Duration::from_micros(a.max_ack_delay_us),
                 };
                 (Self::AckFrequency(frame), rest)
+            }
+            FrameType::Identity => {
+                let (i, rest) = take::<IdentityBody<'a>>(ty, body)?;
+                let frame = Identity {
+                    public_key: i.public_key,
+                    signature: i.signature,
+                };
+                (Self::Identity(frame), rest)
             }
         };
         let used = bytes.len() - rest.len();
@@ -774,6 +798,10 @@ pub(crate) mod tests {
         PathResponse([u8; 8]),
         Datagram(Vec<u8>),
         AckFrequency(AckFrequency),
+        Identity {
+            public_key: Vec<u8>,
+            signature: Vec<u8>,
+        },
     }
 
     impl OwnedFrame {
@@ -820,6 +848,13 @@ pub(crate) mod tests {
                 Self::PathResponse(data) => Frame::PathResponse(PathResponse { data: *data }),
                 Self::Datagram(data) => Frame::Datagram(Datagram { data }),
                 Self::AckFrequency(a) => Frame::AckFrequency(*a),
+                Self::Identity {
+                    public_key,
+                    signature,
+                } => Frame::Identity(Identity {
+                    public_key,
+                    signature,
+                }),
             }
         }
     }
@@ -907,6 +942,12 @@ pub(crate) mod tests {
                         ack_eliciting_threshold,
                         max_ack_delay: Duration::from_micros(delay_us),
                     })
+                }
+            ),
+            (vec(any::<u8>(), 0..300), vec(any::<u8>(), 0..300)).prop_map(
+                |(public_key, signature)| OwnedFrame::Identity {
+                    public_key,
+                    signature
                 }
             ),
         ]
@@ -1023,7 +1064,7 @@ pub(crate) mod tests {
 
     #[test]
     fn unknown_frame_types_are_refused() {
-        assert_eq!(decode_err(&[0x12]), DecodeError::UnknownFrameType(0x12));
+        assert_eq!(decode_err(&[0x13]), DecodeError::UnknownFrameType(0x13));
         assert_eq!(
             decode_err(&[0xff, 1, 2]),
             DecodeError::UnknownFrameType(0xff)

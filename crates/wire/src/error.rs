@@ -279,3 +279,20 @@ pub enum ReplyBuildError {
     #[error("degenerate key material")]
     DegenerateKey,
 }
+
+/// Making or checking an initiator's identity proof failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProofError {
+    /// The proof's public key is not an RSA-2048 SubjectPublicKeyInfo key
+    /// (or this side's own key could not be encoded).
+    #[error("identity key refused")]
+    Key(#[source] KeyError),
+    /// The signature does not verify for this session's transcript under
+    /// the proof's key: forged, altered, or made for another session.
+    #[error("identity signature does not verify for this session")]
+    Signature,
+    /// RSA signing failed.
+    #[error("RSA signing failed")]
+    Signing(#[source] rsa::Error),
+}
