@@ -25,9 +25,9 @@
 //! It costs no round trip: the frame (555 bytes with the usual exponent
 //! 65537) rides beside data in the first packet, which at the 1200-byte
 //! minimum still has room for 617 bytes of stream data. What a responder
-//! that requires a proof does with data that arrives before it is its
-//! policy; Tern's connection holds it back and closes the connection if the
-//! proof does not verify.
+//! that requires a proof does with data that arrives before it is the
+//! connection's policy: hold it back until the proof verifies, and close
+//! the connection if it does not.
 
 use rand_core::CryptoRngCore;
 use rsa::Pss;
