@@ -1,6 +1,6 @@
 //! Level 0 benchmarks of tern-wire: packet protection, frame codec, nonce
-//! construction, whole-packet creation, key update, receiver-index lookup
-//! and the RSA + X25519 + HKDF handshake.
+//! construction, whole-packet creation, key update, receiver-index lookup,
+//! the RSA + X25519 + HKDF handshake and the initiator's identity proof.
 //!
 //! Every AEAD figure has its ceiling in the same run: raw `aes-gcm` (and raw
 //! `ring` with `--features ring`) sealing and opening the same number of
@@ -408,12 +408,12 @@ mod intro {
     use std::sync::OnceLock;
 
     /// RSA-2048 key generation takes ~250 ms: once per process.
-    fn identity() -> &'static IdentityKey {
+    pub(super) fn identity() -> &'static IdentityKey {
         static KEY: OnceLock<IdentityKey> = OnceLock::new();
         KEY.get_or_init(|| IdentityKey::generate(&mut OsRng).expect("RSA key generation"))
     }
 
-    fn responder() -> Responder {
+    pub(super) fn responder() -> Responder {
         Responder::new(
             identity().clone(),
             ReplayGuard::new(Duration::from_secs(30), 1 << 20),
@@ -498,6 +498,53 @@ mod intro {
             .bench_local_values(|(pending, mut reply)| {
                 black_box(pending.open_reply(&mut reply).is_ok())
             });
+    }
+}
+
+mod identity_proof {
+    use super::intro::{identity, responder};
+    use super::*;
+    use std::sync::OnceLock;
+    use tern_wire::{IdentityProof, Transcript};
+
+    /// A finished handshake's transcript, from the initiator's side.
+    fn transcript() -> &'static Transcript {
+        static TRANSCRIPT: OnceLock<Transcript> = OnceLock::new();
+        TRANSCRIPT.get_or_init(|| {
+            let now = SystemTime::now();
+            let mut intro = [0u8; INTRO_LEN];
+            let pending = PendingIntro::write(
+                &identity().public(),
+                7,
+                KeyConfig::default(),
+                now,
+                &mut OsRng,
+                &mut intro,
+            )
+            .expect("writes");
+            let accepted = responder().accept(&intro, now, &mut OsRng).expect("fresh");
+            let mut reply = [0u8; 1452];
+            let (len, _) = accepted.reply(9, &[], &mut reply).expect("fits");
+            pending
+                .open_reply(&mut reply[..len])
+                .expect("opens")
+                .transcript
+        })
+    }
+
+    /// The initiator signs the transcript: RSA-2048 PSS, blinded.
+    #[divan::bench]
+    fn prove(bencher: Bencher) {
+        let transcript = transcript();
+        bencher.bench_local(|| black_box(transcript.prove(identity(), &mut OsRng).expect("signs")));
+    }
+
+    /// The responder checks it: SPKI parse and RSA-2048 PSS verification.
+    #[divan::bench]
+    fn verify(bencher: Bencher) {
+        let transcript = transcript();
+        let proof: IdentityProof = transcript.prove(identity(), &mut OsRng).expect("signs");
+        bencher.bench_local(|| black_box(proof.verify(black_box(transcript)).expect("valid")));
     }
 }
 

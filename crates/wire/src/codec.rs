@@ -2,8 +2,9 @@
 //!
 //! Each frame is its type byte followed by a postcard-encoded body (varints
 //! for integers, a varint length before byte strings, one byte for a bool).
-//! Encoding writes into a caller's slice; decoding borrows from the packet
-//! buffer. Neither allocates, and no length read from the wire is ever used
+//! Encoding writes into a caller's slice (the frames that carry data, Stream,
+//! Message and Datagram, through a small writer of the same layout, as they
+//! are on every packet's path); decoding borrows from the packet buffer. Neither allocates, and no length read from the wire is ever used
 //! to size anything: a length past the end of the buffer is simply an error.
 //!
 //! Besides postcard's own checks the decoder refuses values above
@@ -18,9 +19,10 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::{
-    Ack, AckFrameRanges, AckFrameRangesRepr, Close, CloseKind, DataBlocked, Datagram, Frame,
-    FrameType, MAX_ACK_RANGES, MaxData, MaxStreamData, MaxStreams, Message, Padding, PathChallenge,
-    PathResponse, ResetStream, StopSending, Stream, StreamDataBlocked,
+    Ack, AckFrameRanges, AckFrameRangesRepr, AckFrequency, Close, CloseKind, DataBlocked, Datagram,
+    Frame, FrameType, Identity, MAX_ACK_RANGES, MAX_REQUESTED_ACK_DELAY, MaxData, MaxStreamData,
+    MaxStreams, Message, Padding, PathChallenge, PathResponse, ResetStream, StopSending, Stream,
+    StreamDataBlocked,
 };
 use crate::varint::{VARINT_MAX, varint_len};
 
@@ -40,19 +42,19 @@ struct AckHead {
     first_range: u64,
 }
 
-#[derive(Serialize, Deserialize)]
+/// Read only: [`Cursor`] writes this frame.
+#[derive(Deserialize)]
 struct StreamBody<'a> {
     id: u64,
     offset: u64,
     fin: bool,
-    #[serde(serialize_with = "as_bytes")]
     data: &'a [u8],
 }
 
-#[derive(Serialize, Deserialize)]
+/// Read only: [`Cursor`] writes this frame.
+#[derive(Deserialize)]
 struct MessageBody<'a> {
     id: u64,
-    #[serde(serialize_with = "as_bytes")]
     data: &'a [u8],
 }
 
@@ -92,11 +94,38 @@ struct PathBody {
     data: [u8; 8],
 }
 
-#[derive(Serialize, Deserialize)]
+/// Read only: [`Cursor`] writes this frame.
+#[derive(Deserialize)]
 struct DatagramBody<'a> {
-    #[serde(serialize_with = "as_bytes")]
     data: &'a [u8],
 }
+
+/// Read only: [`Cursor`] writes this frame.
+#[derive(Deserialize)]
+struct IdentityBody<'a> {
+    public_key: &'a [u8],
+    signature: &'a [u8],
+}
+
+#[derive(Serialize, Deserialize)]
+struct AckFrequencyBody {
+    sequence: u64,
+    ack_eliciting_threshold: u64,
+    max_ack_delay_us: u64,
+}
+
+impl AckFrequencyBody {
+    fn of(frame: &AckFrequency) -> Self {
+        Self {
+            sequence: frame.sequence,
+            ack_eliciting_threshold: u64::from(frame.ack_eliciting_threshold),
+            max_ack_delay_us: micros(frame.max_ack_delay),
+        }
+    }
+}
+
+/// [`MAX_REQUESTED_ACK_DELAY`] in microseconds, the wire's unit.
+const MAX_REQUESTED_ACK_DELAY_US: u64 = MAX_REQUESTED_ACK_DELAY.as_micros() as u64;
 
 /// Reads a body of frame type `ty` with postcard.
 fn take<'a, T: Deserialize<'a>>(
@@ -212,6 +241,59 @@ fn body_error(ty: FrameType, error: postcard::Error) -> DecodeError {
     }
 }
 
+/// Writes the byte strings and varints of the data-carrying frames (Stream,
+/// Message, Datagram) without serde, in the same layout postcard uses.
+struct Cursor<'b> {
+    dst: &'b mut [u8],
+    at: usize,
+}
+
+impl<'b> Cursor<'b> {
+    #[inline]
+    const fn new(dst: &'b mut [u8]) -> Self {
+        Self { dst, at: 0 }
+    }
+
+    /// The error for a `dst` shorter than the predicted length, which
+    /// [`Frame::encode`] rules out by sizing it first.
+    const fn too_small(&self) -> EncodeError {
+        EncodeError::BufferTooSmall {
+            needed: self.dst.len() + 1,
+            available: self.dst.len(),
+        }
+    }
+
+    #[inline]
+    fn varint(&mut self, value: u64) -> Result<(), EncodeError> {
+        let too_small = self.too_small();
+        let rest = self.dst.get_mut(self.at..).unwrap_or_default();
+        let written = crate::varint::write(value, rest).ok_or(too_small)?;
+        self.at += written;
+        Ok(())
+    }
+
+    #[inline]
+    fn byte(&mut self, value: u8) -> Result<(), EncodeError> {
+        let too_small = self.too_small();
+        let slot = self.dst.get_mut(self.at).ok_or(too_small)?;
+        *slot = value;
+        self.at += 1;
+        Ok(())
+    }
+
+    /// A byte string: its length as a varint, then the bytes.
+    #[inline]
+    fn bytes(&mut self, data: &[u8]) -> Result<(), EncodeError> {
+        self.varint(data.len() as u64)?;
+        let too_small = self.too_small();
+        let end = self.at + data.len();
+        let slot = self.dst.get_mut(self.at..end).ok_or(too_small)?;
+        slot.copy_from_slice(data);
+        self.at = end;
+        Ok(())
+    }
+}
+
 /// Writes `value` with postcard into `dst`, which the caller sized with the
 /// predicted length.
 #[inline]
@@ -248,6 +330,13 @@ impl<'a> Frame<'a> {
             Self::MaxStreams(m) => varint_len(m.max),
             Self::PathChallenge(_) | Self::PathResponse(_) => 8,
             Self::Datagram(d) => bytes_len(d.data),
+            Self::AckFrequency(a) => {
+                let body = AckFrequencyBody::of(a);
+                varint_len(body.sequence)
+                    + varint_len(body.ack_eliciting_threshold)
+                    + varint_len(body.max_ack_delay_us)
+            }
+            Self::Identity(i) => bytes_len(i.public_key) + bytes_len(i.signature),
         }
     }
 
@@ -301,7 +390,22 @@ impl<'a> Frame<'a> {
             Self::MaxStreams(m) => {
                 checked("max streams", m.max)?;
             }
-            Self::PathChallenge(_) | Self::PathResponse(_) | Self::Datagram(_) => {}
+            Self::PathChallenge(_)
+            | Self::PathResponse(_)
+            | Self::Datagram(_)
+            | Self::Identity(_) => {}
+            Self::AckFrequency(a) => {
+                checked("ack frequency sequence", a.sequence)?;
+                if a.ack_eliciting_threshold == 0 {
+                    return Err(EncodeError::Zero("ack-eliciting threshold"));
+                }
+                if a.max_ack_delay > MAX_REQUESTED_ACK_DELAY {
+                    return Err(EncodeError::ValueTooLarge {
+                        field: "max ack delay (µs)",
+                        value: micros(a.max_ack_delay),
+                    });
+                }
+            }
         }
         Ok(())
     }
@@ -319,9 +423,38 @@ impl<'a> Frame<'a> {
         })?;
         dst[0] = self.frame_type() as u8;
         let body = &mut dst[1..];
+        // The data-carrying frames are written here, inlined into the packet
+        // path; the rest out of line.
         match self {
-            Self::Padding(_) => body.fill(0),
             Self::Ping => {}
+            Self::Stream(s) => {
+                // StreamBody's layout: id, offset, fin, data.
+                let mut cursor = Cursor::new(body);
+                cursor.varint(s.id)?;
+                cursor.varint(s.offset)?;
+                cursor.byte(u8::from(s.fin))?;
+                cursor.bytes(s.data)?;
+            }
+            Self::Message(m) => {
+                // MessageBody's layout: id, data.
+                let mut cursor = Cursor::new(body);
+                cursor.varint(m.id)?;
+                cursor.bytes(m.data)?;
+            }
+            Self::Datagram(d) => Cursor::new(body).bytes(d.data)?,
+            _ => self.encode_control_body(body)?,
+        }
+        Ok(len)
+    }
+
+    /// Writes the body of a frame that carries no application data into
+    /// `body`, sized by [`Frame::encoded_len`].
+    #[inline(never)]
+    fn encode_control_body(&self, body: &mut [u8]) -> Result<(), EncodeError> {
+        match self {
+            // Written by `encode` itself.
+            Self::Ping | Self::Stream(_) | Self::Message(_) | Self::Datagram(_) => {}
+            Self::Padding(_) => body.fill(0),
             Self::Ack(ack) => {
                 let mut at = put(&ack.head(), body)?;
                 match *ack.ranges.repr() {
@@ -334,24 +467,6 @@ impl<'a> Frame<'a> {
                         body[at..at + pairs.len()].copy_from_slice(pairs);
                     }
                 }
-            }
-            Self::Stream(s) => {
-                let wire = StreamBody {
-                    id: s.id,
-                    offset: s.offset,
-                    fin: s.fin,
-                    data: s.data,
-                };
-                put(&wire, body)?;
-            }
-            Self::Message(m) => {
-                put(
-                    &MessageBody {
-                        id: m.id,
-                        data: m.data,
-                    },
-                    body,
-                )?;
             }
             Self::MaxData(m) => {
                 put(&MaxDataBody { max: m.max }, body)?;
@@ -389,15 +504,20 @@ impl<'a> Frame<'a> {
             Self::MaxStreams(m) => {
                 put(&m.max, body)?;
             }
+            Self::AckFrequency(a) => {
+                put(&AckFrequencyBody::of(a), body)?;
+            }
+            Self::Identity(i) => {
+                let mut cursor = Cursor::new(body);
+                cursor.bytes(i.public_key)?;
+                cursor.bytes(i.signature)?;
+            }
             Self::PathChallenge(PathChallenge { data })
             | Self::PathResponse(PathResponse { data }) => {
                 body.copy_from_slice(data);
             }
-            Self::Datagram(d) => {
-                put(&DatagramBody { data: d.data }, body)?;
-            }
         }
-        Ok(len)
+        Ok(())
     }
 
     /// Decodes the frame at the start of `bytes`, returning it and the number
@@ -520,6 +640,30 @@ impl<'a> Frame<'a> {
             FrameType::Datagram => {
                 let (d, rest) = take::<DatagramBody<'a>>(ty, body)?;
                 (Self::Datagram(Datagram { data: d.data }), rest)
+            }
+            FrameType::AckFrequency => {
+                let (a, rest) = take::<AckFrequencyBody>(ty, body)?;
+                let threshold = u32::try_from(a.ack_eliciting_threshold).map_err(|_| too_large)?;
+                if threshold == 0 {
+                    return Err(DecodeError::Zero(ty));
+                }
+                if a.max_ack_delay_us > MAX_REQUESTED_ACK_DELAY_US {
+                    return Err(too_large);
+                }
+                let frame = AckFrequency {
+                    sequence: bounded(ty, a.sequence)?,
+                    ack_eliciting_threshold: threshold,
+                    max_ack_delay: Duration::from_micros(a.max_ack_delay_us),
+                };
+                (Self::AckFrequency(frame), rest)
+            }
+            FrameType::Identity => {
+                let (i, rest) = take::<IdentityBody<'a>>(ty, body)?;
+                let frame = Identity {
+                    public_key: i.public_key,
+                    signature: i.signature,
+                };
+                (Self::Identity(frame), rest)
             }
         };
         let used = bytes.len() - rest.len();
@@ -668,6 +812,11 @@ pub(crate) mod tests {
         PathChallenge([u8; 8]),
         PathResponse([u8; 8]),
         Datagram(Vec<u8>),
+        AckFrequency(AckFrequency),
+        Identity {
+            public_key: Vec<u8>,
+            signature: Vec<u8>,
+        },
     }
 
     impl OwnedFrame {
@@ -713,6 +862,14 @@ pub(crate) mod tests {
                 Self::PathChallenge(data) => Frame::PathChallenge(PathChallenge { data: *data }),
                 Self::PathResponse(data) => Frame::PathResponse(PathResponse { data: *data }),
                 Self::Datagram(data) => Frame::Datagram(Datagram { data }),
+                Self::AckFrequency(a) => Frame::AckFrequency(*a),
+                Self::Identity {
+                    public_key,
+                    signature,
+                } => Frame::Identity(Identity {
+                    public_key,
+                    signature,
+                }),
             }
         }
     }
@@ -794,6 +951,21 @@ pub(crate) mod tests {
             any::<[u8; 8]>().prop_map(OwnedFrame::PathChallenge),
             any::<[u8; 8]>().prop_map(OwnedFrame::PathResponse),
             vec(any::<u8>(), 0..300).prop_map(OwnedFrame::Datagram),
+            (varint(), 1..=u32::MAX, 0..=MAX_REQUESTED_ACK_DELAY_US).prop_map(
+                |(sequence, ack_eliciting_threshold, delay_us)| {
+                    OwnedFrame::AckFrequency(AckFrequency {
+                        sequence,
+                        ack_eliciting_threshold,
+                        max_ack_delay: Duration::from_micros(delay_us),
+                    })
+                }
+            ),
+            (vec(any::<u8>(), 0..300), vec(any::<u8>(), 0..300)).prop_map(
+                |(public_key, signature)| OwnedFrame::Identity {
+                    public_key,
+                    signature
+                }
+            ),
         ]
     }
 
@@ -868,6 +1040,19 @@ pub(crate) mod tests {
         }
 
         #[test]
+        fn every_truncation_of_a_frame_is_refused(owned in any_frame(), cut in any::<prop::sample::Index>()) {
+            let frame = owned.as_frame();
+            let mut buf = vec![0u8; frame.encoded_len()];
+            let len = frame.encode(&mut buf).unwrap();
+            let cut = cut.index(len);
+            // A shorter run of padding is still padding; every other frame
+            // cut short is refused.
+            if !matches!(frame, Frame::Padding(_)) {
+                prop_assert!(Frame::decode_exact(&buf[..cut]).is_err());
+            }
+        }
+
+        #[test]
         fn arbitrary_bytes_never_panic_and_what_decodes_is_canonical(bytes in vec(any::<u8>(), 0..200)) {
             check_decode_is_canonical(&bytes)?;
         }
@@ -895,7 +1080,7 @@ pub(crate) mod tests {
 
     #[test]
     fn unknown_frame_types_are_refused() {
-        assert_eq!(decode_err(&[0x11]), DecodeError::UnknownFrameType(0x11));
+        assert_eq!(decode_err(&[0x13]), DecodeError::UnknownFrameType(0x13));
         assert_eq!(
             decode_err(&[0xff, 1, 2]),
             DecodeError::UnknownFrameType(0xff)
@@ -1025,6 +1210,71 @@ pub(crate) mod tests {
             panic!()
         };
         assert_eq!(decoded.ranges.iter().collect::<Vec<_>>(), ranges.to_vec());
+    }
+
+    #[test]
+    fn ack_frequency_layout_and_bounds() {
+        let request = Frame::AckFrequency(AckFrequency {
+            sequence: 7,
+            ack_eliciting_threshold: 10,
+            max_ack_delay: Duration::from_millis(25),
+        });
+        let mut buf = [0u8; 32];
+        let len = request.encode(&mut buf).unwrap();
+        // type, sequence 7, threshold 10, 25 000 µs (a8 c3 01).
+        assert_eq!(&buf[..len], &[0x11, 7, 10, 0xa8, 0xc3, 0x01]);
+        assert_eq!(Frame::decode_exact(&buf[..len]).unwrap(), request);
+
+        let limit = Frame::AckFrequency(AckFrequency {
+            sequence: VARINT_MAX,
+            ack_eliciting_threshold: u32::MAX,
+            max_ack_delay: MAX_REQUESTED_ACK_DELAY,
+        });
+        let len = limit.encode(&mut buf).unwrap();
+        assert_eq!(Frame::decode_exact(&buf[..len]).unwrap(), limit);
+
+        let ty = FrameType::AckFrequency;
+        // Threshold 0.
+        assert_eq!(decode_err(&[0x11, 1, 0, 1]), DecodeError::Zero(ty));
+        // Threshold 2^32: five bytes of LEB128.
+        assert_eq!(
+            decode_err(&[0x11, 1, 0x80, 0x80, 0x80, 0x80, 0x10, 1]),
+            DecodeError::ValueTooLarge(ty)
+        );
+        // 16 384 001 µs, one past 2^14 ms: 81 80 e8 07.
+        assert_eq!(
+            decode_err(&[0x11, 1, 1, 0x81, 0x80, 0xe8, 0x07]),
+            DecodeError::ValueTooLarge(ty)
+        );
+        assert!(Frame::decode_exact(&[0x11, 1, 1, 0x80, 0x80, 0xe8, 0x07]).is_ok());
+        // Sequence 2^62.
+        let mut too_far = vec![0x11];
+        too_far.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40]);
+        too_far.extend_from_slice(&[1, 1]);
+        assert_eq!(decode_err(&too_far), DecodeError::ValueTooLarge(ty));
+        // Cut inside the delay.
+        assert_eq!(decode_err(&[0x11, 1, 1, 0x80]), DecodeError::Truncated(ty));
+
+        let refused = |sequence, ack_eliciting_threshold, max_ack_delay| {
+            Frame::AckFrequency(AckFrequency {
+                sequence,
+                ack_eliciting_threshold,
+                max_ack_delay,
+            })
+            .encode(&mut [0u8; 32])
+        };
+        assert_eq!(
+            refused(1, 0, Duration::ZERO),
+            Err(EncodeError::Zero("ack-eliciting threshold"))
+        );
+        assert!(matches!(
+            refused(1, 1, MAX_REQUESTED_ACK_DELAY + Duration::from_micros(1)),
+            Err(EncodeError::ValueTooLarge { .. })
+        ));
+        assert!(matches!(
+            refused(VARINT_MAX + 1, 1, Duration::ZERO),
+            Err(EncodeError::ValueTooLarge { .. })
+        ));
     }
 
     #[test]

@@ -54,6 +54,9 @@ pub enum EncodeError {
     /// missing packet number, and at most [`crate::MAX_ACK_RANGES`] long.
     #[error("invalid ACK ranges: {0}")]
     InvalidAckRanges(&'static str),
+    /// A field that must be at least 1 is 0 (an ACK-eliciting threshold).
+    #[error("{0} must not be zero")]
+    Zero(&'static str),
 }
 
 /// Decoding a frame failed.
@@ -75,9 +78,15 @@ pub enum DecodeError {
     /// A field is encoded with more bytes than needed.
     #[error("{0:?} frame is not minimally encoded")]
     NonCanonical(FrameType),
-    /// A field is above [`crate::VARINT_MAX`], or an offset plus a length is.
+    /// A field is above [`crate::VARINT_MAX`], or an offset plus a length
+    /// is, or above the frame's own bound (an ACK-eliciting threshold above
+    /// `u32::MAX`, a requested ACK delay above
+    /// [`crate::MAX_REQUESTED_ACK_DELAY`]).
     #[error("{0:?} frame carries an absurd value")]
     ValueTooLarge(FrameType),
+    /// A field that must be at least 1 is 0 (an ACK-eliciting threshold).
+    #[error("{0:?} frame carries a zero where it may not")]
+    Zero(FrameType),
     /// ACK ranges that go below packet number zero or number more than
     /// [`crate::MAX_ACK_RANGES`].
     #[error("invalid ACK ranges: {0}")]
@@ -269,4 +278,21 @@ pub enum ReplyBuildError {
     /// The derived keys are degenerate (never happens with an accepted intro).
     #[error("degenerate key material")]
     DegenerateKey,
+}
+
+/// Making or checking an initiator's identity proof failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProofError {
+    /// The proof's public key is not an RSA-2048 SubjectPublicKeyInfo key
+    /// (or this side's own key could not be encoded).
+    #[error("identity key refused")]
+    Key(#[source] KeyError),
+    /// The signature does not verify for this session's transcript under
+    /// the proof's key: forged, altered, or made for another session.
+    #[error("identity signature does not verify for this session")]
+    Signature,
+    /// RSA signing failed.
+    #[error("RSA signing failed")]
+    Signing(#[source] rsa::Error),
 }

@@ -58,6 +58,10 @@ pub enum FrameType {
     PathResponse = 0x0f,
     /// [`Frame::Datagram`].
     Datagram = 0x10,
+    /// [`Frame::AckFrequency`].
+    AckFrequency = 0x11,
+    /// [`Frame::Identity`].
+    Identity = 0x12,
 }
 
 impl FrameType {
@@ -82,6 +86,8 @@ impl FrameType {
             0x0e => Self::PathChallenge,
             0x0f => Self::PathResponse,
             0x10 => Self::Datagram,
+            0x11 => Self::AckFrequency,
+            0x12 => Self::Identity,
             _ => return None,
         })
     }
@@ -122,6 +128,10 @@ pub enum Frame<'a> {
     PathResponse(PathResponse),
     /// An unreliable datagram: never retransmitted.
     Datagram(Datagram<'a>),
+    /// How often the sender asks its peer to acknowledge.
+    AckFrequency(AckFrequency),
+    /// The initiator proves its RSA identity for this session.
+    Identity(Identity<'a>),
 }
 
 impl Frame<'_> {
@@ -152,6 +162,8 @@ impl Frame<'_> {
             Self::PathChallenge(_) => FrameType::PathChallenge,
             Self::PathResponse(_) => FrameType::PathResponse,
             Self::Datagram(_) => FrameType::Datagram,
+            Self::AckFrequency(_) => FrameType::AckFrequency,
+            Self::Identity(_) => FrameType::Identity,
         }
     }
 
@@ -503,6 +515,42 @@ pub struct Datagram<'a> {
     pub data: &'a [u8],
 }
 
+/// The longest ACK delay an [`AckFrequency`] frame may ask for: 2^14 ms.
+///
+/// RFC 9000 §18.2 calls a max_ack_delay of "2^14 or greater" milliseconds
+/// invalid; Tern refuses anything above 2^14 ms, the same bound
+/// tern-reliability puts on a reported ACK delay.
+pub const MAX_REQUESTED_ACK_DELAY: Duration = Duration::from_millis(1 << 14);
+
+/// A sender's request for how often its peer acknowledges (the QUIC ACK
+/// frequency draft's ACK_FREQUENCY frame without its reordering threshold).
+///
+/// tern-reliability's `AckPolicy::on_ack_frequency` applies it; the fields
+/// are the same as its own `AckFrequency`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckFrequency {
+    /// Grows with every request; a receiver ignores a request whose sequence
+    /// is not above the last one it applied (frames may arrive out of order).
+    pub sequence: u64,
+    /// Ack-eliciting packets the receiver may receive before an ACK is due;
+    /// at least 1.
+    pub ack_eliciting_threshold: u32,
+    /// The longest the receiver should delay an ACK, at most
+    /// [`MAX_REQUESTED_ACK_DELAY`]. Carried in whole microseconds.
+    pub max_ack_delay: Duration,
+}
+
+/// The initiator's RSA identity and its signature over this session's
+/// handshake transcript; [`Identity::verify`] checks it (see
+/// [`crate::proof`]). The codec only delimits the two byte strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity<'a> {
+    /// The initiator's RSA-2048 public key, SubjectPublicKeyInfo DER.
+    pub public_key: &'a [u8],
+    /// RSASSA-PSS (SHA-256) signature over the session's transcript.
+    pub signature: &'a [u8],
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -555,5 +603,16 @@ mod tests {
         assert!(Frame::Datagram(Datagram { data: b"x" }).is_ack_eliciting());
         assert!(Frame::PathChallenge(PathChallenge { data: [1; 8] }).is_ack_eliciting());
         assert!(Frame::MaxData(MaxData { max: 1 }).is_ack_eliciting());
+        let request = Frame::AckFrequency(AckFrequency {
+            sequence: 1,
+            ack_eliciting_threshold: 10,
+            max_ack_delay: Duration::from_millis(25),
+        });
+        assert!(request.is_ack_eliciting());
+        let proof = Frame::Identity(Identity {
+            public_key: b"key",
+            signature: b"signature",
+        });
+        assert!(proof.is_ack_eliciting());
     }
 }

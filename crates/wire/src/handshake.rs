@@ -506,6 +506,38 @@ impl Accepted {
         3 * self.intro_len
     }
 
+    /// The transcript of the handshake that [`Accepted::reply`] with the
+    /// same `index` completes: the responder checks the initiator's
+    /// [`crate::IdentityProof`] against it. The reply's header, and so the
+    /// transcript, depends only on the intro, the responder's X25519 key and
+    /// `index`; pass the index given to [`Accepted::reply`].
+    pub fn transcript(&self, index: u32) -> Result<Transcript, ReplyBuildError> {
+        Ok(Transcript {
+            intro: self.intro.clone(),
+            hash: self.transcript_hash(PublicKey::from(&self.ephemeral).to_bytes(), index)?,
+        })
+    }
+
+    /// SHA-256 of the intro and the header of the reply carrying the
+    /// responder's X25519 public key `ephemeral` and `index`.
+    fn transcript_hash(
+        &self,
+        ephemeral: [u8; X25519_KEY_LEN],
+        index: u32,
+    ) -> Result<[u8; 32], ReplyBuildError> {
+        let header = Header::IntroReply {
+            receiver_index: self.initiator_index,
+            packet_number: PacketNumber::encode(0, None).ok_or(ReplyBuildError::DegenerateKey)?,
+            ephemeral,
+            sender_index: index,
+        };
+        let mut header_bytes = [0u8; 64];
+        let header_len = header
+            .emit(&mut header_bytes)
+            .map_err(ReplyBuildError::Encode)?;
+        Ok(transcript(&self.intro, &header_bytes[..header_len]))
+    }
+
     /// Writes the intro reply into `buf` with `frames` sealed in it, and
     /// returns its length and the connection's keys. `index` is the index
     /// the responder chose: the initiator's packets will carry it.
@@ -522,17 +554,7 @@ impl Accepted {
         let max = buf.len().min(self.max_reply_len());
         let buf = &mut buf[..max];
         let ephemeral = PublicKey::from(&self.ephemeral).to_bytes();
-        let header = Header::IntroReply {
-            receiver_index: self.initiator_index,
-            packet_number: PacketNumber::encode(0, None).ok_or(ReplyBuildError::DegenerateKey)?,
-            ephemeral,
-            sender_index: index,
-        };
-        let mut header_bytes = [0u8; 64];
-        let header_len = header
-            .emit(&mut header_bytes)
-            .map_err(ReplyBuildError::Encode)?;
-        let hash = transcript(&self.intro, &header_bytes[..header_len]);
+        let hash = self.transcript_hash(ephemeral, index)?;
         let (i2r, r2i) = derive_secrets(&self.secret, &self.shared, &hash)
             .ok_or(ReplyBuildError::DegenerateKey)?;
         let mut sealer = PacketSealer::new(r2i, self.initiator_index, self.config);

@@ -17,6 +17,7 @@
 //! - [`size`]: how much data fits a datagram of a given size.
 //! - [`identity`]: RSA-2048 identities ([`IdentityKey`], [`PublicIdentity`]).
 //! - [`handshake`]: the intro and its reply ([`PendingIntro`], [`Responder`]) that deliver the keys.
+//! - [`proof`]: the initiator's optional proof of its own identity ([`IdentityProof`]).
 //! - [`replay`]: the responder's [`ReplayGuard`].
 //!
 //! # Example
@@ -55,6 +56,7 @@ pub mod header;
 pub mod identity;
 pub mod keys;
 pub mod packet;
+pub mod proof;
 pub mod replay;
 pub mod size;
 #[cfg(test)]
@@ -65,12 +67,13 @@ pub use aead::{Backend, IV_LEN, KEY_LEN, PACKET_LIMIT, PacketKey, TAG_LEN};
 pub use codec::Frames;
 pub use error::{
     AcceptError, DecodeError, EncodeError, HeaderError, IntroError, KeyError, KeyUpdateError,
-    OpenError, ReplyBuildError, ReplyError, SealError, SizeError,
+    OpenError, ProofError, ReplyBuildError, ReplyError, SealError, SizeError,
 };
 pub use frame::{
-    Ack, AckFrameRanges, AckFrameRangesIter, Close, CloseKind, DataBlocked, Datagram, Frame,
-    FrameType, MAX_ACK_RANGES, MaxData, MaxStreamData, MaxStreams, Message, Padding, PathChallenge,
-    PathResponse, ResetStream, StopSending, Stream, StreamDataBlocked,
+    Ack, AckFrameRanges, AckFrameRangesIter, AckFrequency, Close, CloseKind, DataBlocked, Datagram,
+    Frame, FrameType, Identity, MAX_ACK_RANGES, MAX_REQUESTED_ACK_DELAY, MaxData, MaxStreamData,
+    MaxStreams, Message, Padding, PathChallenge, PathResponse, ResetStream, StopSending, Stream,
+    StreamDataBlocked,
 };
 pub use handshake::{
     Accepted, ConnectionKeys, Established, INTRO_LEN, MAX_REPLY_LEN, PROTOCOL_VERSION,
@@ -83,6 +86,7 @@ pub use header::{
 pub use identity::{IdentityKey, PublicIdentity};
 pub use keys::{KeyConfig, SECRET_LEN, TrafficSecret};
 pub use packet::{OpenedPacket, PacketBuilder, PacketOpener, PacketSealer};
+pub use proof::IdentityProof;
 pub use replay::{DEFAULT_INTRO_RATE, DEFAULT_TIMESTAMP_WINDOW, IntroId, ReplayGuard};
 pub use size::{DEFAULT_UDP_PAYLOAD, MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, MaxUdpPayload};
 pub use varint::VARINT_MAX;

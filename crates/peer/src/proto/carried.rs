@@ -37,6 +37,9 @@ pub enum Carried {
     ResetStream(StreamId),
     /// A request that the peer stop sending on a stream.
     StopSending(StreamId),
+    /// The request for how often the peer acknowledges (resent as the
+    /// current request).
+    AckFrequency,
     /// A path MTU probe of this many bytes: its loss is no congestion.
     MtuProbe(u32),
     /// A path challenge (a lost one is not resent: the path's own timer

@@ -38,8 +38,8 @@ use tern_congestion::{
     Acked, AnyController, Controller, Lost, OneWayDelay, Pacer, PacerConfig, Rtt, Take, TokenBucket,
 };
 use tern_reliability::{
-    AckError, AckPolicy, AckPolicyConfig, AckRanges, LossConfig, LossDetector, RecoveryBuffer,
-    ReplayWindow, SentPacket, TimerEvent,
+    AckError, AckFrequency, AckPolicy, AckPolicyConfig, AckRanges, LossConfig, LossDetector,
+    RecoveryBuffer, ReplayWindow, SentPacket, TimerEvent,
 };
 use tern_wire::{
     Accepted, Ack, AckFrameRanges, Close, CloseKind, ConnectionKeys, DecodeError, Frame, INTRO_LEN,
@@ -337,6 +337,12 @@ pub struct Connection {
     ping_due: bool,
     last_ack_eliciting_sent: Instant,
 
+    /// Sequence of the next ACK-frequency request.
+    ack_frequency_sequence: u64,
+    /// The last request made (sent, or to send when `ack_frequency_due`).
+    ack_frequency_sent: Option<AckFrequency>,
+    ack_frequency_due: bool,
+
     // Application data.
     streams: Streams,
     messages_out: MessageSender,
@@ -417,6 +423,9 @@ impl Connection {
             probes_due: 0,
             ping_due: false,
             last_ack_eliciting_sent: now,
+            ack_frequency_sequence: 0,
+            ack_frequency_sent: None,
+            ack_frequency_due: false,
             messages_out: MessageSender::new(),
             messages_held: 0,
             messages_charged: 0,
@@ -988,6 +997,19 @@ impl Connection {
                 self.flush_readable();
             }
             Frame::DataBlocked(_) | Frame::StreamDataBlocked(_) => {}
+            Frame::AckFrequency(request) => {
+                self.ack_policy.on_ack_frequency(
+                    now,
+                    tern_reliability::AckFrequency {
+                        sequence: request.sequence,
+                        ack_eliciting_threshold: request.ack_eliciting_threshold,
+                        max_ack_delay: request.max_ack_delay,
+                    },
+                );
+            }
+            // This side does not ask the initiator to prove its identity;
+            // an unrequested proof changes nothing.
+            Frame::Identity(_) => {}
             Frame::PathChallenge(PathChallenge { data }) => {
                 self.path_response_due = Some(*data);
             }
@@ -1111,9 +1133,24 @@ impl Connection {
         }
     }
 
-    /// What follows acknowledgements: freed buffers, a graceful close that
-    /// may now go out.
+    /// What follows acknowledgements: a new ACK-frequency request when the
+    /// window or the round trip moved enough, freed buffers, a graceful
+    /// close that may now go out.
     fn after_acks(&mut self, now: Instant) {
+        let request = AckFrequency::for_path(
+            self.ack_frequency_sequence,
+            self.controller.window(),
+            self.path.mtu().current() as u64,
+            self.loss.rtt().smoothed(),
+        );
+        if self
+            .ack_frequency_sent
+            .is_none_or(|sent| request.supersedes(&sent))
+        {
+            self.ack_frequency_sequence += 1;
+            self.ack_frequency_sent = Some(request);
+            self.ack_frequency_due = true;
+        }
         self.flush_readable();
         if let Some((code, _)) = &self.close_when_drained
             && self.messages_held == 0
@@ -1173,6 +1210,7 @@ impl Connection {
                     self.streams.schedule(Turn::Messages, Urgency::Resend);
                 }
                 Carried::MaxData => self.streams.max_data_due = true,
+                Carried::AckFrequency => self.ack_frequency_due = true,
                 Carried::MaxStreamData(id) => self.streams.on_max_stream_data_lost(id),
                 Carried::MaxStreams(direction) => self.streams.on_max_streams_lost(direction),
                 Carried::ResetStream(id) => self.streams.on_reset_lost(id),
@@ -1548,6 +1586,21 @@ impl Connection {
             ack_eliciting = true;
         }
         if data_allowed {
+            if self.ack_frequency_due
+                && let Some(request) = self.ack_frequency_sent
+                && !record.is_full()
+                && packet
+                    .push(&Frame::AckFrequency(tern_wire::AckFrequency {
+                        sequence: request.sequence,
+                        ack_eliciting_threshold: request.ack_eliciting_threshold,
+                        max_ack_delay: request.max_ack_delay,
+                    }))
+                    .is_ok()
+            {
+                self.ack_frequency_due = false;
+                record.push(Carried::AckFrequency);
+                ack_eliciting = true;
+            }
             ack_eliciting |= self.streams.write_control(&mut packet, &mut record);
             while let Some(datagram) = self.datagrams_out.front() {
                 if datagram.len() > packet.datagram_capacity() {
