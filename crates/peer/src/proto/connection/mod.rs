@@ -496,7 +496,11 @@ impl Connection {
         let mut buf = vec![0u8; accepted.max_reply_len()];
         let (len, keys) = accepted.reply(local_index, &[Frame::Ping], &mut buf)?;
         buf.truncate(len);
-        connection.path.on_sent(len);
+        // The reply is packet 0 of this side: the initiator acknowledges it.
+        let mut record = CarriedRecord::new();
+        record.push(Carried::Ping);
+        let now = connection.epoch;
+        connection.on_sent(now, 0, len, true, true, record);
         connection.keys = Some(keys);
         connection.reply = Some(buf.into_boxed_slice());
         connection.confirm_deadline = Some(connection.epoch + connection.config.handshake_timeout);
@@ -718,11 +722,12 @@ impl Connection {
 
     /// Closes gracefully: everything already sent is delivered first, then
     /// the peer is told `code` and `reason`.
-    pub fn close(&mut self, code: u64, reason: Bytes) {
-        if matches!(self.state, State::Established) && self.close_when_drained.is_none() {
-            self.close_when_drained = Some((code, reason));
-        } else if matches!(self.state, State::Connecting(_)) {
+    pub fn close(&mut self, now: Instant, code: u64, reason: Bytes) {
+        if matches!(self.state, State::Connecting(_)) {
             self.finish_with(ConnectionError::LocallyClosed { code });
+        } else if matches!(self.state, State::Established) && self.close_when_drained.is_none() {
+            self.close_when_drained = Some((code, reason));
+            self.close_if_drained(now);
         }
     }
 
@@ -1152,24 +1157,28 @@ impl Connection {
             self.ack_frequency_due = true;
         }
         self.flush_readable();
-        if let Some((code, _)) = &self.close_when_drained
-            && self.messages_held == 0
-            && !self.streams.has_unacked_data()
+        self.close_if_drained(now);
+    }
+
+    /// Sends the Close of a graceful close once everything sent was
+    /// acknowledged.
+    fn close_if_drained(&mut self, now: Instant) {
+        if self.close_when_drained.is_none()
+            || self.messages_held > 0
+            || self.streams.has_unacked_data()
         {
-            let code = *code;
-            let reason = self
-                .close_when_drained
-                .take()
-                .map(|(_, r)| r)
-                .unwrap_or_default();
-            self.start_closing(
-                now,
-                CloseKind::Application,
-                code,
-                reason,
-                ConnectionError::LocallyClosed { code },
-            );
+            return;
         }
+        let Some((code, reason)) = self.close_when_drained.take() else {
+            return;
+        };
+        self.start_closing(
+            now,
+            CloseKind::Application,
+            code,
+            reason,
+            ConnectionError::LocallyClosed { code },
+        );
     }
 
     fn on_packet_acked(&mut self, packet: &SentPacket<CarriedRecord>) {
