@@ -300,47 +300,44 @@ impl Endpoint {
                 return;
             }
         };
-        let index = match superseded {
-            Some(index) if self.connections.get(index).is_some() => {
-                // This side's own connect becomes the accepted connection,
-                // under the same handle.
-                let Ok(connection) = Connection::accept(
-                    Self::start(&self.config, &self.controller, index, now),
-                    accepted,
-                    datagram.len(),
-                    from,
-                    &mut self.rng,
-                ) else {
-                    self.stats.intros_refused += 1;
-                    return;
-                };
+        // This side's own connect, if any, becomes the accepted connection
+        // under the same handle; otherwise it gets a fresh one.
+        let replaced = superseded.filter(|&index| self.connections.get(index).is_some());
+        let mut vacant = None;
+        if replaced.is_none() {
+            let Ok(fresh) = self.connections.vacant(&mut self.rng) else {
+                self.stats.intros_refused += 1;
+                return;
+            };
+            vacant = Some(fresh);
+        }
+        let index = match (&vacant, replaced) {
+            (Some(fresh), _) => fresh.index(),
+            (None, Some(index)) => index,
+            (None, None) => return,
+        };
+        let Ok(connection) = Connection::accept(
+            Self::start(&self.config, &self.controller, index, now),
+            accepted,
+            datagram.len(),
+            from,
+            &mut self.rng,
+        ) else {
+            self.stats.intros_refused += 1;
+            return;
+        };
+        match vacant {
+            Some(fresh) => {
+                fresh.insert(connection);
+                self.order.push_back(index);
+            }
+            None => {
                 if let Some(slot) = self.connections.get_mut(index) {
                     *slot = connection;
                 }
                 self.connecting.remove(&from);
-                index
             }
-            _ => {
-                let Ok(vacant) = self.connections.vacant(&mut self.rng) else {
-                    self.stats.intros_refused += 1;
-                    return;
-                };
-                let index = vacant.index();
-                let Ok(connection) = Connection::accept(
-                    Self::start(&self.config, &self.controller, index, now),
-                    accepted,
-                    datagram.len(),
-                    from,
-                    &mut self.rng,
-                ) else {
-                    self.stats.intros_refused += 1;
-                    return;
-                };
-                vacant.insert(connection);
-                self.order.push_back(index);
-                index
-            }
-        };
+        }
         self.stats.intros_accepted += 1;
         self.replies.insert(id, index);
         self.stored_replies.push_back((from, index));
