@@ -2,6 +2,15 @@
 //! (`quanta::Instant`); randomness comes from a caller-supplied RNG, so a
 //! seeded run is reproducible.
 //!
+//! [`Endpoint`] is the whole protocol for one socket: it implements
+//! [`Node`], routes each datagram to its [`Connection`] by receiver index,
+//! answers and rate-limits handshakes, and is what the application drives
+//! (`connect`, `accept`, `connection(handle)` for the commands,
+//! `poll_event`). A [`Connection`] ties packet protection, loss recovery,
+//! congestion control, flow control, messages and streams together; its
+//! documentation gives the order of its calls. Everything below is what
+//! they are built from.
+//!
 //! What an endpoint needs before any connection exists lives here too:
 //! - [`ReceiverIndex`]: the table that finds a connection from the 32-bit
 //!   index its packets carry, without trusting the source address;
