@@ -88,8 +88,12 @@ impl<K: Copy + Eq + Hash> Scheduler<K> {
     /// The next sender to serve, taken off the schedule: resends first,
     /// then new data, each in the order they were scheduled.
     pub fn next_turn(&mut self) -> Option<K> {
-        Self::pop_live(&mut self.resend, &mut self.live)
-            .or_else(|| Self::pop_live(&mut self.new, &mut self.live))
+        let key = Self::pop_live(&mut self.resend, &mut self.live)
+            .or_else(|| Self::pop_live(&mut self.new, &mut self.live));
+        // A served sender leaves the live set: the stale entries left
+        // behind may now outnumber the live ones.
+        self.compact_if_stale();
+        key
     }
 
     /// `key` has nothing left to send (finished, reset, or stopped by the peer).
