@@ -592,7 +592,19 @@ impl Connection {
 
     // ---- the application's commands ----
 
-    /// The next event, if any.
+    /// Queues `event` unless the same one already waits: the queue holds
+    /// each event once, so packets from the peer cannot grow it while the
+    /// application is not looking (one `MessageReceived` means "call
+    /// `recv_message` until it is empty").
+    fn notify(&mut self, event: Event) {
+        if !self.events.contains(&event) {
+            self.events.push_back(event);
+        }
+    }
+
+    /// The next event, if any. Each kind of event is queued once until it
+    /// is taken: after `MessageReceived`, take every message; after
+    /// `StreamOpened`, accept every stream.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
@@ -775,7 +787,7 @@ impl Connection {
     fn report_closed(&mut self, error: ConnectionError) {
         if self.error.is_none() {
             self.error = Some(error.clone());
-            self.events.push_back(Event::Closed(error));
+            self.notify(Event::Closed(error));
         }
     }
 
@@ -833,6 +845,19 @@ impl Connection {
             self.close_due = true;
             return;
         }
+        self.on_packet(now, from, pn, len, frames);
+    }
+
+    /// The frames of an authenticated, new packet: dispatched in order; a
+    /// frame that breaks the protocol closes the connection.
+    fn on_packet(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        pn: u64,
+        len: usize,
+        frames: tern_wire::Frames<'_>,
+    ) {
         self.on_authenticated(now, from, pn, len);
         let mut ack_eliciting = false;
         for frame in frames {
@@ -890,24 +915,11 @@ impl Connection {
         self.keys = Some(established.keys);
         self.transcript = Some(established.transcript);
         self.state = State::Established;
-        self.events.push_back(Event::Connected);
+        self.notify(Event::Connected);
         if self.replay.accept(pn).is_err() {
             return;
         }
-        self.on_authenticated(now, from, pn, len);
-        let mut ack_eliciting = false;
-        for frame in frames {
-            let Ok(frame) = frame else {
-                self.fail(now, ProtocolError::Frame(DecodeError::Empty));
-                return;
-            };
-            ack_eliciting |= frame.is_ack_eliciting();
-            if let Err(e) = self.handle_frame(now, &frame) {
-                self.fail(now, e);
-                return;
-            }
-        }
-        self.on_packet_recorded(now, pn, ack_eliciting);
+        self.on_packet(now, from, pn, len, frames);
     }
 
     /// An authenticated, new packet of `len` bytes arrived from `from`.
@@ -926,7 +938,7 @@ impl Connection {
             // The initiator's first packet: it holds the keys, so it got the
             // reply at this address.
             self.path.confirm();
-            self.events.push_back(Event::Connected);
+            self.notify(Event::Connected);
         }
         if from == self.path.remote() {
             self.path.on_received(len);
@@ -968,7 +980,7 @@ impl Connection {
                     self.streams.on_stream_frame(id, s.offset, s.data, s.fin)?
                 {
                     self.inbox.push_back((delivered.message, true));
-                    self.events.push_back(Event::MessageReceived);
+                    self.notify(Event::MessageReceived);
                 }
                 self.flush_readable();
             }
@@ -987,7 +999,7 @@ impl Connection {
                         .map_err(ProtocolError::FlowControl)?;
                     self.inbox
                         .push_back((Bytes::copy_from_slice(m.data), false));
-                    self.events.push_back(Event::MessageReceived);
+                    self.notify(Event::MessageReceived);
                 }
             }
             Frame::MaxData(m) => self.streams.on_max_data(m.max),
@@ -1029,7 +1041,7 @@ impl Connection {
                     self.stats.datagrams_dropped += 1;
                 }
                 self.datagrams_in.push_back(Bytes::copy_from_slice(d.data));
-                self.events.push_back(Event::DatagramReceived);
+                self.notify(Event::DatagramReceived);
             }
             Frame::Close(close) => {
                 let error = ConnectionError::PeerClosed {
@@ -1046,13 +1058,16 @@ impl Connection {
         Ok(())
     }
 
-    /// Streams the last frames made readable or writable, as events.
+    /// Streams the last frames made readable, writable or opened, as events.
     fn flush_readable(&mut self) {
-        for id in self.streams.readable.drain(..) {
-            self.events.push_back(Event::StreamReadable(id));
+        while let Some(id) = self.streams.readable.pop() {
+            self.notify(Event::StreamReadable(id));
         }
-        for _ in 0..std::mem::take(&mut self.streams.opened_by_peer) {
-            self.events.push_back(Event::StreamOpened);
+        while let Some(id) = self.streams.writable.pop() {
+            self.notify(Event::StreamWritable(id));
+        }
+        if std::mem::take(&mut self.streams.opened_by_peer) {
+            self.notify(Event::StreamOpened);
         }
     }
 
@@ -1098,8 +1113,12 @@ impl Connection {
             // The frame's receive time is for its largest packet: a sample
             // only when that one is newly acknowledged.
             let one_way_delay = (largest_newly_acked == Some(largest)).then(|| {
-                let sent = sent_at.saturating_duration_since(self.epoch).as_nanos() as i64;
-                OneWayDelay::from_nanos(ack.receive_time.as_nanos() as i64 - sent)
+                let sent = i64::try_from(sent_at.saturating_duration_since(self.epoch).as_nanos())
+                    .unwrap_or(i64::MAX);
+                // The peer's clock is its own and the value hostile: any
+                // difference is a sample, none overflows.
+                let received = i64::try_from(ack.receive_time.as_nanos()).unwrap_or(i64::MAX);
+                OneWayDelay::from_nanos(received.saturating_sub(sent))
             });
             let acked = Acked {
                 bytes: summary.acked_bytes,
@@ -1194,7 +1213,7 @@ impl Connection {
                     let freed = self.messages_out.on_acked(id);
                     if freed > 0 || self.messages_held > 0 {
                         self.messages_held = self.messages_held.saturating_sub(freed);
-                        self.events.push_back(Event::MessagesWritable);
+                        self.notify(Event::MessagesWritable);
                     }
                 }
                 Carried::ResetStream(id) => self.streams.on_reset_acked(id),

@@ -49,6 +49,8 @@ struct Incoming {
     message: Option<BytesMut>,
     /// The peer reset the stream with this code.
     reset_code: Option<u64>,
+    /// This side asked the peer to stop sending, with this code.
+    stop_code: Option<u64>,
 }
 
 /// What the application learns from a read.
@@ -98,10 +100,12 @@ pub(super) struct Streams {
     stops_due: Vec<(StreamId, u64)>,
     /// Whether MaxData is to be sent.
     pub(super) max_data_due: bool,
-    /// Streams that became readable or writable since the last look.
+    /// Streams that became readable since the last look.
     pub(super) readable: Vec<StreamId>,
-    /// Streams the peer opened since the last look.
-    pub(super) opened_by_peer: usize,
+    /// Streams that gained room to write, or were stopped, since the last look.
+    pub(super) writable: Vec<StreamId>,
+    /// Whether the peer opened streams since the last look.
+    pub(super) opened_by_peer: bool,
 }
 
 fn slot(direction: Direction) -> usize {
@@ -149,7 +153,8 @@ impl Streams {
             stops_due: Vec::new(),
             max_data_due: true,
             readable: Vec::new(),
-            opened_by_peer: 0,
+            writable: Vec::new(),
+            opened_by_peer: false,
         }
     }
 
@@ -178,6 +183,7 @@ impl Streams {
             ),
             message: message.then(BytesMut::new),
             reset_code: None,
+            stop_code: None,
         }
     }
 
@@ -256,10 +262,14 @@ impl Streams {
     }
 
     pub(super) fn stop_sending(&mut self, id: StreamId, code: u64) -> Result<(), ReadError> {
-        if !self.incoming.contains_key(&id) {
-            return Err(ReadError::UnknownStream(id));
+        let inc = self
+            .incoming
+            .get_mut(&id)
+            .ok_or(ReadError::UnknownStream(id))?;
+        if inc.stop_code.is_none() {
+            inc.stop_code = Some(code);
+            self.stops_due.push((id, code));
         }
-        self.stops_due.push((id, code));
         Ok(())
     }
 
@@ -366,7 +376,7 @@ impl Streams {
                 let out = self.new_outgoing();
                 self.outgoing.insert(new, out);
                 self.accept_queue.push_back(new);
-                self.opened_by_peer += 1;
+                self.opened_by_peer = true;
             }
         }
         Ok(true)
@@ -471,7 +481,7 @@ impl Streams {
             out.data.reset();
             self.resets_due.push(id);
             self.turns.remove(Turn::Stream(id));
-            self.readable.push(id);
+            self.writable.push(id);
         }
         Ok(())
     }
@@ -529,7 +539,7 @@ impl Streams {
                 self.turns.schedule(Turn::Stream(id), Urgency::New);
             }
         } else if id.direction() == Direction::Bi && out.data.free_space() > 0 {
-            self.readable.push(id);
+            self.writable.push(id);
         }
         if out.data.is_done() {
             self.outgoing.remove(&id);
@@ -580,8 +590,8 @@ impl Streams {
     }
 
     pub(super) fn on_stop_sending_lost(&mut self, id: StreamId) {
-        if self.incoming.contains_key(&id) {
-            self.stops_due.push((id, 0));
+        if let Some(code) = self.incoming.get(&id).and_then(|i| i.stop_code) {
+            self.stops_due.push((id, code));
         }
     }
 
