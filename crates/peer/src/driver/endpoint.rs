@@ -215,11 +215,10 @@ impl<N: Node> Driver<N> {
     /// A future to spawn (`tokio::spawn(driver.run())`) or to run on a thread
     /// of its own (`runtime.block_on(driver.run())`).
     pub async fn run(mut self) -> io::Result<Stopped<N>> {
-        let clock = quanta::Clock::new();
         let shared = Arc::clone(&self.shared);
         let mut timer = pin!(tokio::time::sleep(Duration::ZERO));
         let mut armed: Option<quanta::Instant> = None;
-        let mut anchor = (clock.now(), tokio::time::Instant::now());
+        let mut anchor = (quanta::Instant::now(), tokio::time::Instant::now());
         let mut received = false;
         let mut fired = false;
         // A run is one GSO message: at most 64 segments and 65 507 bytes.
@@ -228,7 +227,7 @@ impl<N: Node> Driver<N> {
             if shared.stop.load(Ordering::Acquire) {
                 break;
             }
-            let now = clock.now();
+            let now = quanta::Instant::now();
             let busy;
             let deadline;
             {
@@ -276,6 +275,7 @@ impl<N: Node> Driver<N> {
                 }
                 // 4. The next deadline.
                 deadline = node.poll_timeout();
+                node.end_turn(now);
                 busy = more_queued || more_to_send;
             }
             bump(&shared.stats.turns, 1);
@@ -423,13 +423,25 @@ impl<N> DriverHandle<N> {
     /// sees what `f` changed (new data to send, a timer moved). The driver
     /// waits for the lock while `f` runs: keep `f` short.
     pub fn with_node<R>(&self, f: impl FnOnce(&mut N) -> R) -> Result<R, DriverStopped> {
-        let result = {
-            let mut guard = self.shared().lock();
-            let node = guard.as_mut().ok_or(DriverStopped)?;
-            f(node)
-        };
+        let result = self.with_node_unwoken(f)?;
         self.wake();
         Ok(result)
+    }
+
+    /// Runs `f` on the node under its lock without waking the driver: for
+    /// a closure that only looks, or that decides itself whether to
+    /// [`wake`](Self::wake) it.
+    pub fn with_node_unwoken<R>(&self, f: impl FnOnce(&mut N) -> R) -> Result<R, DriverStopped> {
+        let mut guard = self.shared().lock();
+        let node = guard.as_mut().ok_or(DriverStopped)?;
+        Ok(f(node))
+    }
+
+    /// The time on the clock the driver passes to the node (quanta's
+    /// global clock): what the application passes to the node's commands
+    /// that take a time.
+    pub fn now(&self) -> quanta::Instant {
+        quanta::Instant::now()
     }
 
     /// Wakes the driver for a turn. Wakes that arrive while it is busy are

@@ -208,6 +208,15 @@ impl Endpoint {
         self.connections.get_mut(handle.0)
     }
 
+    /// The application is done with a connection: what it did not read is
+    /// dropped, and one still open is closed gracefully with `code`. It is
+    /// freed once over.
+    pub fn release(&mut self, now: Instant, handle: ConnectionHandle, code: u64) {
+        if let Some(connection) = self.connections.get_mut(handle.0) {
+            connection.release(now, code);
+        }
+    }
+
     /// Connections held.
     pub fn len(&self) -> usize {
         self.connections.len()
@@ -349,14 +358,14 @@ impl Endpoint {
         if self
             .order
             .iter()
-            .any(|&i| self.connections.get(i).is_none_or(Connection::is_closed))
+            .any(|&i| self.connections.get(i).is_none_or(Connection::is_done))
         {
             self.collect_events();
         }
         let connections = &mut self.connections;
         let mut closed = 0;
         self.order.retain(|&index| {
-            let done = connections.get(index).is_none_or(Connection::is_closed);
+            let done = connections.get(index).is_none_or(Connection::is_done);
             if done && connections.remove(index).is_some() {
                 closed += 1;
             }

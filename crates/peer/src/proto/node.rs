@@ -26,7 +26,8 @@ use quanta::Instant;
 ///    driver's send buffer for this turn is full — so a node must keep what
 ///    it could not hand out and offer it again on a later turn;
 /// 4. [`poll_timeout`](Self::poll_timeout), whose answer arms the driver's
-///    timer until the next turn.
+///    timer until the next turn;
+/// 5. [`end_turn`](Self::end_turn), once.
 ///
 /// Between turns the driver sleeps until the socket is readable, the timer
 /// expires, the socket is writable again (only while sends are pending), or
@@ -78,6 +79,13 @@ pub trait Node {
     /// default ignores it, as a lost datagram would be.
     fn handle_send_refused(&mut self, now: Instant, destination: SocketAddr, reason: SendRefused) {
         let _ = (now, destination, reason);
+    }
+
+    /// The turn is over (still under the node's lock). A node that serves
+    /// application tasks wakes here those its turn concerned, once per turn
+    /// rather than once per datagram. The default does nothing.
+    fn end_turn(&mut self, now: Instant) {
+        let _ = now;
     }
 }
 

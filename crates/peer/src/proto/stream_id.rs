@@ -129,10 +129,13 @@ impl StreamLimits {
     }
 
     /// The peer raised how many streams of `direction` this side may open
-    /// (frames may arrive out of order: only a raise counts).
-    pub fn on_max_streams(&mut self, direction: Direction, count: u64) {
+    /// (frames may arrive out of order: only a raise counts). Whether the
+    /// limit rose.
+    pub fn on_max_streams(&mut self, direction: Direction, count: u64) -> bool {
         let counts = self.counts(direction);
+        let raised = count > counts.allowed_local;
         counts.allowed_local = counts.allowed_local.max(count);
+        raised
     }
 
     /// This side lets the peer open `count` streams of `direction` in all.
@@ -198,13 +201,13 @@ mod tests {
         assert_eq!(limits.open(Direction::Bi), Some(StreamId(0)));
         assert_eq!(limits.open(Direction::Bi), Some(StreamId(4)));
         assert_eq!(limits.open(Direction::Bi), None);
-        limits.on_max_streams(Direction::Bi, 1);
+        assert!(!limits.on_max_streams(Direction::Bi, 1));
         assert_eq!(
             limits.open(Direction::Bi),
             None,
             "a lower limit is no limit"
         );
-        limits.on_max_streams(Direction::Bi, 3);
+        assert!(limits.on_max_streams(Direction::Bi, 3));
         assert_eq!(limits.open(Direction::Bi), Some(StreamId(8)));
         assert_eq!(limits.open(Direction::Uni), Some(StreamId(2)));
     }

@@ -48,9 +48,9 @@ use tern_wire::{
 };
 
 use super::{
-    Carried, CarriedRecord, ChallengeToken, ConnectionConfig, FlowControlError, MESSAGE_WINDOW,
-    MessageReceiver, MessageSender, MessageWindowError, Path, PathTimeout, Side, StreamId,
-    StreamIdError, Transmit, TransmitLimits, Urgency,
+    Carried, CarriedRecord, ChallengeToken, ConnectionConfig, Direction, FlowControlError,
+    MESSAGE_WINDOW, MessageReceiver, MessageSender, MessageWindowError, Path, PathTimeout, Side,
+    StreamId, StreamIdError, Transmit, TransmitLimits, Urgency,
 };
 pub use streams::ReadOutcome;
 use streams::{Streams, Turn};
@@ -72,8 +72,11 @@ pub enum Event {
     StreamReadable(StreamId),
     /// A stream has room for more bytes, or the peer asked it to stop.
     StreamWritable(StreamId),
-    /// Messages were acknowledged: `send_message` has room again.
+    /// Messages were acknowledged, or the peer allows more large ones:
+    /// `send_message` has room again.
     MessagesWritable,
+    /// The peer allows more bidirectional streams: `open_stream` may succeed.
+    StreamsAvailable,
     /// The connection is over.
     Closed(ConnectionError),
 }
@@ -354,6 +357,8 @@ pub struct Connection {
     messages_in: MessageReceiver,
     /// Messages delivered and not yet taken; `true` for a large one.
     inbox: VecDeque<(Bytes, bool)>,
+    /// The application let go of it: nothing is kept for it to read.
+    released: bool,
     datagrams_out: VecDeque<Bytes>,
     datagrams_in: VecDeque<Bytes>,
     events: VecDeque<Event>,
@@ -431,6 +436,7 @@ impl Connection {
             messages_charged: 0,
             messages_in: MessageReceiver::new(),
             inbox: VecDeque::new(),
+            released: false,
             datagrams_out: VecDeque::new(),
             datagrams_in: VecDeque::new(),
             events: VecDeque::new(),
@@ -551,9 +557,33 @@ impl Connection {
         }
     }
 
-    /// Whether the endpoint may free it.
+    /// Whether it is over: nothing more is sent or received.
     pub fn is_closed(&self) -> bool {
         matches!(self.state, State::Closed)
+    }
+
+    /// Whether messages or stream bytes the peer delivered still wait for
+    /// the application. A connection the peer closed keeps them, so that
+    /// what was sent before a close is never lost to a slow reader.
+    pub fn has_unread(&self) -> bool {
+        !self.released && (!self.inbox.is_empty() || self.streams.has_unread())
+    }
+
+    /// Whether the endpoint may free it: over, with nothing left unread
+    /// (a connection this side closed abandons what it did not read).
+    pub(crate) fn is_done(&self) -> bool {
+        self.is_closed()
+            && (!self.has_unread()
+                || matches!(self.error, Some(ConnectionError::LocallyClosed { .. })))
+    }
+
+    /// The application is gone: what it did not read is dropped, and a
+    /// connection still open is closed gracefully with `code`.
+    pub fn release(&mut self, now: Instant, code: u64) {
+        self.released = true;
+        self.inbox.clear();
+        self.streams.discard_unread();
+        self.close(now, code, Bytes::new());
     }
 
     /// Whether the handshake finished (both sides hold keys and the
@@ -1004,7 +1034,11 @@ impl Connection {
             }
             Frame::MaxData(m) => self.streams.on_max_data(m.max),
             Frame::MaxStreamData(m) => self.streams.on_max_stream_data(m)?,
-            Frame::MaxStreams(m) => self.streams.on_max_streams(m),
+            Frame::MaxStreams(m) => match self.streams.on_max_streams(m) {
+                Some(Direction::Bi) => self.notify(Event::StreamsAvailable),
+                Some(Direction::Uni) => self.notify(Event::MessagesWritable),
+                None => {}
+            },
             Frame::ResetStream(r) => {
                 self.streams.on_reset(r)?;
                 self.flush_readable();

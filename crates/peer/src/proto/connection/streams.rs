@@ -282,6 +282,22 @@ impl Streams {
             .ok_or(WriteError::UnknownStream(id))
     }
 
+    /// Whether a bidirectional stream holds bytes, or an end, the
+    /// application has not read yet.
+    pub(super) fn has_unread(&self) -> bool {
+        self.incoming.iter().any(|(id, inc)| {
+            id.direction() == Direction::Bi
+                && (inc.data.readable() > 0
+                    || inc.data.final_size().is_some()
+                    || inc.reset_code.is_some())
+        })
+    }
+
+    /// Forgets every byte received and not yet read.
+    pub(super) fn discard_unread(&mut self) {
+        self.incoming.clear();
+    }
+
     /// Bytes `write` would take on `id` now.
     pub(super) fn writable(&self, id: StreamId) -> usize {
         self.outgoing
@@ -501,11 +517,17 @@ impl Streams {
         Ok(())
     }
 
-    pub(super) fn on_max_streams(&mut self, frame: &MaxStreams) {
+    /// The peer's new limit on streams this side opens; the direction whose
+    /// limit rose, if one did (so a blocked `open` or large message may go).
+    pub(super) fn on_max_streams(&mut self, frame: &MaxStreams) -> Option<Direction> {
         let bound = StreamId(frame.max);
-        if bound.opener() == self.side {
-            self.limits.on_max_streams(bound.direction(), bound.index());
+        if bound.opener() != self.side {
+            return None;
         }
+        let direction = bound.direction();
+        self.limits
+            .on_max_streams(direction, bound.index())
+            .then_some(direction)
     }
 
     pub(super) fn on_max_data(&mut self, max: u64) {
