@@ -76,5 +76,10 @@
 //! # }
 //! ```
 
+mod api;
 pub mod driver;
 pub mod proto;
+
+pub use api::{Config, ConnectError, Connection, Endpoint, Error, Stats, Stream};
+pub use proto::{ConnectionError, ConnectionStats, StreamId};
+pub use tern_wire::{IdentityKey, PublicIdentity};

@@ -1,0 +1,300 @@
+//! [`EndpointState`]: the protocol endpoint as the driver runs it, plus
+//! who in the application waits for what.
+//!
+//! The driver runs it as its [`Node`]; application handles reach it under
+//! the same lock through [`DriverHandle`](crate::driver::DriverHandle). At
+//! the end of each driver turn it takes the protocol's events and wakes
+//! exactly the tasks they concern, so that a waiting task costs nothing
+//! until there is something for it.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::task::{Context, Waker};
+
+use bytes::Bytes;
+use quanta::Instant;
+
+use crate::proto::{
+    Connection as ProtoConnection, ConnectionError, ConnectionHandle, Endpoint, Event, Node,
+    SendRefused, StreamId, Transmit, TransmitLimits,
+};
+
+/// Tasks waiting for the same thing; all are woken when it happens.
+#[derive(Debug, Default)]
+pub(crate) struct Wakers(Vec<Waker>);
+
+impl Wakers {
+    /// Remembers the task of `cx` (once, however often it polls).
+    pub(crate) fn register(&mut self, cx: &Context<'_>) {
+        if !self.0.iter().any(|w| w.will_wake(cx.waker())) {
+            self.0.push(cx.waker().clone());
+        }
+    }
+
+    fn wake_all(&mut self) {
+        for waker in self.0.drain(..) {
+            waker.wake();
+        }
+    }
+}
+
+/// Who waits on one stream: its reader and its writer.
+#[derive(Debug, Default)]
+pub(crate) struct StreamWaiters {
+    pub(crate) read: Wakers,
+    pub(crate) write: Wakers,
+}
+
+/// What the application side knows of one connection.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    /// The protocol's handle, while the protocol holds the connection.
+    pub(crate) handle: Option<ConnectionHandle>,
+    /// Why it ended, once it has.
+    pub(crate) closed: Option<ConnectionError>,
+    /// The handshake finished.
+    pub(crate) connected: bool,
+    /// Every application handle is gone.
+    released: bool,
+    pub(crate) connect: Wakers,
+    pub(crate) recv: Wakers,
+    pub(crate) send: Wakers,
+    pub(crate) datagrams: Wakers,
+    pub(crate) accept_stream: Wakers,
+    pub(crate) open_stream: Wakers,
+    pub(crate) streams: HashMap<StreamId, StreamWaiters>,
+}
+
+impl Slot {
+    fn new(handle: ConnectionHandle) -> Self {
+        Self {
+            handle: Some(handle),
+            closed: None,
+            connected: false,
+            released: false,
+            connect: Wakers::default(),
+            recv: Wakers::default(),
+            send: Wakers::default(),
+            datagrams: Wakers::default(),
+            accept_stream: Wakers::default(),
+            open_stream: Wakers::default(),
+            streams: HashMap::new(),
+        }
+    }
+
+    fn wake_stream(&mut self, id: StreamId, read: bool) {
+        if let Some(waiters) = self.streams.get_mut(&id) {
+            if read {
+                waiters.read.wake_all();
+            } else {
+                waiters.write.wake_all();
+            }
+        }
+    }
+
+    fn wake_everyone(&mut self) {
+        self.connect.wake_all();
+        self.recv.wake_all();
+        self.send.wake_all();
+        self.datagrams.wake_all();
+        self.accept_stream.wake_all();
+        self.open_stream.wake_all();
+        for waiters in self.streams.values_mut() {
+            waiters.read.wake_all();
+            waiters.write.wake_all();
+        }
+    }
+}
+
+/// A slot's key: unique for the endpoint's lifetime, unlike the protocol's
+/// handle, which a later connection may reuse once the first is freed.
+pub(crate) type SlotId = u64;
+
+/// The protocol endpoint and the application's waiters; the driver's node.
+#[derive(Debug)]
+pub(crate) struct EndpointState {
+    pub(crate) proto: Endpoint,
+    slots: HashMap<SlotId, Slot>,
+    /// The slot of each connection the protocol still holds.
+    by_handle: HashMap<ConnectionHandle, SlotId>,
+    next_slot: SlotId,
+    /// Closed connections the protocol may still hold (for their unread
+    /// data): their handles are dropped once it frees them.
+    closed: Vec<SlotId>,
+    /// Connections peers opened, not yet taken by `accept`.
+    pub(crate) incoming: VecDeque<SlotId>,
+    pub(crate) accept: Wakers,
+    /// Waiters for the endpoint to hold no connection.
+    pub(crate) idle: Wakers,
+    /// No more `accept`: the endpoint is shutting down.
+    pub(crate) closing: bool,
+}
+
+impl EndpointState {
+    pub(crate) fn new(proto: Endpoint) -> Self {
+        Self {
+            proto,
+            slots: HashMap::new(),
+            by_handle: HashMap::new(),
+            next_slot: 0,
+            closed: Vec::new(),
+            incoming: VecDeque::new(),
+            accept: Wakers::default(),
+            idle: Wakers::default(),
+            closing: false,
+        }
+    }
+
+    /// Gives a new protocol connection its slot.
+    pub(crate) fn add(&mut self, handle: ConnectionHandle) -> SlotId {
+        let id = self.next_slot;
+        self.next_slot += 1;
+        self.slots.insert(id, Slot::new(handle));
+        self.by_handle.insert(handle, id);
+        id
+    }
+
+    /// The slot and, while the protocol holds it, the connection.
+    pub(crate) fn connection(
+        &mut self,
+        id: SlotId,
+    ) -> Option<(&mut Slot, Option<&mut ProtoConnection>)> {
+        let slot = self.slots.get_mut(&id)?;
+        let connection = slot.handle.and_then(|h| self.proto.connection(h));
+        Some((slot, connection))
+    }
+
+    /// Every application handle of `id` is gone: the connection closes
+    /// gracefully (if it is still open) and its slot goes when it is over.
+    pub(crate) fn release(&mut self, now: Instant, id: SlotId, code: u64) {
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return;
+        };
+        slot.released = true;
+        match slot.handle {
+            Some(handle) => self.proto.release(now, handle, code),
+            None => {
+                self.slots.remove(&id);
+            }
+        }
+    }
+
+    /// Closes every connection gracefully and refuses new ones.
+    pub(crate) fn close_all(&mut self, now: Instant, code: u64) {
+        self.closing = true;
+        self.accept.wake_all();
+        for &handle in self.by_handle.keys() {
+            if let Some(connection) = self.proto.connection(handle) {
+                connection.close(now, code, Bytes::new());
+            }
+        }
+    }
+
+    /// Takes the protocol's events and wakes whoever they concern.
+    fn dispatch(&mut self) {
+        while let Some((handle, event)) = self.proto.poll_event() {
+            let id = match self.by_handle.get(&handle) {
+                Some(&id) => id,
+                // A connection a peer opened: its first event is `Connected`.
+                None => self.add(handle),
+            };
+            let Some(slot) = self.slots.get_mut(&id) else {
+                continue;
+            };
+            match event {
+                Event::Connected => {
+                    slot.connected = true;
+                    slot.connect.wake_all();
+                    slot.open_stream.wake_all();
+                }
+                Event::MessageReceived => slot.recv.wake_all(),
+                Event::DatagramReceived => slot.datagrams.wake_all(),
+                Event::StreamOpened => slot.accept_stream.wake_all(),
+                Event::StreamReadable(stream) => slot.wake_stream(stream, true),
+                Event::StreamWritable(stream) => slot.wake_stream(stream, false),
+                Event::MessagesWritable => slot.send.wake_all(),
+                Event::StreamsAvailable => slot.open_stream.wake_all(),
+                Event::Closed(error) => {
+                    slot.closed = Some(error);
+                    slot.wake_everyone();
+                    self.closed.push(id);
+                }
+            }
+        }
+        while let Some(handle) = self.proto.accept() {
+            if let Some(&id) = self.by_handle.get(&handle) {
+                self.incoming.push_back(id);
+                self.accept.wake_all();
+            }
+        }
+        self.forget_freed();
+        if self.proto.is_empty() {
+            self.idle.wake_all();
+        }
+    }
+
+    /// Drops the handles of closed connections the protocol has freed (so
+    /// that a later connection given the same handle is never mistaken for
+    /// them), and the slots no application handle refers to any more.
+    fn forget_freed(&mut self) {
+        let Self {
+            proto,
+            slots,
+            by_handle,
+            closed,
+            ..
+        } = self;
+        closed.retain(|id| {
+            let Some(slot) = slots.get_mut(id) else {
+                return false;
+            };
+            let freed = slot.handle.is_none_or(|h| proto.connection(h).is_none());
+            if freed {
+                if let Some(handle) = slot.handle.take() {
+                    by_handle.remove(&handle);
+                }
+                if slot.released {
+                    slots.remove(id);
+                }
+            }
+            !freed
+        });
+    }
+}
+
+impl Node for EndpointState {
+    fn handle_datagram(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        from: SocketAddr,
+        datagram: &mut [u8],
+    ) {
+        self.proto.handle_datagram(now, local, from, datagram);
+    }
+
+    fn poll_transmit(
+        &mut self,
+        now: Instant,
+        limits: TransmitLimits,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        self.proto.poll_transmit(now, limits, buf)
+    }
+
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        self.proto.poll_timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.proto.handle_timeout(now);
+    }
+
+    fn handle_send_refused(&mut self, now: Instant, destination: SocketAddr, reason: SendRefused) {
+        self.proto.handle_send_refused(now, destination, reason);
+    }
+
+    fn end_turn(&mut self, _now: Instant) {
+        self.dispatch();
+    }
+}

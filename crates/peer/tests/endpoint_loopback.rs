@@ -1,0 +1,207 @@
+//! The async API on real loopback sockets, with the `Portable` backend and
+//! with the best the kernel has (`Auto`).
+
+mod support;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tern_peer::{Config, ConnectError, Connection, Endpoint, Error};
+use tern_sockio::Backend;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Each test runs with both.
+const BACKENDS: [Option<Backend>; 2] = [Some(Backend::Portable), None];
+
+fn localhost() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+fn server(backend: Option<Backend>) -> Endpoint {
+    let config = Config::default()
+        .backend(backend)
+        .identity(support::identity());
+    Endpoint::bind(localhost(), config).expect("binds")
+}
+
+fn client(backend: Option<Backend>) -> Endpoint {
+    Endpoint::bind(localhost(), Config::default().backend(backend)).expect("binds")
+}
+
+/// A connected pair: the client's connection and the server's.
+async fn pair(server: &Endpoint, client: &Endpoint) -> (Connection, Connection) {
+    let public = server.public().expect("the server has an identity").clone();
+    let (connected, accepted) = tokio::join!(
+        client.connect(server.local_addr(), &public),
+        server.accept()
+    );
+    (
+        connected.expect("connects"),
+        accepted.expect("the server accepts"),
+    )
+}
+
+/// Byte `k` of a test transfer: depends on the position, so a reordered,
+/// repeated or dropped chunk is caught.
+fn byte_at(k: u64) -> u8 {
+    (k.wrapping_mul(31) ^ (k >> 11)) as u8
+}
+
+fn pattern(start: u64, len: usize) -> Vec<u8> {
+    (start..start + len as u64).map(byte_at).collect()
+}
+
+/// Message `i` of `len` (at least 8) bytes: its number, then the pattern.
+fn numbered(i: u64, len: usize) -> Bytes {
+    let mut bytes = pattern(i, len);
+    bytes[..8].copy_from_slice(&i.to_le_bytes());
+    Bytes::from(bytes)
+}
+
+/// The number of a message made by [`numbered`], every byte checked.
+fn number_of(message: &[u8]) -> u64 {
+    let i = u64::from_le_bytes(message[..8].try_into().expect("eight bytes"));
+    assert!(
+        message == &numbered(i, message.len())[..],
+        "message {i} corrupted"
+    );
+    i
+}
+
+#[tokio::test]
+async fn messages_of_every_size_arrive_whole_and_once_both_ways() {
+    for backend in BACKENDS {
+        let (server, client) = (server(backend), client(backend));
+        let (a, b) = pair(&server, &client).await;
+        let sizes = [
+            0usize,
+            1,
+            1000,
+            1163,
+            1164,
+            4096,
+            16 << 10,
+            64 << 10,
+            1 << 20,
+        ];
+        let sender = {
+            let a = a.clone();
+            tokio::spawn(async move {
+                for (i, &len) in sizes.iter().enumerate() {
+                    a.send(Bytes::from(pattern(i as u64, len)))
+                        .await
+                        .expect("sends");
+                }
+            })
+        };
+        // Messages may complete in any order: each size is sent once.
+        let mut pending: Vec<usize> = sizes.to_vec();
+        for _ in sizes {
+            let got = b.recv().await.expect("receives");
+            let i = sizes
+                .iter()
+                .position(|&l| l == got.len())
+                .expect("a sent size");
+            assert!(
+                got[..] == pattern(i as u64, got.len())[..],
+                "message {i} corrupted ({backend:?})"
+            );
+            let at = pending
+                .iter()
+                .position(|&l| l == got.len())
+                .expect("not seen before");
+            pending.swap_remove(at);
+        }
+        sender.await.expect("the sender finishes");
+        // And back.
+        b.send(Bytes::from_static(b"thanks")).await.expect("sends");
+        assert_eq!(&a.recv().await.expect("receives")[..], b"thanks");
+    }
+}
+
+#[tokio::test]
+async fn a_stream_carries_a_megabyte_in_order_to_its_end() {
+    for backend in BACKENDS {
+        let (server, client) = (server(backend), client(backend));
+        let (a, b) = pair(&server, &client).await;
+        const LEN: usize = 1 << 20;
+        let writer = tokio::spawn(async move {
+            let mut stream = a.open_stream().await.expect("opens");
+            stream.write_all(&pattern(0, LEN)).await.expect("writes");
+            stream.shutdown().await.expect("finishes");
+            a
+        });
+        let mut stream = b.accept_stream().await.expect("accepts");
+        let mut got = Vec::new();
+        stream
+            .read_to_end(&mut got)
+            .await
+            .expect("reads to the end");
+        assert_eq!(got.len(), LEN, "{backend:?}");
+        assert!(got == pattern(0, LEN), "the stream's bytes differ");
+        writer.await.expect("the writer finishes");
+    }
+}
+
+#[tokio::test]
+async fn connecting_where_nothing_listens_fails_within_the_handshake_timeout() {
+    for backend in BACKENDS {
+        let config = Config::default()
+            .backend(backend)
+            .handshake_timeout(Duration::from_millis(500));
+        let client = Endpoint::bind(localhost(), config).expect("binds");
+        let nobody = std::net::UdpSocket::bind(localhost()).expect("binds");
+        let public = support::identity().public();
+        let result = tokio::time::timeout(
+            Duration::from_secs(10),
+            client.connect(nobody.local_addr().expect("bound"), &public),
+        )
+        .await
+        .expect("connect ends by itself");
+        assert!(
+            matches!(result, Err(ConnectError::HandshakeTimedOut)),
+            "{result:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn connecting_with_the_wrong_key_fails_cleanly() {
+    for backend in BACKENDS {
+        let server = server(backend);
+        let config = Config::default()
+            .backend(backend)
+            .handshake_timeout(Duration::from_millis(500));
+        let client = Endpoint::bind(localhost(), config).expect("binds");
+        let wrong = support::other_identity().public();
+        let result = client.connect(server.local_addr(), &wrong).await;
+        assert!(
+            matches!(result, Err(ConnectError::HandshakeTimedOut)),
+            "{result:?}"
+        );
+        assert!(server.stats().protocol.intros_refused >= 1);
+    }
+}
+
+#[tokio::test]
+async fn messages_sent_before_a_close_are_all_read_after_it() {
+    let (server, client) = (server(None), client(None));
+    let (a, b) = pair(&server, &client).await;
+    for i in 0..50u64 {
+        a.send(numbered(i, 4000)).await.expect("sends");
+    }
+    a.close(7, Bytes::from_static(b"done")).await;
+    // Messages are independent (none waits behind another), so they may
+    // complete in any order; each arrives once.
+    let mut seen = [false; 50];
+    for _ in 0..50 {
+        let got = b.recv().await.expect("delivered before the close");
+        let i = number_of(&got) as usize;
+        assert!(!std::mem::replace(&mut seen[i], true), "message {i} twice");
+    }
+    match b.recv().await {
+        Err(Error::Connection(tern_peer::ConnectionError::PeerClosed { code: 7, .. })) => {}
+        other => panic!("expected the peer's close, got {other:?}"),
+    }
+}
