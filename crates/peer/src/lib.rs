@@ -1,5 +1,49 @@
 //! Tern's connections and endpoints.
 //!
+//! An [`Endpoint`] is one UDP socket; [`Endpoint::connect`] reaches a peer
+//! by address and public key in one round trip, [`Endpoint::accept`] takes
+//! the connections peers open. A [`Connection`] carries whole messages of
+//! any size ([`Connection::send`], [`Connection::recv`]: each delivered
+//! once, a small one never behind a large one), unreliable datagrams, and
+//! [`Stream`]s of ordered bytes (`AsyncRead` + `AsyncWrite`) for data that
+//! should not sit in memory whole.
+//!
+//! # Example
+//! ```
+//! use bytes::Bytes;
+//! use tern_peer::{Config, Endpoint, IdentityKey};
+//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let identity = IdentityKey::generate(&mut rand_core::OsRng)?;
+//! let public = identity.public(); // what clients need to know
+//! let server = Endpoint::bind("127.0.0.1:0".parse()?, Config::default().identity(identity))?;
+//! let client = Endpoint::bind("127.0.0.1:0".parse()?, Config::default())?;
+//!
+//! let (to_server, from_client) =
+//!     tokio::join!(client.connect(server.local_addr(), &public), server.accept());
+//! let (to_server, from_client) = (to_server?, from_client.ok_or("stopped")?);
+//!
+//! // Messages of any size arrive whole.
+//! to_server.send(Bytes::from(vec![7u8; 100_000])).await?;
+//! assert_eq!(from_client.recv().await?.len(), 100_000);
+//!
+//! // Streams carry bytes in order to their end.
+//! let mut upload = to_server.open_stream().await?;
+//! upload.write_all(b"a file's bytes").await?;
+//! upload.shutdown().await?;
+//! let mut download = from_client.accept_stream().await?;
+//! let mut received = Vec::new();
+//! download.read_to_end(&mut received).await?;
+//! assert_eq!(received, b"a file's bytes");
+//!
+//! to_server.close(0, Bytes::from_static(b"done")).await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Layers
 //! [`proto`] is the protocol as a pure state machine: every decision is a
 //! function of its state, its input and the time it is given, with no
 //! socket, thread or clock read, so the hard cases (loss, reordering,
@@ -7,9 +51,11 @@
 //! [`driver`] is the I/O half: one tokio task per endpoint that owns the
 //! UDP socket (through tern-sockio's batched backends), reads the clock, and
 //! runs a [`proto::Node`] — the calls of the sans-IO contract, in the order
-//! the trait documents. The async API is built on top of both.
+//! the trait documents. The async API ([`Endpoint`], [`Connection`],
+//! [`Stream`]) is built on top of both: application handles share the
+//! protocol's state with the driver under one short lock and are woken
+//! once per driver turn, by what concerns them.
 //!
-//! # Example
 //! An endpoint finds a connection from the receiver index in its packets,
 //! whatever address they came from, and a stale or forged index finds
 //! nothing:

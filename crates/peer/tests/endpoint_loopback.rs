@@ -3,71 +3,12 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tern_peer::{Config, ConnectError, Connection, Endpoint, Error};
-use tern_sockio::Backend;
+use support::net::{BACKENDS, client, localhost, number_of, numbered, pair, pattern, server};
+use tern_peer::{Config, ConnectError, Endpoint, Error};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// Each test runs with both.
-const BACKENDS: [Option<Backend>; 2] = [Some(Backend::Portable), None];
-
-fn localhost() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 0))
-}
-
-fn server(backend: Option<Backend>) -> Endpoint {
-    let config = Config::default()
-        .backend(backend)
-        .identity(support::identity());
-    Endpoint::bind(localhost(), config).expect("binds")
-}
-
-fn client(backend: Option<Backend>) -> Endpoint {
-    Endpoint::bind(localhost(), Config::default().backend(backend)).expect("binds")
-}
-
-/// A connected pair: the client's connection and the server's.
-async fn pair(server: &Endpoint, client: &Endpoint) -> (Connection, Connection) {
-    let public = server.public().expect("the server has an identity").clone();
-    let (connected, accepted) = tokio::join!(
-        client.connect(server.local_addr(), &public),
-        server.accept()
-    );
-    (
-        connected.expect("connects"),
-        accepted.expect("the server accepts"),
-    )
-}
-
-/// Byte `k` of a test transfer: depends on the position, so a reordered,
-/// repeated or dropped chunk is caught.
-fn byte_at(k: u64) -> u8 {
-    (k.wrapping_mul(31) ^ (k >> 11)) as u8
-}
-
-fn pattern(start: u64, len: usize) -> Vec<u8> {
-    (start..start + len as u64).map(byte_at).collect()
-}
-
-/// Message `i` of `len` (at least 8) bytes: its number, then the pattern.
-fn numbered(i: u64, len: usize) -> Bytes {
-    let mut bytes = pattern(i, len);
-    bytes[..8].copy_from_slice(&i.to_le_bytes());
-    Bytes::from(bytes)
-}
-
-/// The number of a message made by [`numbered`], every byte checked.
-fn number_of(message: &[u8]) -> u64 {
-    let i = u64::from_le_bytes(message[..8].try_into().expect("eight bytes"));
-    assert!(
-        message == &numbered(i, message.len())[..],
-        "message {i} corrupted"
-    );
-    i
-}
 
 #[tokio::test]
 async fn messages_of_every_size_arrive_whole_and_once_both_ways() {

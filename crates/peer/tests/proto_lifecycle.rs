@@ -282,3 +282,44 @@ fn garbage_forged_and_replayed_intros_do_not_disturb_a_transfer() {
         "no connection for the attacker"
     );
 }
+
+#[test]
+fn a_lost_close_is_sent_again_so_a_silent_peer_still_hears_it() {
+    let seed = Seed::from_env_or(45);
+    let mut pair = Pair::new(seed.value(), link(10), EndpointConfig::default());
+    let (client, server) = exchange(&mut pair, &[1_000], Duration::from_secs(10));
+    let (client_node, server_node) = (pair.client, pair.server);
+    // Let delayed ACKs settle: then the server has nothing to send, and
+    // only the client's Close can tell it.
+    pair.sim.run_for(Duration::from_millis(500));
+    let now = pair.sim.now();
+    pair.client().connection(client).expect("open").close(
+        now,
+        3,
+        bytes::Bytes::from_static(b"bye"),
+    );
+    let lossy = LinkConfig {
+        loss: 1.0,
+        ..link(10)
+    };
+    pair.sim.set_link(client_node, server_node, lossy);
+    // The first Close goes out and is lost.
+    pair.sim.run_for(Duration::from_millis(5));
+    pair.sim.set_link(client_node, server_node, link(10));
+    let started = pair.sim.elapsed();
+    let mut closed = None;
+    drive(&mut pair.sim, started + Duration::from_secs(5), |sim| {
+        while let Some((h, event)) = sim.node_mut(server_node).0.poll_event() {
+            assert_eq!(h, server);
+            if let Event::Closed(e) = event {
+                closed = Some(e);
+            }
+        }
+        closed.is_some()
+    });
+    assert!(
+        matches!(closed, Some(ConnectionError::PeerClosed { code: 3, .. })),
+        "{closed:?}"
+    );
+    assert!(pair.sim.link_stats(client_node, server_node).lost > 0);
+}

@@ -39,7 +39,7 @@ impl Drop for Inner {
 }
 
 /// Why an operation on a connection that is over failed.
-fn ended(slot: &Slot, connection: Option<&ProtoConnection>) -> Error {
+pub(crate) fn ended(slot: &Slot, connection: Option<&ProtoConnection>) -> Error {
     match (&slot.closed, connection.and_then(ProtoConnection::error)) {
         (Some(error), _) | (None, Some(error)) => Error::Connection(error.clone()),
         (None, None) if connection.is_some() => Error::Closing,

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::connection::{Connection, Step};
+use super::connection::{Connection, Step, ended};
 use super::error::Error;
 use crate::proto::{ReadError, ReadOutcome, StreamId, WriteError};
 
@@ -92,7 +92,7 @@ impl AsyncRead for Stream {
         let id = this.id;
         let polled = this.connection.poll_step(|slot, connection| {
             let Some(connection) = connection else {
-                return Step::ready(Err(Error::UnknownStream), false);
+                return Step::ready(Err(ended(slot, None)), false);
             };
             match connection.read(id, buf.initialize_unfilled()) {
                 Ok(ReadOutcome::Read(0)) => {
@@ -152,7 +152,7 @@ impl AsyncWrite for Stream {
         this.connection
             .poll_step(|slot, connection| {
                 let Some(connection) = connection else {
-                    return Step::ready(Err(Error::UnknownStream), false);
+                    return Step::ready(Err(ended(slot, None)), false);
                 };
                 match connection.write(id, buf) {
                     Ok(0) => {

@@ -2,6 +2,9 @@
 //! [`Node`] in tern-sim, identity keys made once, and a two-endpoint set-up.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod net;
+pub mod relay;
+
 use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};

@@ -257,8 +257,10 @@ enum State {
     Connecting(Box<Connecting>),
     /// Keys on both sides.
     Established,
-    /// This side sent Close; it answers further packets with it until `until`.
-    Closing { until: Instant },
+    /// This side sent Close; it answers further packets with it, and sends
+    /// it again at `resend_at` (once a probe timeout, so that a peer with
+    /// nothing to send still hears it over a lossy path), until `until`.
+    Closing { until: Instant, resend_at: Instant },
     /// The peer sent Close; nothing is sent until `until`.
     Draining { until: Instant },
     /// Over; the endpoint frees it.
@@ -808,6 +810,7 @@ impl Connection {
         }
         self.state = State::Closing {
             until: now + self.three_ptos(),
+            resend_at: now + self.loss.pto(),
         };
         self.close_frame = Some((kind, code, reason));
         self.close_due = true;
@@ -1298,7 +1301,8 @@ impl Connection {
         };
         match &self.state {
             State::Closed => return None,
-            State::Closing { until } | State::Draining { until } => return Some(*until),
+            State::Closing { until, resend_at } => return Some((*until).min(*resend_at)),
+            State::Draining { until } => return Some(*until),
             State::Connecting(c) => {
                 consider(Some(c.deadline));
                 consider(Some(c.resend_at));
@@ -1333,7 +1337,16 @@ impl Connection {
     pub fn handle_timeout(&mut self, now: Instant) {
         match &mut self.state {
             State::Closed => return,
-            State::Closing { until } | State::Draining { until } => {
+            State::Closing { until, resend_at } => {
+                if now >= *until {
+                    self.state = State::Closed;
+                } else if now >= *resend_at {
+                    *resend_at = now + self.loss.pto();
+                    self.close_due = true;
+                }
+                return;
+            }
+            State::Draining { until } => {
                 if now >= *until {
                     self.state = State::Closed;
                 }

@@ -1,0 +1,69 @@
+//! What the loopback tests of the async API share: endpoints on real
+//! sockets with either backend, a connected pair, and checkable data.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use tern_peer::{Config, Connection, Endpoint};
+use tern_sockio::Backend;
+
+/// Each loopback test runs with both: one datagram per system call, and
+/// the best the kernel has.
+pub const BACKENDS: [Option<Backend>; 2] = [Some(Backend::Portable), None];
+
+pub fn localhost() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+/// An endpoint that accepts, with the shared identity.
+pub fn server_with(config: Config) -> Endpoint {
+    Endpoint::bind(localhost(), config.identity(super::identity())).expect("binds")
+}
+
+pub fn server(backend: Option<Backend>) -> Endpoint {
+    server_with(Config::default().backend(backend))
+}
+
+pub fn client(backend: Option<Backend>) -> Endpoint {
+    Endpoint::bind(localhost(), Config::default().backend(backend)).expect("binds")
+}
+
+/// A connected pair: the client's connection and the server's.
+pub async fn pair(server: &Endpoint, client: &Endpoint) -> (Connection, Connection) {
+    let public = server.public().expect("the server has an identity").clone();
+    let (connected, accepted) = tokio::join!(
+        client.connect(server.local_addr(), &public),
+        server.accept()
+    );
+    (
+        connected.expect("connects"),
+        accepted.expect("the server accepts"),
+    )
+}
+
+/// Byte `k` of a test transfer: depends on the position, so a reordered,
+/// repeated or dropped chunk is caught.
+pub fn byte_at(k: u64) -> u8 {
+    (k.wrapping_mul(31) ^ (k >> 11)) as u8
+}
+
+pub fn pattern(start: u64, len: usize) -> Vec<u8> {
+    (start..start + len as u64).map(byte_at).collect()
+}
+
+/// Message `i` of `len` (at least 8) bytes: its number, then the pattern.
+pub fn numbered(i: u64, len: usize) -> Bytes {
+    let mut bytes = pattern(i, len);
+    bytes[..8].copy_from_slice(&i.to_le_bytes());
+    Bytes::from(bytes)
+}
+
+/// The number of a message made by [`numbered`], every byte checked.
+pub fn number_of(message: &[u8]) -> u64 {
+    let i = u64::from_le_bytes(message[..8].try_into().expect("eight bytes"));
+    assert!(
+        message == &numbered(i, message.len())[..],
+        "message {i} corrupted"
+    );
+    i
+}
