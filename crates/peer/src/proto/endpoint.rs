@@ -9,7 +9,8 @@
 //! [`IntroLimiter`] bounds how many intros per second are decrypted, per
 //! source and in total.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::SystemTime;
 
@@ -82,8 +83,22 @@ pub struct Endpoint {
     /// Connections this side asked for (announced by `Connected`, never
     /// by `accept`), including those a simultaneous open turned around.
     outgoing: HashSet<u32>,
-    /// Connections in round-robin order for sending.
-    order: VecDeque<u32>,
+    /// Connections touched since the last look (a datagram, a timer, a
+    /// send, an application command), in the order touched: only these can
+    /// have new events, a new deadline, or be over. So the endpoint's work
+    /// per turn follows its active connections, not all it holds.
+    dirty: Vec<u32>,
+    is_dirty: HashSet<u32>,
+    /// Connections that may have something to send, in round-robin order;
+    /// one leaves when it has nothing, and comes back when touched.
+    sending: VecDeque<u32>,
+    is_sending: HashSet<u32>,
+    /// Every connection's deadline, earliest first; an entry is stale when
+    /// it differs from `armed`, and is skipped.
+    timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    armed: HashMap<u32, Instant>,
+    /// When the endpoint's rate limit lets the next datagram go.
+    rate_wait: Option<Instant>,
     rng: ChaCha20Rng,
     /// The wall-clock time at `epoch`, for intro timestamps.
     wall_epoch: (Instant, SystemTime),
@@ -132,7 +147,13 @@ impl Endpoint {
             replies: HashMap::new(),
             connecting: HashMap::new(),
             outgoing: HashSet::new(),
-            order: VecDeque::new(),
+            dirty: Vec::new(),
+            is_dirty: HashSet::new(),
+            sending: VecDeque::new(),
+            is_sending: HashSet::new(),
+            timers: BinaryHeap::new(),
+            armed: HashMap::new(),
+            rate_wait: None,
             rng,
             wall_epoch: (now, wall),
             incoming: VecDeque::new(),
@@ -191,20 +212,23 @@ impl Endpoint {
         vacant.insert(connection);
         self.connecting.insert(remote, index);
         self.outgoing.insert(index);
-        self.order.push_back(index);
+        self.touch(index);
         Ok(ConnectionHandle(index))
     }
 
     /// The next connection a peer opened (announced once confirmed).
     pub fn accept(&mut self) -> Option<ConnectionHandle> {
         if self.incoming.is_empty() {
-            self.collect_events();
+            self.flush();
         }
         self.incoming.pop_front()
     }
 
     /// A connection, to use its commands.
     pub fn connection(&mut self, handle: ConnectionHandle) -> Option<&mut Connection> {
+        if self.connections.get(handle.0).is_some() {
+            self.touch(handle.0);
+        }
         self.connections.get_mut(handle.0)
     }
 
@@ -214,6 +238,7 @@ impl Endpoint {
     pub fn release(&mut self, now: Instant, handle: ConnectionHandle, code: u64) {
         if let Some(connection) = self.connections.get_mut(handle.0) {
             connection.release(now, code);
+            self.touch(handle.0);
         }
     }
 
@@ -236,14 +261,30 @@ impl Endpoint {
     /// [`Event::Closed`]; it is freed after it drained.
     pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
         if self.events.is_empty() {
-            self.collect_events();
+            self.flush();
         }
         self.events.pop_front()
     }
 
-    fn collect_events(&mut self) {
-        for index in self.order.iter().copied() {
+    /// Marks a connection as touched: it may have events, a new deadline,
+    /// or something to send.
+    fn touch(&mut self, index: u32) {
+        if self.is_dirty.insert(index) {
+            self.dirty.push(index);
+        }
+        if self.is_sending.insert(index) {
+            self.sending.push_back(index);
+        }
+    }
+
+    /// Looks at every touched connection: takes its events, frees it if it
+    /// is over, and re-arms its timer.
+    fn flush(&mut self) {
+        let mut closed = 0;
+        for index in std::mem::take(&mut self.dirty) {
+            self.is_dirty.remove(&index);
             let Some(connection) = self.connections.get_mut(index) else {
+                self.armed.remove(&index);
                 continue;
             };
             while let Some(event) = connection.poll_event() {
@@ -256,6 +297,42 @@ impl Endpoint {
                 }
                 self.events.push_back((ConnectionHandle(index), event));
             }
+            if connection.is_done() {
+                self.connections.remove(index);
+                self.armed.remove(&index);
+                closed += 1;
+                continue;
+            }
+            let deadline = connection.poll_timeout();
+            if deadline != self.armed.get(&index).copied() {
+                match deadline {
+                    Some(at) => {
+                        self.armed.insert(index, at);
+                        self.timers.push(Reverse((at, index)));
+                    }
+                    None => {
+                        self.armed.remove(&index);
+                    }
+                }
+            }
+        }
+        if closed > 0 {
+            self.stats.connections_closed += closed;
+            let live = |i: &u32| self.connections.get(*i).is_some();
+            self.replies.retain(|_, i| live(i));
+            self.connecting.retain(|_, i| live(i));
+            self.outgoing.retain(|i| live(i));
+        }
+    }
+
+    /// Drops timer entries that no longer match their connection's deadline,
+    /// so the heap's top is the earliest live one.
+    fn prune_timers(&mut self) {
+        while let Some(&Reverse((at, index))) = self.timers.peek() {
+            if self.armed.get(&index) == Some(&at) {
+                break;
+            }
+            self.timers.pop();
         }
     }
 
@@ -338,7 +415,6 @@ impl Endpoint {
         match vacant {
             Some(fresh) => {
                 fresh.insert(connection);
-                self.order.push_back(index);
             }
             None => {
                 if let Some(slot) = self.connections.get_mut(index) {
@@ -347,37 +423,10 @@ impl Endpoint {
                 self.connecting.remove(&from);
             }
         }
+        self.touch(index);
         self.stats.intros_accepted += 1;
         self.replies.insert(id, index);
         self.stored_replies.push_back((from, index));
-    }
-
-    /// Frees connections that are over (their last events kept for
-    /// [`poll_event`](Self::poll_event)).
-    fn reap(&mut self) {
-        if self
-            .order
-            .iter()
-            .any(|&i| self.connections.get(i).is_none_or(Connection::is_done))
-        {
-            self.collect_events();
-        }
-        let connections = &mut self.connections;
-        let mut closed = 0;
-        self.order.retain(|&index| {
-            let done = connections.get(index).is_none_or(Connection::is_done);
-            if done && connections.remove(index).is_some() {
-                closed += 1;
-            }
-            !done
-        });
-        if closed > 0 {
-            self.stats.connections_closed += closed;
-            let live = |i: &u32| self.connections.get(*i).is_some();
-            self.replies.retain(|_, i| live(i));
-            self.connecting.retain(|_, i| live(i));
-            self.outgoing.retain(|i| live(i));
-        }
     }
 }
 
@@ -398,7 +447,10 @@ impl Node for Endpoint {
             return;
         };
         match self.connections.get_mut(index) {
-            Some(connection) => connection.handle_datagram(now, from, datagram),
+            Some(connection) => {
+                connection.handle_datagram(now, from, datagram);
+                self.touch(index);
+            }
             None => self.stats.dropped_unroutable += 1,
         }
     }
@@ -426,50 +478,64 @@ impl Node for Endpoint {
                 segment_size: None,
             });
         }
+        self.rate_wait = None;
         if let Some(bucket) = self.rate_limit.as_mut()
-            && let Take::WaitUntil(_) = bucket.ready_at(limits.max_datagram_size as u64, now)
+            && let Take::WaitUntil(at) = bucket.ready_at(limits.max_datagram_size as u64, now)
         {
+            self.rate_wait = Some(at);
             return None;
         }
-        for _ in 0..self.order.len() {
-            let index = self.order.pop_front()?;
-            self.order.push_back(index);
+        for _ in 0..self.sending.len() {
+            let index = self.sending.pop_front()?;
             let Some(connection) = self.connections.get_mut(index) else {
+                self.is_sending.remove(&index);
                 continue;
             };
-            if let Some(transmit) = connection.poll_transmit(now, limits, buf) {
-                if let Some(bucket) = self.rate_limit.as_mut() {
-                    bucket.consume(transmit.len as u64, now);
-                }
-                // The same connection goes first again next time only after
-                // every other had its turn.
-                return Some(transmit);
+            let transmit = connection.poll_transmit(now, limits, buf);
+            // Sending moves its timers either way (loss detection, pacing).
+            if self.is_dirty.insert(index) {
+                self.dirty.push(index);
             }
+            let Some(transmit) = transmit else {
+                // Nothing now: back in line when something touches it.
+                self.is_sending.remove(&index);
+                continue;
+            };
+            if let Some(bucket) = self.rate_limit.as_mut() {
+                bucket.consume(transmit.len as u64, now);
+            }
+            // It goes first again only after every other had its turn.
+            self.sending.push_back(index);
+            return Some(transmit);
         }
         None
     }
 
     fn poll_timeout(&mut self) -> Option<Instant> {
-        self.reap();
-        let mut next: Option<Instant> = None;
-        for &index in &self.order {
-            if let Some(t) = self
-                .connections
-                .get(index)
-                .and_then(Connection::poll_timeout)
-            {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
+        self.flush();
+        self.prune_timers();
+        let next = self.timers.peek().map(|&Reverse((at, _))| at);
+        match (next, self.rate_wait) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
-        next
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        for &index in &self.order {
-            if let Some(connection) = self.connections.get_mut(index)
-                && connection.poll_timeout().is_some_and(|t| t <= now)
-            {
+        self.flush();
+        loop {
+            self.prune_timers();
+            let Some(&Reverse((at, index))) = self.timers.peek() else {
+                break;
+            };
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            self.armed.remove(&index);
+            if let Some(connection) = self.connections.get_mut(index) {
                 connection.handle_timeout(now);
+                self.touch(index);
             }
         }
     }
