@@ -15,7 +15,7 @@ use divan::{Bencher, black_box};
 use quanta::Instant;
 use rand_core::OsRng;
 use tern_peer::proto::{
-    ConnectionHandle, Endpoint, EndpointConfig, Node, ReadOutcome, SendError, Transmit,
+    ConnectionHandle, Endpoint, EndpointConfig, Event, Node, ReadOutcome, SendError, Transmit,
     TransmitLimits,
 };
 use tern_sim::{NodeId, Sim, SimConfig};
@@ -78,24 +78,63 @@ struct Connected {
 }
 
 fn connected() -> Connected {
+    connected_beside_idle(0)
+}
+
+/// [`connected`], with `idle` more connections between the same two
+/// endpoints that stay idle.
+fn connected_beside_idle(idle: usize) -> Connected {
     let mut sim = Sim::new(SimConfig::seeded(1));
     let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let (a, b): (SocketAddr, SocketAddr) = (
         "10.0.0.1:1".parse().expect("address"),
         "10.0.0.2:2".parse().expect("address"),
     );
-    let config = EndpointConfig::default();
+    let mut config = EndpointConfig::default();
+    config.intro_limits.total_burst = 1 + idle as u64;
+    config.intro_limits.per_source_burst = 1 + idle as u64;
     let now = sim.now();
     let mut client = Endpoint::new(config, None, [1; 32], now, wall).expect("config");
     let server = Endpoint::new(config, Some(identity()), [2; 32], now, wall).expect("config");
     let public = server.public().expect("identity");
     let handle = client.connect(now, b, &public).expect("connect");
+    for _ in 0..idle {
+        client.connect(now, b, &public).expect("connect");
+    }
     let client_node = sim.add_node(OnSim(client), &[a]).expect("address");
     let server_node = sim.add_node(OnSim(server), &[b]).expect("address");
     let mut accepted = None;
-    while accepted.is_none() {
+    let mut count = 0;
+    while count <= idle {
         assert!(sim.step(), "handshake");
-        accepted = sim.node_mut(server_node).0.accept();
+        while let Some(h) = sim.node_mut(server_node).0.accept() {
+            accepted = accepted.or(Some(h));
+            count += 1;
+        }
+    }
+    while sim.node_mut(server_node).0.poll_event().is_some() {}
+    // Which of the server's connections is the client's first: the one a
+    // probe message arrives on.
+    if idle > 0 {
+        sim.node_mut(client_node)
+            .0
+            .connection(handle)
+            .expect("client")
+            .send_message(Bytes::from_static(b"probe"))
+            .expect("room");
+        accepted = None;
+        while accepted.is_none() {
+            assert!(sim.step(), "probe");
+            let server = &mut sim.node_mut(server_node).0;
+            while let Some((h, event)) = server.poll_event() {
+                if event == Event::MessageReceived {
+                    accepted = Some(h);
+                }
+            }
+        }
+        let server = &mut sim.node_mut(server_node).0;
+        let probe = accepted.and_then(|h| server.connection(h)?.recv_message());
+        assert_eq!(probe.as_deref(), Some(&b"probe"[..]));
     }
     while !sim
         .node_mut(client_node)
@@ -114,7 +153,7 @@ fn connected() -> Connected {
 
 /// Sends `count` messages of `size` bytes from client to server and runs
 /// until the server took them all.
-fn send_messages(mut c: Connected, size: usize, count: usize) -> usize {
+fn send_messages(c: &mut Connected, size: usize, count: usize) -> usize {
     let message = Bytes::from(vec![0x5a; size]);
     let (mut sent, mut received) = (0, 0);
     while received < count {
@@ -152,7 +191,20 @@ fn messages(bencher: Bencher, size: usize) {
     bencher
         .counter(ItemsCount::new(COUNT))
         .with_inputs(connected)
-        .bench_local_values(|c| black_box(send_messages(c, size, COUNT)));
+        .bench_local_values(|mut c| black_box(send_messages(&mut c, size, COUNT)));
+}
+
+/// 64-byte messages on one connection while the endpoints hold 1 000 more
+/// that are idle: what an endpoint's turn costs per connection it holds
+/// (ideally nothing). The connections are made once (1 000 RSA handshakes)
+/// and reused by every sample.
+#[divan::bench(args = [0, 1000], sample_count = 20)]
+fn messages_beside_idle_connections(bencher: Bencher, idle: usize) {
+    const COUNT: usize = 2_000;
+    let mut c = connected_beside_idle(idle);
+    bencher
+        .counter(ItemsCount::new(COUNT))
+        .bench_local(|| black_box(send_messages(&mut c, 64, COUNT)));
 }
 
 /// 1 MB messages (each on a one-way stream of its own): MB per second.
@@ -162,7 +214,7 @@ fn megabyte_messages(bencher: Bencher) {
     bencher
         .counter(BytesCount::new(COUNT << 20))
         .with_inputs(connected)
-        .bench_local_values(|c| black_box(send_messages(c, 1 << 20, COUNT)));
+        .bench_local_values(|mut c| black_box(send_messages(&mut c, 1 << 20, COUNT)));
 }
 
 /// One stream of 256 MB, written and read in 64 KB pieces: MB per second.
