@@ -1314,7 +1314,11 @@ impl Connection {
             return self.confirm_deadline;
         }
         consider(self.loss.poll_timeout());
-        if self.ack_pending {
+        // An ACK that cannot go (a new path's amplification allowance is
+        // spent) has no deadline: the peer's next datagram raises the
+        // allowance and touches the connection; a deadline left in the past
+        // would have the driver call again on every turn.
+        if self.ack_pending && self.path.allowance() >= MIN_PACKET as u64 {
             consider(self.ack_policy.poll_timeout());
         }
         // The MTU raise timer needs no wake-up of its own: it is checked
