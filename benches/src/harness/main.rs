@@ -9,7 +9,6 @@
 
 mod cli;
 mod driver;
-#[cfg(feature = "quinn")]
 mod e2e;
 mod raw;
 mod report;
@@ -33,7 +32,6 @@ fn groups(args: &Args) -> Vec<Box<dyn Group>> {
     let mut all: Vec<Box<dyn Group>> = Vec::new();
     all.extend(sockio_matrix::groups(args));
     all.extend(driver::groups(args));
-    #[cfg(feature = "quinn")]
     all.extend(e2e::groups(args));
     all.retain(|g| args.levels.contains(&g.level()) && g.selected(args));
     all

@@ -5,8 +5,8 @@
 //! The workloads are written once against [`Workloads`] and run on every
 //! transport that implements it, so each row compares like with like: the
 //! same sizes, the same runtime flavour, the same measurement. quinn is the
-//! comparison; Tern's endpoint joins when it lands. Until then the module is
-//! built only with the `quinn` feature, which CI never enables.
+//! comparison, built only with the `quinn` feature, which CI never enables;
+//! Tern always runs.
 //!
 //! | workload | what it measures |
 //! |---|---|
@@ -15,7 +15,10 @@
 //! | `rr64x32` | the same with 32 requests in flight |
 //! | `connect` | a cold connect (full handshake, no resumption) until the connection is usable: median and p99 |
 
+mod pipeline;
+#[cfg(feature = "quinn")]
 mod quinn;
+mod tern;
 
 use std::io;
 use std::time::Duration;
@@ -30,6 +33,8 @@ const LEVEL: u8 = 2;
 pub(crate) const REQUEST_LEN: usize = 64;
 /// Requests in flight in `rr64x32`.
 const IN_FLIGHT: usize = 32;
+/// Maximum UDP payload of every transport and of the ceiling.
+const PAYLOAD: usize = 1452;
 /// Bytes of each application write in `bulk`.
 pub(crate) const WRITE_LEN: usize = 64 * 1024;
 
@@ -56,10 +61,17 @@ pub(crate) trait Workloads {
 
 /// The end-to-end groups of this build: one per transport compiled in.
 pub(crate) fn groups(_args: &Args) -> Vec<Box<dyn crate::Group>> {
-    vec![Box::new(E2e {
+    let tern: Box<dyn crate::Group> = Box::new(E2e {
+        prefix: "e2e/tern",
+        start: || tern::Tern::start().map(|t| Box::new(t) as Box<dyn Workloads>),
+    });
+    let quinn: Option<Box<dyn crate::Group>> = None;
+    #[cfg(feature = "quinn")]
+    let quinn: Option<Box<dyn crate::Group>> = Some(Box::new(E2e {
         prefix: "e2e/quinn",
         start: || quinn::Quinn::start().map(|q| Box::new(q) as Box<dyn Workloads>),
-    })]
+    }));
+    std::iter::once(tern).chain(quinn).collect()
 }
 
 /// One transport's end-to-end group.
@@ -157,9 +169,19 @@ fn emit_all(args: &Args, metrics: Vec<(String, &'static str, Better, Vec<f64>)>)
     }
 }
 
+/// The raw tern-sockio mover with the backend Auto picks, the same payload,
+/// and the driver's batch: what the socket alone moves, one way, in B/s.
+fn sockio_ceiling(duration: Duration) -> io::Result<f64> {
+    let backend = tern_sockio::Capabilities::get().best();
+    let batch = tern_peer::driver::DriverConfig::default().datagrams_per_turn();
+    let sample = crate::sockio_matrix::run_tern(backend, PAYLOAD, batch, duration)?;
+    Ok(sample.delivered_bytes as f64 / sample.elapsed.as_secs_f64().max(1e-9))
+}
+
 fn run_bulk(prefix: &str, transport: &mut dyn Workloads, args: &Args, samples: usize) {
     let bytes = bulk_bytes(args.mode);
-    let (mut rate, mut per_cpu) = (Vec::new(), Vec::new());
+    let (mut rate, mut per_cpu, mut ceiling) = (Vec::new(), Vec::new(), Vec::new());
+    let mut raw_pipeline = Vec::new();
     for _ in 0..samples {
         let cpu = process_cpu_time();
         match transport.bulk(bytes) {
@@ -167,25 +189,46 @@ fn run_bulk(prefix: &str, transport: &mut dyn Workloads, args: &Args, samples: u
                 let cpu = (process_cpu_time() - cpu).as_secs_f64().max(1e-9);
                 rate.push(bytes as f64 / elapsed.as_secs_f64().max(1e-9));
                 per_cpu.push(bytes as f64 / 1e6 / cpu);
+                // The ceiling right after, for as long as the sample took.
+                let length = elapsed.max(args.mode.sample_time());
+                match sockio_ceiling(length) {
+                    Ok(c) => ceiling.push(c),
+                    Err(e) => eprintln!("   {prefix}/bulk/sockio: sample failed: {e}"),
+                }
+                match pipeline::run(length) {
+                    Ok(c) => raw_pipeline.push(c),
+                    Err(e) => eprintln!("   {prefix}/bulk/pipeline: sample failed: {e}"),
+                }
             }
             Err(e) => eprintln!("   {prefix}/bulk: sample failed: {e}"),
         }
     }
     eprintln!(
-        "   {prefix}/bulk: {:.1} MB/s, {:.0} MB/cpu-s ({} MiB per sample)",
+        "   {prefix}/bulk: {:.1} MB/s ({:.0} % of the raw pipeline's {:.1} MB/s; raw tern-sockio {:.1} MB/s), {:.0} MB/cpu-s ({} MiB per sample)",
         median(&rate) / 1e6,
+        100.0 * median(&rate) / median(&raw_pipeline).max(1e-9),
+        median(&raw_pipeline) / 1e6,
+        median(&ceiling) / 1e6,
         median(&per_cpu),
         bytes >> 20
     );
+    let sockio_name = format!("{prefix}/bulk/sockio/bytes_per_s");
+    let ceiling_name = format!("{prefix}/bulk/pipeline/bytes_per_s");
+    if args.wants(&format!("{prefix}/bulk/bytes_per_s")) && !rate.is_empty() {
+        emit(&Metric {
+            name: format!("{prefix}/bulk/bytes_per_s"),
+            level: LEVEL,
+            unit: "B/s",
+            better: Better::Higher,
+            samples: rate,
+            ceiling: (!raw_pipeline.is_empty()).then(|| ceiling_name.clone()),
+        });
+    }
     emit_all(
         args,
         vec![
-            (
-                format!("{prefix}/bulk/bytes_per_s"),
-                "B/s",
-                Better::Higher,
-                rate,
-            ),
+            (ceiling_name, "B/s", Better::Higher, raw_pipeline),
+            (sockio_name, "B/s", Better::Higher, ceiling),
             (
                 format!("{prefix}/bulk/mb_per_cpu_s"),
                 "MB/cpu-s",
