@@ -65,6 +65,7 @@ pub(crate) fn groups(_args: &Args) -> Vec<Box<dyn crate::Group>> {
         prefix: "e2e/tern",
         start: || tern::Tern::start().map(|t| Box::new(t) as Box<dyn Workloads>),
     });
+    #[cfg(not(feature = "quinn"))]
     let quinn: Option<Box<dyn crate::Group>> = None;
     #[cfg(feature = "quinn")]
     let quinn: Option<Box<dyn crate::Group>> = Some(Box::new(E2e {
