@@ -24,6 +24,17 @@ fn messages_of_every_size_arrive_whole_and_once_on_a_clean_link() {
 }
 
 #[test]
+fn messages_of_a_hundred_megabytes_and_a_gigabyte_arrive_whole_and_once() {
+    let seed = Seed::from_env_or(2);
+    let link = LinkConfig {
+        delay: Duration::from_millis(1),
+        ..LinkConfig::default()
+    };
+    let mut pair = Pair::new(seed.value(), link, EndpointConfig::default());
+    exchange(&mut pair, &[100 << 20, 1 << 30], Duration::from_secs(600));
+}
+
+#[test]
 fn messages_arrive_whole_and_once_through_loss_reordering_and_duplication() {
     for (seed, loss) in [(11, 0.01), (12, 0.05), (13, 0.2)] {
         let seed = Seed::from_env_or(seed);

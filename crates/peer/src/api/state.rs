@@ -63,11 +63,14 @@ pub(crate) struct Slot {
     pub(crate) accept_stream: Wakers,
     pub(crate) open_stream: Wakers,
     pub(crate) streams: HashMap<StreamId, StreamWaiters>,
+    /// The connection's tracing span (a no-op unless a subscriber wants it).
+    span: tracing::Span,
 }
 
 impl Slot {
-    fn new(handle: ConnectionHandle) -> Self {
+    fn new(handle: ConnectionHandle, span: tracing::Span) -> Self {
         Self {
+            span,
             handle: Some(handle),
             closed: None,
             connected: false,
@@ -149,7 +152,16 @@ impl EndpointState {
     pub(crate) fn add(&mut self, handle: ConnectionHandle) -> SlotId {
         let id = self.next_slot;
         self.next_slot += 1;
-        self.slots.insert(id, Slot::new(handle));
+        let span = match self.proto.connection(handle) {
+            Some(c) => tracing::debug_span!(
+                "tern_connection",
+                remote = %c.remote(),
+                side = ?c.side(),
+                index = handle.0
+            ),
+            None => tracing::Span::none(),
+        };
+        self.slots.insert(id, Slot::new(handle, span));
         self.by_handle.insert(handle, id);
         id
     }
@@ -203,6 +215,7 @@ impl EndpointState {
             };
             match event {
                 Event::Connected => {
+                    slot.span.in_scope(|| tracing::debug!("connected"));
                     slot.connected = true;
                     slot.connect.wake_all();
                     slot.open_stream.wake_all();
@@ -215,6 +228,7 @@ impl EndpointState {
                 Event::MessagesWritable => slot.send.wake_all(),
                 Event::StreamsAvailable => slot.open_stream.wake_all(),
                 Event::Closed(error) => {
+                    slot.span.in_scope(|| tracing::debug!(%error, "closed"));
                     slot.closed = Some(error);
                     slot.wake_everyone();
                     self.closed.push(id);
