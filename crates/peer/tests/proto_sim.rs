@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use support::{Outbox, Pair, drive, exchange, message};
 use tern_peer::proto::{ConnectionError, EndpointConfig, Event, ReadOutcome};
-use tern_sim::{LinkConfig, Seed};
+use tern_sim::{GilbertElliott, LinkConfig, Seed};
 
 const SIZES: [usize; 8] = [0, 1, 1_000, 4_096, 16_384, 65_536, 1 << 20, 3];
 
@@ -48,6 +48,51 @@ fn messages_arrive_whole_and_once_through_loss_reordering_and_duplication() {
         };
         let mut pair = Pair::new(seed.value(), link, EndpointConfig::default());
         exchange(&mut pair, &SIZES, Duration::from_secs(600));
+    }
+}
+
+/// Messages of every size at the round-trip times the issue names, each
+/// with bursty loss, corruption, reordering and duplication at once.
+#[test]
+fn messages_arrive_whole_and_once_through_bursty_loss_and_corruption_at_every_rtt() {
+    let bursty = GilbertElliott {
+        p_good_to_bad: 0.01,
+        p_bad_to_good: 0.3,
+        loss_good: 0.0,
+        loss_bad: 0.5,
+    };
+    // One-way delays for 0.1 ms, 2 ms, 50 ms and 300 ms round trips.
+    for (seed, one_way_us) in [(31, 50), (32, 1_000), (33, 25_000), (34, 150_000)] {
+        let seed = Seed::from_env_or(seed);
+        let link = LinkConfig {
+            delay: Duration::from_micros(one_way_us),
+            jitter: Duration::from_micros(one_way_us / 10),
+            burst_loss: Some(bursty),
+            corrupt: 0.01,
+            reorder: 0.02,
+            duplicate: 0.01,
+            ..LinkConfig::default()
+        };
+        let mut pair = Pair::new(seed.value(), link, EndpointConfig::default());
+        let (client, server) = exchange(&mut pair, &SIZES, Duration::from_secs(1_800));
+        let corrupted = pair.sim.link_stats(pair.client, pair.server).corrupted
+            + pair.sim.link_stats(pair.server, pair.client).corrupted;
+        let dropped = pair
+            .client()
+            .connection(client)
+            .map_or(0, |c| c.stats().dropped_unauthenticated)
+            + pair
+                .server()
+                .connection(server)
+                .map_or(0, |c| c.stats().dropped_unauthenticated);
+        assert!(corrupted > 0, "the link corrupted nothing");
+        // Every corrupted datagram that reached a connection failed to
+        // authenticate (a flipped bit in the receiver index sends it
+        // nowhere instead).
+        assert!(
+            dropped > 0 && dropped <= corrupted,
+            "{dropped} of {corrupted}"
+        );
     }
 }
 
