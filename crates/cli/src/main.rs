@@ -3,13 +3,24 @@
 //! ```text
 //! tern keygen --out keys/            # keys/tern.key (0600) and keys/tern.pub
 //! tern pubkey --key keys/tern.pub    # one line to paste on the other machine
+//! tern perf server --listen 0.0.0.0:5201 --key keys/tern.key
+//! tern perf client server.example:5201 --key tern-pub:MIIB... --time 10s
+//! tern recv --listen 0.0.0.0:5202 --key keys/tern.key --out incoming/
+//! tern send big.iso server.example:5202 --key keys/tern.pub
 //! ```
 //!
 //! Errors are one line on standard error and a non-zero exit; logs go
 //! through `tracing` and are quiet unless `RUST_LOG` asks for them.
 
+mod control;
 mod error;
 mod keys;
+mod names;
+mod net;
+mod perf;
+mod progress;
+mod transfer;
+mod units;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,6 +60,36 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         key: PathBuf,
     },
+    /// Measure a path: throughput, RTT, window, losses, between a client and a server.
+    #[command(subcommand)]
+    Perf(PerfCommand),
+    /// Receive files sent with `tern send`.
+    #[command(after_help = "Examples:\n  \
+        tern recv --listen 0.0.0.0:5202 --key ~/.tern/tern.key --out incoming/\n  \
+        tern recv --listen [::]:5202 --key ~/.tern/tern.key --once --force")]
+    Recv(transfer::RecvArgs),
+    /// Send a file to a `tern recv`.
+    #[command(after_help = "Examples:\n  \
+        tern send big.iso 192.0.2.7:5202 --key their.pub\n  \
+        tern send big.iso host.example:5202 --key tern-pub:MIIBIjAN... --rate 100")]
+    Send(transfer::SendArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum PerfCommand {
+    /// Serve perf clients until interrupted, printing one summary per client.
+    #[command(
+        after_help = "Example:\n  tern perf server --listen 0.0.0.0:5201 --key ~/.tern/tern.key"
+    )]
+    Server(perf::ServerArgs),
+    /// Run a test against a perf server: one line per interval, then both ends' summaries.
+    #[command(after_help = "Examples:\n  \
+        tern perf client 192.0.2.7:5201 --key their.pub                 # 10 s upload\n  \
+        tern perf client 192.0.2.7:5201 --key their.pub --reverse --time 30s\n  \
+        tern perf client 192.0.2.7:5201 --key their.pub --bytes 1G --streams 4\n  \
+        tern perf client 192.0.2.7:5201 --key their.pub --bidir --rate 100 --json\n\n\
+        Sizes take K, M, G, T (powers of 1000) or Ki, Mi, Gi, Ti; durations take ms, s, m, h.")]
+    Client(perf::ClientArgs),
 }
 
 fn main() -> ExitCode {
@@ -75,6 +116,10 @@ fn init_logging() {
 
 fn run(command: Command) -> Result<(), CliError> {
     match command {
+        Command::Perf(PerfCommand::Server(args)) => runtime()?.block_on(perf::server(args)),
+        Command::Perf(PerfCommand::Client(args)) => runtime()?.block_on(perf::client(args)),
+        Command::Recv(args) => runtime()?.block_on(transfer::recv(args)),
+        Command::Send(args) => runtime()?.block_on(transfer::send(args)),
         Command::Keygen { out, force } => {
             let key = IdentityKey::generate(&mut OsRng)
                 .map_err(|e| CliError::KeyGeneration(e.to_string()))?;
@@ -95,5 +140,40 @@ fn run(command: Command) -> Result<(), CliError> {
             println!("{}", keys::paste_form(&public)?);
             Ok(())
         }
+    }
+}
+
+/// The runtime the network commands run on: two worker threads, so the
+/// endpoint's driver and the application's tasks (disk, hashing) each
+/// have a core.
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Usage(format!("cannot start the runtime: {e}")))
+}
+
+/// Resolves on Ctrl-C (SIGINT) or, on Unix, SIGTERM: the servers stop
+/// cleanly on either, and `tern recv` removes its unfinished files.
+async fn interrupted() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+            return;
+        }
+    }
+    ctrl_c().await;
+}
+
+/// Ctrl-C; never, if the signal cannot be watched.
+async fn ctrl_c() {
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
