@@ -625,5 +625,10 @@ async fn serve(endpoint: &Endpoint, connection: &Connection) -> Result<Vec<Strin
         summary_line("client", &theirs),
     ];
     lines.extend(agreement);
+    let dropped = endpoint.stats().protocol;
+    lines.push(format!(
+        "endpoint so far: {} datagrams dropped as unroutable, {} intros refused, {} intros rate-limited",
+        dropped.dropped_unroutable, dropped.intros_refused, dropped.intros_rate_limited
+    ));
     Ok(lines)
 }
