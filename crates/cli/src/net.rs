@@ -86,6 +86,21 @@ pub(crate) async fn shut_down(endpoint: &Endpoint) {
     let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
 }
 
+/// Passes `result` on; on an error, first closes `connection` with code 1
+/// and the error as the reason, so the peer learns at once what went
+/// wrong instead of waiting for its idle timeout.
+pub(crate) async fn close_on_error<T>(
+    connection: &Connection,
+    result: Result<T, CliError>,
+) -> Result<T, CliError> {
+    if let Err(e) = &result {
+        let reason: String = e.to_string().chars().take(200).collect();
+        let closing = connection.close(1, reason.into());
+        let _ = tokio::time::timeout(Duration::from_secs(2), closing).await;
+    }
+    result
+}
+
 /// Resolves `HOST:PORT` (a name or an address) to its first address.
 pub(crate) async fn resolve(given: &str) -> Result<SocketAddr, CliError> {
     if let Ok(addr) = given.parse() {

@@ -444,6 +444,18 @@ pub(crate) async fn client(args: ClientArgs) -> Result<(), CliError> {
     let addr = net::resolve(&args.addr).await?;
     let (endpoint, connection) =
         net::connect(addr, &public, &args.net, args.connect_timeout).await?;
+    let run = run_client(&args, params, addr, &endpoint, &connection).await;
+    net::close_on_error(&connection, run).await
+}
+
+/// The client's run on an established connection.
+async fn run_client(
+    args: &ClientArgs,
+    params: PerfParams,
+    addr: SocketAddr,
+    endpoint: &Endpoint,
+    connection: &Connection,
+) -> Result<(), CliError> {
     if !args.json {
         println!(
             "tern perf: {addr}, {} stream{}, {}, {}, backend {}",
@@ -461,12 +473,12 @@ pub(crate) async fn client(args: ClientArgs) -> Result<(), CliError> {
             endpoint.backend(),
         );
     }
-    control::send(&connection, &Control::PerfStart(params)).await?;
+    control::send(connection, &Control::PerfStart(params)).await?;
     let start = Instant::now();
     let counters = Arc::new(Counters::default());
-    let first = Sample::take(&endpoint, &connection, &counters);
+    let first = Sample::take(endpoint, connection, &counters);
     let data = exchange(
-        &connection,
+        connection,
         params,
         Role::client(params.direction),
         &counters,
@@ -483,7 +495,7 @@ pub(crate) async fn client(args: ClientArgs) -> Result<(), CliError> {
                 break;
             }
             _ = ticker.tick() => {
-                let now = Sample::take(&endpoint, &connection, &counters);
+                let now = Sample::take(endpoint, connection, &counters);
                 let interval = Interval::between(start, &last, &now);
                 if !args.json {
                     println!("{}", interval.line());
@@ -493,10 +505,10 @@ pub(crate) async fn client(args: ClientArgs) -> Result<(), CliError> {
             }
         }
     }
-    let end = Sample::take(&endpoint, &connection, &counters);
+    let end = Sample::take(endpoint, connection, &counters);
     let mine = side_report(&first, &end, start);
-    control::send(&connection, &Control::PerfReport(mine)).await?;
-    let theirs = match control::recv(&connection).await? {
+    control::send(connection, &Control::PerfReport(mine)).await?;
+    let theirs = match control::recv(connection).await? {
         Control::PerfReport(report) => report,
         other => {
             return Err(CliError::Protocol {
@@ -556,7 +568,8 @@ pub(crate) async fn server(args: ServerArgs) -> Result<(), CliError> {
                 tokio::spawn(async move {
                     let peer = connection.remote_addr();
                     let who = peer.map_or_else(|| "a client".to_owned(), |p| p.to_string());
-                    match serve(&endpoint, &connection).await {
+                    let served = serve(&endpoint, &connection).await;
+                    match net::close_on_error(&connection, served).await {
                         Ok(lines) => {
                             for line in lines {
                                 println!("{who}: {line}");

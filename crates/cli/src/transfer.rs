@@ -144,7 +144,7 @@ impl Drop for Partial {
 pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
     let public = keys::read_public(&args.key)?;
     let path = &args.file;
-    let mut file = tokio::fs::File::open(path)
+    let file = tokio::fs::File::open(path)
         .await
         .map_err(|e| CliError::io(path, e))?;
     let metadata = file.metadata().await.map_err(|e| CliError::io(path, e))?;
@@ -168,15 +168,28 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
     let addr = net::resolve(&args.addr).await?;
     let (_endpoint, connection) =
         net::connect(addr, &public, &net_options, args.connect_timeout).await?;
+    let sent = send_file(&connection, addr, path, file, name, size).await;
+    net::close_on_error(&connection, sent).await
+}
+
+/// Offers the file, streams it, waits for the receiver's verdict.
+async fn send_file(
+    connection: &Connection,
+    addr: SocketAddr,
+    path: &Path,
+    mut file: tokio::fs::File,
+    name: String,
+    size: u64,
+) -> Result<(), CliError> {
     control::send(
-        &connection,
+        connection,
         &Control::Offer {
             name: name.clone(),
             size,
         },
     )
     .await?;
-    match control::recv(&connection).await? {
+    match control::recv(connection).await? {
         Control::Accept => {}
         Control::Refuse { reason } => {
             return Err(CliError::Refused {
@@ -190,7 +203,7 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
     let mut stream = connection
         .open_stream()
         .await
-        .map_err(|e| CliError::connection(&connection, e))?;
+        .map_err(|e| CliError::connection(connection, e))?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; CHUNK];
     let mut sent: u64 = 0;
@@ -206,7 +219,7 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
             }
             hasher.update(&buf[..n]);
             if let Err(e) = stream.write_all(&buf[..n]).await {
-                return Err(stream_failed(&connection, Some(addr), &name, &e).await);
+                return Err(stream_failed(connection, Some(addr), &name, &e).await);
             }
             sent += n as u64;
             progress.advance(n as u64);
@@ -224,18 +237,18 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
         ));
     }
     if let Err(e) = stream.shutdown().await {
-        return Err(stream_failed(&connection, Some(addr), &name, &e).await);
+        return Err(stream_failed(connection, Some(addr), &name, &e).await);
     }
     let sha256 = hex::encode(hasher.finalize());
     control::send(
-        &connection,
+        connection,
         &Control::Digest {
             sha256: sha256.clone(),
         },
     )
     .await
     .map_err(|e| in_transfer(&name, e))?;
-    match control::recv(&connection)
+    match control::recv(connection)
         .await
         .map_err(|e| in_transfer(&name, e))?
     {
@@ -356,13 +369,19 @@ pub(crate) async fn recv(args: RecvArgs) -> Result<(), CliError> {
 }
 
 /// Tells the sender the file is refused, and why.
+/// (The connection is closed after it, by [`receive`].)
 async fn refuse(connection: &Connection, reason: String) {
     let _ = control::send(connection, &Control::Refuse { reason }).await;
-    let _ = tokio::time::timeout(OFFER_TIMEOUT, connection.closed()).await;
 }
 
-/// Receives one file on `connection`; returns the line to print.
+/// Receives one file on `connection`; returns the line to print. On an
+/// error the connection is closed with it, so the sender learns at once.
 async fn receive(connection: &Connection, store: &Store) -> Result<String, CliError> {
+    let received = receive_file(connection, store).await;
+    net::close_on_error(connection, received).await
+}
+
+async fn receive_file(connection: &Connection, store: &Store) -> Result<String, CliError> {
     let peer = connection.remote_addr();
     let who = peer.map_or_else(|| "the peer".to_owned(), |p| p.to_string());
     let offer = tokio::time::timeout(OFFER_TIMEOUT, control::recv(connection))
