@@ -387,7 +387,7 @@ fn side_report(first: &Sample, last: &Sample, start: Instant) -> SideReport {
 fn summary_line(who: &str, report: &SideReport) -> String {
     let moved = report.bytes_sent + report.bytes_received;
     format!(
-        "{who}: sent {}, received {} in {:.2} s = {}; rtt {}, {} packets lost of {}, path MTU {}, {} key updates, {:.1}/{:.1} datagrams per send/recv call",
+        "{who}: sent {}, received {} in {:.2} s = {}; rtt {}, lost {} of {} packets, path MTU {}, key updates {}, datagrams per send/recv call {:.1}/{:.1}",
         units::bytes(report.bytes_sent),
         units::bytes(report.bytes_received),
         report.seconds,
@@ -474,9 +474,9 @@ async fn run_client(
         );
     }
     control::send(connection, &Control::PerfStart(params)).await?;
-    let start = Instant::now();
     let counters = Arc::new(Counters::default());
     let first = Sample::take(endpoint, connection, &counters);
+    let start = first.at;
     let data = exchange(
         connection,
         params,
@@ -506,6 +506,14 @@ async fn run_client(
         }
     }
     let end = Sample::take(endpoint, connection, &counters);
+    // The last, partial interval, unless it is a sliver.
+    if end.at - last.at > args.interval / 10 {
+        let interval = Interval::between(start, &last, &end);
+        if !args.json {
+            println!("{}", interval.line());
+        }
+        intervals.push(interval);
+    }
     let mine = side_report(&first, &end, start);
     control::send(connection, &Control::PerfReport(mine)).await?;
     let theirs = match control::recv(connection).await? {
@@ -608,9 +616,9 @@ async fn serve(endpoint: &Endpoint, connection: &Connection) -> Result<Vec<Strin
         connection.close(1, Bytes::from(reason.clone())).await;
         return Err(CliError::Protocol { peer, reason });
     }
-    let start = Instant::now();
     let counters = Arc::new(Counters::default());
     let first = Sample::take(endpoint, connection, &counters);
+    let start = first.at;
     exchange(
         connection,
         params,
