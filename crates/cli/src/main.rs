@@ -13,6 +13,7 @@
 //! through `tracing` and are quiet unless `RUST_LOG` asks for them.
 
 mod control;
+mod disk;
 mod error;
 mod keys;
 mod names;

@@ -13,21 +13,19 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use clap::Args;
 use rand_core::{OsRng, RngCore};
-use sha2::{Digest as _, Sha256};
 use tern_peer::Connection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::disk::{CHUNK, ReadAhead, WriteBehind};
 
 use crate::control::{self, Control};
 use crate::error::{CliError, printable, stream_error};
 use crate::net::{self, NetOptions};
 use crate::progress::Progress;
 use crate::{keys, names, units};
-
-/// Bytes per read from the file or the stream.
-const CHUNK: usize = 256 << 10;
 
 /// How long a receiver waits for a new sender to offer its file.
 const OFFER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -85,39 +83,23 @@ pub(crate) struct RecvArgs {
 #[derive(Debug)]
 struct Partial {
     path: PathBuf,
-    file: Option<tokio::fs::File>,
 }
 
 impl Partial {
-    fn create(dir: &Path, name: &str) -> Result<Self, CliError> {
+    /// Creates the temporary file for `name` in `dir`.
+    fn create(dir: &Path, name: &str) -> Result<(Self, std::fs::File), CliError> {
         let path = dir.join(format!(".{name}.{:016x}.tern-partial", OsRng.next_u64()));
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&path)
             .map_err(|e| CliError::io(&path, e))?;
-        Ok(Self {
-            path,
-            file: Some(tokio::fs::File::from_std(file)),
-        })
+        Ok((Self { path }, file))
     }
 
-    async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        match &mut self.file {
-            Some(file) => file.write_all(bytes).await,
-            None => Err(std::io::Error::other("the file is closed")),
-        }
-    }
-
-    /// Syncs the file and gives it its final name `target`, replacing an
-    /// existing file only with `force`.
-    async fn commit(mut self, target: &Path, force: bool) -> Result<(), CliError> {
-        if let Some(mut file) = self.file.take() {
-            file.flush()
-                .await
-                .and(file.sync_all().await)
-                .map_err(|e| CliError::io(&self.path, e))?;
-        }
+    /// Gives the (written and synced) file its final name `target`,
+    /// replacing an existing file only with `force`.
+    fn commit(self, target: &Path, force: bool) -> Result<(), CliError> {
         let placed = if force {
             std::fs::rename(&self.path, target)
         } else {
@@ -144,10 +126,8 @@ impl Drop for Partial {
 pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
     let public = keys::read_public(&args.key)?;
     let path = &args.file;
-    let file = tokio::fs::File::open(path)
-        .await
-        .map_err(|e| CliError::io(path, e))?;
-    let metadata = file.metadata().await.map_err(|e| CliError::io(path, e))?;
+    let file = std::fs::File::open(path).map_err(|e| CliError::io(path, e))?;
+    let metadata = file.metadata().map_err(|e| CliError::io(path, e))?;
     if !metadata.is_file() {
         return Err(CliError::io(
             path,
@@ -177,7 +157,7 @@ async fn send_file(
     connection: &Connection,
     addr: SocketAddr,
     path: &Path,
-    mut file: tokio::fs::File,
+    file: std::fs::File,
     name: String,
     size: u64,
 ) -> Result<(), CliError> {
@@ -204,42 +184,34 @@ async fn send_file(
         .open_stream()
         .await
         .map_err(|e| CliError::connection(connection, e))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; CHUNK];
-    let mut sent: u64 = 0;
     let mut progress = Progress::new(&name, size);
+    let mut chunks = ReadAhead::start(file);
     let streamed: Result<(), CliError> = async {
-        loop {
-            let n = file
-                .read(&mut buf)
-                .await
-                .map_err(|e| CliError::io(path, e))?;
-            if n == 0 {
-                return Ok(());
-            }
-            hasher.update(&buf[..n]);
-            if let Err(e) = stream.write_all(&buf[..n]).await {
+        while let Some(chunk) = chunks.next().await {
+            if let Err(e) = stream.write_all(&chunk).await {
                 return Err(stream_failed(connection, Some(addr), &name, &e).await);
             }
-            sent += n as u64;
-            progress.advance(n as u64);
+            progress.advance(chunk.len() as u64);
         }
+        Ok(())
     }
     .await;
     progress.finish();
     streamed?;
-    if sent != size {
+    let read = chunks.finish().await.map_err(|e| CliError::io(path, e))?;
+    if read.bytes != size {
         return Err(CliError::io(
             path,
             std::io::Error::other(format!(
-                "the file changed while it was sent ({size} bytes before, {sent} read)"
+                "the file changed while it was sent ({size} bytes before, {} read)",
+                read.bytes
             )),
         ));
     }
     if let Err(e) = stream.shutdown().await {
         return Err(stream_failed(connection, Some(addr), &name, &e).await);
     }
-    let sha256 = hex::encode(hasher.finalize());
+    let sha256 = read.sha256;
     control::send(
         connection,
         &Control::Digest {
@@ -288,6 +260,17 @@ async fn stream_failed(
         peer,
         reason: format!("transfer of {name} interrupted: {reason}"),
     }
+}
+
+/// The receiver cannot write the file: the sender is told why at once.
+fn write_failed(connection: &Connection, path: &Path, e: std::io::Error) -> CliError {
+    let why = if e.kind() == std::io::ErrorKind::StorageFull {
+        "disk full on the receiver"
+    } else {
+        "the receiver cannot write the file"
+    };
+    connection.abort(RECEIVER_FAILED, Bytes::from_static(why.as_bytes()));
+    CliError::io(path, e)
 }
 
 /// A failure once the file is under way is an interrupted transfer.
@@ -417,8 +400,8 @@ async fn receive_file(connection: &Connection, store: &Store) -> Result<String, 
         .await;
         return Err(CliError::Exists(target));
     }
-    let mut partial = match Partial::create(&store.dir, &name) {
-        Ok(partial) => partial,
+    let (partial, file) = match Partial::create(&store.dir, &name) {
+        Ok(created) => created,
         Err(e) => {
             refuse(connection, format!("cannot create {name} on the receiver")).await;
             return Err(e);
@@ -430,13 +413,18 @@ async fn receive_file(connection: &Connection, store: &Store) -> Result<String, 
         .accept_stream()
         .await
         .map_err(|e| in_transfer(&name, CliError::connection(connection, e)))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; CHUNK];
+    let mut writer = WriteBehind::start(file);
     let mut received: u64 = 0;
     let mut progress = Progress::new(&format!("{name} from {who}"), size);
+    let mut buf = BytesMut::new();
     let streamed: Result<(), CliError> = async {
         loop {
-            let n = match stream.read(&mut buf).await {
+            // Each read fills the spare room of one allocation; a chunk
+            // handed to the writer is split off it, never copied.
+            if buf.capacity() < CHUNK / 4 {
+                buf.reserve(CHUNK);
+            }
+            let n = match stream.read_buf(&mut buf).await {
                 Ok(n) => n,
                 Err(e) => return Err(stream_failed(connection, peer, &name, &e).await),
             };
@@ -454,15 +442,8 @@ async fn receive_file(connection: &Connection, store: &Store) -> Result<String, 
                     reason: format!("{name}: more than the {size} bytes offered"),
                 });
             }
-            hasher.update(&buf[..n]);
-            if let Err(e) = partial.write(&buf[..n]).await {
-                let why = if e.kind() == std::io::ErrorKind::StorageFull {
-                    "disk full on the receiver"
-                } else {
-                    "the receiver cannot write the file"
-                };
-                connection.abort(RECEIVER_FAILED, Bytes::from_static(why.as_bytes()));
-                return Err(CliError::io(&partial.path, e));
+            if let Err(e) = writer.write(buf.split().freeze()).await {
+                return Err(write_failed(connection, &partial.path, e));
             }
             progress.advance(n as u64);
         }
@@ -478,7 +459,11 @@ async fn receive_file(connection: &Connection, store: &Store) -> Result<String, 
             ),
         });
     }
-    let sha256 = hex::encode(hasher.finalize());
+    let written = writer
+        .finish()
+        .await
+        .map_err(|e| write_failed(connection, &partial.path, e))?;
+    let sha256 = written.sha256;
     match control::recv(connection)
         .await
         .map_err(|e| in_transfer(&name, e))?
@@ -501,7 +486,7 @@ async fn receive_file(connection: &Connection, store: &Store) -> Result<String, 
             });
         }
     }
-    if let Err(e) = partial.commit(&target, store.force).await {
+    if let Err(e) = partial.commit(&target, store.force) {
         refuse(connection, format!("{name} could not be stored: {e}")).await;
         return Err(e);
     }
