@@ -144,12 +144,12 @@ fn run(command: Command) -> Result<(), CliError> {
     }
 }
 
-/// The runtime the network commands run on: two worker threads, so the
-/// endpoint's driver and the application's tasks (disk, hashing) each
-/// have a core.
+/// The runtime the network commands run on: one thread, as Tern
+/// recommends for an endpoint (its driver and the tasks it wakes stay on
+/// one core, no wake crosses threads); file I/O and hashing run on
+/// tokio's blocking threads beside it.
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::Usage(format!("cannot start the runtime: {e}")))
