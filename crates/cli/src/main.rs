@@ -34,7 +34,17 @@ use crate::error::CliError;
 
 /// Tern: an encrypted, reliable, congestion-controlled transport over UDP.
 #[derive(Debug, Parser)]
-#[command(name = "tern", version, about, propagate_version = true)]
+#[command(
+    name = "tern",
+    version,
+    about,
+    propagate_version = true,
+    after_help = "Try it between two machines:\n  \
+        server$ tern keygen --out ~/.tern && tern pubkey --key ~/.tern/tern.pub\n  \
+        server$ tern perf server --listen 0.0.0.0:5201 --key ~/.tern/tern.key\n  \
+        client$ tern perf client SERVER:5201 --key tern-pub:...   # the line pubkey printed\n\n\
+        Logs: RUST_LOG=info (quiet by default)."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -112,6 +122,7 @@ fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }
 

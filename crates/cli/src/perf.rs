@@ -54,7 +54,7 @@ pub(crate) struct ClientArgs {
     /// The server's public key: its tern.pub file, or the `tern-pub:` line.
     #[arg(long, value_name = "PUBLIC_KEY_FILE")]
     key: String,
-    /// How long to send (e.g. 10s, 1m).
+    /// How long to send (e.g. 10s, 1m; 10s unless --bytes is given).
     #[arg(long, value_name = "DURATION", value_parser = units::parse_duration, conflicts_with = "bytes")]
     time: Option<Duration>,
     /// How much to send per direction instead (e.g. 500M, 1G, 4GiB).
@@ -75,7 +75,7 @@ pub(crate) struct ClientArgs {
     /// Cap each direction's rate, in Mbit/s.
     #[arg(long, value_name = "MBIT")]
     rate: Option<f64>,
-    /// Seconds between report lines.
+    /// Time between report lines.
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = units::parse_duration)]
     interval: Duration,
     /// Print one JSON document at the end instead of lines.
@@ -515,6 +515,7 @@ async fn run_client(
         intervals.push(interval);
     }
     let mine = side_report(&first, &end, start);
+    tracing::info!(report = ?mine, stats = ?endpoint.stats(), "perf data phase over");
     control::send(connection, &Control::PerfReport(mine)).await?;
     let theirs = match control::recv(connection).await? {
         Control::PerfReport(report) => report,
@@ -572,6 +573,7 @@ pub(crate) async fn server(args: ServerArgs) -> Result<(), CliError> {
         tokio::select! {
             accepted = endpoint.accept() => {
                 let Some(connection) = accepted else { break };
+                tracing::info!(peer = ?connection.remote_addr(), "client connected");
                 let endpoint = endpoint.clone();
                 tokio::spawn(async move {
                     let peer = connection.remote_addr();
@@ -613,9 +615,11 @@ async fn serve(endpoint: &Endpoint, connection: &Connection) -> Result<Vec<Strin
         });
     };
     if let Err(reason) = params.validate() {
+        tracing::warn!(?peer, %reason, "refused perf parameters");
         connection.close(1, Bytes::from(reason.clone())).await;
         return Err(CliError::Protocol { peer, reason });
     }
+    tracing::info!(?peer, ?params, "perf run starts");
     let counters = Arc::new(Counters::default());
     let first = Sample::take(endpoint, connection, &counters);
     let start = first.at;
@@ -629,6 +633,7 @@ async fn serve(endpoint: &Endpoint, connection: &Connection) -> Result<Vec<Strin
     .await?;
     let end = Sample::take(endpoint, connection, &counters);
     let mine = side_report(&first, &end, start);
+    tracing::info!(?peer, report = ?mine, "perf data phase over");
     control::send(connection, &Control::PerfReport(mine)).await?;
     let theirs = match control::recv(connection).await? {
         Control::PerfReport(report) => report,

@@ -212,6 +212,7 @@ async fn send_file(
         return Err(stream_failed(connection, Some(addr), &name, &e).await);
     }
     let sha256 = read.sha256;
+    tracing::info!(%name, size, %sha256, "file streamed; waiting for the receiver's verdict");
     control::send(
         connection,
         &Control::Digest {
@@ -391,6 +392,7 @@ async fn receive_file(connection: &Connection, store: &Store) -> Result<String, 
             return Err(CliError::Protocol { peer, reason });
         }
     };
+    tracing::info!(?peer, offered = %printable(&offered), %name, size, "file offered");
     let target = store.dir.join(&name);
     if !store.force && target.symlink_metadata().is_ok() {
         refuse(
@@ -464,6 +466,7 @@ async fn receive_file(connection: &Connection, store: &Store) -> Result<String, 
         .await
         .map_err(|e| write_failed(connection, &partial.path, e))?;
     let sha256 = written.sha256;
+    tracing::info!(?peer, %name, size, %sha256, "file written and synced");
     match control::recv(connection)
         .await
         .map_err(|e| in_transfer(&name, e))?

@@ -265,3 +265,42 @@ fn garbage_at_the_servers_port_neither_stops_a_run_nor_the_next_client() {
         .expect("a count of dropped datagrams");
     assert!(dropped > 0, "{lines:?}");
 }
+
+#[test]
+fn a_pasted_key_a_forced_backend_and_a_payload_cap_are_honoured() {
+    let keys = keys();
+    let server = perf_server();
+    let pasted = stdout(&run(&["pubkey", "--key", path(&keys.public)]))
+        .trim()
+        .to_owned();
+    let output = client_to(
+        &server.addr,
+        &[
+            "--time",
+            "500ms",
+            "--backend",
+            "portable",
+            "--mtu",
+            "1300",
+            "--json",
+        ],
+    );
+    let report = json(&output);
+    assert_eq!(report["backend"], "portable");
+    // Probing starts at 1200 and may not have reached the cap yet; it
+    // never passes it (the default would be 1452).
+    let mtu = report["client"]["path_mtu"].as_u64().expect("a number");
+    assert!((1200..=1300).contains(&mtu), "{mtu}");
+    assert_eq!(report["bytes_agree"], true);
+    let output = run(&[
+        "perf",
+        "client",
+        &server.addr,
+        "--key",
+        &pasted,
+        "--bytes",
+        "1M",
+        "--json",
+    ]);
+    assert_eq!(json(&output)["server"]["bytes_received"], 1_000_000);
+}
