@@ -90,9 +90,9 @@ pub(crate) enum CliError {
     /// Both ends' counts or hashes differ.
     #[error("{0}")]
     Mismatch(String),
-    /// Interrupted by a signal.
-    #[error("interrupted")]
-    Interrupted,
+    /// Interrupted by a signal while transfers were under way.
+    #[error("interrupted with {0} transfer(s) unfinished; their partial files were removed")]
+    Interrupted(usize),
 }
 
 fn peer_name(peer: Option<SocketAddr>) -> String {

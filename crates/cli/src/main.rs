@@ -166,26 +166,37 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
         .map_err(|e| CliError::Usage(format!("cannot start the runtime: {e}")))
 }
 
-/// Resolves on Ctrl-C (SIGINT) or, on Unix, SIGTERM: the servers stop
-/// cleanly on either, and `tern recv` removes its unfinished files.
-async fn interrupted() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = ctrl_c() => {}
-                _ = terminate.recv() => {}
+/// Watches for Ctrl-C (SIGINT) and, on Unix, SIGTERM from now on (a
+/// signal that comes before the returned future is polled still counts):
+/// the servers stop cleanly on either, and `tern recv` removes its
+/// unfinished files.
+#[cfg(unix)]
+fn interrupted() -> impl Future<Output = ()> {
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    async fn next(signal: Option<Signal>) {
+        match signal {
+            Some(mut signal) => {
+                signal.recv().await;
             }
-            return;
+            None => std::future::pending().await,
         }
     }
-    ctrl_c().await;
+    let interrupt = signal(SignalKind::interrupt()).ok();
+    let terminate = signal(SignalKind::terminate()).ok();
+    async move {
+        tokio::select! {
+            () = next(interrupt) => {}
+            () = next(terminate) => {}
+        }
+    }
 }
 
-/// Ctrl-C; never, if the signal cannot be watched.
-async fn ctrl_c() {
-    if tokio::signal::ctrl_c().await.is_err() {
-        std::future::pending::<()>().await;
+/// Watches for Ctrl-C; never resolves if it cannot be watched.
+#[cfg(not(unix))]
+fn interrupted() -> impl Future<Output = ()> {
+    async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 }

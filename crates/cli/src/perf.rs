@@ -562,13 +562,14 @@ async fn run_client(
 pub(crate) async fn server(args: ServerArgs) -> Result<(), CliError> {
     let key = keys::read_private(&args.key)?;
     let endpoint = net::listen(args.listen, key, &args.net)?;
+    // Watched before the first line, which tells a script it may signal.
+    let interrupted = crate::interrupted();
+    tokio::pin!(interrupted);
     println!(
         "tern perf server on {} (backend {}); Ctrl-C to stop",
         endpoint.local_addr(),
         endpoint.backend()
     );
-    let interrupted = crate::interrupted();
-    tokio::pin!(interrupted);
     loop {
         tokio::select! {
             accepted = endpoint.accept() => {

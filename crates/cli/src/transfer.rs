@@ -18,6 +18,7 @@ use clap::Args;
 use rand_core::{OsRng, RngCore};
 use tern_peer::Connection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinSet;
 
 use crate::disk::{CHUNK, ReadAhead, WriteBehind};
 
@@ -305,6 +306,9 @@ pub(crate) async fn recv(args: RecvArgs) -> Result<(), CliError> {
     let key = keys::read_private(&args.key)?;
     std::fs::create_dir_all(&args.out).map_err(|e| CliError::io(&args.out, e))?;
     let endpoint = net::listen(args.listen, key, &args.net)?;
+    // Watched before the first line, which tells a script it may signal.
+    let interrupted = crate::interrupted();
+    tokio::pin!(interrupted);
     println!(
         "tern recv on {} (backend {}), files go to {}; Ctrl-C to stop",
         endpoint.local_addr(),
@@ -315,8 +319,9 @@ pub(crate) async fn recv(args: RecvArgs) -> Result<(), CliError> {
         dir: args.out,
         force: args.force,
     });
-    let interrupted = crate::interrupted();
-    tokio::pin!(interrupted);
+    // Transfers under way; dropping the set ends them, and their
+    // temporary files with them.
+    let mut transfers = JoinSet::new();
     loop {
         tokio::select! {
             accepted = endpoint.accept() => {
@@ -328,14 +333,15 @@ pub(crate) async fn recv(args: RecvArgs) -> Result<(), CliError> {
                         received = &mut received => received,
                         _ = &mut interrupted => {
                             net::shut_down(&endpoint).await;
-                            Err(CliError::Interrupted)
+                            Err(CliError::Interrupted(1))
                         }
                     };
                     println!("{}", received?);
                     return Ok(());
                 }
+                while transfers.try_join_next().is_some() {}
                 let store = Arc::clone(&store);
-                tokio::spawn(async move {
+                transfers.spawn(async move {
                     match receive(&connection, &store).await {
                         Ok(line) => println!("{line}"),
                         Err(e) => eprintln!("tern: {e}"),
@@ -343,10 +349,12 @@ pub(crate) async fn recv(args: RecvArgs) -> Result<(), CliError> {
                 });
             }
             _ = &mut interrupted => {
-                // The transfers' tasks end with the runtime, and their
-                // temporary files with them.
+                while transfers.try_join_next().is_some() {}
                 net::shut_down(&endpoint).await;
-                return Err(CliError::Interrupted);
+                return match transfers.len() {
+                    0 => Ok(()),
+                    unfinished => Err(CliError::Interrupted(unfinished)),
+                };
             }
         }
     }

@@ -236,7 +236,22 @@ fn a_stopped_receiver_removes_its_partial_file_and_tells_the_sender() {
         )
     );
     assert!(!receiver.wait().success());
+    let errors = [vec![receiver.next_error()], receiver.errors_so_far()].concat();
+    assert!(
+        errors.iter().any(|e| e
+            == "tern: interrupted with 1 transfer(s) unfinished; their partial files were removed"),
+        "{errors:?}"
+    );
     assert!(names(&dir.path().join("out")).is_empty());
+}
+
+#[test]
+fn an_idle_receiver_stops_cleanly_on_a_signal() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let mut receiver = receiver(dir.path(), &[]);
+    receiver.signal("INT");
+    assert!(receiver.wait().success());
+    assert!(receiver.errors_so_far().is_empty());
 }
 
 #[test]
