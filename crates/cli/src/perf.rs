@@ -29,6 +29,9 @@ use crate::{keys, units};
 /// How long a server waits for a new client to say what it wants.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long past its length a timed run may take to drain.
+const RUN_GRACE: Duration = Duration::from_secs(30);
+
 /// Bytes read per call on the receiving side.
 const READ_SIZE: usize = 256 << 10;
 
@@ -211,9 +214,9 @@ async fn exchange(
 #[derive(Clone, Copy, Debug)]
 struct Writer {
     write_size: usize,
-    /// Bytes to write in all, or
+    /// With `--bytes`: this stream's share, written in all.
     budget: Option<u64>,
-    /// write until then.
+    /// With `--time`: when to stop writing.
     deadline: Option<Instant>,
     /// Bytes per second at most.
     rate: Option<u64>,
@@ -486,6 +489,9 @@ async fn run_client(
     );
     tokio::pin!(data);
     let mut ticker = tokio::time::interval_at(start + args.interval, args.interval);
+    // After a stall, carry on from now rather than print a burst of
+    // empty intervals.
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut intervals = Vec::new();
     let mut last = first;
     loop {
@@ -624,14 +630,27 @@ async fn serve(endpoint: &Endpoint, connection: &Connection) -> Result<Vec<Strin
     let counters = Arc::new(Counters::default());
     let first = Sample::take(endpoint, connection, &counters);
     let start = first.at;
-    exchange(
+    let data = exchange(
         connection,
         params,
         Role::server(params.direction),
         &counters,
         start,
-    )
-    .await?;
+    );
+    // A client that keeps the connection alive but never finishes its
+    // streams does not hold the server for ever: a timed run ends by its
+    // length and a grace period.
+    match params.limit {
+        Limit::Millis(ms) => {
+            tokio::time::timeout(Duration::from_millis(ms) + RUN_GRACE, data)
+                .await
+                .map_err(|_| CliError::Protocol {
+                    peer,
+                    reason: "the run did not finish in its time".to_owned(),
+                })??;
+        }
+        Limit::Bytes(_) => data.await?,
+    }
     let end = Sample::take(endpoint, connection, &counters);
     let mine = side_report(&first, &end, start);
     tracing::info!(?peer, report = ?mine, "perf data phase over");
