@@ -1,0 +1,680 @@
+//! `tern perf`: a throughput test between a client and a server, one line
+//! per interval while it runs and a summary from both ends.
+//!
+//! The client tells the server what to run ([`Control::PerfStart`]); the
+//! data goes on streams, each end counting what it wrote and what it read;
+//! then each end sends its counts ([`Control::PerfReport`]), so the
+//! summary shows both and checks that what one end sent is what the other
+//! received, byte for byte.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use clap::Args;
+use serde::Serialize;
+use tern_peer::{Connection, ConnectionStats, Endpoint, Stream};
+use tern_sockio::CounterSnapshot;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::control::{self, Control, Direction, Limit, PerfParams, SideReport};
+use crate::error::{CliError, stream_error};
+use crate::net::{self, NetOptions};
+use crate::{keys, units};
+
+/// How long a server waits for a new client to say what it wants.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long past its length a timed run may take to drain.
+const RUN_GRACE: Duration = Duration::from_secs(30);
+
+/// Bytes read per call on the receiving side.
+const READ_SIZE: usize = 256 << 10;
+
+/// `tern perf server`.
+#[derive(Debug, Args)]
+pub(crate) struct ServerArgs {
+    /// Address and UDP port to listen on.
+    #[arg(long, value_name = "ADDR")]
+    listen: SocketAddr,
+    /// The server's private key (tern.key).
+    #[arg(long, value_name = "PRIVATE_KEY_FILE")]
+    key: std::path::PathBuf,
+    #[command(flatten)]
+    net: NetOptions,
+}
+
+/// `tern perf client`.
+#[derive(Debug, Args)]
+pub(crate) struct ClientArgs {
+    /// The server's address, HOST:PORT.
+    #[arg(value_name = "ADDR")]
+    addr: String,
+    /// The server's public key: its tern.pub file, or the `tern-pub:` line.
+    #[arg(long, value_name = "PUBLIC_KEY_FILE")]
+    key: String,
+    /// How long to send (e.g. 10s, 1m; 10s unless --bytes is given).
+    #[arg(long, value_name = "DURATION", value_parser = units::parse_duration, conflicts_with = "bytes")]
+    time: Option<Duration>,
+    /// How much to send per direction instead (e.g. 500M, 1G, 4GiB).
+    #[arg(long, value_name = "SIZE", value_parser = units::parse_size)]
+    bytes: Option<u64>,
+    /// Parallel streams per direction.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    streams: u32,
+    /// Bytes per write (e.g. 128K).
+    #[arg(long, value_name = "BYTES", default_value = "128K", value_parser = units::parse_size)]
+    size: u64,
+    /// The server sends, the client receives.
+    #[arg(long, conflicts_with = "bidir")]
+    reverse: bool,
+    /// Both send at once.
+    #[arg(long)]
+    bidir: bool,
+    /// Cap each direction's rate, in Mbit/s.
+    #[arg(long, value_name = "MBIT")]
+    rate: Option<f64>,
+    /// Time between report lines.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = units::parse_duration)]
+    interval: Duration,
+    /// Print one JSON document at the end instead of lines.
+    #[arg(long)]
+    json: bool,
+    /// How long to wait for the server's answer to the handshake.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = units::parse_duration)]
+    connect_timeout: Duration,
+    #[command(flatten)]
+    net: NetOptions,
+}
+
+impl ClientArgs {
+    fn params(&self) -> Result<PerfParams, CliError> {
+        let limit = match (self.time, self.bytes) {
+            (_, Some(bytes)) => Limit::Bytes(bytes),
+            (Some(time), None) => Limit::Millis(time.as_millis().try_into().unwrap_or(u64::MAX)),
+            (None, None) => Limit::Millis(10_000),
+        };
+        let rate_bits = match self.rate {
+            None => None,
+            Some(mbit) if mbit.is_finite() && mbit > 0.0 => Some((mbit * 1e6) as u64),
+            Some(_) => return Err(CliError::Usage("--rate must be above zero".to_owned())),
+        };
+        let direction = match (self.reverse, self.bidir) {
+            (_, true) => Direction::Both,
+            (true, false) => Direction::Download,
+            (false, false) => Direction::Upload,
+        };
+        let params = PerfParams {
+            streams: self.streams,
+            direction,
+            limit,
+            write_size: self.size,
+            rate_bits,
+        };
+        params.validate().map_err(CliError::Usage)?;
+        if self.interval.is_zero() {
+            return Err(CliError::Usage("--interval must be above zero".to_owned()));
+        }
+        Ok(params)
+    }
+}
+
+/// Bytes one end moved, updated by its stream tasks as they go.
+#[derive(Debug, Default)]
+struct Counters {
+    sent: AtomicU64,
+    received: AtomicU64,
+}
+
+/// Which streams this end writes and which it reads.
+#[derive(Clone, Copy, Debug)]
+struct Role {
+    sends: bool,
+    receives: bool,
+}
+
+impl Role {
+    fn client(direction: Direction) -> Self {
+        Self {
+            sends: direction != Direction::Download,
+            receives: direction != Direction::Upload,
+        }
+    }
+
+    fn server(direction: Direction) -> Self {
+        Self {
+            sends: direction != Direction::Upload,
+            receives: direction != Direction::Download,
+        }
+    }
+}
+
+/// Runs this end's half of the data phase: opens and writes its streams,
+/// accepts and reads the peer's, until every one is done.
+async fn exchange(
+    connection: &Connection,
+    params: PerfParams,
+    role: Role,
+    counters: &Arc<Counters>,
+    start: Instant,
+) -> Result<(), CliError> {
+    let streams = u64::from(params.streams);
+    let mut tasks = JoinSet::new();
+    if role.sends {
+        let rate = params.rate_bits.map(|bits| (bits / 8 / streams).max(1));
+        for i in 0..streams {
+            let (budget, deadline) = match params.limit {
+                Limit::Bytes(total) => (
+                    Some(total / streams + if i == 0 { total % streams } else { 0 }),
+                    None,
+                ),
+                Limit::Millis(ms) => (None, Some(start + Duration::from_millis(ms))),
+            };
+            let stream = connection
+                .open_stream()
+                .await
+                .map_err(|e| CliError::connection(connection, e))?;
+            let writer = Writer {
+                write_size: usize::try_from(params.write_size).unwrap_or(usize::MAX),
+                budget,
+                deadline,
+                rate,
+            };
+            tasks.spawn(writer.run(stream, Arc::clone(counters)));
+        }
+    }
+    if role.receives {
+        for _ in 0..streams {
+            let stream = connection
+                .accept_stream()
+                .await
+                .map_err(|e| CliError::connection(connection, e))?;
+            tasks.spawn(read_stream(stream, Arc::clone(counters)));
+        }
+    }
+    while let Some(done) = tasks.join_next().await {
+        let ended = |reason: String| CliError::Connection {
+            peer: connection.remote_addr(),
+            reason,
+        };
+        match done {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(ended(stream_error(&e))),
+            Err(e) => return Err(ended(e.to_string())),
+        }
+    }
+    Ok(())
+}
+
+/// One sending stream of a perf run.
+#[derive(Clone, Copy, Debug)]
+struct Writer {
+    write_size: usize,
+    /// With `--bytes`: this stream's share, written in all.
+    budget: Option<u64>,
+    /// With `--time`: when to stop writing.
+    deadline: Option<Instant>,
+    /// Bytes per second at most.
+    rate: Option<u64>,
+}
+
+impl Writer {
+    async fn run(self, mut stream: Stream, counters: Arc<Counters>) -> std::io::Result<()> {
+        let buf = vec![0x5a_u8; self.write_size];
+        let began = Instant::now();
+        let mut written: u64 = 0;
+        loop {
+            let len = match self.budget {
+                Some(budget) => {
+                    let left = budget - written;
+                    if left == 0 {
+                        break;
+                    }
+                    usize::try_from(left).map_or(buf.len(), |left| left.min(buf.len()))
+                }
+                None => buf.len(),
+            };
+            if let Some(rate) = self.rate {
+                let due = began + Duration::from_secs_f64(written as f64 / rate as f64);
+                tokio::time::sleep_until(self.deadline.map_or(due, |d| d.min(due))).await;
+            }
+            let n = match self.deadline {
+                Some(deadline) => {
+                    match tokio::time::timeout_at(deadline, stream.write(&buf[..len])).await {
+                        Ok(n) => n?,
+                        Err(_) => break,
+                    }
+                }
+                None => stream.write(&buf[..len]).await?,
+            };
+            written += n as u64;
+            counters.sent.fetch_add(n as u64, Ordering::Relaxed);
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+        }
+        stream.shutdown().await
+    }
+}
+
+/// Reads one of the peer's streams to its end, counting.
+async fn read_stream(mut stream: Stream, counters: Arc<Counters>) -> std::io::Result<()> {
+    let mut buf = vec![0u8; READ_SIZE];
+    loop {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        counters.received.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// What one end looked like at one moment.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    at: Instant,
+    sent: u64,
+    received: u64,
+    connection: Option<ConnectionStats>,
+    socket: CounterSnapshot,
+}
+
+impl Sample {
+    fn take(endpoint: &Endpoint, connection: &Connection, counters: &Counters) -> Self {
+        Self {
+            at: Instant::now(),
+            sent: counters.sent.load(Ordering::Relaxed),
+            received: counters.received.load(Ordering::Relaxed),
+            connection: connection.stats(),
+            socket: endpoint.stats().socket,
+        }
+    }
+}
+
+/// Datagrams per system call between two socket snapshots.
+fn per_call(datagrams: u64, calls: u64) -> f64 {
+    if calls == 0 {
+        0.0
+    } else {
+        datagrams as f64 / calls as f64
+    }
+}
+
+/// One report line.
+#[derive(Clone, Copy, Debug, Serialize)]
+struct Interval {
+    /// Seconds since the start, at the interval's start and end.
+    start: f64,
+    end: f64,
+    /// Application bytes this end sent and received in the interval.
+    bytes: u64,
+    bits_per_second: f64,
+    rtt_ms: f64,
+    window: u64,
+    /// Packets declared lost in the interval (their data was re-sent).
+    retransmits: u64,
+    datagrams_per_send_call: f64,
+    datagrams_per_recv_call: f64,
+}
+
+impl Interval {
+    fn between(start: Instant, from: &Sample, to: &Sample) -> Self {
+        let bytes = (to.sent - from.sent) + (to.received - from.received);
+        let elapsed = to.at - from.at;
+        let stats = to.connection.unwrap_or_default();
+        let lost_before = from.connection.map_or(0, |s| s.lost_packets);
+        Self {
+            start: (from.at - start).as_secs_f64(),
+            end: (to.at - start).as_secs_f64(),
+            bytes,
+            bits_per_second: units::bits_per_second(bytes, elapsed),
+            rtt_ms: stats.rtt.as_secs_f64() * 1e3,
+            window: stats.window,
+            retransmits: stats.lost_packets.saturating_sub(lost_before),
+            datagrams_per_send_call: per_call(
+                to.socket.datagrams_sent - from.socket.datagrams_sent,
+                to.socket.send_syscalls - from.socket.send_syscalls,
+            ),
+            datagrams_per_recv_call: per_call(
+                to.socket.datagrams_received - from.socket.datagrams_received,
+                to.socket.recv_syscalls - from.socket.recv_syscalls,
+            ),
+        }
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "[{:5.1}-{:5.1} s] {:>9} {:>12}  rtt {:>8}  window {:>9}  retr {:>4}  dgrams/call tx {:4.1} rx {:4.1}",
+            self.start,
+            self.end,
+            units::bytes(self.bytes),
+            units::rate(self.bytes, Duration::from_secs_f64(self.end - self.start)),
+            units::millis(Duration::from_secs_f64(self.rtt_ms / 1e3)),
+            units::bytes(self.window),
+            self.retransmits,
+            self.datagrams_per_send_call,
+            self.datagrams_per_recv_call,
+        )
+    }
+}
+
+/// This end's counts at the end of its data phase.
+fn side_report(first: &Sample, last: &Sample, start: Instant) -> SideReport {
+    let stats = last.connection.unwrap_or_default();
+    SideReport {
+        bytes_sent: last.sent,
+        bytes_received: last.received,
+        seconds: (last.at - start).as_secs_f64(),
+        rtt_ms: stats.rtt.as_secs_f64() * 1e3,
+        window: stats.window,
+        lost_packets: stats.lost_packets,
+        sent_packets: stats.sent_packets,
+        path_mtu: stats.path_mtu,
+        key_updates: stats.key_updates,
+        datagrams_per_send_call: per_call(
+            last.socket.datagrams_sent - first.socket.datagrams_sent,
+            last.socket.send_syscalls - first.socket.send_syscalls,
+        ),
+        datagrams_per_recv_call: per_call(
+            last.socket.datagrams_received - first.socket.datagrams_received,
+            last.socket.recv_syscalls - first.socket.recv_syscalls,
+        ),
+    }
+}
+
+/// One end's summary line.
+fn summary_line(who: &str, report: &SideReport) -> String {
+    let moved = report.bytes_sent + report.bytes_received;
+    format!(
+        "{who}: sent {}, received {} in {:.2} s = {}; rtt {}, lost {} of {} packets, path MTU {}, key updates {}, datagrams per send/recv call {:.1}/{:.1}",
+        units::bytes(report.bytes_sent),
+        units::bytes(report.bytes_received),
+        report.seconds,
+        units::rate(moved, Duration::from_secs_f64(report.seconds)),
+        units::millis(Duration::from_secs_f64(report.rtt_ms / 1e3)),
+        report.lost_packets,
+        report.sent_packets,
+        report.path_mtu,
+        report.key_updates,
+        report.datagrams_per_send_call,
+        report.datagrams_per_recv_call,
+    )
+}
+
+/// Whether what each end sent is what the other received, in words.
+fn agreement(client: &SideReport, server: &SideReport) -> (bool, Vec<String>) {
+    let mut lines = Vec::new();
+    let mut agree = true;
+    for (what, sent, received) in [
+        ("client to server", client.bytes_sent, server.bytes_received),
+        ("server to client", server.bytes_sent, client.bytes_received),
+    ] {
+        if sent == 0 && received == 0 {
+            continue;
+        }
+        if sent == received {
+            lines.push(format!(
+                "{what}: {sent} bytes sent, {received} received: they agree"
+            ));
+        } else {
+            agree = false;
+            lines.push(format!("{what}: {sent} bytes sent but {received} received"));
+        }
+    }
+    (agree, lines)
+}
+
+/// The JSON document `--json` prints.
+#[derive(Debug, Serialize)]
+struct JsonReport<'a> {
+    address: SocketAddr,
+    backend: String,
+    params: PerfParams,
+    intervals: &'a [Interval],
+    client: SideReport,
+    server: SideReport,
+    bytes_agree: bool,
+}
+
+/// `tern perf client`.
+pub(crate) async fn client(args: ClientArgs) -> Result<(), CliError> {
+    let params = args.params()?;
+    let public = keys::read_public(&args.key)?;
+    let addr = net::resolve(&args.addr).await?;
+    let (endpoint, connection) =
+        net::connect(addr, &public, &args.net, args.connect_timeout).await?;
+    let run = run_client(&args, params, addr, &endpoint, &connection).await;
+    net::close_on_error(&connection, run).await
+}
+
+/// The client's run on an established connection.
+async fn run_client(
+    args: &ClientArgs,
+    params: PerfParams,
+    addr: SocketAddr,
+    endpoint: &Endpoint,
+    connection: &Connection,
+) -> Result<(), CliError> {
+    if !args.json {
+        println!(
+            "tern perf: {addr}, {} stream{}, {}, {}, backend {}",
+            params.streams,
+            if params.streams == 1 { "" } else { "s" },
+            match params.direction {
+                Direction::Upload => "client sends",
+                Direction::Download => "server sends (reverse)",
+                Direction::Both => "both send",
+            },
+            match params.limit {
+                Limit::Millis(ms) => format!("{:.1} s", ms as f64 / 1e3),
+                Limit::Bytes(b) => units::bytes(b),
+            },
+            endpoint.backend(),
+        );
+    }
+    control::send(connection, &Control::PerfStart(params)).await?;
+    let counters = Arc::new(Counters::default());
+    let first = Sample::take(endpoint, connection, &counters);
+    let start = first.at;
+    let data = exchange(
+        connection,
+        params,
+        Role::client(params.direction),
+        &counters,
+        start,
+    );
+    tokio::pin!(data);
+    let mut ticker = tokio::time::interval_at(start + args.interval, args.interval);
+    // After a stall, carry on from now rather than print a burst of
+    // empty intervals.
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut intervals = Vec::new();
+    let mut last = first;
+    loop {
+        tokio::select! {
+            done = &mut data => {
+                done?;
+                break;
+            }
+            _ = ticker.tick() => {
+                let now = Sample::take(endpoint, connection, &counters);
+                let interval = Interval::between(start, &last, &now);
+                if !args.json {
+                    println!("{}", interval.line());
+                }
+                intervals.push(interval);
+                last = now;
+            }
+        }
+    }
+    let end = Sample::take(endpoint, connection, &counters);
+    // The last, partial interval, unless it is a sliver.
+    if end.at - last.at > args.interval / 10 {
+        let interval = Interval::between(start, &last, &end);
+        if !args.json {
+            println!("{}", interval.line());
+        }
+        intervals.push(interval);
+    }
+    let mine = side_report(&first, &end, start);
+    tracing::info!(report = ?mine, stats = ?endpoint.stats(), "perf data phase over");
+    control::send(connection, &Control::PerfReport(mine)).await?;
+    let theirs = match control::recv(connection).await? {
+        Control::PerfReport(report) => report,
+        other => {
+            return Err(CliError::Protocol {
+                peer: Some(addr),
+                reason: format!("expected the server's report, got {other:?}"),
+            });
+        }
+    };
+    connection.close(0, Bytes::from_static(b"done")).await;
+    let (agree, lines) = agreement(&mine, &theirs);
+    if args.json {
+        let document = JsonReport {
+            address: addr,
+            backend: endpoint.backend().to_string(),
+            params,
+            intervals: &intervals,
+            client: mine,
+            server: theirs,
+            bytes_agree: agree,
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&document).unwrap_or_default()
+        );
+    } else {
+        println!("{}", summary_line("client", &mine));
+        println!("{}", summary_line("server", &theirs));
+        for line in &lines {
+            println!("{line}");
+        }
+    }
+    if agree {
+        Ok(())
+    } else {
+        Err(CliError::Mismatch(
+            "the two ends' byte counts differ".to_owned(),
+        ))
+    }
+}
+
+/// `tern perf server`: serves clients, several at once, until interrupted.
+pub(crate) async fn server(args: ServerArgs) -> Result<(), CliError> {
+    let key = keys::read_private(&args.key)?;
+    let endpoint = net::listen(args.listen, key, &args.net)?;
+    // Watched before the first line, which tells a script it may signal.
+    let interrupted = crate::interrupted();
+    tokio::pin!(interrupted);
+    println!(
+        "tern perf server on {} (backend {}); Ctrl-C to stop",
+        endpoint.local_addr(),
+        endpoint.backend()
+    );
+    loop {
+        tokio::select! {
+            accepted = endpoint.accept() => {
+                let Some(connection) = accepted else { break };
+                tracing::info!(peer = ?connection.remote_addr(), "client connected");
+                let endpoint = endpoint.clone();
+                tokio::spawn(async move {
+                    let peer = connection.remote_addr();
+                    let who = peer.map_or_else(|| "a client".to_owned(), |p| p.to_string());
+                    let served = serve(&endpoint, &connection).await;
+                    match net::close_on_error(&connection, served).await {
+                        Ok(lines) => {
+                            for line in lines {
+                                println!("{who}: {line}");
+                            }
+                        }
+                        Err(e) => eprintln!("tern: client {who}: {e}"),
+                    }
+                });
+            }
+            _ = &mut interrupted => {
+                net::shut_down(&endpoint).await;
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Serves one perf client; returns the summary lines.
+async fn serve(endpoint: &Endpoint, connection: &Connection) -> Result<Vec<String>, CliError> {
+    let peer = connection.remote_addr();
+    let first = tokio::time::timeout(START_TIMEOUT, control::recv(connection))
+        .await
+        .map_err(|_| CliError::Protocol {
+            peer,
+            reason: "no test parameters within 10 s".to_owned(),
+        })??;
+    let Control::PerfStart(params) = first else {
+        connection.abort(1, Bytes::from_static(b"expected the test parameters"));
+        return Err(CliError::Protocol {
+            peer,
+            reason: "the first message was not the test parameters".to_owned(),
+        });
+    };
+    if let Err(reason) = params.validate() {
+        tracing::warn!(?peer, %reason, "refused perf parameters");
+        connection.close(1, Bytes::from(reason.clone())).await;
+        return Err(CliError::Protocol { peer, reason });
+    }
+    tracing::info!(?peer, ?params, "perf run starts");
+    let counters = Arc::new(Counters::default());
+    let first = Sample::take(endpoint, connection, &counters);
+    let start = first.at;
+    let data = exchange(
+        connection,
+        params,
+        Role::server(params.direction),
+        &counters,
+        start,
+    );
+    // A client that keeps the connection alive but never finishes its
+    // streams does not hold the server for ever: a timed run ends by its
+    // length and a grace period.
+    match params.limit {
+        Limit::Millis(ms) => {
+            tokio::time::timeout(Duration::from_millis(ms) + RUN_GRACE, data)
+                .await
+                .map_err(|_| CliError::Protocol {
+                    peer,
+                    reason: "the run did not finish in its time".to_owned(),
+                })??;
+        }
+        Limit::Bytes(_) => data.await?,
+    }
+    let end = Sample::take(endpoint, connection, &counters);
+    let mine = side_report(&first, &end, start);
+    tracing::info!(?peer, report = ?mine, "perf data phase over");
+    control::send(connection, &Control::PerfReport(mine)).await?;
+    let theirs = match control::recv(connection).await? {
+        Control::PerfReport(report) => report,
+        other => {
+            return Err(CliError::Protocol {
+                peer,
+                reason: format!("expected the client's report, got {other:?}"),
+            });
+        }
+    };
+    let _ = connection.closed().await;
+    let (_, agreement) = agreement(&theirs, &mine);
+    let mut lines = vec![
+        summary_line("server", &mine),
+        summary_line("client", &theirs),
+    ];
+    lines.extend(agreement);
+    let dropped = endpoint.stats().protocol;
+    lines.push(format!(
+        "endpoint so far: {} datagrams dropped as unroutable, {} intros refused, {} intros rate-limited",
+        dropped.dropped_unroutable, dropped.intros_refused, dropped.intros_rate_limited
+    ));
+    Ok(lines)
+}

@@ -1,0 +1,520 @@
+//! `tern send` and `tern recv`: one file over one stream, streamed from
+//! disk to disk (never whole in memory), its SHA-256 checked by the
+//! receiver, and stored under its final name only once complete and
+//! verified.
+//!
+//! The receiver writes to a hidden temporary name beside the target
+//! (`.NAME.RANDOM.tern-partial`), removed on any failure; the final name
+//! appears by a hard link (which never replaces an existing file) or, with
+//! `--force`, by a rename.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use clap::Args;
+use rand_core::{OsRng, RngCore};
+use tern_peer::Connection;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinSet;
+
+use crate::disk::{CHUNK, ReadAhead, WriteBehind};
+
+use crate::control::{self, Control};
+use crate::error::{CliError, printable, stream_error};
+use crate::net::{self, NetOptions};
+use crate::progress::Progress;
+use crate::{keys, names, units};
+
+/// How long a receiver waits for a new sender to offer its file.
+const OFFER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Close code when the receiver gives up on a transfer.
+const RECEIVER_FAILED: u64 = 1;
+
+/// `tern send`.
+#[derive(Debug, Args)]
+pub(crate) struct SendArgs {
+    /// The file to send.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// The receiver's address, HOST:PORT.
+    #[arg(value_name = "ADDR")]
+    addr: String,
+    /// The receiver's public key: its tern.pub file, or the `tern-pub:` line.
+    #[arg(long, value_name = "PUBLIC_KEY_FILE")]
+    key: String,
+    /// Cap the sending rate, in Mbit/s.
+    #[arg(long, value_name = "MBIT")]
+    rate: Option<f64>,
+    /// How long to wait for the receiver's answer to the handshake.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = units::parse_duration)]
+    connect_timeout: Duration,
+    #[command(flatten)]
+    net: NetOptions,
+}
+
+/// `tern recv`.
+#[derive(Debug, Args)]
+pub(crate) struct RecvArgs {
+    /// Address and UDP port to listen on.
+    #[arg(long, value_name = "ADDR")]
+    listen: SocketAddr,
+    /// The receiver's private key (tern.key).
+    #[arg(long, value_name = "PRIVATE_KEY_FILE")]
+    key: PathBuf,
+    /// Directory the files go to (created if missing).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    out: PathBuf,
+    /// Receive one file, then exit (non-zero if it failed).
+    #[arg(long)]
+    once: bool,
+    /// Replace a file that exists already.
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    net: NetOptions,
+}
+
+/// A file being received under its temporary name: removed when dropped
+/// unless [`commit`](Self::commit) put it in place (so an error, or the
+/// task being cancelled on Ctrl-C, leaves nothing behind).
+#[derive(Debug)]
+struct Partial {
+    path: PathBuf,
+}
+
+impl Partial {
+    /// Creates the temporary file for `name` in `dir`.
+    fn create(dir: &Path, name: &str) -> Result<(Self, std::fs::File), CliError> {
+        let path = dir.join(format!(".{name}.{:016x}.tern-partial", OsRng.next_u64()));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| CliError::io(&path, e))?;
+        Ok((Self { path }, file))
+    }
+
+    /// Gives the (written and synced) file its final name `target`,
+    /// replacing an existing file only with `force`.
+    fn commit(self, target: &Path, force: bool) -> Result<(), CliError> {
+        let placed = if force {
+            std::fs::rename(&self.path, target)
+        } else {
+            std::fs::hard_link(&self.path, target).and_then(|()| std::fs::remove_file(&self.path))
+        };
+        match placed {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                Err(CliError::Exists(target.to_owned()))
+            }
+            Err(e) => Err(CliError::io(target, e)),
+        }
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        // After a commit the temporary name is gone already.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// `tern send`.
+pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
+    let public = keys::read_public(&args.key)?;
+    let path = &args.file;
+    let file = std::fs::File::open(path).map_err(|e| CliError::io(path, e))?;
+    let metadata = file.metadata().map_err(|e| CliError::io(path, e))?;
+    if !metadata.is_file() {
+        return Err(CliError::io(
+            path,
+            std::io::Error::other("not a regular file"),
+        ));
+    }
+    let size = metadata.len();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| CliError::Usage(format!("{} names no file", path.display())))?;
+    let mut net_options = args.net.clone();
+    net_options.rate_limit = match args.rate {
+        None => None,
+        Some(mbit) if mbit.is_finite() && mbit > 0.0 => Some((mbit * 1e6 / 8.0) as u64),
+        Some(_) => return Err(CliError::Usage("--rate must be above zero".to_owned())),
+    };
+    let addr = net::resolve(&args.addr).await?;
+    let (_endpoint, connection) =
+        net::connect(addr, &public, &net_options, args.connect_timeout).await?;
+    let sent = send_file(&connection, addr, path, file, name, size).await;
+    net::close_on_error(&connection, sent).await
+}
+
+/// Offers the file, streams it, waits for the receiver's verdict.
+async fn send_file(
+    connection: &Connection,
+    addr: SocketAddr,
+    path: &Path,
+    file: std::fs::File,
+    name: String,
+    size: u64,
+) -> Result<(), CliError> {
+    control::send(
+        connection,
+        &Control::Offer {
+            name: name.clone(),
+            size,
+        },
+    )
+    .await?;
+    match control::recv(connection).await? {
+        Control::Accept => {}
+        Control::Refuse { reason } => {
+            return Err(CliError::Refused {
+                name,
+                reason: printable(&reason),
+            });
+        }
+        other => return Err(unexpected(addr, "an answer to the offer", &other)),
+    }
+    let started = Instant::now();
+    let mut stream = connection
+        .open_stream()
+        .await
+        .map_err(|e| CliError::connection(connection, e))?;
+    let mut progress = Progress::new(&name, size);
+    let mut chunks = ReadAhead::start(file);
+    let streamed: Result<(), CliError> = async {
+        while let Some(chunk) = chunks.next().await {
+            if let Err(e) = stream.write_all(&chunk).await {
+                return Err(stream_failed(connection, Some(addr), &name, &e).await);
+            }
+            progress.advance(chunk.len() as u64);
+        }
+        Ok(())
+    }
+    .await;
+    progress.finish();
+    streamed?;
+    let read = chunks.finish().await.map_err(|e| CliError::io(path, e))?;
+    if read.bytes != size {
+        return Err(CliError::io(
+            path,
+            std::io::Error::other(format!(
+                "the file changed while it was sent ({size} bytes before, {} read)",
+                read.bytes
+            )),
+        ));
+    }
+    if let Err(e) = stream.shutdown().await {
+        return Err(stream_failed(connection, Some(addr), &name, &e).await);
+    }
+    let sha256 = read.sha256;
+    tracing::info!(%name, size, %sha256, "file streamed; waiting for the receiver's verdict");
+    control::send(
+        connection,
+        &Control::Digest {
+            sha256: sha256.clone(),
+        },
+    )
+    .await
+    .map_err(|e| in_transfer(&name, e))?;
+    match control::recv(connection)
+        .await
+        .map_err(|e| in_transfer(&name, e))?
+    {
+        Control::Stored { sha256: theirs } if theirs == sha256 => {}
+        Control::Refuse { reason } => {
+            return Err(CliError::Refused {
+                name,
+                reason: printable(&reason),
+            });
+        }
+        other => return Err(unexpected(addr, "the receiver's verdict", &other)),
+    }
+    let elapsed = started.elapsed();
+    connection.close(0, Bytes::from_static(b"done")).await;
+    println!(
+        "sent {name} ({}) to {addr} in {:.2} s ({}); SHA-256 {sha256} verified by the receiver",
+        units::bytes(size),
+        elapsed.as_secs_f64(),
+        units::rate(size, elapsed),
+    );
+    Ok(())
+}
+
+/// A stream that failed mid-transfer: the connection's end says why
+/// better than the stream (which only knows it is gone).
+async fn stream_failed(
+    connection: &Connection,
+    peer: Option<SocketAddr>,
+    name: &str,
+    e: &std::io::Error,
+) -> CliError {
+    let reason = match tokio::time::timeout(Duration::from_millis(200), connection.closed()).await {
+        Ok(ended) => crate::error::describe(&ended),
+        Err(_) => stream_error(e),
+    };
+    CliError::Connection {
+        peer,
+        reason: format!("transfer of {name} interrupted: {reason}"),
+    }
+}
+
+/// The receiver cannot write the file: the sender is told why at once.
+fn write_failed(connection: &Connection, path: &Path, e: std::io::Error) -> CliError {
+    let why = if e.kind() == std::io::ErrorKind::StorageFull {
+        "disk full on the receiver"
+    } else {
+        "the receiver cannot write the file"
+    };
+    connection.abort(RECEIVER_FAILED, Bytes::from_static(why.as_bytes()));
+    CliError::io(path, e)
+}
+
+/// A failure once the file is under way is an interrupted transfer.
+fn in_transfer(name: &str, e: CliError) -> CliError {
+    match e {
+        CliError::Connection { peer, reason } => CliError::Connection {
+            peer,
+            reason: format!("transfer of {name} interrupted: {reason}"),
+        },
+        other => other,
+    }
+}
+
+fn unexpected(addr: SocketAddr, wanted: &str, got: &Control) -> CliError {
+    CliError::Protocol {
+        peer: Some(addr),
+        reason: format!("expected {wanted}, got {got:?}"),
+    }
+}
+
+/// Where and how received files are stored.
+#[derive(Debug)]
+struct Store {
+    dir: PathBuf,
+    force: bool,
+}
+
+/// `tern recv`: receives files, several at once, until interrupted (or
+/// one, with `--once`).
+pub(crate) async fn recv(args: RecvArgs) -> Result<(), CliError> {
+    let key = keys::read_private(&args.key)?;
+    std::fs::create_dir_all(&args.out).map_err(|e| CliError::io(&args.out, e))?;
+    let endpoint = net::listen(args.listen, key, &args.net)?;
+    // Watched before the first line, which tells a script it may signal.
+    let interrupted = crate::interrupted();
+    tokio::pin!(interrupted);
+    println!(
+        "tern recv on {} (backend {}), files go to {}; Ctrl-C to stop",
+        endpoint.local_addr(),
+        endpoint.backend(),
+        args.out.display()
+    );
+    let store = Arc::new(Store {
+        dir: args.out,
+        force: args.force,
+    });
+    // Transfers under way; dropping the set ends them, and their
+    // temporary files with them.
+    let mut transfers = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = endpoint.accept() => {
+                let Some(connection) = accepted else { return Ok(()) };
+                if args.once {
+                    let received = receive(&connection, &store);
+                    tokio::pin!(received);
+                    let received = tokio::select! {
+                        received = &mut received => received,
+                        _ = &mut interrupted => {
+                            net::shut_down(&endpoint).await;
+                            Err(CliError::Interrupted(1))
+                        }
+                    };
+                    println!("{}", received?);
+                    return Ok(());
+                }
+                while transfers.try_join_next().is_some() {}
+                let store = Arc::clone(&store);
+                transfers.spawn(async move {
+                    match receive(&connection, &store).await {
+                        Ok(line) => println!("{line}"),
+                        Err(e) => eprintln!("tern: {e}"),
+                    }
+                });
+            }
+            _ = &mut interrupted => {
+                while transfers.try_join_next().is_some() {}
+                net::shut_down(&endpoint).await;
+                return match transfers.len() {
+                    0 => Ok(()),
+                    unfinished => Err(CliError::Interrupted(unfinished)),
+                };
+            }
+        }
+    }
+}
+
+/// Tells the sender the file is refused, and why.
+/// (The connection is closed after it, by [`receive`].)
+async fn refuse(connection: &Connection, reason: String) {
+    let _ = control::send(connection, &Control::Refuse { reason }).await;
+}
+
+/// Receives one file on `connection`; returns the line to print. On an
+/// error the connection is closed with it, so the sender learns at once.
+async fn receive(connection: &Connection, store: &Store) -> Result<String, CliError> {
+    let received = receive_file(connection, store).await;
+    net::close_on_error(connection, received).await
+}
+
+async fn receive_file(connection: &Connection, store: &Store) -> Result<String, CliError> {
+    let peer = connection.remote_addr();
+    let who = peer.map_or_else(|| "the peer".to_owned(), |p| p.to_string());
+    let offer = tokio::time::timeout(OFFER_TIMEOUT, control::recv(connection))
+        .await
+        .map_err(|_| CliError::Protocol {
+            peer,
+            reason: "no file offered within 10 s".to_owned(),
+        })??;
+    let Control::Offer {
+        name: offered,
+        size,
+    } = offer
+    else {
+        connection.abort(RECEIVER_FAILED, Bytes::from_static(b"expected an offer"));
+        return Err(CliError::Protocol {
+            peer,
+            reason: "the first message was not a file offer".to_owned(),
+        });
+    };
+    let name = match names::sanitize(&offered) {
+        Ok(name) => name,
+        Err(reason) => {
+            refuse(connection, reason.clone()).await;
+            return Err(CliError::Protocol { peer, reason });
+        }
+    };
+    tracing::info!(?peer, offered = %printable(&offered), %name, size, "file offered");
+    let target = store.dir.join(&name);
+    if !store.force && target.symlink_metadata().is_ok() {
+        refuse(
+            connection,
+            format!("{name} exists on the receiver (it can be run with --force)"),
+        )
+        .await;
+        return Err(CliError::Exists(target));
+    }
+    let (partial, file) = match Partial::create(&store.dir, &name) {
+        Ok(created) => created,
+        Err(e) => {
+            refuse(connection, format!("cannot create {name} on the receiver")).await;
+            return Err(e);
+        }
+    };
+    control::send(connection, &Control::Accept).await?;
+    let started = Instant::now();
+    let mut stream = connection
+        .accept_stream()
+        .await
+        .map_err(|e| in_transfer(&name, CliError::connection(connection, e)))?;
+    let mut writer = WriteBehind::start(file);
+    let mut received: u64 = 0;
+    let mut progress = Progress::new(&format!("{name} from {who}"), size);
+    let mut buf = BytesMut::new();
+    let streamed: Result<(), CliError> = async {
+        loop {
+            // Each read fills the spare room of one allocation; a chunk
+            // handed to the writer is split off it, never copied.
+            if buf.capacity() < CHUNK / 4 {
+                buf.reserve(CHUNK);
+            }
+            let n = match stream.read_buf(&mut buf).await {
+                Ok(n) => n,
+                Err(e) => return Err(stream_failed(connection, peer, &name, &e).await),
+            };
+            if n == 0 {
+                return Ok(());
+            }
+            received += n as u64;
+            if received > size {
+                connection.abort(
+                    RECEIVER_FAILED,
+                    Bytes::from_static(b"more bytes than offered"),
+                );
+                return Err(CliError::Protocol {
+                    peer,
+                    reason: format!("{name}: more than the {size} bytes offered"),
+                });
+            }
+            if let Err(e) = writer.write(buf.split().freeze()).await {
+                return Err(write_failed(connection, &partial.path, e));
+            }
+            progress.advance(n as u64);
+        }
+    }
+    .await;
+    progress.finish();
+    streamed?;
+    if received != size {
+        return Err(CliError::Connection {
+            peer,
+            reason: format!(
+                "transfer of {name} interrupted: the stream ended after {received} of {size} bytes"
+            ),
+        });
+    }
+    let written = writer
+        .finish()
+        .await
+        .map_err(|e| write_failed(connection, &partial.path, e))?;
+    let sha256 = written.sha256;
+    tracing::info!(?peer, %name, size, %sha256, "file written and synced");
+    match control::recv(connection)
+        .await
+        .map_err(|e| in_transfer(&name, e))?
+    {
+        Control::Digest { sha256: theirs } if theirs == sha256 => {}
+        Control::Digest { .. } => {
+            refuse(
+                connection,
+                "SHA-256 mismatch: the file was not stored".to_owned(),
+            )
+            .await;
+            return Err(CliError::Mismatch(format!(
+                "{name} from {who}: SHA-256 mismatch, not stored"
+            )));
+        }
+        other => {
+            return Err(CliError::Protocol {
+                peer,
+                reason: format!("expected the file's SHA-256, got {other:?}"),
+            });
+        }
+    }
+    if let Err(e) = partial.commit(&target, store.force) {
+        refuse(connection, format!("{name} could not be stored: {e}")).await;
+        return Err(e);
+    }
+    let elapsed = started.elapsed();
+    control::send(
+        connection,
+        &Control::Stored {
+            sha256: sha256.clone(),
+        },
+    )
+    .await?;
+    let _ = tokio::time::timeout(OFFER_TIMEOUT, connection.closed()).await;
+    Ok(format!(
+        "received {name} ({}) from {who} in {:.2} s ({}); SHA-256 {sha256} verified; stored as {}",
+        units::bytes(size),
+        elapsed.as_secs_f64(),
+        units::rate(size, elapsed),
+        target.display()
+    ))
+}

@@ -1,0 +1,222 @@
+//! Running `tern` as a user does: real processes on loopback, keys made
+//! once per test binary, servers whose address is read from their first
+//! line of output.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+/// Generous bound on waiting for a process's line or exit: a guard
+/// against a hang, never a timing assertion.
+pub const PATIENCE: Duration = Duration::from_secs(120);
+
+/// A `tern` command, quiet logs, ready for arguments.
+pub fn tern() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tern"));
+    command
+        .env_remove("RUST_LOG")
+        .env_remove("TERN_SOCKIO_BACKEND");
+    command
+}
+
+/// Runs `tern` with `args` to its end.
+pub fn run(args: &[&str]) -> Output {
+    tern().args(args).output().expect("runs tern")
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Two identities made once with `tern keygen`: the server's and another
+/// (a wrong key).
+pub struct Keys {
+    _dir: tempfile::TempDir,
+    pub private: PathBuf,
+    pub public: PathBuf,
+    pub other_public: PathBuf,
+}
+
+pub fn keys() -> &'static Keys {
+    static KEYS: OnceLock<Keys> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        for name in ["server", "other"] {
+            let out = dir.path().join(name);
+            let made = run(&["keygen", "--out", path(&out)]);
+            assert!(made.status.success(), "{made:?}");
+        }
+        Keys {
+            private: dir.path().join("server/tern.key"),
+            public: dir.path().join("server/tern.pub"),
+            other_public: dir.path().join("other/tern.pub"),
+            _dir: dir,
+        }
+    })
+}
+
+pub fn path(p: &Path) -> &str {
+    p.to_str().expect("temporary paths are UTF-8")
+}
+
+/// A running `tern perf server` or `tern recv`: its address, and its
+/// output lines as they come.
+pub struct Server {
+    pub child: Child,
+    pub addr: String,
+    lines: Receiver<String>,
+    errors: Receiver<String>,
+}
+
+impl Server {
+    /// Starts `tern` with `args` (which listen on port 0) and reads the
+    /// address it bound from its first line ("... on ADDR (backend ...").
+    pub fn start(args: &[&str]) -> Self {
+        Self::start_command(tern(), args)
+    }
+
+    /// As [`start`](Self::start), with a command prepared by the caller
+    /// (e.g. run inside a network namespace).
+    pub fn start_command(mut command: Command, args: &[&str]) -> Self {
+        let mut child = command
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starts tern");
+        let lines = forward(child.stdout.take().expect("stdout"));
+        let errors = forward(child.stderr.take().expect("stderr"));
+        let first = match lines.recv_timeout(PATIENCE) {
+            Ok(line) => line,
+            Err(_) => {
+                let errors: Vec<String> = errors.try_iter().collect();
+                panic!("the server printed nothing: {errors:?}");
+            }
+        };
+        let addr = first
+            .split(" on ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or_else(|| panic!("no address in {first:?}"))
+            .to_owned();
+        Self {
+            child,
+            addr,
+            lines,
+            errors,
+        }
+    }
+
+    /// Output lines until one contains `needle` (panics after [`PATIENCE`]).
+    pub fn lines_until(&self, needle: &str) -> Vec<String> {
+        let mut seen = Vec::new();
+        loop {
+            match self.lines.recv_timeout(PATIENCE) {
+                Ok(line) => {
+                    let found = line.contains(needle);
+                    seen.push(line);
+                    if found {
+                        return seen;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
+                    let errors: Vec<String> = self.errors.try_iter().collect();
+                    panic!("no line with {needle:?} in {seen:?}; errors: {errors:?}");
+                }
+            }
+        }
+    }
+
+    /// The next error line (panics after [`PATIENCE`]).
+    pub fn next_error(&self) -> String {
+        self.errors
+            .recv_timeout(PATIENCE)
+            .expect("an error line from the server")
+    }
+
+    /// Error lines printed so far.
+    pub fn errors_so_far(&self) -> Vec<String> {
+        self.errors.try_iter().collect()
+    }
+
+    /// Waits for the process to exit (panics after [`PATIENCE`]).
+    pub fn wait(&mut self) -> std::process::ExitStatus {
+        wait_for(&mut self.child)
+    }
+
+    /// Sends `signal` (`kill -s`).
+    pub fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .args(["-s", signal, &self.child.id().to_string()])
+            .status()
+            .expect("runs kill");
+        assert!(sent.success());
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits for `child` to exit (panics after [`PATIENCE`]).
+pub fn wait_for(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(status) = child.try_wait().expect("waits") {
+            return status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the process did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Reads `pipe` line by line on a thread.
+fn forward(pipe: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Whether this machine lets tests configure the network (root, `ip`, `tc`).
+pub fn root_with(tools: &[&str]) -> Result<(), String> {
+    let uid = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    if uid != "0" {
+        return Err(format!("not root (uid {uid:?})"));
+    }
+    for tool in tools {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            return Err(format!("no `{tool}` command"));
+        }
+    }
+    Ok(())
+}
