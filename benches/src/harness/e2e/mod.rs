@@ -18,6 +18,7 @@
 mod pipeline;
 #[cfg(feature = "quinn")]
 mod quinn;
+mod rate_cap;
 mod tern;
 
 use std::io;
@@ -72,7 +73,7 @@ pub(crate) fn groups(_args: &Args) -> Vec<Box<dyn crate::Group>> {
         prefix: "e2e/quinn",
         start: || quinn::Quinn::start().map(|q| Box::new(q) as Box<dyn Workloads>),
     }));
-    std::iter::once(tern).chain(quinn).collect()
+    [tern, rate_cap::group()].into_iter().chain(quinn).collect()
 }
 
 /// One transport's end-to-end group.
