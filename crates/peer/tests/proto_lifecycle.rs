@@ -323,3 +323,54 @@ fn a_lost_close_is_sent_again_so_a_silent_peer_still_hears_it() {
     );
     assert!(pair.sim.link_stats(client_node, server_node).lost > 0);
 }
+
+#[test]
+fn an_endpoint_queues_each_event_once_while_the_application_does_not_look() {
+    let seed = Seed::from_env_or(47);
+    let mut pair = Pair::new(seed.value(), link(1), EndpointConfig::default());
+    let public = pair.server().public().expect("identity");
+    let (now, server_addr) = (pair.sim.now(), pair.server_addr);
+    let client = pair
+        .client()
+        .connect(now, server_addr, &public)
+        .expect("connect");
+    let mut server = None;
+    drive(&mut pair.sim, Duration::from_secs(5), |sim| {
+        server = server.or_else(|| sim.node_mut(pair.server).0.accept());
+        server.is_some()
+    });
+    let server = server.expect("accepted");
+    while pair.server().poll_event().is_some() {}
+    // 200 messages arrive one by one, each in turns of its own, and the
+    // server's application takes no event meanwhile.
+    let count = 200;
+    for i in 0..count {
+        pair.client()
+            .connection(client)
+            .expect("client")
+            .send_message(message(i, 100))
+            .expect("room");
+        let until = pair.sim.elapsed() + Duration::from_millis(5);
+        drive(&mut pair.sim, until + Duration::from_secs(30), |sim| {
+            sim.elapsed() >= until
+        });
+    }
+    let mut events = Vec::new();
+    while let Some((handle, event)) = pair.server().poll_event() {
+        assert_eq!(handle, server);
+        events.push(event);
+    }
+    let arrivals = events
+        .iter()
+        .filter(|&e| *e == Event::MessageReceived)
+        .count();
+    assert_eq!(arrivals, 1, "one event stands for all: {events:?}");
+    assert!(events.len() <= 3, "each kind once: {events:?}");
+    let connection = pair.server().connection(server).expect("server");
+    let mut received = 0;
+    while let Some(m) = connection.recv_message() {
+        assert_eq!(m, message(received, 100));
+        received += 1;
+    }
+    assert_eq!(received, count);
+}

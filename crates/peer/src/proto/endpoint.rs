@@ -27,7 +27,7 @@ use tern_wire::{
 
 use super::config::EndpointConfig;
 use super::connection::{Connection, Event, Start};
-use super::{IndexFull, IntroLimiter, Node, ReceiverIndex, Transmit, TransmitLimits};
+use super::{IndexFull, IntroLimiter, Node, ReceiverIndex, StreamId, Transmit, TransmitLimits};
 
 /// A connection's handle: its receiver index, stable for its lifetime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -107,6 +107,10 @@ pub struct Endpoint {
     stored_replies: VecDeque<(SocketAddr, u32)>,
     rate_limit: Option<TokenBucket>,
     events: VecDeque<(ConnectionHandle, Event)>,
+    /// What `events` holds, to queue each event of a connection once: a
+    /// connection's events are taken at every flush, several per turn, and
+    /// the application takes them once per turn.
+    queued: HashSet<(u32, EventKey)>,
     stats: EndpointStats,
 }
 
@@ -160,6 +164,7 @@ impl Endpoint {
             stored_replies: VecDeque::new(),
             rate_limit,
             events: VecDeque::new(),
+            queued: HashSet::new(),
             stats: EndpointStats::default(),
         })
     }
@@ -263,7 +268,11 @@ impl Endpoint {
         if self.events.is_empty() {
             self.flush();
         }
-        self.events.pop_front()
+        let (handle, event) = self.events.pop_front()?;
+        if let Some(key) = EventKey::of(&event) {
+            self.queued.remove(&(handle.0, key));
+        }
+        Some((handle, event))
     }
 
     /// Marks a connection as touched: it may have events, a new deadline,
@@ -281,7 +290,9 @@ impl Endpoint {
     /// is over, and re-arms its timer.
     fn flush(&mut self) {
         let mut closed = 0;
-        for index in std::mem::take(&mut self.dirty) {
+        // Taken for the loop and put back empty, so its buffer is reused.
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for index in dirty.drain(..) {
             self.is_dirty.remove(&index);
             let Some(connection) = self.connections.get_mut(index) else {
                 self.armed.remove(&index);
@@ -295,7 +306,10 @@ impl Endpoint {
                         self.incoming.push_back(ConnectionHandle(index));
                     }
                 }
-                self.events.push_back((ConnectionHandle(index), event));
+                let fresh = EventKey::of(&event).is_none_or(|key| self.queued.insert((index, key)));
+                if fresh {
+                    self.events.push_back((ConnectionHandle(index), event));
+                }
             }
             if connection.is_done() {
                 self.connections.remove(index);
@@ -308,7 +322,7 @@ impl Endpoint {
                 match deadline {
                     Some(at) => {
                         self.armed.insert(index, at);
-                        self.timers.push(Reverse((at, index)));
+                        self.push_timer(at, index);
                     }
                     None => {
                         self.armed.remove(&index);
@@ -316,12 +330,32 @@ impl Endpoint {
                 }
             }
         }
+        self.dirty = dirty;
         if closed > 0 {
             self.stats.connections_closed += closed;
             let live = |i: &u32| self.connections.get(*i).is_some();
             self.replies.retain(|_, i| live(i));
             self.connecting.retain(|_, i| live(i));
             self.outgoing.retain(|i| live(i));
+        }
+    }
+
+    /// Adds a deadline to the heap. A deadline moved earlier leaves its old
+    /// entry behind, later than the new one, where pruning the top will not
+    /// reach it for a while (an idle timeout is half a minute away): when
+    /// stale entries outnumber live ones, the heap is rebuilt from `armed`,
+    /// in place, so it stays within twice the connections.
+    fn push_timer(&mut self, at: Instant, index: u32) {
+        let limit = 2 * self.armed.len() + 16;
+        if self.timers.len() >= limit {
+            self.timers.clear();
+            self.timers
+                .extend(self.armed.iter().map(|(&index, &at)| Reverse((at, index))));
+        } else {
+            // Room for the most it will hold: allocates when connections
+            // are added, not per deadline.
+            self.timers.reserve(limit - self.timers.len());
+            self.timers.push(Reverse((at, index)));
         }
     }
 
@@ -538,5 +572,35 @@ impl Node for Endpoint {
                 self.touch(index);
             }
         }
+    }
+}
+
+/// An event without its payload, for telling repeats apart. `Closed` has
+/// none: it comes once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum EventKey {
+    Connected,
+    MessageReceived,
+    DatagramReceived,
+    StreamOpened,
+    StreamReadable(StreamId),
+    StreamWritable(StreamId),
+    MessagesWritable,
+    StreamsAvailable,
+}
+
+impl EventKey {
+    fn of(event: &Event) -> Option<Self> {
+        Some(match event {
+            Event::Connected => Self::Connected,
+            Event::MessageReceived => Self::MessageReceived,
+            Event::DatagramReceived => Self::DatagramReceived,
+            Event::StreamOpened => Self::StreamOpened,
+            Event::StreamReadable(id) => Self::StreamReadable(*id),
+            Event::StreamWritable(id) => Self::StreamWritable(*id),
+            Event::MessagesWritable => Self::MessagesWritable,
+            Event::StreamsAvailable => Self::StreamsAvailable,
+            Event::Closed(_) => return None,
+        })
     }
 }

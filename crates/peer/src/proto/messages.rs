@@ -65,8 +65,9 @@ impl MessageSender {
 
     /// The next message to put in a packet, if `fits(number, size)` says
     /// so; it then counts as sent. A message that does not fit stays first
-    /// in line for the next packet.
-    pub fn poll(&mut self, fits: impl FnOnce(u64, usize) -> bool) -> Option<(u64, Bytes)> {
+    /// in line for the next packet. The bytes are lent, not cloned: a
+    /// clone of an application's `Bytes` can allocate.
+    pub fn poll(&mut self, fits: impl FnOnce(u64, usize) -> bool) -> Option<(u64, &[u8])> {
         loop {
             let id = *self.queue.front()?;
             let Some(Some(message)) = self.slot(id) else {
@@ -77,9 +78,8 @@ impl MessageSender {
             if !fits(id, message.len()) {
                 return None;
             }
-            let message = message.clone();
             self.queue.pop_front();
-            return Some((id, message));
+            return self.slot(id).and_then(Option::as_deref).map(|m| (id, m));
         }
     }
 
@@ -229,7 +229,7 @@ mod tests {
             let finale = std::iter::repeat_n((0u8, 0usize), 4 * count + 10).chain(std::iter::repeat_n((1, 0), 4 * count + 10));
             for (action, pick) in script.into_iter().chain(finale) {
                 match action {
-                    0 => flight.extend(tx.poll(|_, _| true)),
+                    0 => flight.extend(tx.poll(|_, _| true).map(|(id, m)| (id, Bytes::copy_from_slice(m)))),
                     1 | 2 if !flight.is_empty() => {
                         let (id, m) = flight.remove(pick % flight.len());
                         prop_assert_eq!(m.len(), id as usize % 37);

@@ -1747,13 +1747,14 @@ impl Connection {
                         }) else {
                             break;
                         };
-                        let frame = Frame::Message(tern_wire::Message { id, data: &message });
+                        let len = message.len() as u64;
+                        let frame = Frame::Message(tern_wire::Message { id, data: message });
                         if packet.push(&frame).is_err() {
                             messages.on_lost(id);
                             break;
                         }
                         if id >= *charged {
-                            streams.credit.consume(message.len() as u64);
+                            streams.credit.consume(len);
                             *charged = id + 1;
                         }
                         record.push(Carried::Message(id));
