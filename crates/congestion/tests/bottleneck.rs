@@ -5,7 +5,7 @@
 //! queue near the target; two LEDBAT flows share the link fairly even when
 //! one comes late; against a loss-based flow it yields. The results over a
 //! small matrix of rates and delays are kept as a table in
-//! `tests/snapshots/bottleneck.txt`; run with `TERN_UPDATE_SNAPSHOTS=1` to
+//! `tests/snapshots/bottleneck.txt`; run with `TERN_BLESS=1` to
 //! rewrite it after an intended change.
 
 mod common;
@@ -239,14 +239,14 @@ fn the_table_matches_its_snapshot() {
     );
     let fresh = table();
     println!("{fresh}");
-    if std::env::var_os("TERN_UPDATE_SNAPSHOTS").is_some() {
+    if std::env::var_os("TERN_BLESS").is_some() {
         std::fs::write(path, &fresh).expect("writing the snapshot");
         return;
     }
-    let kept = std::fs::read_to_string(path)
-        .expect("no snapshot yet: run with TERN_UPDATE_SNAPSHOTS=1 to write it");
+    let kept =
+        std::fs::read_to_string(path).expect("no snapshot yet: run with TERN_BLESS=1 to write it");
     assert_eq!(
         fresh, kept,
-        "the bottleneck table changed: check it, then TERN_UPDATE_SNAPSHOTS=1"
+        "the bottleneck table changed: check it, then TERN_BLESS=1"
     );
 }

@@ -133,12 +133,16 @@ fn goodput_on_a_100_mbit_50_ms_bottleneck_meets_the_bars() {
     let length = Duration::from_secs(60);
     let warm_up = Duration::from_secs(20);
     let clean = run(Seed::from_env_or(91).value(), rtt, 0.0, length, warm_up);
-    // The bar is 95 % of the bottleneck; Tern reaches 94.85 %:
-    // 3.2 % of each 1 452-byte datagram is its header, AEAD tag and frame
-    // headers, and the link idles about 3 % of the time under LEDBAT's
-    // window (docs/benchmarks.md). This guards what is reached.
+    eprintln!(
+        "no loss: {:.2} Mbit/s, {:.2} Mbit/s on the link",
+        clean.goodput_bps / 1e6,
+        clean.sent_bps / 1e6
+    );
+    // The bar: 95 % of the bottleneck. 2.4 % of each 1 452-byte datagram
+    // is Tern's header, AEAD tag and frame headers; LEDBAT's periodic
+    // slowdowns leave the link idle about 1.6 % of the time.
     assert!(
-        clean.goodput_bps >= 0.945 * RATE_BPS as f64 && clean.sent_bps >= 0.965 * RATE_BPS as f64,
+        clean.goodput_bps >= 0.95 * RATE_BPS as f64 && clean.sent_bps >= 0.97 * RATE_BPS as f64,
         "no loss: goodput {:.2} Mbit/s, {:.2} Mbit/s on the link",
         clean.goodput_bps / 1e6,
         clean.sent_bps / 1e6

@@ -775,16 +775,17 @@ fn periodic_slowdowns_drain_the_queue_then_restore_the_window() {
     // ... and slow start climbs back to the window held before.
     let (ramped, _) = path.until(0, |cc| !cc.in_slow_start());
     assert_eq!(path.cc.window(), held_window);
-    // The next one comes nine slowdown-durations later.
+    // The next one comes `slowdown_interval` slowdown-durations later.
+    let interval = LedbatConfig::default().slowdown_interval;
     let slowdown = ramped.duration_since(started);
     let (next, _) = path.until(100, Ledbat::in_slowdown);
     let gap = next.duration_since(ramped);
     assert!(
-        gap >= slowdown * 9,
+        gap >= slowdown * interval,
         "{gap:?} after a slowdown of {slowdown:?}"
     );
     assert!(
-        gap <= slowdown * 9 + Duration::from_millis(140),
+        gap <= slowdown * interval + Duration::from_millis(140),
         "{gap:?} after {slowdown:?}"
     );
 }
