@@ -49,6 +49,7 @@ fn sockio_ceiling(payload: usize, duration: Duration) -> std::io::Result<f64> {
 pub(super) fn run(args: &Args, identity: &IdentityKey) {
     let length = args.mode.sample_time() * 4;
     let (mut messages, mut datagrams, mut sizes) = (Vec::new(), Vec::new(), Vec::new());
+    let mut drops = Vec::new();
     let (mut ceiling_64, mut ceiling_same) = (Vec::new(), Vec::new());
     for _ in 0..args.mode.samples() {
         let window = Servers::start(identity, 1, false, Reply::None).and_then(|servers| {
@@ -70,6 +71,7 @@ pub(super) fn run(args: &Args, identity: &IdentityKey) {
         messages.push(window.messages_per_s());
         datagrams.push(window.datagrams_per_s());
         sizes.push(window.mean_datagram() as f64);
+        drops.push(window.kernel_drops);
         for (payload, into) in [
             (MESSAGE_LEN, &mut ceiling_64),
             (window.mean_datagram().max(1), &mut ceiling_same),
@@ -82,7 +84,7 @@ pub(super) fn run(args: &Args, identity: &IdentityKey) {
     }
     let share = |tern: &[f64], ceiling: &[f64]| 100.0 * median(tern) / median(ceiling).max(1e-9);
     eprintln!(
-        "   {PREFIX}: {:.0} messages/s of {MESSAGE_LEN} B into one endpoint ({:.0} % of raw tern-sockio's {MESSAGE_LEN} B datagrams/s), in {:.0} datagrams/s of {:.0} B ({:.0} % of raw tern-sockio's at that size), {} connections",
+        "   {PREFIX}: {:.0} messages/s of {MESSAGE_LEN} B into one endpoint ({:.0} % of raw tern-sockio's {MESSAGE_LEN} B datagrams/s), in {:.0} datagrams/s of {:.0} B ({:.0} % of raw tern-sockio's at that size), {} connections, datagrams the server's kernel queue dropped per sample {drops:?}",
         median(&messages),
         share(&messages, &ceiling_64),
         median(&datagrams),

@@ -130,11 +130,16 @@ impl Servers {
     }
 
     /// UDP datagrams and their payload bytes the endpoints' sockets
-    /// received so far, all together.
-    pub(super) fn socket_received(&self) -> (u64, u64) {
-        self.endpoints.iter().fold((0, 0), |(d, b), e| {
+    /// received so far, and the datagrams their kernel queues dropped, all
+    /// endpoints together.
+    fn socket_received(&self) -> [u64; 3] {
+        self.endpoints.iter().fold([0; 3], |[d, b, k], e| {
             let socket = e.stats().socket;
-            (d + socket.datagrams_received, b + socket.bytes_received)
+            [
+                d + socket.datagrams_received,
+                b + socket.bytes_received,
+                k + socket.kernel_drops,
+            ]
         })
     }
 
@@ -181,6 +186,8 @@ pub(super) struct Window {
     pub(super) datagrams: u64,
     /// Their payload bytes.
     pub(super) datagram_bytes: u64,
+    /// Datagrams the servers' kernel receive queues dropped (full).
+    pub(super) kernel_drops: u64,
     pub(super) elapsed: Duration,
 }
 
@@ -261,14 +268,15 @@ pub(super) fn blast(
     let measured = started.map(|()| {
         std::thread::sleep(warm_up);
         let messages = servers.received.load(Ordering::Relaxed);
-        let (datagrams, bytes) = servers.socket_received();
+        let [datagrams, bytes, drops] = servers.socket_received();
         let start = Instant::now();
         std::thread::sleep(length);
-        let (datagrams_after, bytes_after) = servers.socket_received();
+        let [datagrams_after, bytes_after, drops_after] = servers.socket_received();
         Window {
             messages: servers.received.load(Ordering::Relaxed) - messages,
             datagrams: datagrams_after - datagrams,
             datagram_bytes: bytes_after - bytes,
+            kernel_drops: drops_after.saturating_sub(drops),
             elapsed: start.elapsed(),
         }
     });
