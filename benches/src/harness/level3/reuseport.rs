@@ -65,6 +65,7 @@ fn sample(
 pub(super) fn run(args: &Args, identity: &IdentityKey) {
     let (mut one, mut two) = (Vec::new(), Vec::new());
     let mut spreads = Vec::new();
+    let mut busy: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     // A ratio of two noisy figures: twice the usual samples.
     for i in 0..args.mode.samples() * 2 {
         // Alternate which runs first, so neither always gets the warmer machine.
@@ -77,6 +78,7 @@ pub(super) fn run(args: &Args, identity: &IdentityKey) {
                         spreads.push(connections);
                     }
                     pair[endpoints - 1] = Some(window.messages_per_s());
+                    busy[endpoints - 1].extend(window.server_busy());
                 }
                 Err(e) => eprintln!("   {PREFIX}/{endpoints}: sample failed: {e}"),
             }
@@ -88,11 +90,13 @@ pub(super) fn run(args: &Args, identity: &IdentityKey) {
     }
     let ratios = scaling(&one, &two);
     eprintln!(
-        "   {PREFIX}: 1 endpoint {:.0} messages/s, 2 endpoints {:.0} messages/s: {:.2}x (samples {:.2?}; connections per endpoint {spreads:?}; 2 cores shared with the clients)",
+        "   {PREFIX}: 1 endpoint {:.0} messages/s, 2 endpoints {:.0} messages/s: {:.2}x (samples {:.2?}; server threads on a CPU {:.2} and {:.2} cores' worth; connections per endpoint {spreads:?}; 2 cores shared with the clients)",
         median(&one),
         median(&two),
         median(&ratios),
-        ratios
+        ratios,
+        median(&busy[0]),
+        median(&busy[1]),
     );
     for (name, samples) in [("1_endpoint", one), ("2_endpoints", two)] {
         super::emit_metric(

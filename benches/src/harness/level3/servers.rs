@@ -14,6 +14,7 @@ use bytes::Bytes;
 use tern_peer::proto::EndpointConfig;
 use tern_peer::{Config, Connection, Endpoint, IdentityKey, PublicIdentity};
 
+use crate::report::process_cpu_time;
 use crate::sockio_matrix::runtime;
 
 /// Bytes of every message the level-3 workloads send: small enough that
@@ -70,6 +71,8 @@ pub(super) struct Servers {
     /// Messages received by all the endpoints' connections so far.
     pub(super) received: Arc<AtomicU64>,
     endpoints: Vec<Endpoint>,
+    /// Each server thread's CPU-time clock.
+    cpu_clocks: Vec<libc::clockid_t>,
     stops: Vec<tokio::sync::oneshot::Sender<()>>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -87,6 +90,7 @@ impl Servers {
             public: identity.public(),
             received: Arc::new(AtomicU64::new(0)),
             endpoints: Vec::new(),
+            cpu_clocks: Vec::new(),
             stops: Vec::new(),
             threads: Vec::new(),
         };
@@ -113,7 +117,7 @@ impl Servers {
                                 return;
                             }
                         };
-                        let _ = bound_tx.send(Ok(endpoint.clone()));
+                        let _ = bound_tx.send(Ok((endpoint.clone(), this_thread_cpu_clock())));
                         tokio::select! {
                             () = serve(&endpoint, reply, &received) => {}
                             _ = stopped => {}
@@ -122,9 +126,10 @@ impl Servers {
                 })?;
             servers.threads.push(thread);
             servers.stops.push(stop);
-            let endpoint = bound_rx.recv().map_err(other)??;
+            let (endpoint, cpu_clock) = bound_rx.recv().map_err(other)??;
             servers.addr = endpoint.local_addr();
             servers.endpoints.push(endpoint);
+            servers.cpu_clocks.extend(cpu_clock);
         }
         Ok(servers)
     }
@@ -141,6 +146,15 @@ impl Servers {
                 k + socket.kernel_drops,
             ]
         })
+    }
+
+    /// CPU time the server threads used so far, all together (none if the
+    /// system gave no thread clocks).
+    fn cpu_time(&self) -> Option<Duration> {
+        if self.cpu_clocks.len() < self.endpoints.len() {
+            return None;
+        }
+        self.cpu_clocks.iter().map(|&c| cpu_time(c)).sum()
     }
 
     /// Connections each endpoint holds now.
@@ -160,6 +174,32 @@ impl Drop for Servers {
             let _ = thread.join();
         }
     }
+}
+
+/// The calling thread's CPU-time clock, which other threads can read
+/// while it lives.
+fn this_thread_cpu_clock() -> Option<libc::clockid_t> {
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: `pthread_self` is always valid for the calling thread, and
+    // `clock` is a valid place for the result.
+    let rc = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) };
+    (rc == 0).then_some(clock)
+}
+
+/// The time on a CPU-time clock.
+fn cpu_time(clock: libc::clockid_t) -> Option<Duration> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec for the call.
+    let rc = unsafe { libc::clock_gettime(clock, &mut now) };
+    (rc == 0).then(|| {
+        Duration::new(
+            u64::try_from(now.tv_sec).unwrap_or(0),
+            u32::try_from(now.tv_nsec).unwrap_or(0),
+        )
+    })
 }
 
 /// Accepts connections and handles every message they bring.
@@ -188,6 +228,10 @@ pub(super) struct Window {
     pub(super) datagram_bytes: u64,
     /// Datagrams the servers' kernel receive queues dropped (full).
     pub(super) kernel_drops: u64,
+    /// CPU time the server threads used (none without thread clocks).
+    pub(super) server_cpu: Option<Duration>,
+    /// CPU time the whole process used: servers and clients.
+    pub(super) process_cpu: Duration,
     pub(super) elapsed: Duration,
 }
 
@@ -198,6 +242,28 @@ impl Window {
 
     pub(super) fn datagrams_per_s(&self) -> f64 {
         self.datagrams as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Messages per second of the server threads' CPU time.
+    pub(super) fn messages_per_server_cpu_s(&self) -> Option<f64> {
+        self.server_cpu
+            .map(|cpu| self.messages as f64 / cpu.as_secs_f64().max(1e-9))
+    }
+
+    /// The share of the window the server threads were on a CPU (1.0: one
+    /// core's worth).
+    pub(super) fn server_busy(&self) -> Option<f64> {
+        self.server_cpu
+            .map(|cpu| cpu.as_secs_f64() / self.elapsed.as_secs_f64().max(1e-9))
+    }
+
+    /// The share of the window the clients were on a CPU (the process's
+    /// CPU time less the servers'; 1.0: one core's worth).
+    pub(super) fn clients_busy(&self) -> Option<f64> {
+        self.server_cpu.map(|cpu| {
+            self.process_cpu.saturating_sub(cpu).as_secs_f64()
+                / self.elapsed.as_secs_f64().max(1e-9)
+        })
     }
 
     /// The mean UDP payload of the datagrams received, in bytes.
@@ -269,6 +335,8 @@ pub(super) fn blast(
         std::thread::sleep(warm_up);
         let messages = servers.received.load(Ordering::Relaxed);
         let [datagrams, bytes, drops] = servers.socket_received();
+        let cpu = servers.cpu_time();
+        let process_cpu = process_cpu_time();
         let start = Instant::now();
         std::thread::sleep(length);
         let [datagrams_after, bytes_after, drops_after] = servers.socket_received();
@@ -278,6 +346,10 @@ pub(super) fn blast(
             datagram_bytes: bytes_after - bytes,
             kernel_drops: drops_after.saturating_sub(drops),
             elapsed: start.elapsed(),
+            server_cpu: cpu
+                .zip(servers.cpu_time())
+                .map(|(b, a)| a.saturating_sub(b)),
+            process_cpu: process_cpu_time().saturating_sub(process_cpu),
         }
     });
     stop.store(true, Ordering::Relaxed);
