@@ -25,16 +25,20 @@ pub(super) fn names() -> Vec<String> {
 
 pub(super) fn run(args: &Args, identity: &IdentityKey) {
     let length = args.mode.sample_time() * 4;
-    let mut rate = Vec::new();
+    let (mut rate, mut server_cpu) = (Vec::new(), Vec::new());
     for _ in 0..args.mode.samples() {
         match sample(identity, length) {
-            Ok((done, elapsed)) => rate.push(done as f64 / elapsed.as_secs_f64().max(1e-9)),
+            Ok(Sample { done, elapsed, cpu }) => {
+                rate.push(done as f64 / elapsed.as_secs_f64().max(1e-9));
+                server_cpu.extend(cpu.map(|cpu| cpu.as_secs_f64() / done.max(1) as f64));
+            }
             Err(e) => eprintln!("   {PREFIX}: sample failed: {e}"),
         }
     }
     eprintln!(
-        "   {PREFIX}: {:.0} connections/s (connect, one 64 B message and its echo, close; {PARALLEL} at once)",
-        median(&rate)
+        "   {PREFIX}: {:.0} connections/s (connect, one 64 B message and its echo, close; {PARALLEL} at once), {:.2} ms of the server thread's CPU each",
+        median(&rate),
+        median(&server_cpu) * 1e3
     );
     super::emit_metric(
         args,
@@ -46,11 +50,21 @@ pub(super) fn run(args: &Args, identity: &IdentityKey) {
     );
 }
 
-/// One sample: connections completed, and in how long (the last ones end
-/// after `length`).
-fn sample(identity: &IdentityKey, length: Duration) -> io::Result<(u64, Duration)> {
+/// What one sample measured.
+struct Sample {
+    /// Connections completed.
+    done: u64,
+    /// In how long (the last ones end after the sample's length).
+    elapsed: Duration,
+    /// CPU time the server's thread used meanwhile (none without thread
+    /// clocks).
+    cpu: Option<Duration>,
+}
+
+fn sample(identity: &IdentityKey, length: Duration) -> io::Result<Sample> {
     let servers = Servers::start(identity, 1, false, Reply::Echo)?;
-    crate::sockio_matrix::runtime()?.block_on(async {
+    let cpu = servers.cpu_time();
+    let (done, elapsed) = crate::sockio_matrix::runtime()?.block_on(async {
         let endpoint = Endpoint::bind(SocketAddr::from(([127, 0, 0, 1], 0)), client_config())?;
         let start = Instant::now();
         let deadline = start + length;
@@ -64,8 +78,12 @@ fn sample(identity: &IdentityKey, length: Duration) -> io::Result<(u64, Duration
         for task in tasks {
             done += task.await.map_err(other)??;
         }
-        Ok((done, start.elapsed()))
-    })
+        io::Result::Ok((done, start.elapsed()))
+    })?;
+    let cpu = cpu
+        .zip(servers.cpu_time())
+        .map(|(before, after)| after.saturating_sub(before));
+    Ok(Sample { done, elapsed, cpu })
 }
 
 /// Connects, exchanges one message, closes, until `deadline`; returns how

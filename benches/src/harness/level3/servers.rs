@@ -150,7 +150,7 @@ impl Servers {
 
     /// CPU time the server threads used so far, all together (none if the
     /// system gave no thread clocks).
-    fn cpu_time(&self) -> Option<Duration> {
+    pub(super) fn cpu_time(&self) -> Option<Duration> {
         if self.cpu_clocks.len() < self.endpoints.len() {
             return None;
         }
