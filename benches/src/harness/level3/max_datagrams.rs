@@ -55,6 +55,7 @@ pub(super) fn run(args: &Args, identity: &IdentityKey) {
     let (mut messages, mut datagrams, mut sizes) = (Vec::new(), Vec::new(), Vec::new());
     let (mut drops, mut per_cpu, mut busy) = (Vec::new(), Vec::new(), Vec::new());
     let mut clients_busy = Vec::new();
+    let (mut loss, mut windows, mut rtts) = (Vec::new(), Vec::new(), Vec::new());
     let (mut ceiling_64, mut ceiling_same) = (Vec::new(), Vec::new());
     for _ in 0..args.mode.samples() {
         let window = Servers::start(identity, 1, false, Reply::None).and_then(|servers| {
@@ -80,6 +81,9 @@ pub(super) fn run(args: &Args, identity: &IdentityKey) {
         per_cpu.extend(window.messages_per_server_cpu_s());
         busy.extend(window.server_busy());
         clients_busy.extend(window.clients_busy());
+        loss.push(window.clients_loss());
+        windows.push(window.clients_window());
+        rtts.push(window.clients_rtt().as_secs_f64());
         for (payload, into) in [
             (MESSAGE_LEN, &mut ceiling_64),
             (window.mean_datagram().max(1), &mut ceiling_same),
@@ -92,7 +96,7 @@ pub(super) fn run(args: &Args, identity: &IdentityKey) {
     }
     let share = |tern: &[f64], ceiling: &[f64]| 100.0 * median(tern) / median(ceiling).max(1e-9);
     eprintln!(
-        "   {PREFIX}: {:.0} messages/s of {MESSAGE_LEN} B into one endpoint ({:.0} % of raw tern-sockio's {MESSAGE_LEN} B datagrams/s), in {:.0} datagrams/s of {:.0} B ({:.0} % of raw tern-sockio's at that size), {} connections; the server thread on a CPU {:.0} % of the time ({:.0} messages per CPU-second), the clients {:.2} cores' worth; datagrams its kernel queue dropped per sample {drops:?}",
+        "   {PREFIX}: {:.0} messages/s of {MESSAGE_LEN} B into one endpoint ({:.0} % of raw tern-sockio's {MESSAGE_LEN} B datagrams/s), in {:.0} datagrams/s of {:.0} B ({:.0} % of raw tern-sockio's at that size), {} connections; the server thread on a CPU {:.0} % of the time ({:.0} messages per CPU-second), the clients {:.2} cores' worth; datagrams its kernel queue dropped per sample {drops:?}; client connections: {:.2} % of packets lost, window {:.0} KiB, smoothed RTT {:.0} µs",
         median(&messages),
         share(&messages, &ceiling_64),
         median(&datagrams),
@@ -102,6 +106,9 @@ pub(super) fn run(args: &Args, identity: &IdentityKey) {
         100.0 * median(&busy),
         median(&per_cpu),
         median(&clients_busy),
+        100.0 * median(&loss),
+        median(&windows) / 1024.0,
+        median(&rtts) * 1e6,
     );
     let messages_ceiling = format!("{PREFIX}/sockio_64B/messages_per_s");
     let datagrams_ceiling = format!("{PREFIX}/sockio_same_size/datagrams_per_s");

@@ -4,7 +4,7 @@
 //!
 //! | workload | what it measures |
 //! |---|---|
-//! | `max_datagrams` | four client connections send 64-byte messages into one server endpoint: messages/s delivered, and datagrams/s its socket received, beside raw tern-sockio's 64-byte datagrams/s in the same run |
+//! | `max_datagrams` | four client connections send 64-byte messages into one server endpoint: messages/s delivered (and per CPU-second of the server's thread), and datagrams/s its socket received, beside raw tern-sockio in the same run |
 //! | `idle10k` | 10 000 idle connections to one server endpoint in a process of its own: its resident memory per connection (500 connections, `idle`, in quick mode) |
 //! | `churn` | four tasks connect, exchange one message, close, again and again: connections/s |
 //! | `reuseport` | the `max_datagrams` load from eight client endpoints into one server endpoint, then into two on one port with `SO_REUSEPORT`: messages/s of each and their ratio |

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tern_peer::proto::EndpointConfig;
-use tern_peer::{Config, Connection, Endpoint, IdentityKey, PublicIdentity};
+use tern_peer::{Config, Connection, ConnectionStats, Endpoint, IdentityKey, PublicIdentity};
 
-use crate::report::process_cpu_time;
+use crate::report::{median, process_cpu_time};
 use crate::sockio_matrix::runtime;
 
 /// Bytes of every message the level-3 workloads send: small enough that
@@ -218,7 +218,7 @@ async fn serve(endpoint: &Endpoint, reply: Reply, received: &Arc<AtomicU64>) {
 }
 
 /// What the servers received over a measured window.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Window {
     /// Messages delivered to the servers' application.
     pub(super) messages: u64,
@@ -232,6 +232,9 @@ pub(super) struct Window {
     pub(super) server_cpu: Option<Duration>,
     /// CPU time the whole process used: servers and clients.
     pub(super) process_cpu: Duration,
+    /// The client connections' figures when they stopped (counts since
+    /// they connected, warm-up included).
+    pub(super) clients: Vec<ConnectionStats>,
     pub(super) elapsed: Duration,
 }
 
@@ -266,6 +269,26 @@ impl Window {
         })
     }
 
+    /// The client connections' packets declared lost, as a share of those
+    /// they sent.
+    pub(super) fn clients_loss(&self) -> f64 {
+        let lost: u64 = self.clients.iter().map(|c| c.lost_packets).sum();
+        let sent: u64 = self.clients.iter().map(|c| c.sent_packets).sum();
+        lost as f64 / sent.max(1) as f64
+    }
+
+    /// The client connections' median congestion window, in bytes.
+    pub(super) fn clients_window(&self) -> f64 {
+        let windows: Vec<f64> = self.clients.iter().map(|c| c.window as f64).collect();
+        median(&windows)
+    }
+
+    /// The client connections' median smoothed round-trip time.
+    pub(super) fn clients_rtt(&self) -> Duration {
+        let rtts: Vec<f64> = self.clients.iter().map(|c| c.rtt.as_secs_f64()).collect();
+        Duration::from_secs_f64(median(&rtts))
+    }
+
     /// The mean UDP payload of the datagrams received, in bytes.
     pub(super) fn mean_datagram(&self) -> usize {
         usize::try_from(self.datagram_bytes / self.datagrams.max(1)).unwrap_or(usize::MAX)
@@ -289,38 +312,41 @@ pub(super) fn blast(
     for _ in 0..threads {
         let (stop, ready) = (Arc::clone(&stop), ready_tx.clone());
         let (to, public) = (servers.addr, servers.public.clone());
-        clients.push(std::thread::spawn(move || -> io::Result<()> {
-            runtime()?.block_on(async move {
-                let mut connections = Vec::new();
-                for _ in 0..endpoints_per_thread {
-                    let connected = async {
-                        let endpoint = Endpoint::bind(loopback(), client_config())?;
-                        let connection = endpoint.connect(to, &public).await.map_err(other)?;
-                        io::Result::Ok((endpoint, connection))
-                    }
-                    .await;
-                    match connected {
-                        Ok(c) => connections.push(c),
-                        Err(e) => {
-                            let _ = ready.send(Err(other(&e)));
-                            return Err(e);
+        clients.push(std::thread::spawn(
+            move || -> io::Result<Vec<ConnectionStats>> {
+                runtime()?.block_on(async move {
+                    let mut connections = Vec::new();
+                    for _ in 0..endpoints_per_thread {
+                        let connected = async {
+                            let endpoint = Endpoint::bind(loopback(), client_config())?;
+                            let connection = endpoint.connect(to, &public).await.map_err(other)?;
+                            io::Result::Ok((endpoint, connection))
+                        }
+                        .await;
+                        match connected {
+                            Ok(c) => connections.push(c),
+                            Err(e) => {
+                                let _ = ready.send(Err(other(&e)));
+                                return Err(e);
+                            }
                         }
                     }
-                }
-                let _ = ready.send(Ok(()));
-                let senders: Vec<_> = connections
-                    .iter()
-                    .map(|(_, c)| tokio::spawn(send_until(c.clone(), Arc::clone(&stop))))
-                    .collect();
-                for sender in senders {
-                    sender.await.map_err(other)??;
-                }
-                for (_, connection) in &connections {
-                    connection.abort(0, Bytes::new());
-                }
-                Ok(())
-            })
-        }));
+                    let _ = ready.send(Ok(()));
+                    let senders: Vec<_> = connections
+                        .iter()
+                        .map(|(_, c)| tokio::spawn(send_until(c.clone(), Arc::clone(&stop))))
+                        .collect();
+                    for sender in senders {
+                        sender.await.map_err(other)??;
+                    }
+                    let stats = connections.iter().filter_map(|(_, c)| c.stats()).collect();
+                    for (_, connection) in &connections {
+                        connection.abort(0, Bytes::new());
+                    }
+                    Ok(stats)
+                })
+            },
+        ));
     }
     drop(ready_tx);
     let mut started = Ok(());
@@ -331,7 +357,7 @@ pub(super) fn blast(
             Err(e) => started = Err(other(e)),
         }
     }
-    let measured = started.map(|()| {
+    let mut measured = started.map(|()| {
         std::thread::sleep(warm_up);
         let messages = servers.received.load(Ordering::Relaxed);
         let [datagrams, bytes, drops] = servers.socket_received();
@@ -350,13 +376,17 @@ pub(super) fn blast(
                 .zip(servers.cpu_time())
                 .map(|(b, a)| a.saturating_sub(b)),
             process_cpu: process_cpu_time().saturating_sub(process_cpu),
+            clients: Vec::new(),
         }
     });
     stop.store(true, Ordering::Relaxed);
     for client in clients {
-        client
+        let stats = client
             .join()
             .map_err(|_| other("client thread panicked"))??;
+        if let Ok(window) = &mut measured {
+            window.clients.extend(stats);
+        }
     }
     measured
 }
