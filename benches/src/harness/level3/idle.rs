@@ -35,6 +35,9 @@ use crate::report::{Better, median};
 const CHILD_ENV: &str = "TERN_HARNESS_IDLE_SERVER";
 const CLIENT_ENDPOINTS: usize = 8;
 const IN_FLIGHT: usize = 32;
+/// The longest the server waits for its connections (10 000 take about
+/// 20 s on two cores).
+const ACCEPT_LIMIT: Duration = Duration::from_secs(120);
 
 /// The workload's metric prefix in `mode`.
 fn prefix(mode: Mode) -> &'static str {
@@ -193,14 +196,22 @@ pub(crate) fn run_child(count: usize) -> io::Result<()> {
         out.flush()?;
         let mut held = Vec::with_capacity(count);
         let mut before = 0;
-        while held.len() < count {
-            let Some(connection) = endpoint.accept().await else {
-                break;
-            };
-            held.push(connection);
-            if held.len() == 1 {
-                before = resident_bytes()?;
+        let accepting = async {
+            while held.len() < count {
+                let Some(connection) = endpoint.accept().await else {
+                    break;
+                };
+                held.push(connection);
+                if held.len() == 1 {
+                    before = resident_bytes()?;
+                }
             }
+            io::Result::Ok(())
+        };
+        // A connection the harness saw and this side never did must not
+        // hang the run: past the limit, what is held is measured.
+        if let Ok(accepted) = tokio::time::timeout(ACCEPT_LIMIT, accepting).await {
+            accepted?;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
         let after = resident_bytes()?;
