@@ -5,11 +5,12 @@
 //! JSON object per line; progress on standard error. Each benchmark group
 //! lives in its own module and belongs to one level; level 2 has the sockio
 //! backend matrix with its raw-syscall ceilings, and tern-peer's endpoint
-//! driver beside raw tern-sockio.
+//! driver beside raw tern-sockio; level 3 has one endpoint under load.
 
 mod cli;
 mod driver;
 mod e2e;
+mod level3;
 mod raw;
 mod report;
 mod sockio_matrix;
@@ -33,11 +34,20 @@ fn groups(args: &Args) -> Vec<Box<dyn Group>> {
     all.extend(sockio_matrix::groups(args));
     all.extend(driver::groups(args));
     all.extend(e2e::groups(args));
+    all.extend(level3::groups(args));
     all.retain(|g| args.levels.contains(&g.level()) && g.selected(args));
     all
 }
 
 fn main() {
+    // The idle-connections workload's server runs in a process of its own.
+    if let Some(count) = level3::idle_child_requested() {
+        if let Err(e) = level3::run_idle_child(count) {
+            eprintln!("tern-harness: idle server: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     let args = match cli::parse(std::env::args().skip(1)) {
         Ok(args) => args,
         Err(message) => {

@@ -1,0 +1,261 @@
+//! Idle connections: what one held connection costs its server endpoint in
+//! resident memory.
+//!
+//! The server endpoint runs in a process of its own (this binary, started
+//! again with [`CHILD_ENV`] set), so its resident set holds the server's
+//! state only: the endpoint, its connections, the runtime, the allocator's
+//! slack. This process connects to it from eight client endpoints, 32
+//! connects in flight (the server's intro limits raised, as for every
+//! level-3 server), and holds every connection open and idle. The server
+//! reads its resident set (`/proc/self/statm`) once its first connection is
+//! accepted (so one-time costs such as first-use tables are not counted)
+//! and again half a second after the last; the difference divided by the
+//! connections after the first is the figure. It includes what the tables
+//! of the endpoint grew by to hold them, and whatever the allocator keeps
+//! for itself.
+//!
+//! Quick mode holds 500 connections (`level3/idle/`), the other modes
+//! 10 000 (`level3/idle10k/`): each costs the server an RSA decryption.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use rand_core::OsRng;
+use tern_peer::{Connection, Endpoint, IdentityKey, PublicIdentity};
+
+use super::rss::resident_bytes;
+use super::servers::{client_config, other, server_config};
+use crate::cli::{Args, Mode};
+use crate::report::{Better, median};
+
+/// Set to a number of connections, it makes this binary the server of this
+/// workload instead of the harness.
+const CHILD_ENV: &str = "TERN_HARNESS_IDLE_SERVER";
+const CLIENT_ENDPOINTS: usize = 8;
+const IN_FLIGHT: usize = 32;
+/// The longest the server waits for its connections (10 000 take about
+/// 20 s on two cores).
+const ACCEPT_LIMIT: Duration = Duration::from_secs(120);
+
+/// The workload's metric prefix in `mode`.
+fn prefix(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Quick => "level3/idle/",
+        Mode::Normal | Mode::Full => "level3/idle10k/",
+    }
+}
+
+pub(super) fn names(mode: Mode) -> Vec<String> {
+    vec![format!("{}bytes_per_connection", prefix(mode))]
+}
+
+fn connections(mode: Mode) -> usize {
+    match mode {
+        Mode::Quick => 500,
+        Mode::Normal | Mode::Full => 10_000,
+    }
+}
+
+fn samples(mode: Mode) -> usize {
+    match mode {
+        Mode::Quick | Mode::Normal => 1,
+        Mode::Full => 3,
+    }
+}
+
+pub(super) fn run(args: &Args) {
+    let prefix = prefix(args.mode);
+    let count = connections(args.mode);
+    let mut per_connection = Vec::new();
+    for _ in 0..samples(args.mode) {
+        match sample(count) {
+            Ok(bytes) => per_connection.push(bytes),
+            Err(e) => eprintln!("   {prefix}: sample failed: {e}"),
+        }
+    }
+    eprintln!(
+        "   {prefix}: {:.0} bytes ({:.1} KiB) of the server's resident memory per idle connection, {count} held",
+        median(&per_connection),
+        median(&per_connection) / 1024.0
+    );
+    super::emit_metric(
+        args,
+        format!("{prefix}bytes_per_connection"),
+        "B",
+        Better::Lower,
+        per_connection,
+        None,
+    );
+}
+
+/// One sample: the server's resident bytes per connection.
+fn sample(count: usize) -> io::Result<f64> {
+    let mut child = Command::new(std::env::current_exe()?)
+        .env(CHILD_ENV, count.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let result = connect_all(&mut child, count);
+    if result.is_err() {
+        let _ = child.kill();
+    }
+    // Closing its standard input ends the server.
+    drop(child.stdin.take());
+    child.wait()?;
+    result
+}
+
+/// Holds `count` connections to the server `child` until it has measured.
+fn connect_all(child: &mut Child, count: usize) -> io::Result<f64> {
+    let mut lines = BufReader::new(child.stdout.take().ok_or_else(|| other("no pipe"))?);
+    let line = read_line(&mut lines)?;
+    let (addr, key) = line
+        .split_once(' ')
+        .ok_or_else(|| other("server said nothing"))?;
+    let addr: SocketAddr = addr.parse().map_err(other)?;
+    let der = unhex(key).ok_or_else(|| other("server key is not hex"))?;
+    let public = PublicIdentity::from_spki_der(&der).map_err(other)?;
+    crate::sockio_matrix::runtime()?.block_on(async {
+        let endpoints = (0..CLIENT_ENDPOINTS)
+            .map(|_| Endpoint::bind(SocketAddr::from(([127, 0, 0, 1], 0)), client_config()))
+            .collect::<io::Result<Vec<_>>>()?;
+        let mut held: Vec<Connection> = Vec::with_capacity(count);
+        let mut connecting = tokio::task::JoinSet::new();
+        let mut started = 0;
+        while held.len() < count {
+            while started < count && connecting.len() < IN_FLIGHT {
+                let (endpoint, public) = (
+                    endpoints[started % CLIENT_ENDPOINTS].clone(),
+                    public.clone(),
+                );
+                connecting.spawn(async move { endpoint.connect(addr, &public).await });
+                started += 1;
+            }
+            match connecting.join_next().await {
+                Some(connected) => held.push(connected.map_err(other)?.map_err(other)?),
+                None => break,
+            }
+        }
+        // The server measures once it holds them all; keep the client
+        // endpoints running (they answer its keep-alives) meanwhile.
+        let report = tokio::task::spawn_blocking(move || read_line(&mut lines))
+            .await
+            .map_err(other)??;
+        for connection in &held {
+            connection.abort(0, bytes::Bytes::new());
+        }
+        let figures: Vec<u64> = report
+            .split_whitespace()
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .map_err(other)?;
+        match figures[..] {
+            [before, after, held] if held > 1 => {
+                Ok(after.saturating_sub(before) as f64 / (held - 1) as f64)
+            }
+            _ => Err(other(format!("server reported {report:?}"))),
+        }
+    })
+}
+
+fn read_line(lines: &mut impl BufRead) -> io::Result<String> {
+    let mut line = String::new();
+    if lines.read_line(&mut line)? == 0 {
+        return Err(other("the server ended early"));
+    }
+    Ok(line.trim_end().to_owned())
+}
+
+/// Whether this process was started as the workload's server, and for how
+/// many connections.
+pub(crate) fn child_requested() -> Option<usize> {
+    std::env::var(CHILD_ENV).ok()?.parse().ok()
+}
+
+/// The server process: binds, prints its address and key, accepts `count`
+/// connections, prints its resident bytes after the first and after the
+/// last and how many it holds, and ends when its standard input closes.
+pub(crate) fn run_child(count: usize) -> io::Result<()> {
+    // Whatever happens here, the harness closing the pipe ends this process.
+    std::thread::spawn(|| {
+        let _ = io::copy(&mut io::stdin(), &mut io::sink());
+        std::process::exit(0);
+    });
+    let identity = IdentityKey::generate(&mut OsRng).map_err(other)?;
+    let der = identity.public().to_spki_der().map_err(other)?;
+    let mut out = io::stdout().lock();
+    crate::sockio_matrix::runtime()?.block_on(async {
+        let endpoint = Endpoint::bind(
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            server_config(&identity),
+        )?;
+        writeln!(out, "{} {}", endpoint.local_addr(), hex(&der))?;
+        out.flush()?;
+        let mut held = Vec::with_capacity(count);
+        let mut before = 0;
+        let accepting = async {
+            while held.len() < count {
+                let Some(connection) = endpoint.accept().await else {
+                    break;
+                };
+                held.push(connection);
+                if held.len() == 1 {
+                    before = resident_bytes()?;
+                }
+            }
+            io::Result::Ok(())
+        };
+        // A connection the harness saw and this side never did must not
+        // hang the run: past the limit, what is held is measured.
+        if let Ok(accepted) = tokio::time::timeout(ACCEPT_LIMIT, accepting).await {
+            accepted?;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let after = resident_bytes()?;
+        writeln!(out, "{before} {after} {}", endpoint.stats().connections)?;
+        out.flush()?;
+        // Hold them until the harness lets go.
+        std::future::pending::<()>().await;
+        Ok(())
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_crosses_the_pipe_as_hex_and_back() {
+        let bytes = [0x00, 0x7f, 0x80, 0xff, 0x30];
+        assert_eq!(hex(&bytes), "007f80ff30");
+        assert_eq!(unhex(&hex(&bytes)).as_deref(), Some(&bytes[..]));
+        assert_eq!(unhex("abc"), None);
+        assert_eq!(unhex("zz"), None);
+    }
+
+    #[test]
+    fn quick_mode_names_the_metric_without_the_count_it_does_not_hold() {
+        assert_eq!(prefix(Mode::Quick), "level3/idle/");
+        assert_eq!(
+            (prefix(Mode::Normal), connections(Mode::Normal)),
+            ("level3/idle10k/", 10_000)
+        );
+    }
+}

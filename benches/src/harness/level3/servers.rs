@@ -1,0 +1,402 @@
+//! What the level-3 workloads share: a server of one or more Tern endpoints
+//! on one port (each on a thread of its own with a current-thread runtime,
+//! sharing one identity), and clients that send 64-byte messages to it as
+//! fast as the endpoints take them.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tern_peer::proto::EndpointConfig;
+use tern_peer::{Config, Connection, ConnectionStats, Endpoint, IdentityKey, PublicIdentity};
+
+use crate::report::{median, process_cpu_time};
+use crate::sockio_matrix::runtime;
+
+/// Bytes of every message the level-3 workloads send: small enough that
+/// the per-datagram cost, not the bytes, is what is measured.
+pub(super) const MESSAGE_LEN: usize = 64;
+
+pub(super) fn other(e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+fn loopback() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+/// A client endpoint's configuration: what the level-2 workloads use.
+pub(super) fn client_config() -> Config {
+    Config::default().max_udp_payload(1452)
+}
+
+/// A server endpoint's configuration. Every connect of the benchmark comes
+/// from 127.0.0.1, which the default intro limits allow 10 per second; the
+/// limits are raised so the server's RSA work, not the limiter, bounds the
+/// connect rate.
+pub(super) fn server_config(identity: &IdentityKey) -> Config {
+    let mut protocol = EndpointConfig::default();
+    protocol.intro_limits.per_source_rate = 100_000;
+    protocol.intro_limits.per_source_burst = 100_000;
+    protocol.intro_limits.total_rate = 100_000;
+    protocol.intro_limits.total_burst = 100_000;
+    client_config()
+        .protocol(protocol)
+        .identity(identity.clone())
+}
+
+/// A 64-byte message.
+pub(super) fn message() -> Bytes {
+    Bytes::from_static(&[0xa5; MESSAGE_LEN])
+}
+
+/// What a server does with each message it receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reply {
+    /// Counts it.
+    None,
+    /// Counts it and sends it back.
+    Echo,
+}
+
+/// Server endpoints bound to one port, running until dropped.
+pub(super) struct Servers {
+    /// The port they share, on 127.0.0.1.
+    pub(super) addr: SocketAddr,
+    pub(super) public: PublicIdentity,
+    /// Messages received by all the endpoints' connections so far.
+    pub(super) received: Arc<AtomicU64>,
+    endpoints: Vec<Endpoint>,
+    /// Each server thread's CPU-time clock.
+    cpu_clocks: Vec<libc::clockid_t>,
+    stops: Vec<tokio::sync::oneshot::Sender<()>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Servers {
+    /// Starts `count` endpoints; more than one needs `reuse_port`.
+    pub(super) fn start(
+        identity: &IdentityKey,
+        count: usize,
+        reuse_port: bool,
+        reply: Reply,
+    ) -> io::Result<Self> {
+        let mut servers = Self {
+            addr: loopback(),
+            public: identity.public(),
+            received: Arc::new(AtomicU64::new(0)),
+            endpoints: Vec::new(),
+            cpu_clocks: Vec::new(),
+            stops: Vec::new(),
+            threads: Vec::new(),
+        };
+        for _ in 0..count {
+            let config = server_config(identity).reuse_port(reuse_port);
+            let (bound_tx, bound_rx) = std::sync::mpsc::channel();
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let (addr, received) = (servers.addr, Arc::clone(&servers.received));
+            let thread = std::thread::Builder::new()
+                .name("tern-level3-server".to_owned())
+                .spawn(move || {
+                    let runtime = match runtime() {
+                        Ok(r) => r,
+                        Err(e) => {
+                            let _ = bound_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    runtime.block_on(async move {
+                        let endpoint = match Endpoint::bind(addr, config) {
+                            Ok(e) => e,
+                            Err(e) => {
+                                let _ = bound_tx.send(Err(e));
+                                return;
+                            }
+                        };
+                        let _ = bound_tx.send(Ok((endpoint.clone(), this_thread_cpu_clock())));
+                        tokio::select! {
+                            () = serve(&endpoint, reply, &received) => {}
+                            _ = stopped => {}
+                        }
+                    });
+                })?;
+            servers.threads.push(thread);
+            servers.stops.push(stop);
+            let (endpoint, cpu_clock) = bound_rx.recv().map_err(other)??;
+            servers.addr = endpoint.local_addr();
+            servers.endpoints.push(endpoint);
+            servers.cpu_clocks.extend(cpu_clock);
+        }
+        Ok(servers)
+    }
+
+    /// UDP datagrams and their payload bytes the endpoints' sockets
+    /// received so far, and the datagrams their kernel queues dropped, all
+    /// endpoints together.
+    fn socket_received(&self) -> [u64; 3] {
+        self.endpoints.iter().fold([0; 3], |[d, b, k], e| {
+            let socket = e.stats().socket;
+            [
+                d + socket.datagrams_received,
+                b + socket.bytes_received,
+                k + socket.kernel_drops,
+            ]
+        })
+    }
+
+    /// CPU time the server threads used so far, all together (none if the
+    /// system gave no thread clocks).
+    pub(super) fn cpu_time(&self) -> Option<Duration> {
+        if self.cpu_clocks.len() < self.endpoints.len() {
+            return None;
+        }
+        self.cpu_clocks.iter().map(|&c| cpu_time(c)).sum()
+    }
+
+    /// Connections each endpoint holds now.
+    pub(super) fn connections(&self) -> Vec<usize> {
+        self.endpoints
+            .iter()
+            .map(|e| e.stats().connections)
+            .collect()
+    }
+}
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        self.endpoints.clear();
+        self.stops.clear();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The calling thread's CPU-time clock, which other threads can read
+/// while it lives.
+fn this_thread_cpu_clock() -> Option<libc::clockid_t> {
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: `pthread_self` is always valid for the calling thread, and
+    // `clock` is a valid place for the result.
+    let rc = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) };
+    (rc == 0).then_some(clock)
+}
+
+/// The time on a CPU-time clock.
+fn cpu_time(clock: libc::clockid_t) -> Option<Duration> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec for the call.
+    let rc = unsafe { libc::clock_gettime(clock, &mut now) };
+    (rc == 0).then(|| {
+        Duration::new(
+            u64::try_from(now.tv_sec).unwrap_or(0),
+            u32::try_from(now.tv_nsec).unwrap_or(0),
+        )
+    })
+}
+
+/// Accepts connections and handles every message they bring.
+async fn serve(endpoint: &Endpoint, reply: Reply, received: &Arc<AtomicU64>) {
+    while let Some(connection) = endpoint.accept().await {
+        let received = Arc::clone(received);
+        tokio::spawn(async move {
+            while let Ok(message) = connection.recv().await {
+                received.fetch_add(1, Ordering::Relaxed);
+                if reply == Reply::Echo && connection.send(message).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+}
+
+/// What the servers received over a measured window.
+#[derive(Clone, Debug)]
+pub(super) struct Window {
+    /// Messages delivered to the servers' application.
+    pub(super) messages: u64,
+    /// UDP datagrams the servers' sockets received.
+    pub(super) datagrams: u64,
+    /// Their payload bytes.
+    pub(super) datagram_bytes: u64,
+    /// Datagrams the servers' kernel receive queues dropped (full).
+    pub(super) kernel_drops: u64,
+    /// CPU time the server threads used (none without thread clocks).
+    pub(super) server_cpu: Option<Duration>,
+    /// CPU time the whole process used: servers and clients.
+    pub(super) process_cpu: Duration,
+    /// The client connections' figures when they stopped (counts since
+    /// they connected, warm-up included).
+    pub(super) clients: Vec<ConnectionStats>,
+    pub(super) elapsed: Duration,
+}
+
+impl Window {
+    pub(super) fn messages_per_s(&self) -> f64 {
+        self.messages as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    pub(super) fn datagrams_per_s(&self) -> f64 {
+        self.datagrams as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Messages per second of the server threads' CPU time.
+    pub(super) fn messages_per_server_cpu_s(&self) -> Option<f64> {
+        self.server_cpu
+            .map(|cpu| self.messages as f64 / cpu.as_secs_f64().max(1e-9))
+    }
+
+    /// The share of the window the server threads were on a CPU (1.0: one
+    /// core's worth).
+    pub(super) fn server_busy(&self) -> Option<f64> {
+        self.server_cpu
+            .map(|cpu| cpu.as_secs_f64() / self.elapsed.as_secs_f64().max(1e-9))
+    }
+
+    /// The share of the window the clients were on a CPU (the process's
+    /// CPU time less the servers'; 1.0: one core's worth).
+    pub(super) fn clients_busy(&self) -> Option<f64> {
+        self.server_cpu.map(|cpu| {
+            self.process_cpu.saturating_sub(cpu).as_secs_f64()
+                / self.elapsed.as_secs_f64().max(1e-9)
+        })
+    }
+
+    /// The client connections' packets declared lost, as a share of those
+    /// they sent.
+    pub(super) fn clients_loss(&self) -> f64 {
+        let lost: u64 = self.clients.iter().map(|c| c.lost_packets).sum();
+        let sent: u64 = self.clients.iter().map(|c| c.sent_packets).sum();
+        lost as f64 / sent.max(1) as f64
+    }
+
+    /// The client connections' median congestion window, in bytes.
+    pub(super) fn clients_window(&self) -> f64 {
+        let windows: Vec<f64> = self.clients.iter().map(|c| c.window as f64).collect();
+        median(&windows)
+    }
+
+    /// The client connections' median smoothed round-trip time.
+    pub(super) fn clients_rtt(&self) -> Duration {
+        let rtts: Vec<f64> = self.clients.iter().map(|c| c.rtt.as_secs_f64()).collect();
+        Duration::from_secs_f64(median(&rtts))
+    }
+
+    /// The mean UDP payload of the datagrams received, in bytes.
+    pub(super) fn mean_datagram(&self) -> usize {
+        usize::try_from(self.datagram_bytes / self.datagrams.max(1)).unwrap_or(usize::MAX)
+    }
+}
+
+/// Connects `threads` × `endpoints_per_thread` client endpoints (one
+/// connection each, each thread a current-thread runtime) to `servers`;
+/// they send 64-byte messages as fast as Tern takes them. After `warm_up`,
+/// counts what the servers receive for `length`.
+pub(super) fn blast(
+    servers: &Servers,
+    threads: usize,
+    endpoints_per_thread: usize,
+    warm_up: Duration,
+    length: Duration,
+) -> io::Result<Window> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<io::Result<()>>();
+    let mut clients = Vec::new();
+    for _ in 0..threads {
+        let (stop, ready) = (Arc::clone(&stop), ready_tx.clone());
+        let (to, public) = (servers.addr, servers.public.clone());
+        clients.push(std::thread::spawn(
+            move || -> io::Result<Vec<ConnectionStats>> {
+                runtime()?.block_on(async move {
+                    let mut connections = Vec::new();
+                    for _ in 0..endpoints_per_thread {
+                        let connected = async {
+                            let endpoint = Endpoint::bind(loopback(), client_config())?;
+                            let connection = endpoint.connect(to, &public).await.map_err(other)?;
+                            io::Result::Ok((endpoint, connection))
+                        }
+                        .await;
+                        match connected {
+                            Ok(c) => connections.push(c),
+                            Err(e) => {
+                                let _ = ready.send(Err(other(&e)));
+                                return Err(e);
+                            }
+                        }
+                    }
+                    let _ = ready.send(Ok(()));
+                    let senders: Vec<_> = connections
+                        .iter()
+                        .map(|(_, c)| tokio::spawn(send_until(c.clone(), Arc::clone(&stop))))
+                        .collect();
+                    for sender in senders {
+                        sender.await.map_err(other)??;
+                    }
+                    let stats = connections.iter().filter_map(|(_, c)| c.stats()).collect();
+                    for (_, connection) in &connections {
+                        connection.abort(0, Bytes::new());
+                    }
+                    Ok(stats)
+                })
+            },
+        ));
+    }
+    drop(ready_tx);
+    let mut started = Ok(());
+    for _ in 0..threads {
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => started = Err(e),
+            Err(e) => started = Err(other(e)),
+        }
+    }
+    let mut measured = started.map(|()| {
+        std::thread::sleep(warm_up);
+        let messages = servers.received.load(Ordering::Relaxed);
+        let [datagrams, bytes, drops] = servers.socket_received();
+        let cpu = servers.cpu_time();
+        let process_cpu = process_cpu_time();
+        let start = Instant::now();
+        std::thread::sleep(length);
+        let [datagrams_after, bytes_after, drops_after] = servers.socket_received();
+        Window {
+            messages: servers.received.load(Ordering::Relaxed) - messages,
+            datagrams: datagrams_after - datagrams,
+            datagram_bytes: bytes_after - bytes,
+            kernel_drops: drops_after.saturating_sub(drops),
+            elapsed: start.elapsed(),
+            server_cpu: cpu
+                .zip(servers.cpu_time())
+                .map(|(b, a)| a.saturating_sub(b)),
+            process_cpu: process_cpu_time().saturating_sub(process_cpu),
+            clients: Vec::new(),
+        }
+    });
+    stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        let stats = client
+            .join()
+            .map_err(|_| other("client thread panicked"))??;
+        if let Ok(window) = &mut measured {
+            window.clients.extend(stats);
+        }
+    }
+    measured
+}
+
+/// Sends messages on `connection` until `stop` (`send` waits only while
+/// the send buffer is full, which is when the client's driver gets to run).
+async fn send_until(connection: Connection, stop: Arc<AtomicBool>) -> io::Result<()> {
+    let message = message();
+    while !stop.load(Ordering::Relaxed) {
+        connection.send(message.clone()).await.map_err(other)?;
+    }
+    Ok(())
+}
