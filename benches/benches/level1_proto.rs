@@ -217,10 +217,10 @@ fn megabyte_messages(bencher: Bencher) {
         .bench_local_values(|mut c| black_box(send_messages(&mut c, 1 << 20, COUNT)));
 }
 
-/// One stream of 256 MB, written and read in 64 KB pieces: MB per second.
-#[divan::bench]
+/// One stream of 1 GiB, written and read in 64 KiB pieces: MB per second.
+#[divan::bench(sample_count = 10)]
 fn stream(bencher: Bencher) {
-    const TOTAL: usize = 256 << 20;
+    const TOTAL: usize = 1 << 30;
     let chunk = vec![0xa5u8; 65_536];
     bencher
         .counter(BytesCount::new(TOTAL))
