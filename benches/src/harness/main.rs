@@ -11,6 +11,7 @@ mod cli;
 mod driver;
 mod e2e;
 mod raw;
+mod relay;
 mod report;
 mod sockio_matrix;
 
