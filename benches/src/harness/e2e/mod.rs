@@ -14,9 +14,9 @@
 //! | `rr64` | 64-byte request, 64-byte response, one at a time: requests/s and p50/p95/p99 |
 //! | `rr64x32` | the same with 32 requests in flight |
 //! | `connect` | a cold connect (full handshake, no resumption) until the connection is usable: median and p99 |
-//! | `message_<N>k/rtt<0\|2>ms` | one message of 1, 4, 16 or 32 KB at a time, direct or through the [delay relay](crate::relay) (1 ms each way): send until the server's 64-byte answer, p50 and p99 |
-//! | `msgs1k` | 1 KB messages one way as fast as the transport takes them, until the server has counted them all: messages/s |
-//! | `streams4` | the `bulk` bytes on 4 streams of one connection at once: aggregate B/s, and degradation = one stream's rate ÷ the aggregate |
+//! | `message_<N>k/rtt<0\|2>ms` | one message of 1, 4, 16 or 32 KiB at a time, direct or through the [delay relay](crate::relay) (1 ms each way): send until the server's 64-byte answer, p50 and p99 |
+//! | `msgs1k` | 1 KiB messages one way as fast as the transport takes them, until the server has counted them all: messages/s |
+//! | `streams4` | the same bytes on one stream, then on 4 streams of one connection at once: the 4's aggregate B/s, and degradation = one stream's rate ÷ that aggregate |
 //! | `bidir` | one stream the server echoes, so the bytes flow both ways at once: B/s of both directions together |
 //! | `clients50` | 50 client endpoints each writing one stream to one server endpoint at once: aggregate B/s, and (Tern) the server's datagrams per receive system call |
 //!
@@ -65,7 +65,7 @@ pub(crate) mod ask {
     pub(crate) const TALLY: u8 = 0x7a;
 }
 
-/// The number a `TALLY` message carries.
+/// A `TALLY` message carrying `count`.
 pub(crate) fn tally(count: u64) -> Vec<u8> {
     let mut tally = vec![ask::TALLY; REQUEST_LEN];
     tally[1..9].copy_from_slice(&count.to_le_bytes());

@@ -475,8 +475,11 @@ impl Workloads for Quinn {
                 bytes += sent.map_err(other)??;
             }
             let elapsed = start.elapsed();
-            for (endpoint, connection) in connections {
+            // All closed first, so they drain at once.
+            for (_, connection) in &connections {
                 connection.close(0u32.into(), b"done");
+            }
+            for (endpoint, _) in connections {
                 endpoint.wait_idle().await;
             }
             Ok(ClientsSample {
