@@ -17,6 +17,12 @@
 //! thread's wake-up: a UDP ping through a relay of 1 ms each way measured
 //! 2.08 ms here (p50), against 2.18 ms before the senders asked for the
 //! least timer slack.
+//!
+//! One system call per datagram each side: on this 2-core machine, loaded,
+//! a relay took in and forwarded 210 000 datagrams of 1 452 bytes in a
+//! second one way (about 300 MB/s) with nothing dropped. Enough for
+//! messages and for paths of a few hundred Mbit/s; a bulk transfer at
+//! loopback speed through it measures the relay.
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
