@@ -9,8 +9,8 @@
 //!
 //! Each direction has two plain threads: a receiver that stamps each
 //! datagram with the instant it is due and rolls the loss dice, and a sender
-//! that sleeps until the oldest datagram is due, then sends every datagram
-//! that is due by then in one go. The delay is the same for all, so the
+//! that sleeps until the oldest datagram is due, then sends, in the same
+//! wake-up, every datagram that is due by then. The delay is the same for all, so the
 //! queue between them is in order. Plain threads rather than tokio: tokio's
 //! timers tick in milliseconds, which would round a 1 ms delay up to 2.
 //! A datagram arrives at least `delay` after it was sent, late by a
