@@ -12,6 +12,7 @@ mod driver;
 mod e2e;
 mod level3;
 mod raw;
+mod relay;
 mod report;
 mod sockio_matrix;
 

@@ -14,14 +14,24 @@
 //! | `rr64` | 64-byte request, 64-byte response, one at a time: requests/s and p50/p95/p99 |
 //! | `rr64x32` | the same with 32 requests in flight |
 //! | `connect` | a cold connect (full handshake, no resumption) until the connection is usable: median and p99 |
+//! | `message_<N>k/rtt<0\|2>ms` | one message of 1, 4, 16 or 32 KiB at a time, direct or through the [delay relay](crate::relay) (1 ms each way): send until the server's 64-byte answer, p50 and p99 |
+//! | `msgs1k` | 1 KiB messages one way as fast as the transport takes them, until the server has counted them all: messages/s |
+//! | `streams4` | the same bytes on one stream, then on 4 streams of one connection at once: the 4's aggregate B/s, and degradation = one stream's rate ÷ that aggregate |
+//! | `bidir` | one stream the server echoes, so the bytes flow both ways at once: B/s of both directions together |
+//! | `clients50` | 50 client endpoints each writing one stream to one server endpoint at once: aggregate B/s, and (Tern) the server's datagrams per receive system call |
+//!
+//! The workloads of the reference transport's manual suite and the many
+//! clients live in [`suite`].
 
 mod pipeline;
 #[cfg(feature = "quinn")]
 mod quinn;
 mod rate_cap;
+mod suite;
 mod tern;
 
 use std::io;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -38,14 +48,57 @@ const IN_FLIGHT: usize = 32;
 const PAYLOAD: usize = 1452;
 /// Bytes of each application write in `bulk`.
 pub(crate) const WRITE_LEN: usize = 64 * 1024;
+/// Messages sent on a fresh connection before `messages` starts timing.
+pub(crate) const WARM_UP: usize = 10;
+
+/// What the first byte of a stream or of a message asks of the servers the
+/// transports run: anything but the bytes below reads the stream (or takes
+/// the message) whole and answers with its first 64 bytes (a stream: with
+/// 64 bytes). The requests and `bulk` data are filled with 0xa5.
+pub(crate) mod ask {
+    /// Echo the stream's bytes back as they come; finish at its end.
+    pub(crate) const ECHO: u8 = 0xec;
+    /// Count the message (quinn: the unidirectional stream); answer nothing.
+    pub(crate) const COUNT: u8 = 0xc0;
+    /// Once the connection has counted the little-endian `u64` in bytes 1
+    /// to 9, answer with the first 64 bytes.
+    pub(crate) const TALLY: u8 = 0x7a;
+}
+
+/// A `TALLY` message carrying `count`.
+pub(crate) fn tally(count: u64) -> Vec<u8> {
+    let mut tally = vec![ask::TALLY; REQUEST_LEN];
+    tally[1..9].copy_from_slice(&count.to_le_bytes());
+    tally
+}
+
+/// The count in a `TALLY` message (`None` if it is too short).
+pub(crate) fn tally_count(message: &[u8]) -> Option<u64> {
+    let bytes: [u8; 8] = message.get(1..9)?.try_into().ok()?;
+    Some(u64::from_le_bytes(bytes))
+}
+
+/// One `clients` sample.
+pub(crate) struct ClientsSample {
+    /// Bytes the clients wrote, all read by the server.
+    pub(crate) bytes: u64,
+    /// From the first write until the last client had its answer.
+    pub(crate) elapsed: Duration,
+    /// The server socket's datagrams per receive system call over the
+    /// sample, where the transport counts them.
+    pub(crate) datagrams_per_recv_call: Option<f64>,
+}
 
 /// What a transport offers the workloads. Each call runs one sample to
 /// completion on the transport's own client runtime; the server runs on a
 /// thread of its own for the transport's lifetime.
 pub(crate) trait Workloads {
-    /// Sends `bytes` on one stream of one connection until the server has
-    /// read them all; returns how long that took.
-    fn bulk(&mut self, bytes: u64) -> io::Result<Duration>;
+    /// The server's address (a relay in front of it forwards there).
+    fn server_addr(&self) -> SocketAddr;
+    /// Sends `bytes` on each of `streams` streams of one connection, all at
+    /// once, until the server has read them all; returns how long that
+    /// took.
+    fn bulk(&mut self, streams: usize, bytes: u64) -> io::Result<Duration>;
     /// Runs requests, `in_flight` at a time, for `duration`; records each
     /// round trip (ns) in `latencies` and returns how many completed and in
     /// how long (the last ones finish after `duration`).
@@ -58,6 +111,28 @@ pub(crate) trait Workloads {
     /// Connects cold `count` times, one after the other, recording each
     /// connect's duration (ns) in `latencies`.
     fn connects(&mut self, count: usize, latencies: &mut Histogram<u64>) -> io::Result<()>;
+    /// On one connection to `to` (the server, or a relay in front of it),
+    /// sends a few `len`-byte messages to warm up, then `count` more, one
+    /// at a time, each answered once the server has it whole; records each
+    /// round trip of the `count` (ns) in `latencies`.
+    fn messages(
+        &mut self,
+        to: SocketAddr,
+        len: usize,
+        count: usize,
+        latencies: &mut Histogram<u64>,
+    ) -> io::Result<()>;
+    /// Sends `len`-byte messages one way, as fast as the transport takes
+    /// them, for `duration`, then waits until the server has counted them
+    /// all; returns how many and how long it took.
+    fn message_flood(&mut self, len: usize, duration: Duration) -> io::Result<(u64, Duration)>;
+    /// Writes `bytes` on one stream the server echoes, reading the echo at
+    /// the same time; returns how long until the last byte came back.
+    fn bidirectional(&mut self, bytes: u64) -> io::Result<Duration>;
+    /// `clients` client endpoints, connected first, each write on one
+    /// stream to the server at once for `duration`, then wait for its
+    /// answer.
+    fn clients(&mut self, clients: usize, duration: Duration) -> io::Result<ClientsSample>;
 }
 
 /// The end-to-end groups of this build: one per transport compiled in.
@@ -123,6 +198,7 @@ impl crate::Group for E2e {
         ["bulk", "rr64", "rr64x32", "connect"]
             .iter()
             .any(|w| args.wants(&format!("{prefix}/{w}/")))
+            || suite::selected(prefix, args)
     }
 
     fn run(&self, args: &Args) {
@@ -153,6 +229,7 @@ impl crate::Group for E2e {
         if args.wants(&format!("{prefix}/connect/")) {
             run_connects(prefix, transport.as_mut(), args, samples);
         }
+        suite::run(prefix, transport.as_mut(), args);
     }
 }
 
@@ -186,7 +263,7 @@ fn run_bulk(prefix: &str, transport: &mut dyn Workloads, args: &Args, samples: u
     let mut raw_pipeline = Vec::new();
     for _ in 0..samples {
         let cpu = process_cpu_time();
-        match transport.bulk(bytes) {
+        match transport.bulk(1, bytes) {
             Ok(elapsed) => {
                 let cpu = (process_cpu_time() - cpu).as_secs_f64().max(1e-9);
                 rate.push(bytes as f64 / elapsed.as_secs_f64().max(1e-9));

@@ -14,6 +14,16 @@
 //!   until the connection is usable. The server's intro rate limits are
 //!   raised for the benchmark (all connects come from 127.0.0.1, which the
 //!   defaults allow 10 per second).
+//! - `messages` and `message_flood`: whole messages of the given size
+//!   ([`Connection::send`]); the server answers a message with its first
+//!   64 bytes, counts `COUNT` messages, and answers a `TALLY` once it has
+//!   counted that many.
+//! - `bulk` on several streams: one task per stream on the client's
+//!   runtime; `bidirectional`: one stream the server echoes, written and
+//!   read by the client at once through `tokio::io::split`.
+//! - `clients`: each client is an [`Endpoint`] of its own (its own socket
+//!   and driver) on the client's runtime; the server's datagrams per
+//!   receive call come from its [`Endpoint::stats`].
 
 use std::io;
 use std::net::SocketAddr;
@@ -23,15 +33,18 @@ use bytes::Bytes;
 use hdrhistogram::Histogram;
 use rand_core::OsRng;
 use tern_peer::proto::EndpointConfig;
-use tern_peer::{Config, Connection, Endpoint, IdentityKey, PublicIdentity};
+use tern_peer::{Config, Connection, Endpoint, IdentityKey, PublicIdentity, Stream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinSet;
 
-use super::{REQUEST_LEN, WRITE_LEN, Workloads};
+use super::{ClientsSample, REQUEST_LEN, WARM_UP, WRITE_LEN, Workloads, ask};
 
 /// A Tern server on its own thread and a client endpoint on this one.
 pub(crate) struct Tern {
     client: tokio::runtime::Runtime,
     endpoint: Endpoint,
+    /// The server's endpoint, for its counters.
+    server: Endpoint,
     server_addr: SocketAddr,
     public: PublicIdentity,
     /// Dropping it stops the server's runtime.
@@ -77,20 +90,22 @@ impl Tern {
                             return;
                         }
                     };
-                    let _ = addr_tx.send(Ok(endpoint.local_addr()));
+                    let _ = addr_tx.send(Ok(endpoint.clone()));
                     tokio::select! {
                         () = serve(&endpoint) => {}
                         _ = stopped => {}
                     }
                 });
             })?;
-        let server_addr = addr_rx.recv().map_err(other)??;
+        let server = addr_rx.recv().map_err(other)??;
+        let server_addr = server.local_addr();
         let client = crate::sockio_matrix::runtime()?;
         let endpoint = client
             .block_on(async { Endpoint::bind(SocketAddr::from(([127, 0, 0, 1], 0)), config()) })?;
         Ok(Self {
             client,
             endpoint,
+            server,
             server_addr,
             public,
             _stop: stop,
@@ -105,30 +120,111 @@ impl Tern {
     }
 }
 
-/// Accepts connections; answers every message with one of the same number,
-/// and every stream, once read to its end, with 64 bytes.
+/// Accepts connections; serves their messages and their streams.
 async fn serve(endpoint: &Endpoint) {
     while let Some(connection) = endpoint.accept().await {
         let streams = connection.clone();
         tokio::spawn(async move {
-            while let Ok(mut stream) = streams.accept_stream().await {
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; WRITE_LEN];
-                    while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
-                    if stream.write_all(&[0x5a; REQUEST_LEN]).await.is_ok() {
-                        let _ = stream.shutdown().await;
-                    }
-                });
+            while let Ok(stream) = streams.accept_stream().await {
+                tokio::spawn(serve_stream(stream));
             }
         });
-        tokio::spawn(async move {
-            while let Ok(request) = connection.recv().await {
-                if connection.send(request).await.is_err() {
-                    break;
-                }
-            }
-        });
+        tokio::spawn(serve_messages(connection));
     }
+}
+
+/// Echoes an `ECHO` stream; reads any other to its end and answers with
+/// 64 bytes.
+async fn serve_stream(mut stream: Stream) {
+    let mut buf = vec![0u8; WRITE_LEN];
+    let Ok(mut n) = stream.read(&mut buf).await else {
+        return;
+    };
+    if buf[..n].first() == Some(&ask::ECHO) {
+        while n > 0 {
+            if stream.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+            n = match stream.read(&mut buf).await {
+                Ok(n) => n,
+                Err(_) => return,
+            };
+        }
+        let _ = stream.shutdown().await;
+        return;
+    }
+    while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+    if stream.write_all(&[0x5a; REQUEST_LEN]).await.is_ok() {
+        let _ = stream.shutdown().await;
+    }
+}
+
+/// Answers every message with its first 64 bytes, but counts `COUNT`
+/// messages and answers a `TALLY` once it has counted as many.
+async fn serve_messages(connection: Connection) {
+    let (mut counted, mut tally) = (0u64, None::<Bytes>);
+    while let Ok(message) = connection.recv().await {
+        let answer = match message.first() {
+            Some(&ask::COUNT) => {
+                counted += 1;
+                None
+            }
+            Some(&ask::TALLY) => {
+                tally = Some(message);
+                None
+            }
+            _ => Some(message),
+        };
+        let tallied = tally
+            .as_deref()
+            .is_some_and(|t| super::tally_count(t).is_none_or(|n| counted >= n));
+        let answer = if tallied { tally.take() } else { answer };
+        if let Some(answer) = answer {
+            let head = answer.slice(..answer.len().min(REQUEST_LEN));
+            if connection.send(head).await.is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// Writes `bytes` on a new stream of `connection`, finishes it and waits
+/// for the server's answer.
+async fn send_stream(connection: Connection, bytes: u64) -> io::Result<()> {
+    let chunk = vec![0xa5u8; WRITE_LEN];
+    let mut stream = connection.open_stream().await.map_err(other)?;
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(WRITE_LEN as u64) as usize;
+        stream.write_all(&chunk[..n]).await?;
+        left -= n as u64;
+    }
+    stream.shutdown().await?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await?;
+    if answer.len() != REQUEST_LEN {
+        return Err(other("no answer"));
+    }
+    Ok(())
+}
+
+/// Writes on a new stream of `connection` until `deadline`, finishes it
+/// and waits for the server's answer; returns the bytes written.
+async fn send_until(connection: Connection, deadline: Instant) -> io::Result<u64> {
+    let chunk = vec![0xa5u8; WRITE_LEN];
+    let mut stream = connection.open_stream().await.map_err(other)?;
+    let mut written = 0;
+    while Instant::now() < deadline {
+        stream.write_all(&chunk).await?;
+        written += WRITE_LEN as u64;
+    }
+    stream.shutdown().await?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await?;
+    if answer.len() != REQUEST_LEN {
+        return Err(other("no answer"));
+    }
+    Ok(written)
 }
 
 /// A 64-byte request carrying its number.
@@ -146,26 +242,22 @@ fn number(answer: &[u8]) -> io::Result<u64> {
 }
 
 impl Workloads for Tern {
-    fn bulk(&mut self, bytes: u64) -> io::Result<Duration> {
+    fn server_addr(&self) -> SocketAddr {
+        self.server_addr
+    }
+
+    fn bulk(&mut self, streams: usize, bytes: u64) -> io::Result<Duration> {
         self.client.block_on(async {
             let connection = self.connect().await?;
-            let chunk = vec![0xa5u8; WRITE_LEN];
             let start = Instant::now();
-            let mut stream = connection.open_stream().await.map_err(other)?;
-            let mut left = bytes;
-            while left > 0 {
-                let n = left.min(WRITE_LEN as u64) as usize;
-                stream.write_all(&chunk[..n]).await?;
-                left -= n as u64;
+            let mut senders = JoinSet::new();
+            for _ in 0..streams {
+                senders.spawn(send_stream(connection.clone(), bytes));
             }
-            stream.shutdown().await?;
-            let mut answer = Vec::new();
-            stream.read_to_end(&mut answer).await?;
+            while let Some(sent) = senders.join_next().await {
+                sent.map_err(other)??;
+            }
             let elapsed = start.elapsed();
-            if answer.len() != REQUEST_LEN {
-                return Err(other("no answer"));
-            }
-            drop(stream);
             connection.close(0, Bytes::new()).await;
             Ok(elapsed)
         })
@@ -220,6 +312,139 @@ impl Workloads for Tern {
                 connection.close(0, Bytes::new()).await;
             }
             Ok(())
+        })
+    }
+
+    fn messages(
+        &mut self,
+        to: SocketAddr,
+        len: usize,
+        count: usize,
+        latencies: &mut Histogram<u64>,
+    ) -> io::Result<()> {
+        self.client.block_on(async {
+            let connection = self
+                .endpoint
+                .connect(to, &self.public)
+                .await
+                .map_err(other)?;
+            let message = Bytes::from(vec![0xa5u8; len]);
+            for i in 0..WARM_UP + count {
+                let start = Instant::now();
+                connection.send(message.clone()).await.map_err(other)?;
+                let answer = connection.recv().await.map_err(other)?;
+                if answer.len() != len.min(REQUEST_LEN) {
+                    return Err(other("wrong answer"));
+                }
+                if i >= WARM_UP {
+                    latencies.saturating_record(super::nanos(start.elapsed()));
+                }
+            }
+            connection.close(0, Bytes::new()).await;
+            Ok(())
+        })
+    }
+
+    fn message_flood(&mut self, len: usize, duration: Duration) -> io::Result<(u64, Duration)> {
+        self.client.block_on(async {
+            let connection = self.connect().await?;
+            let mut message = vec![0xa5u8; len];
+            if let Some(first) = message.first_mut() {
+                *first = ask::COUNT;
+            }
+            let message = Bytes::from(message);
+            let start = Instant::now();
+            let deadline = start + duration;
+            let mut sent = 0u64;
+            while Instant::now() < deadline {
+                connection.send(message.clone()).await.map_err(other)?;
+                sent += 1;
+            }
+            let tally = Bytes::from(super::tally(sent));
+            connection.send(tally.clone()).await.map_err(other)?;
+            let answer = connection.recv().await.map_err(other)?;
+            let elapsed = start.elapsed();
+            if answer != tally {
+                return Err(other("wrong tally"));
+            }
+            connection.close(0, Bytes::new()).await;
+            Ok((sent, elapsed))
+        })
+    }
+
+    fn bidirectional(&mut self, bytes: u64) -> io::Result<Duration> {
+        self.client.block_on(async {
+            let connection = self.connect().await?;
+            let mut chunk = vec![0xa5u8; WRITE_LEN];
+            chunk[0] = ask::ECHO;
+            let start = Instant::now();
+            let stream = connection.open_stream().await.map_err(other)?;
+            let (mut reader, mut writer) = tokio::io::split(stream);
+            let write = async {
+                let mut left = bytes;
+                while left > 0 {
+                    let n = left.min(WRITE_LEN as u64) as usize;
+                    writer.write_all(&chunk[..n]).await?;
+                    left -= n as u64;
+                }
+                writer.shutdown().await
+            };
+            let read = async {
+                let mut buf = vec![0u8; WRITE_LEN];
+                let mut echoed = 0u64;
+                loop {
+                    match reader.read(&mut buf).await? {
+                        0 => return io::Result::Ok(echoed),
+                        n => echoed += n as u64,
+                    }
+                }
+            };
+            let (written, echoed) = tokio::join!(write, read);
+            written?;
+            let elapsed = start.elapsed();
+            if echoed? != bytes {
+                return Err(other("short echo"));
+            }
+            connection.close(0, Bytes::new()).await;
+            Ok(elapsed)
+        })
+    }
+
+    fn clients(&mut self, clients: usize, duration: Duration) -> io::Result<ClientsSample> {
+        self.client.block_on(async {
+            let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+            let mut connections = Vec::with_capacity(clients);
+            for _ in 0..clients {
+                let endpoint = Endpoint::bind(loopback, config())?;
+                let connection = endpoint
+                    .connect(self.server_addr, &self.public)
+                    .await
+                    .map_err(other)?;
+                connections.push(connection);
+            }
+            let before = self.server.stats().socket;
+            let start = Instant::now();
+            let deadline = start + duration;
+            let mut senders = JoinSet::new();
+            for connection in &connections {
+                senders.spawn(send_until(connection.clone(), deadline));
+            }
+            let mut bytes = 0;
+            while let Some(sent) = senders.join_next().await {
+                bytes += sent.map_err(other)??;
+            }
+            let elapsed = start.elapsed();
+            let after = self.server.stats().socket;
+            for connection in connections {
+                connection.close(0, Bytes::new()).await;
+            }
+            let datagrams = after.datagrams_received - before.datagrams_received;
+            let calls = after.recv_syscalls - before.recv_syscalls;
+            Ok(ClientsSample {
+                bytes,
+                elapsed,
+                datagrams_per_recv_call: Some(datagrams as f64 / calls.max(1) as f64),
+            })
         })
     }
 }
