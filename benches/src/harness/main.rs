@@ -7,6 +7,7 @@
 //! backend matrix with its raw-syscall ceilings, and tern-peer's endpoint
 //! driver beside raw tern-sockio; level 3 has one endpoint under load.
 
+mod alloc_count;
 mod cli;
 mod driver;
 mod e2e;
@@ -17,6 +18,9 @@ mod report;
 mod sockio_matrix;
 
 use cli::{Args, Mode};
+
+#[global_allocator]
+static ALLOCATOR: alloc_count::Counting = alloc_count::Counting;
 
 /// A named set of benchmarks of one level, run as a unit.
 pub(crate) trait Group {

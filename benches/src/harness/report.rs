@@ -37,20 +37,33 @@ pub(crate) fn emit(metric: &Metric) {
     let _ = out.flush();
 }
 
-/// User plus system CPU time of the whole process so far (every thread).
-pub(crate) fn process_cpu_time() -> Duration {
+/// The resource usage of the whole process so far (every thread).
+fn usage() -> Option<libc::rusage> {
     // SAFETY: an all-zero rusage is a valid value for getrusage to overwrite.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `usage` is a valid, writable rusage for the duration of the call.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    if rc != 0 {
+    (rc == 0).then_some(usage)
+}
+
+/// User plus system CPU time of the whole process so far (every thread).
+pub(crate) fn process_cpu_time() -> Duration {
+    let Some(usage) = usage() else {
         return Duration::ZERO;
-    }
+    };
     let tv = |t: libc::timeval| {
         Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
             + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
     };
     tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Context switches of the whole process so far, voluntary (a thread
+/// waited) and involuntary (a thread was preempted).
+pub(crate) fn context_switches() -> u64 {
+    usage().map_or(0, |u| {
+        u64::try_from(u.ru_nvcsw).unwrap_or(0) + u64::try_from(u.ru_nivcsw).unwrap_or(0)
+    })
 }
 
 /// The median of some samples (for the human summary on standard error).
@@ -100,6 +113,12 @@ mod tests {
             x = std::hint::black_box(x.wrapping_add(1));
         }
         assert!(process_cpu_time() > before);
+        let switches = context_switches();
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(
+            context_switches() > switches,
+            "a sleep is a voluntary switch"
+        );
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
     }
 }

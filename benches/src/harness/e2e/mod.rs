@@ -11,6 +11,7 @@
 //! | workload | what it measures |
 //! |---|---|
 //! | `bulk` | one connection, one stream, N bytes written in 64 KiB chunks until the server has read them all: B/s and MB per CPU-second (both threads) |
+//! | `bulk/cost` | one more `bulk` run with allocations counted: allocations and context switches per MB, and (Tern) system calls per MB, datagrams per call, allocations per datagram |
 //! | `rr64` | 64-byte request, 64-byte response, one at a time: requests/s and p50/p95/p99 |
 //! | `rr64x32` | the same with 32 requests in flight |
 //! | `connect` | a cold connect (full handshake, no resumption) until the connection is usable: median and p99 |
@@ -23,6 +24,7 @@
 //! The workloads of the reference transport's manual suite and the many
 //! clients live in [`suite`].
 
+mod cost;
 mod pipeline;
 #[cfg(feature = "quinn")]
 mod quinn;
@@ -133,6 +135,35 @@ pub(crate) trait Workloads {
     /// stream to the server at once for `duration`, then wait for its
     /// answer.
     fn clients(&mut self, clients: usize, duration: Duration) -> io::Result<ClientsSample>;
+    /// What the sockets of both ends have done so far, where the transport
+    /// counts it.
+    fn socket_totals(&self) -> Option<SocketTotals> {
+        None
+    }
+}
+
+/// System calls and datagrams of both ends' sockets together.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SocketTotals {
+    pub(crate) send_calls: u64,
+    pub(crate) recv_calls: u64,
+    pub(crate) datagrams_sent: u64,
+    pub(crate) datagrams_received: u64,
+}
+
+impl std::ops::Sub for SocketTotals {
+    type Output = Self;
+
+    fn sub(self, before: Self) -> Self {
+        Self {
+            send_calls: self.send_calls.saturating_sub(before.send_calls),
+            recv_calls: self.recv_calls.saturating_sub(before.recv_calls),
+            datagrams_sent: self.datagrams_sent.saturating_sub(before.datagrams_sent),
+            datagrams_received: self
+                .datagrams_received
+                .saturating_sub(before.datagrams_received),
+        }
+    }
 }
 
 /// The end-to-end groups of this build: one per transport compiled in.
@@ -195,7 +226,7 @@ impl crate::Group for E2e {
 
     fn selected(&self, args: &Args) -> bool {
         let prefix = self.prefix;
-        ["bulk", "rr64", "rr64x32", "connect"]
+        ["bulk", "bulk/cost", "rr64", "rr64x32", "connect"]
             .iter()
             .any(|w| args.wants(&format!("{prefix}/{w}/")))
             || suite::selected(prefix, args)
@@ -213,6 +244,9 @@ impl crate::Group for E2e {
         let samples = args.mode.samples();
         if args.wants(&format!("{prefix}/bulk/")) {
             run_bulk(prefix, transport.as_mut(), args, samples);
+        }
+        if args.wants(&format!("{prefix}/bulk/cost/")) {
+            cost::run(prefix, transport.as_mut(), args);
         }
         for (workload, in_flight) in [("rr64", 1), ("rr64x32", IN_FLIGHT)] {
             if args.wants(&format!("{prefix}/{workload}/")) {

@@ -37,7 +37,7 @@ use tern_peer::{Config, Connection, Endpoint, IdentityKey, PublicIdentity, Strea
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinSet;
 
-use super::{ClientsSample, REQUEST_LEN, WARM_UP, WRITE_LEN, Workloads, ask};
+use super::{ClientsSample, REQUEST_LEN, SocketTotals, WARM_UP, WRITE_LEN, Workloads, ask};
 
 /// A Tern server on its own thread and a client endpoint on this one.
 pub(crate) struct Tern {
@@ -242,6 +242,16 @@ fn number(answer: &[u8]) -> io::Result<u64> {
 }
 
 impl Workloads for Tern {
+    fn socket_totals(&self) -> Option<SocketTotals> {
+        let (client, server) = (self.endpoint.stats().socket, self.server.stats().socket);
+        Some(SocketTotals {
+            send_calls: client.send_syscalls + server.send_syscalls,
+            recv_calls: client.recv_syscalls + server.recv_syscalls,
+            datagrams_sent: client.datagrams_sent + server.datagrams_sent,
+            datagrams_received: client.datagrams_received + server.datagrams_received,
+        })
+    }
+
     fn server_addr(&self) -> SocketAddr {
         self.server_addr
     }

@@ -1,0 +1,72 @@
+//! A global allocator that counts heap allocations while a measurement asks
+//! it to, for the cost accounting of the end-to-end runs.
+//!
+//! Counting is off unless [`counting`] runs: the timed samples pay one
+//! relaxed load of a flag per allocation, not a contended increment, so the
+//! transports are timed as they run without it.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// The system allocator, counting allocations and reallocations (a grown
+/// block is a new one) of every thread while [`ON`] is set.
+pub(crate) struct Counting;
+
+static ON: AtomicBool = AtomicBool::new(false);
+static COUNT: AtomicU64 = AtomicU64::new(0);
+
+fn count() {
+    if ON.load(Ordering::Relaxed) {
+        COUNT.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: every call goes to the system allocator unchanged; the counter is
+// only bookkeeping.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: the caller's layout goes to the system allocator as is.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `alloc` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count();
+        // SAFETY: as for `dealloc` and `alloc`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// Runs `f` and returns what it returned and how many allocations every
+/// thread of the process made meanwhile.
+pub(crate) fn counting<R>(f: impl FnOnce() -> R) -> (R, u64) {
+    let before = COUNT.load(Ordering::Relaxed);
+    ON.store(true, Ordering::Relaxed);
+    let result = f();
+    ON.store(false, Ordering::Relaxed);
+    (result, COUNT.load(Ordering::Relaxed) - before)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocations_are_counted_only_inside_counting() {
+        drop(std::hint::black_box(vec![1u8; 64]));
+        let ((), made) = counting(|| {
+            for n in 1..=10 {
+                drop(std::hint::black_box(vec![0u8; n * 100]));
+            }
+        });
+        assert!(made >= 10, "{made}");
+        let outside = COUNT.load(Ordering::Relaxed);
+        drop(std::hint::black_box(vec![0u8; 4096]));
+        assert_eq!(COUNT.load(Ordering::Relaxed), outside);
+    }
+}
