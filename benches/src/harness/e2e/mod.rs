@@ -12,7 +12,7 @@
 //! |---|---|
 //! | `bulk` | one connection, one stream, N bytes written in 64 KiB chunks until the server has read them all: B/s and MB per CPU-second (both threads) |
 //! | `bulk/cost` | one more `bulk` run with allocations counted: allocations and context switches per MB, and (Tern) system calls per MB, datagrams per call, allocations per datagram |
-//! | `rr64` | 64-byte request, 64-byte response, one at a time: requests/s and p50/p95/p99 |
+//! | `rr64` | 64-byte request, 64-byte response, one at a time: requests/s and p50/p95/p99, beside a bare UDP echo between two runtimes (`rr64/udp`, the ceiling) |
 //! | `rr64x32` | the same with 32 requests in flight |
 //! | `connect` | a cold connect (full handshake, no resumption) until the connection is usable: median and p99 |
 //! | `message_<N>k/rtt<0\|2>ms` | one message of 1, 4, 16 or 32 KiB at a time, direct or through the [delay relay](crate::relay) (1 ms each way): send until the server's 64-byte answer, p50 and p99 |
@@ -25,6 +25,7 @@
 //! clients live in [`suite`].
 
 mod cost;
+mod ping_pong;
 mod pipeline;
 #[cfg(feature = "quinn")]
 mod quinn;
@@ -362,6 +363,10 @@ fn run_requests(
 ) {
     let duration = args.mode.sample_time() * 4;
     let (mut rate, mut p50, mut p95, mut p99) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // One at a time, the ceiling is a bare UDP echo between two runtimes,
+    // measured right after each sample for as long.
+    let with_ceiling = in_flight == 1;
+    let (mut udp_rate, mut udp_p50) = (Vec::new(), Vec::new());
     for _ in 0..samples {
         let mut latencies = latency_histogram();
         match transport.requests(in_flight, duration, &mut latencies) {
@@ -373,6 +378,16 @@ fn run_requests(
             }
             Err(e) => eprintln!("   {prefix}/{workload}: sample failed: {e}"),
         }
+        if with_ceiling {
+            let mut latencies = latency_histogram();
+            match ping_pong::run(duration, &mut latencies) {
+                Ok((done, elapsed)) => {
+                    udp_rate.push(done as f64 / elapsed.as_secs_f64().max(1e-9));
+                    udp_p50.push(latencies.value_at_quantile(0.50) as f64);
+                }
+                Err(e) => eprintln!("   {prefix}/{workload}/udp: sample failed: {e}"),
+            }
+        }
     }
     eprintln!(
         "   {prefix}/{workload}: {:.0} requests/s, p50 {:.1} µs, p99 {:.1} µs",
@@ -381,10 +396,29 @@ fn run_requests(
         median(&p99) / 1e3
     );
     let name = |m: &str| format!("{prefix}/{workload}/{m}");
+    let ceiling = name("udp/requests_per_s");
+    if with_ceiling {
+        eprintln!(
+            "   {prefix}/{workload}/udp: a bare 64-byte UDP echo: {:.0} round trips/s, p50 {:.1} µs",
+            median(&udp_rate),
+            median(&udp_p50) / 1e3
+        );
+    }
+    if args.wants(&name("requests_per_s")) && !rate.is_empty() {
+        emit(&Metric {
+            name: name("requests_per_s"),
+            level: LEVEL,
+            unit: "requests/s",
+            better: Better::Higher,
+            samples: rate,
+            ceiling: (!udp_rate.is_empty()).then(|| ceiling.clone()),
+        });
+    }
     emit_all(
         args,
         vec![
-            (name("requests_per_s"), "requests/s", Better::Higher, rate),
+            (ceiling, "requests/s", Better::Higher, udp_rate),
+            (name("udp/p50"), "ns", Better::Lower, udp_p50),
             (name("p50"), "ns", Better::Lower, p50),
             (name("p95"), "ns", Better::Lower, p95),
             (name("p99"), "ns", Better::Lower, p99),

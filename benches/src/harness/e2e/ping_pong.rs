@@ -1,0 +1,67 @@
+//! The ceiling of one-at-a-time requests: a 64-byte UDP datagram echoed
+//! between two threads, each with a current-thread tokio runtime as the
+//! transports' endpoints have, over loopback — no protocol, no encryption,
+//! only the two cross-thread wake-ups and four system calls every round
+//! trip also costs a transport.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use tokio::net::UdpSocket;
+
+use super::{REQUEST_LEN, nanos};
+use crate::sockio_matrix::runtime;
+
+/// Round trips for `duration`, each recorded (ns) in `latencies`; returns
+/// how many and in how long.
+pub(super) fn run(
+    duration: Duration,
+    latencies: &mut Histogram<u64>,
+) -> io::Result<(u64, Duration)> {
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let echo = std::thread::spawn(move || -> io::Result<()> {
+        runtime()?.block_on(async {
+            let socket = UdpSocket::bind(loopback).await?;
+            let _ = addr_tx.send(socket.local_addr());
+            let mut buf = [0u8; 2048];
+            loop {
+                let (n, from) = socket.recv_from(&mut buf).await?;
+                // An empty datagram ends the echo.
+                if n == 0 {
+                    return Ok(());
+                }
+                socket.send_to(&buf[..n], from).await?;
+            }
+        })
+    });
+    let server = addr_rx
+        .recv()
+        .map_err(|e| io::Error::other(e.to_string()))??;
+    let result = runtime()?.block_on(async {
+        let socket = UdpSocket::bind(loopback).await?;
+        socket.connect(server).await?;
+        let request = [0xa5u8; REQUEST_LEN];
+        let mut answer = [0u8; 2048];
+        let start = Instant::now();
+        let mut done = 0;
+        while start.elapsed() < duration {
+            let sent = Instant::now();
+            socket.send(&request).await?;
+            let n = socket.recv(&mut answer).await?;
+            if n != REQUEST_LEN {
+                return Err(io::Error::other("a short echo"));
+            }
+            latencies.saturating_record(nanos(sent.elapsed()));
+            done += 1;
+        }
+        let elapsed = start.elapsed();
+        socket.send(&[]).await?;
+        Ok((done, elapsed))
+    });
+    echo.join()
+        .map_err(|_| io::Error::other("the echo thread panicked"))??;
+    result
+}
