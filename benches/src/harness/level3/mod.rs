@@ -7,6 +7,7 @@
 //! | `max_datagrams` | four client connections send 64-byte messages into one server endpoint: messages/s delivered (and per CPU-second of the server's thread), and datagrams/s its socket received, beside raw tern-sockio in the same run |
 //! | `idle10k` | 10 000 idle connections to one server endpoint in a process of its own: its resident memory per connection (500 connections, `idle`, in quick mode) |
 //! | `churn` | four tasks connect, exchange one message, close, again and again: connections/s |
+//! | `loss1pct` | one stream through the relay, 1 ms each way and 1 % of datagrams dropped each way: goodput, and its share of the Mathis bound |
 //! | `reuseport` | the `max_datagrams` load from eight client endpoints into one server endpoint, then into two on one port with `SO_REUSEPORT`: messages/s of each and their ratio |
 //!
 //! The machine these figures come from has two cores, so the clients
@@ -16,6 +17,7 @@
 
 mod churn;
 mod idle;
+mod lossy;
 mod max_datagrams;
 mod reuseport;
 mod rss;
@@ -40,12 +42,13 @@ pub(crate) fn groups(_args: &Args) -> Vec<Box<dyn crate::Group>> {
 
 /// The names of every metric of each workload in `mode`: a workload runs
 /// when the filter wants one of them.
-fn workloads(mode: Mode) -> [Vec<String>; 4] {
+fn workloads(mode: Mode) -> [Vec<String>; 5] {
     [
         max_datagrams::names(),
         idle::names(mode),
         churn::names(),
         reuseport::names(),
+        lossy::names(),
     ]
 }
 
@@ -67,11 +70,11 @@ impl crate::Group for Level3 {
     }
 
     fn run(&self, args: &Args) {
-        let [max_datagrams, idle, churn, reuseport] = workloads(args.mode);
+        let [max_datagrams, idle, churn, reuseport, lossy] = workloads(args.mode);
         if wanted(args, &idle) {
             idle::run(args);
         }
-        if ![&max_datagrams, &churn, &reuseport]
+        if ![&max_datagrams, &churn, &reuseport, &lossy]
             .iter()
             .any(|names| wanted(args, names))
         {
@@ -92,6 +95,9 @@ impl crate::Group for Level3 {
         }
         if wanted(args, &reuseport) {
             reuseport::run(args, &identity);
+        }
+        if wanted(args, &lossy) {
+            lossy::run(args, &identity);
         }
     }
 }
@@ -130,7 +136,7 @@ mod tests {
         }
     }
 
-    /// Which of the four workloads a filter runs.
+    /// Which of the five workloads a filter runs.
     fn runs(args: &Args) -> Vec<bool> {
         workloads(args.mode)
             .iter()
@@ -141,26 +147,30 @@ mod tests {
     #[test]
     fn a_filter_runs_the_workloads_whose_metrics_it_names() {
         let churn = filtered("level3/churn/connections_per_s", Mode::Normal);
-        assert_eq!(runs(&churn), [false, false, true, false]);
+        assert_eq!(runs(&churn), [false, false, true, false, false]);
         let ceiling = filtered("sockio_64B", Mode::Quick);
-        assert_eq!(runs(&ceiling), [true, false, false, false]);
+        assert_eq!(runs(&ceiling), [true, false, false, false, false]);
         assert_eq!(
             runs(&filtered("scaling", Mode::Full)),
-            [false, false, false, true]
+            [false, false, false, true, false]
         );
-        assert_eq!(runs(&filtered("level3/", Mode::Quick)), [true; 4]);
+        assert_eq!(
+            runs(&filtered("mathis", Mode::Normal)),
+            [false, false, false, false, true]
+        );
+        assert_eq!(runs(&filtered("level3/", Mode::Quick)), [true; 5]);
     }
 
     #[test]
     fn the_idle_metric_names_the_count_only_where_it_holds_ten_thousand() {
         assert_eq!(
             runs(&filtered("idle10k", Mode::Full)),
-            [false, true, false, false]
+            [false, true, false, false, false]
         );
-        assert_eq!(runs(&filtered("idle10k", Mode::Quick)), [false; 4]);
+        assert_eq!(runs(&filtered("idle10k", Mode::Quick)), [false; 5]);
         assert_eq!(
             runs(&filtered("level3/idle/", Mode::Quick)),
-            [false, true, false, false]
+            [false, true, false, false, false]
         );
         assert!(!crate::Group::selected(
             &Level3,
