@@ -10,7 +10,9 @@
 //! source and in total.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::net::SocketAddr;
 use std::time::SystemTime;
 
@@ -82,21 +84,26 @@ pub struct Endpoint {
     connecting: HashMap<SocketAddr, u32>,
     /// Connections this side asked for (announced by `Connected`, never
     /// by `accept`), including those a simultaneous open turned around.
-    outgoing: HashSet<u32>,
+    outgoing: FxHashSet<u32>,
+    // The sets and maps keyed by connection index hash with FxHash: the
+    // indices are this endpoint's own random numbers, not the peer's
+    // choice, and these are touched for every datagram (SipHash was 5 % of
+    // a receiving endpoint's time). Addresses and intro ids, which the
+    // network picks, keep std's keyed hasher.
     /// Connections touched since the last look (a datagram, a timer, a
     /// send, an application command), in the order touched: only these can
     /// have new events, a new deadline, or be over. So the endpoint's work
     /// per turn follows its active connections, not all it holds.
     dirty: Vec<u32>,
-    is_dirty: HashSet<u32>,
+    is_dirty: FxHashSet<u32>,
     /// Connections that may have something to send, in round-robin order;
     /// one leaves when it has nothing, and comes back when touched.
     sending: VecDeque<u32>,
-    is_sending: HashSet<u32>,
+    is_sending: FxHashSet<u32>,
     /// Every connection's deadline, earliest first; an entry is stale when
     /// it differs from `armed`, and is skipped.
     timers: BinaryHeap<Reverse<(Instant, u32)>>,
-    armed: HashMap<u32, Instant>,
+    armed: FxHashMap<u32, Instant>,
     /// When the endpoint's rate limit lets the next datagram go.
     rate_wait: Option<Instant>,
     rng: ChaCha20Rng,
@@ -110,7 +117,7 @@ pub struct Endpoint {
     /// What `events` holds, to queue each event of a connection once: a
     /// connection's events are taken at every flush, several per turn, and
     /// the application takes them once per turn.
-    queued: HashSet<(u32, EventKey)>,
+    queued: FxHashSet<(u32, EventKey)>,
     stats: EndpointStats,
 }
 
@@ -150,13 +157,13 @@ impl Endpoint {
             limiter,
             replies: HashMap::new(),
             connecting: HashMap::new(),
-            outgoing: HashSet::new(),
+            outgoing: FxHashSet::default(),
             dirty: Vec::new(),
-            is_dirty: HashSet::new(),
+            is_dirty: FxHashSet::default(),
             sending: VecDeque::new(),
-            is_sending: HashSet::new(),
+            is_sending: FxHashSet::default(),
             timers: BinaryHeap::new(),
-            armed: HashMap::new(),
+            armed: FxHashMap::default(),
             rate_wait: None,
             rng,
             wall_epoch: (now, wall),
@@ -164,7 +171,7 @@ impl Endpoint {
             stored_replies: VecDeque::new(),
             rate_limit,
             events: VecDeque::new(),
-            queued: HashSet::new(),
+            queued: FxHashSet::default(),
             stats: EndpointStats::default(),
         })
     }

@@ -14,7 +14,9 @@
 //! under); the queues are compacted when stale entries outnumber live ones,
 //! so memory stays bounded by the number of live senders.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 use std::hash::Hash;
 
 /// Which queue a sender waits in.
@@ -37,7 +39,7 @@ struct Slot {
 /// messages), resends first.
 #[derive(Debug)]
 pub struct Scheduler<K> {
-    live: HashMap<K, Slot>,
+    live: FxHashMap<K, Slot>,
     resend: VecDeque<(K, u64)>,
     new: VecDeque<(K, u64)>,
     generation: u64,
@@ -53,7 +55,7 @@ impl<K: Copy + Eq + Hash> Scheduler<K> {
     /// No sender scheduled.
     pub fn new() -> Self {
         Self {
-            live: HashMap::new(),
+            live: FxHashMap::default(),
             resend: VecDeque::new(),
             new: VecDeque::new(),
             generation: 0,
@@ -117,7 +119,7 @@ impl<K: Copy + Eq + Hash> Scheduler<K> {
         self.live.is_empty()
     }
 
-    fn pop_live(queue: &mut VecDeque<(K, u64)>, live: &mut HashMap<K, Slot>) -> Option<K> {
+    fn pop_live(queue: &mut VecDeque<(K, u64)>, live: &mut FxHashMap<K, Slot>) -> Option<K> {
         while let Some((key, generation)) = queue.pop_front() {
             if live.get(&key).is_some_and(|s| s.generation == generation) {
                 live.remove(&key);
