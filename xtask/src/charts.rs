@@ -12,7 +12,10 @@
 //! - latency percentiles: time metrics whose name has a `p50`/`p95`/`p99`
 //!   token, one line per name with the percentile taken out;
 //! - baseline diff: the relative change of every compared metric, coloured
-//!   by verdict.
+//!   by verdict;
+//! - the end-to-end workloads, Tern beside quinn ([`e2e`]): byte rates
+//!   beside the ceilings, latency percentiles per workload, and the 4-stream
+//!   degradation. Their latencies are left out of the latency chart above.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,6 +26,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use crate::diff::{Change, Verdict};
 use crate::metric::Metric;
 use crate::units::{Scale, ns_per, significant};
+
+mod e2e;
 
 /// What became of one chart.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +47,9 @@ pub(crate) fn draw_all(dir: &Path, metrics: &[Metric], changes: Option<&[Change]
     let throughput = throughput_series(metrics);
     let cells = heatmap_cells(metrics);
     let latency = latency_series(metrics);
+    let rates = e2e::rate_groups(metrics);
+    let e2e_latency = e2e::latency_panels(metrics);
+    let degradation = e2e::degradation_bars(metrics);
     let mut charts = vec![
         chart(
             dir,
@@ -63,6 +71,27 @@ pub(crate) fn draw_all(dir: &Path, metrics: &[Metric], changes: Option<&[Change]
             "latency_percentiles.svg",
             !latency.is_empty(),
             |path| draw_latency(path, &latency),
+        ),
+        chart(
+            dir,
+            "End-to-end byte rates beside the ceilings",
+            "e2e_rates.svg",
+            !rates.is_empty(),
+            |path| e2e::draw_rates(path, &rates),
+        ),
+        chart(
+            dir,
+            "End-to-end latency percentiles",
+            "e2e_latency.svg",
+            !e2e_latency.is_empty(),
+            |path| e2e::draw_latency(path, &e2e_latency),
+        ),
+        chart(
+            dir,
+            "4-stream degradation",
+            "e2e_degradation.svg",
+            !degradation.is_empty(),
+            |path| e2e::draw_degradation(path, &degradation),
         ),
     ];
     let title = "Change against the baseline";
@@ -175,10 +204,14 @@ fn percentile_of(token: &str) -> Option<f64> {
 }
 
 /// Latency lines in µs over percentile, keyed by the name with `pXX` for
-/// the percentile token (inside a segment, tokens are split on `_`).
+/// the percentile token (inside a segment, tokens are split on `_`); the
+/// end-to-end workloads of the transports have their own chart.
 fn latency_series(metrics: &[Metric]) -> Series {
     let mut series = Series::new();
-    for metric in metrics {
+    for metric in metrics
+        .iter()
+        .filter(|m| !e2e::is_transport_metric(&m.name))
+    {
         let Some(ns) = ns_per(&metric.unit) else {
             continue;
         };
@@ -588,6 +621,13 @@ mod tests {
             metric("e2e/latency/1452B/p99", "µs", 95.0),
             metric("e2e/latency/1452B/p999", "ns", 200_000.0),
             metric("connect/handshake_p95", "ms", 1.5),
+            metric("e2e/tern/bulk/bytes_per_s", "B/s", 1.2e9),
+            metric("e2e/tern/bulk/pipeline/bytes_per_s", "B/s", 1.6e9),
+            metric("e2e/quinn/bulk/bytes_per_s", "B/s", 0.8e9),
+            metric("e2e/tern/rr64/p50", "ns", 30e3),
+            metric("e2e/quinn/rr64/p50", "ns", 55e3),
+            metric("e2e/tern/connect/p99", "ns", 2.5e6),
+            metric("e2e/tern/streams4/degradation", "x", 1.05),
         ]
     }
 
@@ -634,7 +674,7 @@ mod tests {
             [(50.0, 40.0), (99.0, 95.0), (99.9, 200.0)]
         );
         assert_eq!(series["connect/handshake_pXX"], [(95.0, 1500.0)]);
-        assert_eq!(series.len(), 2);
+        assert_eq!(series.len(), 2, "end-to-end latencies have their own chart");
         assert_eq!(percentile_of("p5x"), None);
         assert_eq!(percentile_of("pad"), None);
     }
@@ -667,7 +707,7 @@ mod tests {
             verdict: Verdict::Regressed,
         }];
         let charts = draw_all(&dir, &sample_metrics(), Some(&changes));
-        assert_eq!(charts.len(), 4);
+        assert_eq!(charts.len(), 7);
         for chart in &charts {
             let file = chart.outcome.as_ref().expect("drawn");
             let svg = std::fs::read_to_string(dir.join(file)).expect("svg written");
@@ -678,6 +718,18 @@ mod tests {
             heatmap.contains("612K") && heatmap.contains("1452 B"),
             "heatmap lacks its labels"
         );
+        let rates = std::fs::read_to_string(dir.join("e2e_rates.svg")).expect("svg");
+        for text in ["bulk", "Tern", "quinn", "pipeline ceiling", "GB/s"] {
+            assert!(rates.contains(text), "byte rates lack {text}");
+        }
+        let latency = std::fs::read_to_string(dir.join("e2e_latency.svg")).expect("svg");
+        for text in ["rr64: latency", "connect: latency", "µs", "ms", "p99"] {
+            assert!(latency.contains(text), "e2e latency lacks {text}");
+        }
+        let degradation = std::fs::read_to_string(dir.join("e2e_degradation.svg")).expect("svg");
+        for text in ["reference transport", "bar: at most 1.1x", "6.3", "1.05"] {
+            assert!(degradation.contains(text), "degradation lacks {text}");
+        }
 
         let empty = draw_all(&dir, &[], None);
         assert!(empty.iter().all(|c| c.outcome.is_err()), "{empty:?}");

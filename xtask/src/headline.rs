@@ -4,7 +4,12 @@
 //! a reader of `cargo xtask bench` came for; `--all` adds the full table.
 //!
 //! Rows come from the metric names, so a new workload needs no change here:
-//! every `e2e/<transport>/<workload>/<measure>` of Tern or quinn is a row.
+//! in `e2e/<transport>/<workload>/<measure>` of Tern or quinn, the workload
+//! is everything between the transport and the last segment (`bulk`,
+//! `message_4k/rtt2ms`). A workload nested in another (`bulk/pipeline`, a
+//! ceiling of `bulk`) is no row of its own. Each row shows one measure, the
+//! first of [`PRIMARY`] the workload has; p95, p99 and the secondary
+//! measures are in the full table (`--all`).
 
 use crate::metric::{Better, Metric};
 use crate::table::Table;
@@ -14,24 +19,29 @@ use crate::units::Scale;
 const TERN: &str = "tern";
 const QUINN: &str = "quinn";
 
+/// The measure a workload's row shows, most telling first: the figure its
+/// bar is set on (4-stream degradation, datagrams per receive call of the
+/// many clients), else its rate, else its median latency. A workload with
+/// none of these shows the first measure it has.
+const PRIMARY: [&str; 7] = [
+    "degradation",
+    "datagrams_per_recv_call",
+    "bytes_per_s",
+    "requests_per_s",
+    "messages_per_s",
+    "achieved_share",
+    "p50",
+];
+
 /// The headline of `metrics` (empty when they hold none of its rows).
 pub(crate) fn headline_table(metrics: &[Metric]) -> Table {
     let find = |name: &str| metrics.iter().find(|m| m.name == name);
-    let mut workloads: Vec<&str> = Vec::new();
-    for metric in metrics {
-        if let Some((transport, workload)) = split_e2e(&metric.name)
-            && (transport == TERN || transport == QUINN)
-            && !workloads.contains(&workload)
-        {
-            workloads.push(workload);
-        }
-    }
-    let mut rows: Vec<Vec<String>> = workloads
+    let mut rows: Vec<Vec<String>> = primary_measures(metrics)
         .iter()
-        .map(|workload| {
-            let tern = find(&format!("e2e/{TERN}/{workload}"));
-            let quinn = find(&format!("e2e/{QUINN}/{workload}"));
-            row(workload, tern, quinn, metrics)
+        .map(|(workload, measure)| {
+            let tern = find(&format!("e2e/{TERN}/{workload}/{measure}"));
+            let quinn = find(&format!("e2e/{QUINN}/{workload}/{measure}"));
+            row(&format!("{workload}/{measure}"), tern, quinn, metrics)
         })
         .collect();
     if let Some(best) = best_sockio(metrics) {
@@ -59,9 +69,48 @@ pub(crate) fn headline_table(metrics: &[Metric]) -> Table {
     )
 }
 
-/// `e2e/<transport>/<rest>` as (transport, rest).
-fn split_e2e(name: &str) -> Option<(&str, &str)> {
-    name.strip_prefix("e2e/")?.split_once('/')
+/// `e2e/<transport>/<workload>/<measure>` as (transport, workload, measure).
+fn split_e2e(name: &str) -> Option<(&str, &str, &str)> {
+    let (transport, rest) = name.strip_prefix("e2e/")?.split_once('/')?;
+    let (workload, measure) = rest.rsplit_once('/')?;
+    Some((transport, workload, measure))
+}
+
+/// Each workload of Tern or quinn, in order of first appearance, with the
+/// measure its row shows.
+fn primary_measures(metrics: &[Metric]) -> Vec<(&str, &str)> {
+    let mut workloads: Vec<(&str, Vec<&str>)> = Vec::new();
+    for metric in metrics {
+        let Some((transport, workload, measure)) = split_e2e(&metric.name) else {
+            continue;
+        };
+        if transport != TERN && transport != QUINN {
+            continue;
+        }
+        match workloads.iter_mut().find(|(w, _)| *w == workload) {
+            Some((_, measures)) if !measures.contains(&measure) => measures.push(measure),
+            Some(_) => {}
+            None => workloads.push((workload, vec![measure])),
+        }
+    }
+    let nested = |workload: &str| {
+        workloads.iter().any(|(outer, _)| {
+            workload
+                .strip_prefix(outer)
+                .is_some_and(|rest| rest.starts_with('/'))
+        })
+    };
+    workloads
+        .iter()
+        .filter(|(workload, _)| !nested(workload))
+        .filter_map(|(workload, measures)| {
+            let primary = PRIMARY
+                .iter()
+                .find(|p| measures.contains(p))
+                .or(measures.first())?;
+            Some((*workload, *primary))
+        })
+        .collect()
 }
 
 /// The fastest non-raw tern-sockio backend at 1452-byte datagrams.
@@ -193,6 +242,75 @@ mod tests {
             !text.contains("raw_gso/1452B/batch500/datagrams_per_s)"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn one_row_per_workload_shows_its_primary_measure() {
+        let higher = |name: &str, unit: &str| metric(name, unit, Better::Higher, 1.0);
+        let lower = |name: &str| metric(name, "ns", Better::Lower, 1.0);
+        let mut metrics = vec![
+            higher("e2e/tern/bulk/mb_per_cpu_s", "MB/cpu-s"),
+            higher("e2e/tern/bulk/bytes_per_s", "B/s"),
+            higher("e2e/tern/bulk/pipeline/bytes_per_s", "B/s"),
+            higher("e2e/tern/bulk/sockio/bytes_per_s", "B/s"),
+            higher("e2e/quinn/bulk/pipeline/bytes_per_s", "B/s"),
+            higher("e2e/quinn/bulk/bytes_per_s", "B/s"),
+            higher("e2e/tern/streams4/bytes_per_s", "B/s"),
+            higher("e2e/tern/streams4/degradation", "x"),
+            higher("e2e/tern/clients50/bytes_per_s", "B/s"),
+            higher(
+                "e2e/tern/clients50/datagrams_per_recv_call",
+                "datagrams/call",
+            ),
+            higher("e2e/quinn/clients50/bytes_per_s", "B/s"),
+            higher("e2e/tern/msgs1k/messages_per_s", "messages/s"),
+            higher("e2e/tern/ratecap/10mbit/achieved_share", "share"),
+            higher("e2e/tern/ratecap/100mbit/achieved_share", "share"),
+        ];
+        for transport in ["tern", "quinn"] {
+            for measure in ["p50", "p95", "p99"] {
+                metrics.push(lower(&format!("e2e/{transport}/rr64/{measure}")));
+                metrics.push(lower(&format!(
+                    "e2e/{transport}/message_4k/rtt2ms/{measure}"
+                )));
+            }
+            metrics.push(higher(
+                &format!("e2e/{transport}/rr64/requests_per_s"),
+                "requests/s",
+            ));
+            metrics.push(lower(&format!("e2e/{transport}/connect/p99")));
+            metrics.push(lower(&format!("e2e/{transport}/connect/p50")));
+        }
+        assert_eq!(
+            primary_measures(&metrics),
+            [
+                ("bulk", "bytes_per_s"),
+                ("streams4", "degradation"),
+                ("clients50", "datagrams_per_recv_call"),
+                ("msgs1k", "messages_per_s"),
+                ("ratecap/10mbit", "achieved_share"),
+                ("ratecap/100mbit", "achieved_share"),
+                ("rr64", "requests_per_s"),
+                ("message_4k/rtt2ms", "p50"),
+                ("connect", "p50"),
+            ]
+        );
+        let text = headline_table(&metrics).to_text();
+        assert_eq!(text.lines().count(), 2 + 9, "{text}");
+        assert!(
+            !text.contains("p99") && !text.contains("pipeline"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_workload_with_no_primary_measure_shows_its_first() {
+        let metrics = vec![
+            metric("e2e/tern/rr64/p99", "ns", Better::Lower, 1.0),
+            metric("e2e/tern/rr64/p95", "ns", Better::Lower, 1.0),
+            metric("e2e/tern", "ns", Better::Lower, 1.0),
+        ];
+        assert_eq!(primary_measures(&metrics), [("rr64", "p99")]);
     }
 
     #[test]

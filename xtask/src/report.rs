@@ -143,7 +143,7 @@ mod tests {
         let md = std::fs::read_to_string(path).expect("report");
         assert!(md.contains("| 0 | level0_wire/x | 1 | 1–1 | ns |"), "{md}");
         assert!(md.contains("- mode: quick; levels: 0, 2"), "{md}");
-        assert_eq!(md.matches("Not drawn: ").count(), 4, "{md}");
+        assert_eq!(md.matches("Not drawn: ").count(), 7, "{md}");
         assert!(md.contains("Not drawn: no --baseline given."), "{md}");
         assert!(md.contains("## Warnings"), "{md}");
         std::fs::remove_dir_all(&dir).expect("cleaned up");
