@@ -85,6 +85,75 @@ async fn a_stream_carries_a_megabyte_in_order_to_its_end() {
     }
 }
 
+/// Four writers on one connection whose streams share a send budget much
+/// smaller than what they write: each write that finds no room waits for
+/// its stream's writable event, so every writer must be woken as room
+/// frees up, or the transfer never ends.
+#[tokio::test]
+async fn four_writers_sharing_a_small_send_budget_all_finish() {
+    for backend in BACKENDS {
+        let server = server(backend);
+        let client = Endpoint::bind(
+            localhost(),
+            Config::default()
+                .backend(backend)
+                .stream_send_buffer(64 << 10)
+                .send_buffer(96 << 10),
+        )
+        .expect("binds");
+        let (a, b) = pair(&server, &client).await;
+        const LEN: usize = 1 << 20;
+        // Where each writer's pattern starts: far enough apart that no two
+        // streams carry the same bytes.
+        const START_APART: u64 = 7_777;
+        let mut writers = Vec::new();
+        for i in 0..4u64 {
+            let a = a.clone();
+            writers.push(tokio::spawn(async move {
+                let mut stream = a.open_stream().await.expect("opens");
+                stream
+                    .write_all(&pattern(i * START_APART, LEN))
+                    .await
+                    .expect("writes");
+                stream.shutdown().await.expect("finishes");
+                stream
+            }));
+        }
+        let readers = (0..4).map(|_| {
+            let b = b.clone();
+            tokio::spawn(async move {
+                let mut stream = b.accept_stream().await.expect("accepts");
+                let mut got = Vec::new();
+                stream
+                    .read_to_end(&mut got)
+                    .await
+                    .expect("reads to the end");
+                got
+            })
+        });
+        let readers: Vec<_> = readers.collect();
+        let mut starts = Vec::new();
+        for reader in readers {
+            let got = tokio::time::timeout(Duration::from_secs(60), reader)
+                .await
+                .expect("no writer waits forever")
+                .expect("the reader finishes");
+            assert_eq!(got.len(), LEN, "{backend:?}");
+            let start = (0..4u64)
+                .map(|i| i * START_APART)
+                .find(|&start| got == pattern(start, LEN))
+                .expect("one writer's bytes, in order");
+            starts.push(start);
+        }
+        starts.sort_unstable();
+        starts.dedup();
+        assert_eq!(starts.len(), 4, "each stream once");
+        for writer in writers {
+            writer.await.expect("the writer finishes");
+        }
+    }
+}
+
 #[tokio::test]
 async fn connecting_where_nothing_listens_fails_within_the_handshake_timeout() {
     for backend in BACKENDS {

@@ -1,11 +1,12 @@
 //! Sharing: concurrent transfers on one connection, and connections on one
-//! endpoint, through one simulated bottleneck each get an equal share.
+//! endpoint, through one simulated bottleneck each get an equal share; the
+//! streams of a connection share one send buffer budget.
 
 mod support;
 
 use std::time::Duration;
 
-use support::{Pair, drive, exchange};
+use support::{Pair, drive, exchange, message};
 use tern_peer::proto::{ConnectionHandle, EndpointConfig, ReadOutcome, StreamId};
 use tern_sim::{Bottleneck, LinkConfig, Seed};
 
@@ -149,5 +150,76 @@ fn four_connections_through_one_bottleneck_share_it_equally() {
             "shares {:?}",
             shares(&counts)
         );
+    }
+}
+
+#[test]
+fn four_streams_never_hold_more_than_the_send_buffer_and_all_arrive_whole() {
+    let seed = Seed::from_env_or(63);
+    let link = LinkConfig {
+        delay: Duration::from_millis(5),
+        loss: 0.01,
+        reorder: 0.01,
+        ..LinkConfig::default()
+    };
+    let mut config = EndpointConfig::default();
+    config.connection.stream_send_buffer = 1 << 20;
+    config.connection.send_buffer = 1 << 20;
+    let budget = config.connection.send_buffer;
+    let mut pair = Pair::new(seed.value(), link, config);
+    let (client, server) = exchange(&mut pair, &[1], Duration::from_secs(10));
+    let connection = pair.client().connection(client).expect("client");
+    let streams: Vec<StreamId> = (0..4)
+        .map(|_| connection.open_stream().expect("allowed"))
+        .collect();
+    let data: Vec<_> = (0..4).map(|i| message(i, 3 << 20)).collect();
+    let mut written = [0usize; 4];
+    let mut received: Vec<(StreamId, Vec<u8>, bool)> = Vec::new();
+    let mut peak = 0;
+    let (client_node, server_node) = (pair.client, pair.server);
+    let mut buf = vec![0u8; 65_536];
+    drive(&mut pair.sim, Duration::from_secs(600), |sim| {
+        let connection = sim
+            .node_mut(client_node)
+            .0
+            .connection(client)
+            .expect("client");
+        for (i, &id) in streams.iter().enumerate() {
+            if written[i] < data[i].len() {
+                written[i] += connection.write(id, &data[i][written[i]..]).expect("open");
+                if written[i] == data[i].len() {
+                    connection.finish(id).expect("open");
+                }
+            }
+        }
+        let held = connection.stream_send_buffered();
+        assert!(held <= budget, "{held} bytes held, {budget} allowed");
+        peak = peak.max(held);
+        let connection = sim
+            .node_mut(server_node)
+            .0
+            .connection(server)
+            .expect("server");
+        while let Some(id) = connection.accept_stream() {
+            received.push((id, Vec::new(), false));
+        }
+        for (id, bytes, finished) in &mut received {
+            while !*finished {
+                match connection.read(*id, &mut buf).expect("readable") {
+                    ReadOutcome::Read(0) => break,
+                    ReadOutcome::Read(n) => bytes.extend_from_slice(&buf[..n]),
+                    ReadOutcome::Finished => *finished = true,
+                }
+            }
+        }
+        received.len() == 4 && received.iter().all(|(_, _, finished)| *finished)
+    });
+    assert!(peak > budget / 2, "the budget was barely used: {peak}");
+    for (i, &id) in streams.iter().enumerate() {
+        let (_, bytes, _) = received
+            .iter()
+            .find(|(r, _, _)| *r == id)
+            .expect("every stream arrived");
+        assert!(bytes[..] == data[i][..], "stream {i}: its bytes, in order");
     }
 }

@@ -125,6 +125,17 @@ impl Config {
         self
     }
 
+    /// Bytes all streams of a connection hold together until the peer
+    /// acknowledges them (default 4 MiB). One stream alone may use all of
+    /// it (up to [`stream_send_buffer`](Self::stream_send_buffer)); several
+    /// busy streams share it equally, so their writes take less each and
+    /// the bytes copied into packets stay in cache. Large messages are not
+    /// counted.
+    pub fn send_buffer(mut self, bytes: usize) -> Self {
+        self.endpoint.connection.send_buffer = bytes;
+        self
+    }
+
     /// Connections held at once (default 16 384).
     pub fn max_connections(mut self, connections: usize) -> Self {
         self.endpoint.max_connections = connections;

@@ -14,8 +14,10 @@ use crate::proto::{ReadError, ReadOutcome, StreamId, WriteError};
 /// Ordered bytes in both directions, for data that should not sit in memory
 /// whole (`tokio::io::copy` works on it). Bytes are copied once into the
 /// stream's send buffer on write and once out of its receive buffer on
-/// read; a write waits while the buffer is full, a read while nothing
-/// arrived, and the peer's flow control follows what is read.
+/// read; a write waits while the buffer is full (the stream's own, or its
+/// share of the send buffer its connection's streams share:
+/// [`Config::send_buffer`](crate::Config::send_buffer)), a read while
+/// nothing arrived, and the peer's flow control follows what is read.
 ///
 /// `shutdown` ends the sending half (the peer reads to its end); dropping
 /// the stream ends it too, and asks the peer to stop sending if its half

@@ -33,6 +33,13 @@ pub struct ConnectionConfig {
     /// Bytes a stream holds until the peer acknowledges them (default 4 MiB);
     /// a write takes what fits.
     pub stream_send_buffer: usize,
+    /// Bytes all streams of the connection hold together until the peer
+    /// acknowledges them (default 4 MiB: one stream alone may fill its
+    /// buffer, while several share the same memory, each entitled to an
+    /// equal part). Fewer bytes to copy from keeps the copies into packets
+    /// in cache; large messages are not counted (each holds at most
+    /// `stream_send_buffer`, and their number is bounded by the peer).
+    pub send_buffer: usize,
     /// Bytes of small messages (those that fit one packet) held until
     /// acknowledged before `send_message` refuses more (default 16 MiB).
     /// Larger messages are bounded by the peer's limit on concurrent
@@ -77,6 +84,7 @@ impl Default for ConnectionConfig {
             stream_receive_window: 16 << 20,
             receive_window: 32 << 20,
             stream_send_buffer: 4 << 20,
+            send_buffer: 4 << 20,
             message_send_buffer: 16 << 20,
             max_message_size: 1 << 30,
             max_concurrent_streams: 100,

@@ -24,7 +24,8 @@
 //! any order), whole messages that fit a packet ([`MessageSender`],
 //! [`MessageReceiver`]: resent whole, delivered once, never held behind
 //! each other), flow control ([`RecvWindow`], [`SendCredit`]) and stream
-//! numbering with per-side limits ([`StreamId`], [`StreamLimits`]); whose
+//! numbering with per-side limits ([`StreamId`], [`StreamLimits`]), the
+//! send buffer budget the streams of a connection share ([`SendBudget`]); whose
 //! turn it is to send ([`Scheduler`]: round-robin, resends first); what a
 //! packet carried is a fixed-size [`CarriedRecord`] kept in the sent-packet
 //! tracker, so lost information is sent again as new frames.
@@ -52,6 +53,7 @@ mod receiver_index;
 mod recv_stream;
 mod ring;
 mod scheduler;
+mod send_budget;
 mod send_stream;
 mod stream_id;
 #[cfg(test)]
@@ -80,5 +82,6 @@ pub use range_set::{Gaps, RangeSet};
 pub use receiver_index::{IndexFull, ReceiverIndex, VacantIndex};
 pub use recv_stream::{RecvStream, StreamError};
 pub use scheduler::{Scheduler, Urgency};
+pub use send_budget::{Charge, SendBudget};
 pub use send_stream::{SendChunk, SendStream};
 pub use stream_id::{Direction, Side, StreamId, StreamIdError, StreamLimits};

@@ -73,7 +73,7 @@ impl SendStream {
 
     /// Bytes `write` would take now.
     pub fn free_space(&self) -> usize {
-        if self.fin != Fin::Open || self.reset_at.is_some() {
+        if !self.is_open() {
             return 0;
         }
         self.capacity - (self.end - self.base) as usize
@@ -99,10 +99,18 @@ impl SendStream {
         }
     }
 
-    /// Abandons the stream: nothing more is sent; returns its final size
-    /// (the bytes sent so far), for the reset frame. Idempotent.
+    /// Abandons the stream: nothing more is sent and its bytes are let go
+    /// at once; returns its final size (the bytes sent so far), for the
+    /// reset frame. Idempotent.
     pub fn reset(&mut self) -> u64 {
-        *self.reset_at.get_or_insert(self.unsent)
+        if let Some(at) = self.reset_at {
+            return at;
+        }
+        self.ring = Ring::new();
+        self.base = self.end;
+        self.acked = RangeSet::new();
+        self.lost = RangeSet::new();
+        *self.reset_at.insert(self.unsent)
     }
 
     /// The final size if the stream was reset.
@@ -142,9 +150,16 @@ impl SendStream {
             && self.unsent >= limit
     }
 
-    /// Whether the peer acknowledged every byte and the fin.
+    /// Whether the application may still write (it neither finished nor
+    /// reset the stream).
+    pub fn is_open(&self) -> bool {
+        self.fin == Fin::Open && self.reset_at.is_none()
+    }
+
+    /// Whether the peer acknowledged every byte and the fin (a reset
+    /// stream is done once its reset is acknowledged instead).
     pub fn is_done(&self) -> bool {
-        self.fin == Fin::Acked && self.base == self.end
+        self.reset_at.is_none() && self.fin == Fin::Acked && self.base == self.end
     }
 
     /// The next chunk of at most `max` bytes: lost bytes first, then new

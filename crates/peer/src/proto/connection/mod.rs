@@ -70,7 +70,8 @@ pub enum Event {
     StreamOpened,
     /// A stream has bytes to read, ended, or was reset by the peer.
     StreamReadable(StreamId),
-    /// A stream has room for more bytes, or the peer asked it to stop.
+    /// A stream whose last write took less than it was given has room
+    /// again, or the peer asked it to stop.
     StreamWritable(StreamId),
     /// Messages were acknowledged, or the peer allows more large ones:
     /// `send_message` has room again.
@@ -719,17 +720,31 @@ impl Connection {
         self.streams.accept()
     }
 
-    /// Copies what fits of `data` into the stream's send buffer.
+    /// Copies what fits of `data` into the stream's send buffer: no more
+    /// than [`writable`](Self::writable). When it takes less than it was
+    /// given, [`Event::StreamWritable`] follows once the stream has room
+    /// again.
     pub fn write(&mut self, id: StreamId, data: &[u8]) -> Result<usize, WriteError> {
         if !self.is_open_for_data() {
             return Err(WriteError::Closed);
         }
-        self.streams.write(id, data)
+        let written = self.streams.write(id, data);
+        self.flush_readable();
+        written
     }
 
-    /// Bytes `write` would take on `id` now.
+    /// Bytes `write` would take on `id` now: the least of the room in the
+    /// stream's own buffer (`stream_send_buffer`), in the connection's
+    /// (`send_buffer`, shared equally by the streams that want room) and
+    /// under the peer's flow-control limit for the stream.
     pub fn writable(&self, id: StreamId) -> usize {
         self.streams.writable(id)
+    }
+
+    /// Bytes all streams hold until the peer acknowledges them, together
+    /// (never more than the configured `send_buffer`).
+    pub fn stream_send_buffered(&self) -> usize {
+        self.streams.send_buffered()
     }
 
     /// Ends the stream after what was written.
@@ -737,15 +752,20 @@ impl Connection {
         if self.error.is_some() {
             return Err(WriteError::Closed);
         }
-        self.streams.finish(id)
+        let finished = self.streams.finish(id);
+        self.flush_readable();
+        finished
     }
 
-    /// Abandons sending on the stream with an application code.
+    /// Abandons sending on the stream with an application code; its
+    /// buffered bytes are let go at once.
     pub fn reset_stream(&mut self, id: StreamId, code: u64) -> Result<(), WriteError> {
         if self.error.is_some() {
             return Err(WriteError::Closed);
         }
-        self.streams.reset(id, code)
+        let reset = self.streams.reset(id, code);
+        self.flush_readable();
+        reset
     }
 
     /// Asks the peer to stop sending on the stream.
@@ -1036,7 +1056,10 @@ impl Connection {
                 }
             }
             Frame::MaxData(m) => self.streams.on_max_data(m.max),
-            Frame::MaxStreamData(m) => self.streams.on_max_stream_data(m)?,
+            Frame::MaxStreamData(m) => {
+                self.streams.on_max_stream_data(m)?;
+                self.flush_readable();
+            }
             Frame::MaxStreams(m) => match self.streams.on_max_streams(m) {
                 Some(Direction::Bi) => self.notify(Event::StreamsAvailable),
                 Some(Direction::Uni) => self.notify(Event::MessagesWritable),
@@ -1095,8 +1118,10 @@ impl Connection {
         Ok(())
     }
 
-    /// Streams the last frames made readable, writable or opened, as events.
+    /// Streams the last frames or commands made readable, writable or
+    /// opened, as events.
     fn flush_readable(&mut self) {
+        self.streams.wake_writers();
         while let Some(id) = self.streams.readable.pop() {
             self.notify(Event::StreamReadable(id));
         }

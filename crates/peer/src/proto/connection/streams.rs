@@ -5,6 +5,21 @@
 //! Every one-way stream carries exactly one message: it is reassembled as it
 //! arrives and delivered whole when its last byte is in. So a large message
 //! holds back no other message, and the application never sees a half.
+//!
+//! The application's streams share one send budget ([`SendBudget`]): a
+//! write takes what fits in the stream's own buffer, in the connection's
+//! budget (no more than an equal share while other streams want room) and,
+//! once the peer has announced its flow-control limit for the stream,
+//! under that limit. The last keeps a stream whose reader does not read
+//! from holding budget it cannot send, which would leave the other streams
+//! waiting on that reader; and since each side announces a stream's whole
+//! receive window as soon as it knows the stream (not when its application
+//! first reads), bytes written before the announcement can always be sent.
+//! A write that takes less than it was given puts its stream on the
+//! waiting list; whenever room is released (acknowledgements, a stream
+//! finished, reset or stopped, a higher limit from the peer), every
+//! waiting stream that has room again gets
+//! [`Event::StreamWritable`](super::Event).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -13,8 +28,8 @@ use tern_wire::{Frame, MaxStreamData, MaxStreams, PacketBuilder, ResetStream, St
 
 use super::super::config::{INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS, INITIAL_STREAM_WINDOW};
 use super::super::{
-    Carried, CarriedRecord, Direction, RecvStream, RecvWindow, Scheduler, SendCredit, SendStream,
-    Side, StreamId, StreamLimits, Urgency,
+    Carried, CarriedRecord, Charge, Direction, RecvStream, RecvWindow, Scheduler, SendBudget,
+    SendCredit, SendStream, Side, StreamId, StreamLimits, Urgency,
 };
 use super::{ConnectionConfig, ProtocolError, ReadError, WriteError};
 
@@ -33,11 +48,21 @@ struct Outgoing {
     data: SendStream,
     /// The peer's limit for this stream (an offset).
     credit: SendCredit,
+    /// The peer has announced its limit for the stream (its first
+    /// MaxStreamData arrived): writes stay under it from then on.
+    credit_announced: bool,
     /// The rest of a large message not yet copied into `data`.
     message: Option<Bytes>,
     /// The application's error code once it reset the stream (or the peer
     /// asked it to stop).
     reset_code: Option<u64>,
+    /// What the stream counts against the connection's send budget (an
+    /// application stream's; a message's counts nothing).
+    charge: Charge,
+    /// The last write took less than it was given.
+    wants_room: bool,
+    /// The stream is on the waiting list for a writable event.
+    waiting: bool,
 }
 
 /// The receiving half of a stream.
@@ -81,6 +106,13 @@ pub(super) struct Streams {
     /// What this side lets the peer send over all streams and messages.
     pub(super) window: RecvWindow,
     stream_send_buffer: usize,
+    /// Bytes the application's streams may hold together.
+    budget: SendBudget,
+    /// Streams whose write took less than it was given, until they get
+    /// their writable event.
+    waiting: Vec<StreamId>,
+    /// Room was released since the waiting list was last looked at.
+    room_released: bool,
     stream_receive_window: u64,
     max_message_size: u64,
     concurrent: [u64; 2],
@@ -141,6 +173,9 @@ impl Streams {
                 INITIAL_CONNECTION_WINDOW,
             ),
             stream_send_buffer: config.stream_send_buffer,
+            budget: SendBudget::new(config.send_buffer),
+            waiting: Vec::new(),
+            room_released: false,
             stream_receive_window: config.stream_receive_window.max(INITIAL_STREAM_WINDOW),
             max_message_size: config.max_message_size,
             concurrent,
@@ -169,8 +204,12 @@ impl Streams {
         Outgoing {
             data: SendStream::new(self.stream_send_buffer),
             credit: SendCredit::new(INITIAL_STREAM_WINDOW),
+            credit_announced: false,
             message: None,
             reset_code: None,
+            charge: Charge::default(),
+            wants_room: false,
+            waiting: false,
         }
     }
 
@@ -187,6 +226,18 @@ impl Streams {
         }
     }
 
+    /// The receiving half of a bidirectional stream, with its whole window
+    /// announced to the peer at once: what the peer writes before this
+    /// side's application reads can then be sent, and does not sit in the
+    /// peer's send budget that its other streams share.
+    fn new_announced_incoming(&mut self, id: StreamId) -> Incoming {
+        let mut inc = self.new_incoming(false);
+        inc.window = RecvWindow::new(self.stream_receive_window);
+        inc.data.set_limit(inc.window.limit());
+        self.max_stream_data_due.push(id);
+        inc
+    }
+
     // ---- the application's side ----
 
     /// Opens a bidirectional stream, if the peer allows one more.
@@ -194,7 +245,7 @@ impl Streams {
         let id = self.limits.open(Direction::Bi)?;
         let out = self.new_outgoing();
         self.outgoing.insert(id, out);
-        let inc = self.new_incoming(false);
+        let inc = self.new_announced_incoming(id);
         self.incoming.insert(id, inc);
         Some(id)
     }
@@ -232,11 +283,18 @@ impl Streams {
     }
 
     pub(super) fn write(&mut self, id: StreamId, data: &[u8]) -> Result<usize, WriteError> {
-        let out = self.app_outgoing(id)?;
+        let out = Self::app_outgoing(&mut self.outgoing, id)?;
         if let Some(code) = out.reset_code {
             return Err(WriteError::Stopped(code));
         }
-        let n = out.data.write(data);
+        let room = Self::room(out, &self.budget);
+        let n = out.data.write(&data[..data.len().min(room)]);
+        out.wants_room = n < data.len();
+        if out.wants_room && !out.waiting {
+            out.waiting = true;
+            self.waiting.push(id);
+        }
+        self.room_released |= Self::settle(out, &mut self.budget);
         if n > 0 {
             self.turns.schedule(Turn::Stream(id), Urgency::New);
         }
@@ -244,21 +302,95 @@ impl Streams {
     }
 
     pub(super) fn finish(&mut self, id: StreamId) -> Result<(), WriteError> {
-        let out = self.app_outgoing(id)?;
+        let out = Self::app_outgoing(&mut self.outgoing, id)?;
         out.data.finish();
+        self.room_released |= Self::settle(out, &mut self.budget);
         self.turns.schedule(Turn::Stream(id), Urgency::New);
         Ok(())
     }
 
     pub(super) fn reset(&mut self, id: StreamId, code: u64) -> Result<(), WriteError> {
-        let out = self.app_outgoing(id)?;
+        let out = Self::app_outgoing(&mut self.outgoing, id)?;
         if out.reset_code.is_none() {
             out.reset_code = Some(code);
             out.data.reset();
+            self.room_released |= Self::settle(out, &mut self.budget);
             self.resets_due.push(id);
         }
         self.turns.remove(Turn::Stream(id));
         Ok(())
+    }
+
+    /// Bytes an application stream's write may take: what fits in its own
+    /// buffer, in the connection's budget, and under the peer's limit once
+    /// the peer announced it.
+    fn room(out: &Outgoing, budget: &SendBudget) -> usize {
+        let credit = if out.credit_announced {
+            let left = out.credit.limit().saturating_sub(out.data.written());
+            usize::try_from(left).unwrap_or(usize::MAX)
+        } else {
+            usize::MAX
+        };
+        out.data
+            .free_space()
+            .min(credit)
+            .min(budget.room(out.charge))
+    }
+
+    /// Brings an application stream's charge against the budget up to
+    /// date; returns whether room was released.
+    fn settle(out: &mut Outgoing, budget: &mut SendBudget) -> bool {
+        let held = out.data.buffered();
+        let charge = Charge {
+            held,
+            contending: out.data.is_open() && (held > 0 || out.wants_room),
+        };
+        let old = std::mem::replace(&mut out.charge, charge);
+        budget.recharge(old, charge)
+    }
+
+    /// Forgets the sending half of `id`, and what it counted against the
+    /// budget.
+    fn remove_outgoing(&mut self, id: StreamId) {
+        if let Some(out) = self.outgoing.remove(&id) {
+            self.room_released |= self.budget.recharge(out.charge, Charge::default());
+        }
+        self.turns.remove(Turn::Stream(id));
+    }
+
+    /// Gives every waiting stream that has room again its writable event,
+    /// once room was released.
+    pub(super) fn wake_writers(&mut self) {
+        if !std::mem::take(&mut self.room_released) {
+            return;
+        }
+        let Self {
+            waiting,
+            outgoing,
+            budget,
+            writable,
+            ..
+        } = self;
+        waiting.retain(|id| {
+            let Some(out) = outgoing.get_mut(id) else {
+                return false;
+            };
+            // A finished stream waits for nothing; a stopped one had its
+            // event when it was stopped.
+            if out.data.is_open() && Self::room(out, budget) == 0 {
+                return true;
+            }
+            out.waiting = false;
+            if out.data.is_open() {
+                writable.push(*id);
+            }
+            false
+        });
+    }
+
+    /// Bytes the application's streams hold until acknowledged, together.
+    pub(super) fn send_buffered(&self) -> usize {
+        self.budget.held()
     }
 
     pub(super) fn stop_sending(&mut self, id: StreamId, code: u64) -> Result<(), ReadError> {
@@ -273,13 +405,14 @@ impl Streams {
         Ok(())
     }
 
-    fn app_outgoing(&mut self, id: StreamId) -> Result<&mut Outgoing, WriteError> {
+    fn app_outgoing(
+        outgoing: &mut HashMap<StreamId, Outgoing>,
+        id: StreamId,
+    ) -> Result<&mut Outgoing, WriteError> {
         if id.direction() != Direction::Bi {
             return Err(WriteError::UnknownStream(id));
         }
-        self.outgoing
-            .get_mut(&id)
-            .ok_or(WriteError::UnknownStream(id))
+        outgoing.get_mut(&id).ok_or(WriteError::UnknownStream(id))
     }
 
     /// Whether a bidirectional stream holds bytes, or an end, the
@@ -302,8 +435,8 @@ impl Streams {
     pub(super) fn writable(&self, id: StreamId) -> usize {
         self.outgoing
             .get(&id)
-            .filter(|o| o.reset_code.is_none())
-            .map_or(0, |o| o.data.free_space())
+            .filter(|o| id.direction() == Direction::Bi && o.reset_code.is_none())
+            .map_or(0, |o| Self::room(o, &self.budget))
     }
 
     pub(super) fn read(&mut self, id: StreamId, out: &mut [u8]) -> Result<ReadOutcome, ReadError> {
@@ -386,7 +519,10 @@ impl Streams {
         *opened = id.index() + 1;
         for index in first..=id.index() {
             let new = StreamId::new(id.opener(), direction, index);
-            let inc = self.new_incoming(direction == Direction::Uni);
+            let inc = match direction {
+                Direction::Bi => self.new_announced_incoming(new),
+                Direction::Uni => self.new_incoming(true),
+            };
             self.incoming.insert(new, inc);
             if direction == Direction::Bi {
                 let out = self.new_outgoing();
@@ -495,6 +631,7 @@ impl Streams {
         {
             out.reset_code = Some(frame.error_code);
             out.data.reset();
+            self.room_released |= Self::settle(out, &mut self.budget);
             self.resets_due.push(id);
             self.turns.remove(Turn::Stream(id));
             self.writable.push(id);
@@ -510,6 +647,8 @@ impl Streams {
         self.remote_stream(id, false)?;
         if let Some(out) = self.outgoing.get_mut(&id) {
             out.credit.raise(frame.max);
+            out.credit_announced = true;
+            self.room_released |= out.waiting;
             if out.data.wants_to_send(out.credit.limit()) {
                 self.turns.schedule(Turn::Stream(id), Urgency::New);
             }
@@ -560,12 +699,11 @@ impl Streams {
             if out.data.wants_to_send(out.credit.limit()) {
                 self.turns.schedule(Turn::Stream(id), Urgency::New);
             }
-        } else if id.direction() == Direction::Bi && out.data.free_space() > 0 {
-            self.writable.push(id);
+        } else if id.direction() == Direction::Bi {
+            self.room_released |= Self::settle(out, &mut self.budget);
         }
         if out.data.is_done() {
-            self.outgoing.remove(&id);
-            self.turns.remove(Turn::Stream(id));
+            self.remove_outgoing(id);
             self.retire_if_done(id);
         }
     }
@@ -586,7 +724,7 @@ impl Streams {
             .get(&id)
             .is_some_and(|o| o.reset_code.is_some())
         {
-            self.outgoing.remove(&id);
+            self.remove_outgoing(id);
             self.retire_if_done(id);
         }
     }
@@ -824,5 +962,268 @@ impl Streams {
             .map(|i| i.data.buffered() as usize + i.message.as_ref().map_or(0, BytesMut::len))
             .sum();
         out + inc
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Streams of a connection whose streams may each hold `stream` bytes
+    /// and together `connection`.
+    fn streams(stream: usize, connection: usize) -> Streams {
+        let config = ConnectionConfig {
+            stream_send_buffer: stream,
+            send_buffer: connection,
+            ..ConnectionConfig::default()
+        };
+        Streams::new(Side::Initiator, &config)
+    }
+
+    /// Opens a stream the peer lets send as much as it likes.
+    fn open(streams: &mut Streams) -> StreamId {
+        let id = streams.open().expect("the peer allows it");
+        streams
+            .on_max_stream_data(&MaxStreamData {
+                id: id.0,
+                max: u64::MAX / 2,
+            })
+            .expect("own stream");
+        id
+    }
+
+    /// Acknowledges `len` bytes of `id` from `offset`, then hands out the
+    /// writable events that follow.
+    fn ack(streams: &mut Streams, id: StreamId, offset: u64, len: u32) -> Vec<StreamId> {
+        streams.on_stream_acked(id, offset, len, false);
+        woken(streams)
+    }
+
+    fn woken(streams: &mut Streams) -> Vec<StreamId> {
+        streams.wake_writers();
+        let mut woken = std::mem::take(&mut streams.writable);
+        woken.sort_by_key(|id| id.0);
+        woken
+    }
+
+    const DATA: [u8; 10_000] = [9; 10_000];
+
+    #[test]
+    fn one_stream_alone_fills_its_buffer_and_the_next_one_finds_the_budget_spent() {
+        let mut streams = streams(4000, 4000);
+        let (a, b) = (open(&mut streams), open(&mut streams));
+        assert_eq!(streams.writable(a), 4000);
+        assert_eq!(streams.write(a, &DATA), Ok(4000));
+        assert_eq!(streams.writable(b), 0);
+        assert_eq!(streams.write(b, &DATA), Ok(0));
+        assert_eq!(streams.send_buffered(), 4000);
+    }
+
+    #[test]
+    fn acknowledged_bytes_wake_the_stream_below_its_share_and_go_to_it() {
+        let mut streams = streams(4000, 4000);
+        let (a, b) = (open(&mut streams), open(&mut streams));
+        streams.write(a, &DATA).expect("open");
+        streams.write(b, &DATA).expect("open");
+        // `a` holds more than its half: what its acknowledgements free is `b`'s.
+        assert_eq!(ack(&mut streams, a, 0, 1000), vec![b]);
+        assert_eq!(streams.writable(a), 0);
+        assert_eq!(streams.write(b, &DATA), Ok(1000));
+        assert_eq!(ack(&mut streams, a, 1000, 1000), vec![b]);
+        assert_eq!(streams.write(b, &DATA), Ok(1000));
+        // Now each holds its half; freed bytes are the acknowledged stream's.
+        assert_eq!(ack(&mut streams, b, 0, 500), vec![b]);
+        assert_eq!(ack(&mut streams, a, 2000, 500), vec![a]);
+        assert_eq!(streams.write(a, &DATA), Ok(500));
+        assert_eq!(streams.write(b, &DATA), Ok(500));
+        assert_eq!(streams.send_buffered(), 4000);
+    }
+
+    #[test]
+    fn every_blocked_stream_is_woken_when_the_budget_frees_up() {
+        let mut streams = streams(8000, 8000);
+        let ids: Vec<StreamId> = (0..4).map(|_| open(&mut streams)).collect();
+        assert_eq!(streams.write(ids[0], &DATA), Ok(8000));
+        for &id in &ids[1..] {
+            assert_eq!(streams.write(id, &DATA), Ok(0));
+        }
+        assert_eq!(ack(&mut streams, ids[0], 0, 8000), ids);
+        for &id in &ids {
+            assert_eq!(streams.write(id, &DATA), Ok(2000));
+        }
+        assert_eq!(streams.send_buffered(), 8000);
+    }
+
+    #[test]
+    fn a_stream_that_finishes_leaves_its_share_to_the_others() {
+        let mut streams = streams(4000, 4000);
+        let (a, b) = (open(&mut streams), open(&mut streams));
+        assert_eq!(streams.write(a, &DATA[..1000]), Ok(1000));
+        assert_eq!(streams.write(b, &DATA), Ok(2000));
+        assert_eq!(streams.writable(b), 0);
+        streams.finish(a).expect("open");
+        assert_eq!(woken(&mut streams), vec![b]);
+        assert_eq!(streams.write(b, &DATA), Ok(1000));
+        assert_eq!(streams.send_buffered(), 4000);
+    }
+
+    #[test]
+    fn reset_and_stopped_streams_release_their_bytes_at_once() {
+        let mut streams = streams(4000, 4000);
+        let (a, b, c) = (open(&mut streams), open(&mut streams), open(&mut streams));
+        streams.write(a, &DATA).expect("open");
+        streams.write(b, &DATA).expect("open");
+        streams.write(c, &DATA).expect("open");
+        streams.reset(a, 7).expect("open");
+        assert_eq!(streams.send_buffered(), 0);
+        assert_eq!(woken(&mut streams), vec![b, c]);
+        assert_eq!(streams.write(b, &DATA), Ok(2000));
+        assert_eq!(streams.write(c, &DATA), Ok(2000));
+        // The peer stops `b`: its bytes go, and `c` (above its half no
+        // more) is woken for them.
+        assert_eq!(streams.write(c, &DATA), Ok(0));
+        streams
+            .on_stop_sending(&StopSending {
+                id: b.0,
+                error_code: 9,
+            })
+            .expect("own stream");
+        assert_eq!(streams.send_buffered(), 2000);
+        assert_eq!(woken(&mut streams), vec![b, c]);
+        assert_eq!(streams.write(b, &DATA), Err(WriteError::Stopped(9)));
+        assert_eq!(streams.write(c, &DATA), Ok(2000));
+        // A late acknowledgement of a reset stream's bytes changes nothing.
+        streams.on_stream_acked(a, 0, 4000, false);
+        assert_eq!(streams.send_buffered(), 4000);
+    }
+
+    #[test]
+    fn once_the_peer_announced_its_limit_a_stream_buffers_no_further() {
+        let mut streams = streams(1 << 20, 1 << 20);
+        let (a, b) = (
+            streams.open().expect("allowed"),
+            streams.open().expect("allowed"),
+        );
+        let big = vec![1u8; 100_000];
+        // Before the announcement, the stream's buffer is the bound.
+        assert_eq!(streams.write(a, &big), Ok(100_000));
+        let limit = |id: StreamId, max: u64| MaxStreamData { id: id.0, max };
+        streams.on_max_stream_data(&limit(b, 150_000)).expect("own");
+        assert_eq!(streams.write(b, &big), Ok(100_000));
+        assert_eq!(streams.write(b, &big), Ok(50_000));
+        assert!(woken(&mut streams).is_empty());
+        streams.on_max_stream_data(&limit(b, 180_000)).expect("own");
+        assert_eq!(woken(&mut streams), vec![b]);
+        assert_eq!(streams.write(b, &big), Ok(30_000));
+    }
+
+    #[test]
+    fn each_side_announces_a_bidirectional_streams_window_as_soon_as_it_knows_it() {
+        let mut streams = streams(4000, 4000);
+        let own = streams.open().expect("allowed");
+        let theirs = StreamId::new(Side::Responder, Direction::Bi, 0);
+        streams
+            .on_stream_frame(theirs, 0, b"hello", false)
+            .expect("a valid frame");
+        let mut due = streams.max_stream_data_due.clone();
+        due.sort_by_key(|id| id.0);
+        assert_eq!(due, vec![own, theirs]);
+        let window = ConnectionConfig::default().stream_receive_window;
+        assert_eq!(streams.incoming[&theirs].window.limit(), window);
+        assert_eq!(streams.incoming[&own].data.limit(), window);
+    }
+
+    #[test]
+    fn large_messages_count_nothing_against_the_budget() {
+        let mut streams = streams(4000, 4000);
+        streams
+            .send_message(Bytes::from(vec![3u8; 10_000]))
+            .expect("allowed");
+        let a = open(&mut streams);
+        assert_eq!(streams.send_buffered(), 0);
+        assert_eq!(streams.write(a, &DATA), Ok(4000));
+    }
+
+    /// What the application does to one of four streams.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Write(usize, usize),
+        /// The oldest `n` unacknowledged bytes of a stream are acknowledged.
+        Ack(usize, usize),
+        Finish(usize),
+        Reset(usize),
+        Stop(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0usize..4, 1usize..6000).prop_map(|(s, n)| Op::Write(s, n)),
+            4 => (0usize..4, 1usize..6000).prop_map(|(s, n)| Op::Ack(s, n)),
+            1 => (0usize..4).prop_map(Op::Finish),
+            1 => (0usize..4).prop_map(Op::Reset),
+            1 => (0usize..4).prop_map(Op::Stop),
+        ]
+    }
+
+    proptest! {
+        /// Whatever four streams do, they never hold more than the budget
+        /// together; a writable event comes only with room; and once every
+        /// byte is acknowledged, no stream whose write came up short is
+        /// still waiting for its event.
+        #[test]
+        fn the_budget_holds_and_no_writer_waits_forever(
+            stream in 1usize..8000,
+            budget in 1usize..12_000,
+            ops in proptest::collection::vec(op(), 0..200),
+        ) {
+            let mut streams = streams(stream, budget);
+            let ids: Vec<StreamId> = (0..4).map(|_| open(&mut streams)).collect();
+            let mut written = [0u64; 4];
+            let mut acked = [0u64; 4];
+            let mut waits = [false; 4];
+            let mut over = [false; 4];
+            for op in ops.into_iter().chain((0..4).map(|s| Op::Ack(s, usize::MAX))) {
+                match op {
+                    Op::Write(s, n) => {
+                        if let Ok(took) = streams.write(ids[s], &vec![0u8; n]) {
+                            written[s] += took as u64;
+                            waits[s] = took < n;
+                        }
+                    }
+                    Op::Ack(s, n) => {
+                        let len = (written[s] - acked[s]).min(n as u64).min(u64::from(u32::MAX));
+                        streams.on_stream_acked(ids[s], acked[s], len as u32, false);
+                        acked[s] += len;
+                    }
+                    Op::Finish(s) => {
+                        if streams.finish(ids[s]).is_ok() {
+                            over[s] = true;
+                        }
+                    }
+                    Op::Reset(s) => {
+                        if streams.reset(ids[s], 1).is_ok() {
+                            over[s] = true;
+                        }
+                    }
+                    Op::Stop(s) => {
+                        streams
+                            .on_stop_sending(&StopSending { id: ids[s].0, error_code: 2 })
+                            .expect("own stream");
+                        over[s] = true;
+                    }
+                }
+                for id in woken(&mut streams) {
+                    let s = ids.iter().position(|&i| i == id).expect("one of ours");
+                    prop_assert!(over[s] || streams.writable(id) > 0);
+                    waits[s] = false;
+                }
+                prop_assert!(streams.send_buffered() <= budget);
+            }
+            for s in 0..4 {
+                prop_assert!(!waits[s] || over[s], "stream {s} waits forever");
+            }
+        }
     }
 }
