@@ -576,7 +576,9 @@ mod tests {
     use super::*;
     use crate::metric::{Better, Summary};
 
-    fn metric(name: &str, unit: &str, median: f64) -> Metric {
+    /// A level-2 metric with three samples at `median` (the e2e charts'
+    /// tests use it too).
+    pub(super) fn metric(name: &str, unit: &str, median: f64) -> Metric {
         let summary = Summary {
             median,
             min: median,

@@ -391,17 +391,7 @@ fn draw_panel(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metric::{Better, Summary};
-
-    fn metric(name: &str, unit: &str, median: f64) -> Metric {
-        let summary = Summary {
-            median,
-            min: median,
-            max: median,
-            samples: 3,
-        };
-        Metric::new(name.to_owned(), 2, unit, Better::Higher, summary)
-    }
+    use crate::charts::tests::metric;
 
     fn bars(pairs: &[(&str, f64)]) -> Vec<(String, f64)> {
         pairs.iter().map(|&(l, v)| (l.to_owned(), v)).collect()
