@@ -276,7 +276,7 @@ impl Endpoint {
             self.flush();
         }
         let (handle, event) = self.events.pop_front()?;
-        if let Some(key) = EventKey::of(&event) {
+        if let Some(key) = event_key(&event) {
             self.queued.remove(&(handle.0, key));
         }
         Some((handle, event))
@@ -313,7 +313,7 @@ impl Endpoint {
                         self.incoming.push_back(ConnectionHandle(index));
                     }
                 }
-                let fresh = EventKey::of(&event).is_none_or(|key| self.queued.insert((index, key)));
+                let fresh = event_key(&event).is_none_or(|key| self.queued.insert((index, key)));
                 if fresh {
                     self.events.push_back((ConnectionHandle(index), event));
                 }
@@ -582,32 +582,15 @@ impl Node for Endpoint {
     }
 }
 
-/// An event without its payload, for telling repeats apart. `Closed` has
-/// none: it comes once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum EventKey {
-    Connected,
-    MessageReceived,
-    DatagramReceived,
-    StreamOpened,
-    StreamReadable(StreamId),
-    StreamWritable(StreamId),
-    MessagesWritable,
-    StreamsAvailable,
-}
+/// An event without its payload, for telling repeats apart: its kind, and
+/// the stream it names. `Closed` has none: it comes once.
+type EventKey = (std::mem::Discriminant<Event>, Option<StreamId>);
 
-impl EventKey {
-    fn of(event: &Event) -> Option<Self> {
-        Some(match event {
-            Event::Connected => Self::Connected,
-            Event::MessageReceived => Self::MessageReceived,
-            Event::DatagramReceived => Self::DatagramReceived,
-            Event::StreamOpened => Self::StreamOpened,
-            Event::StreamReadable(id) => Self::StreamReadable(*id),
-            Event::StreamWritable(id) => Self::StreamWritable(*id),
-            Event::MessagesWritable => Self::MessagesWritable,
-            Event::StreamsAvailable => Self::StreamsAvailable,
-            Event::Closed(_) => return None,
-        })
-    }
+fn event_key(event: &Event) -> Option<EventKey> {
+    let stream = match event {
+        Event::Closed(_) => return None,
+        Event::StreamReadable(id) | Event::StreamWritable(id) => Some(*id),
+        _ => None,
+    };
+    Some((std::mem::discriminant(event), stream))
 }
