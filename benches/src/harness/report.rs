@@ -37,6 +37,13 @@ pub(crate) fn emit(metric: &Metric) {
     let _ = out.flush();
 }
 
+/// Prints `metric` if the filter wants it and it has samples.
+pub(crate) fn emit_wanted(args: &crate::cli::Args, metric: Metric) {
+    if args.wants(&metric.name) && !metric.samples.is_empty() {
+        emit(&metric);
+    }
+}
+
 /// The resource usage of the whole process so far (every thread).
 fn usage() -> Option<libc::rusage> {
     // SAFETY: an all-zero rusage is a valid value for getrusage to overwrite.

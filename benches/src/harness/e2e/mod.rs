@@ -40,7 +40,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 
 use crate::cli::{Args, Mode};
-use crate::report::{Better, Metric, emit, median, process_cpu_time};
+use crate::report::{Better, Metric, emit_wanted, median, process_cpu_time};
 
 const LEVEL: u8 = 2;
 /// Size of a request and of its response in the `rr64` workloads.
@@ -270,16 +270,17 @@ impl crate::Group for E2e {
 
 fn emit_all(args: &Args, metrics: Vec<(String, &'static str, Better, Vec<f64>)>) {
     for (name, unit, better, samples) in metrics {
-        if args.wants(&name) && !samples.is_empty() {
-            emit(&Metric {
+        emit_wanted(
+            args,
+            Metric {
                 name,
                 level: LEVEL,
                 unit,
                 better,
                 samples,
                 ceiling: None,
-            });
-        }
+            },
+        );
     }
 }
 
@@ -328,16 +329,17 @@ fn run_bulk(prefix: &str, transport: &mut dyn Workloads, args: &Args, samples: u
     );
     let sockio_name = format!("{prefix}/bulk/sockio/bytes_per_s");
     let ceiling_name = format!("{prefix}/bulk/pipeline/bytes_per_s");
-    if args.wants(&format!("{prefix}/bulk/bytes_per_s")) && !rate.is_empty() {
-        emit(&Metric {
+    emit_wanted(
+        args,
+        Metric {
             name: format!("{prefix}/bulk/bytes_per_s"),
             level: LEVEL,
             unit: "B/s",
             better: Better::Higher,
             samples: rate,
             ceiling: (!raw_pipeline.is_empty()).then(|| ceiling_name.clone()),
-        });
-    }
+        },
+    );
     emit_all(
         args,
         vec![
@@ -404,16 +406,17 @@ fn run_requests(
             median(&udp_p50) / 1e3
         );
     }
-    if args.wants(&name("requests_per_s")) && !rate.is_empty() {
-        emit(&Metric {
+    emit_wanted(
+        args,
+        Metric {
             name: name("requests_per_s"),
             level: LEVEL,
             unit: "requests/s",
             better: Better::Higher,
             samples: rate,
             ceiling: (!udp_rate.is_empty()).then(|| ceiling.clone()),
-        });
-    }
+        },
+    );
     emit_all(
         args,
         vec![

@@ -27,7 +27,7 @@ use rand_core::OsRng;
 use tern_peer::IdentityKey;
 
 use crate::cli::{Args, Mode};
-use crate::report::{Better, Metric, emit};
+use crate::report::{Better, Metric, emit_wanted};
 
 const LEVEL: u8 = 3;
 
@@ -111,16 +111,17 @@ fn emit_metric(
     samples: Vec<f64>,
     ceiling: Option<String>,
 ) {
-    if args.wants(&name) && !samples.is_empty() {
-        emit(&Metric {
+    emit_wanted(
+        args,
+        Metric {
             name,
             level: LEVEL,
             unit,
             better,
             samples,
             ceiling,
-        });
-    }
+        },
+    );
 }
 
 #[cfg(test)]
