@@ -268,23 +268,36 @@ impl UdpSocket {
     /// [`RecvBuffers::messages`] and [`RecvBuffers::datagrams`] until the next receive.
     pub fn try_recv(&mut self, bufs: &mut RecvBuffers) -> io::Result<usize> {
         bufs.set_filled(0);
+        self.check_recv_slots(bufs)?;
+        let Self { io, engine, .. } = self;
+        io.try_io(Interest::READABLE, || engine.recv(io, bufs))
+    }
+
+    /// Like [`try_recv`](Self::try_recv), but makes the system call whatever
+    /// the reactor last reported: for a driver that busy-polls the socket
+    /// instead of parking until epoll says it is readable. A `WouldBlock`
+    /// here leaves the reactor's readiness as it was, so a task that later
+    /// waits in [`poll_recv`](Self::poll_recv) still wakes for new datagrams.
+    ///
+    /// Every empty poll is one system call and is counted as one. The
+    /// portable backend receives through tokio's socket, which answers from
+    /// the reactor's readiness: with it this is [`try_recv`](Self::try_recv).
+    pub fn try_recv_now(&mut self, bufs: &mut RecvBuffers) -> io::Result<usize> {
+        bufs.set_filled(0);
+        self.check_recv_slots(bufs)?;
+        let Self { io, engine, .. } = self;
+        engine.recv(io, bufs)
+    }
+
+    /// Refuses receive slots too small for GRO's 64 KiB messages while GRO is on.
+    fn check_recv_slots(&self, bufs: &RecvBuffers) -> io::Result<()> {
         if self.engine.gro && bufs.slot_len() < GRO_SLOT_LEN {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "GRO is on: receive slots must be at least GRO_SLOT_LEN bytes",
             ));
         }
-        let Self { io, engine, .. } = self;
-        io.try_io(Interest::READABLE, || {
-            loop {
-                match engine.state.recv(io, bufs, &engine.counters) {
-                    Ok(n) => return Ok(n),
-                    Err(Stop::WouldBlock) => return Err(io::ErrorKind::WouldBlock.into()),
-                    Err(Stop::Failed(e)) => return Err(e),
-                    Err(Stop::Refused(e) | Stop::GsoRefused(e)) => engine.fall_back(io, &e)?,
-                }
-            }
-        })
+        Ok(())
     }
 
     /// Receives up to one batch, waiting until something arrives.
@@ -361,6 +374,19 @@ fn lower(backend: Backend) -> Backend {
 }
 
 impl Engine {
+    /// One receive through the backend, falling back as often as the kernel
+    /// refuses one.
+    fn recv(&mut self, io: &TokioUdp, bufs: &mut RecvBuffers) -> io::Result<usize> {
+        loop {
+            match self.state.recv(io, bufs, &self.counters) {
+                Ok(n) => return Ok(n),
+                Err(Stop::WouldBlock) => return Err(io::ErrorKind::WouldBlock.into()),
+                Err(Stop::Failed(e)) => return Err(e),
+                Err(Stop::Refused(e) | Stop::GsoRefused(e)) => self.fall_back(io, &e)?,
+            }
+        }
+    }
+
     /// Replaces a refused backend with the next one the kernel supports
     /// (dropping the old one, io_uring ring included) and turns GRO off if
     /// the new one cannot read its stride.

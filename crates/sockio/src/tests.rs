@@ -428,6 +428,54 @@ async fn counters_match_what_was_sent(backend: Backend) {
     assert!(r.recv_syscalls >= 1 && r.recv_batches >= 1);
 }
 
+/// A busy poll reads what the reactor has not reported yet (except on the
+/// portable backend, which only reads through the reactor), and an empty
+/// one leaves the reactor able to wake a waiting receive.
+async fn a_busy_poll_reads_past_the_reactor_and_leaves_waiting_working(backend: Backend) {
+    let mut rx = bind(backend, v4());
+    let mut tx = bind(backend, v4());
+    let to = rx.local_addr().expect("address");
+    let mut bufs = rx.new_recv_buffers();
+    let first = payload(1, 200);
+    tx.send_all(&[Transmit::new(to, &first)])
+        .await
+        .expect("send");
+    assert_eq!(collect(&mut rx, &mut bufs, 1).await, [first]);
+    // Drained through the reactor: its readiness is now cleared.
+    while rx.try_recv(&mut bufs).is_ok() {}
+
+    let second = payload(2, 300);
+    tx.send_all(&[Transmit::new(to, &second)])
+        .await
+        .expect("send");
+    if rx.backend() == Backend::Portable {
+        let arrived = tokio::time::timeout(WAIT, async {
+            while rx.try_recv_now(&mut bufs).is_err() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await;
+        assert!(arrived.is_ok(), "the busy poll never read the datagram");
+    } else {
+        // No await since the drain: the reactor has not seen the datagram.
+        let reactor = rx
+            .try_recv(&mut bufs)
+            .expect_err("the reactor cannot know yet");
+        assert_eq!(reactor.kind(), std::io::ErrorKind::WouldBlock);
+        assert_eq!(rx.try_recv_now(&mut bufs).expect("busy poll"), 1);
+    }
+    let got: Vec<Vec<u8>> = bufs.datagrams().map(|(_, d)| d.to_vec()).collect();
+    assert_eq!(got, [second]);
+    let empty = rx.try_recv_now(&mut bufs).expect_err("nothing queued");
+    assert_eq!(empty.kind(), std::io::ErrorKind::WouldBlock);
+
+    let third = payload(3, 400);
+    tx.send_all(&[Transmit::new(to, &third)])
+        .await
+        .expect("send");
+    assert_eq!(collect(&mut rx, &mut bufs, 1).await, [third]);
+}
+
 macro_rules! every_backend {
     ($($test:ident),* $(,)?) => {
         mod portable { $(#[tokio::test] async fn $test() { super::$test(crate::Backend::Portable).await } )* }
@@ -454,6 +502,7 @@ every_backend!(
     a_datagram_larger_than_its_slot_arrives_cut_to_the_slot,
     receive_buffers_are_reused_across_batches,
     counters_match_what_was_sent,
+    a_busy_poll_reads_past_the_reactor_and_leaves_waiting_working,
 );
 
 #[tokio::test]
