@@ -7,6 +7,7 @@
 //! backend matrix with its raw-syscall ceilings, and tern-peer's endpoint
 //! driver beside raw tern-sockio; level 3 has one endpoint under load.
 
+mod affinity;
 mod alloc_count;
 mod cli;
 mod driver;

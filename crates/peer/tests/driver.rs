@@ -443,6 +443,46 @@ async fn dropping_the_last_handle_ends_the_task_and_releases_node_and_socket() {
 }
 
 #[tokio::test(flavor = "current_thread")]
+async fn a_busy_polling_driver_answers_beside_other_tasks_and_parks_once_traffic_stops() {
+    const EXCHANGES: u64 = 100;
+    for backend in BACKENDS {
+        let config = config(backend).busy_poll(Duration::from_millis(1));
+        let (driver, handle) = Driver::bind(loopback(), Echo::default(), &config).expect("bind");
+        let task = tokio::spawn(driver.run());
+        // A task on the same thread: it only runs if the spinning driver yields.
+        let peer = tokio::net::UdpSocket::bind(loopback()).await.expect("bind");
+        peer.connect(handle.local_addr()).await.expect("connect");
+        let mut answer = [0u8; 64];
+        for i in 0..EXCHANGES {
+            let request = i.to_be_bytes();
+            peer.send(&request).await.expect("send");
+            let n = tokio::time::timeout(PATIENCE, peer.recv(&mut answer))
+                .await
+                .expect("the echo arrives")
+                .expect("recv");
+            assert_eq!(&answer[..n], request, "{backend:?}");
+        }
+        let polled = handle.socket_counters().recv_syscalls;
+        assert!(
+            polled > 2 * EXCHANGES,
+            "{backend:?}: the driver polled only {polled} times"
+        );
+        // Traffic has stopped: after its busy-poll time the driver parks, and
+        // nothing (no timer, no datagram, no handle) wakes it.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let parked = handle.socket_counters().recv_syscalls;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            handle.socket_counters().recv_syscalls,
+            parked,
+            "{backend:?}: still polling"
+        );
+        let stopped = stop(handle, task).await;
+        assert_eq!(stopped.node.seen, EXCHANGES);
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
 async fn garbage_from_a_third_socket_reaches_the_node_and_is_echoed_without_a_panic() {
     for backend in BACKENDS {
         let (driver, handle) =

@@ -14,6 +14,7 @@
 //! | `bulk/cost` | one more `bulk` run with allocations counted: allocations and context switches per MB, and (Tern) system calls per MB, datagrams per call, allocations per datagram |
 //! | `rr64` | 64-byte request, 64-byte response, one at a time: requests/s and p50/p95/p99, beside a bare UDP echo between two runtimes (`rr64/udp`, the ceiling) |
 //! | `rr64x32` | the same with 32 requests in flight |
+//! | `rr64busy` | (Tern) `rr64` with busy polling on in both endpoints, beside the same echo on two threads that spin instead of parking (`rr64busy/udp`) |
 //! | `connect` | a cold connect (full handshake, no resumption) until the connection is usable: median and p99 |
 //! | `message_<N>k/rtt<0\|2>ms` | one message of 1, 4, 16 or 32 KiB at a time, direct or through the [delay relay](crate::relay) (1 ms each way): send until the server's 64-byte answer, p50 and p99 |
 //! | `msgs1k` | 1 KiB messages one way as fast as the transport takes them, until the server has counted them all: messages/s |
@@ -24,6 +25,7 @@
 //! The workloads of the reference transport's manual suite and the many
 //! clients live in [`suite`].
 
+mod busy_poll;
 mod cost;
 mod ping_pong;
 mod pipeline;
@@ -180,7 +182,10 @@ pub(crate) fn groups(_args: &Args) -> Vec<Box<dyn crate::Group>> {
         prefix: "e2e/quinn",
         start: || quinn::Quinn::start().map(|q| Box::new(q) as Box<dyn Workloads>),
     }));
-    [tern, rate_cap::group()].into_iter().chain(quinn).collect()
+    [tern, busy_poll::group(), rate_cap::group()]
+        .into_iter()
+        .chain(quinn)
+        .collect()
 }
 
 /// One transport's end-to-end group.
@@ -257,7 +262,7 @@ impl crate::Group for E2e {
                     in_flight,
                     transport.as_mut(),
                     args,
-                    samples,
+                    ping_pong::run,
                 );
             }
         }
@@ -355,14 +360,19 @@ fn run_bulk(prefix: &str, transport: &mut dyn Workloads, args: &Args, samples: u
     );
 }
 
+/// A bare UDP echo run for a while: round trips recorded, how many in how long.
+type Echo = fn(Duration, &mut Histogram<u64>) -> io::Result<(u64, Duration)>;
+
+/// Requests `in_flight` at a time; one at a time, beside `echo`, its ceiling.
 fn run_requests(
     prefix: &str,
     workload: &str,
     in_flight: usize,
     transport: &mut dyn Workloads,
     args: &Args,
-    samples: usize,
+    echo: Echo,
 ) {
+    let samples = args.mode.samples();
     let duration = args.mode.sample_time() * 4;
     let (mut rate, mut p50, mut p95, mut p99) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // One at a time, the ceiling is a bare UDP echo between two runtimes,
@@ -382,7 +392,7 @@ fn run_requests(
         }
         if with_ceiling {
             let mut latencies = latency_histogram();
-            match ping_pong::run(duration, &mut latencies) {
+            match echo(duration, &mut latencies) {
                 Ok((done, elapsed)) => {
                     udp_rate.push(done as f64 / elapsed.as_secs_f64().max(1e-9));
                     udp_p50.push(latencies.value_at_quantile(0.50) as f64);

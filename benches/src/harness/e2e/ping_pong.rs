@@ -2,10 +2,11 @@
 //! between two threads, each with a current-thread tokio runtime as the
 //! transports' endpoints have, over loopback — no protocol, no encryption,
 //! only the two cross-thread wake-ups and four system calls every round
-//! trip also costs a transport.
+//! trip also costs a transport. With busy polling there are no wake-ups to
+//! pay: [`run_spinning`] is the same echo on two threads that never park.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, UdpSocket as StdUdpSocket};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -64,4 +65,65 @@ pub(super) fn run(
     echo.join()
         .map_err(|_| io::Error::other("the echo thread panicked"))??;
     result
+}
+
+/// The echo of [`run`] on two threads that spin on non-blocking sockets
+/// instead of parking: the ceiling of a transport that busy-polls. The echo
+/// runs on the busy-polling workloads' server CPU, the caller is expected on
+/// their client CPU.
+pub(super) fn run_spinning(
+    duration: Duration,
+    latencies: &mut Histogram<u64>,
+) -> io::Result<(u64, Duration)> {
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let server = StdUdpSocket::bind(loopback)?;
+    server.set_nonblocking(true)?;
+    let server_addr = server.local_addr()?;
+    let echo = std::thread::spawn(move || -> io::Result<()> {
+        let _pinned = crate::affinity::pin_current_thread(super::busy_poll::SERVER_CPU)?;
+        let mut buf = [0u8; 2048];
+        loop {
+            let (n, from) = spin(|| server.recv_from(&mut buf))?;
+            // An empty datagram ends the echo.
+            if n == 0 {
+                return Ok(());
+            }
+            server.send_to(&buf[..n], from)?;
+        }
+    });
+    let client = StdUdpSocket::bind(loopback)?;
+    client.set_nonblocking(true)?;
+    client.connect(server_addr)?;
+    let request = [0xa5u8; REQUEST_LEN];
+    let mut answer = [0u8; 2048];
+    let mut round_trips = || -> io::Result<(u64, Duration)> {
+        let start = Instant::now();
+        let mut done = 0;
+        while start.elapsed() < duration {
+            let sent = Instant::now();
+            client.send(&request)?;
+            if spin(|| client.recv(&mut answer))? != REQUEST_LEN {
+                return Err(io::Error::other("a short echo"));
+            }
+            latencies.saturating_record(nanos(sent.elapsed()));
+            done += 1;
+        }
+        Ok((done, start.elapsed()))
+    };
+    let result = round_trips();
+    // Ends the echo whatever happened above.
+    client.send(&[])?;
+    echo.join()
+        .map_err(|_| io::Error::other("the echo thread panicked"))??;
+    result
+}
+
+/// Calls `io` until it does not answer `WouldBlock`.
+fn spin<T>(mut io: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    loop {
+        match io() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+            other => return other,
+        }
+    }
 }

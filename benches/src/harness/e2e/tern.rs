@@ -55,12 +55,19 @@ fn other(e: impl std::fmt::Display) -> io::Error {
     io::Error::other(e.to_string())
 }
 
-fn config() -> Config {
+pub(crate) fn config() -> Config {
     Config::default().max_udp_payload(1452)
 }
 
 impl Tern {
     pub(crate) fn start() -> io::Result<Self> {
+        Self::start_with(config(), None)
+    }
+
+    /// Both endpoints built from `config` (the server adds its identity and
+    /// raised intro limits); the server's thread pinned to `server_cpu` if
+    /// one is given.
+    pub(crate) fn start_with(config: Config, server_cpu: Option<usize>) -> io::Result<Self> {
         let identity = IdentityKey::generate(&mut OsRng).map_err(other)?;
         let public = identity.public();
         let mut protocol = EndpointConfig::default();
@@ -70,9 +77,17 @@ impl Tern {
         protocol.intro_limits.total_burst = 1_000;
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server_config = config.clone();
         std::thread::Builder::new()
             .name("tern-server".to_owned())
             .spawn(move || {
+                let _pinned = match server_cpu.map(crate::affinity::pin_current_thread) {
+                    Some(Err(e)) => {
+                        let _ = addr_tx.send(Err(e));
+                        return;
+                    }
+                    pinned => pinned,
+                };
                 let runtime = match crate::sockio_matrix::runtime() {
                     Ok(r) => r,
                     Err(e) => {
@@ -82,7 +97,7 @@ impl Tern {
                 };
                 runtime.block_on(async move {
                     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-                    let server_config = config().protocol(protocol).identity(identity);
+                    let server_config = server_config.protocol(protocol).identity(identity);
                     let endpoint = match Endpoint::bind(loopback, server_config) {
                         Ok(e) => e,
                         Err(e) => {
@@ -101,7 +116,7 @@ impl Tern {
         let server_addr = server.local_addr();
         let client = crate::sockio_matrix::runtime()?;
         let endpoint = client
-            .block_on(async { Endpoint::bind(SocketAddr::from(([127, 0, 0, 1], 0)), config()) })?;
+            .block_on(async { Endpoint::bind(SocketAddr::from(([127, 0, 0, 1], 0)), config) })?;
         Ok(Self {
             client,
             endpoint,

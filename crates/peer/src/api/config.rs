@@ -69,6 +69,13 @@ impl Config {
         self
     }
 
+    /// Busy polling in the endpoint's driver (default zero: off): lower
+    /// latency for CPU. See [`DriverConfig::busy_poll`].
+    pub fn busy_poll(mut self, time: Duration) -> Self {
+        self.driver = self.driver.busy_poll(time);
+        self
+    }
+
     /// A cap on each connection's sending rate, in bytes per second (token
     /// bucket; default none).
     pub fn rate_limit(mut self, bytes_per_second: Option<u64>) -> Self {

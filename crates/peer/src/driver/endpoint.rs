@@ -148,6 +148,13 @@ impl From<DriverStopped> for io::Error {
     }
 }
 
+/// A busy poll: until when, and the node's deadline meanwhile.
+#[derive(Clone, Copy)]
+struct Spin {
+    until: quanta::Instant,
+    deadline: Option<quanta::Instant>,
+}
+
 /// Why the driver woke.
 enum Woken {
     /// A receive batch is in the buffers.
@@ -221,6 +228,11 @@ impl<N: Node> Driver<N> {
         let mut anchor = (quanta::Instant::now(), tokio::time::Instant::now());
         let mut received = false;
         let mut fired = false;
+        let busy_poll = self.config.busy_poll_time();
+        // Until when the driver polls instead of parking (see
+        // `DriverConfig::busy_poll`); renewed by every turn that was not
+        // only its timer's.
+        let mut spin_until = None;
         // A run is one GSO message: at most 64 segments and 65 507 bytes.
         let max_segments_cap = (MAX_GSO_BYTES / self.config.udp_payload()).max(1);
         loop {
@@ -299,8 +311,14 @@ impl<N: Node> Driver<N> {
                     timer.as_mut().reset(at);
                 }
             }
+            if !fired && !busy_poll.is_zero() {
+                spin_until = Some(now + busy_poll);
+            }
             let notified = pin!(shared.wake.notified());
-            let woken = self.wait(notified, timer.as_mut(), armed.is_some()).await?;
+            let spin = spin_until.map(|until| Spin { until, deadline });
+            let woken = self
+                .wait(notified, timer.as_mut(), armed.is_some(), spin)
+                .await?;
             fired = false;
             match woken {
                 Woken::Received => received = true,
@@ -329,12 +347,16 @@ impl<N: Node> Driver<N> {
         count
     }
 
-    /// Sleeps until something needs the driver.
+    /// Sleeps until something needs the driver; while `spin` lasts, polls
+    /// for it instead: the socket by a system call of its own each time
+    /// (the reactor only learns of datagrams when the thread parks), the
+    /// deadline by the node's clock, yielding to the runtime in between.
     async fn wait(
         &mut self,
         mut notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
         mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
         timer_armed: bool,
+        spin: Option<Spin>,
     ) -> io::Result<Woken> {
         let Self {
             socket,
@@ -356,6 +378,23 @@ impl<N: Node> Driver<N> {
             }
             if timer_armed && timer.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Ok(Woken::Timer));
+            }
+            if let Some(spin) = spin {
+                let now = quanta::Instant::now();
+                if now < spin.until {
+                    if spin.deadline.is_some_and(|d| d <= now) {
+                        return Poll::Ready(Ok(Woken::Timer));
+                    }
+                    match socket.try_recv_now(recv) {
+                        Ok(_) => return Poll::Ready(Ok(Woken::Received)),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(e) => return Poll::Ready(Err(e)),
+                    }
+                    // Polled again after tokio's yield: once the runtime
+                    // has run its other ready tasks (a `block_on` future
+                    // too) and polled its reactor and timers.
+                    let _ = pin!(tokio::task::yield_now()).poll(cx);
+                }
             }
             Poll::Pending
         })

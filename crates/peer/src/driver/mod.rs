@@ -19,6 +19,10 @@
 //!   then sends whatever the closure queued. Keep closures short.
 //! - Several endpoints on one port, one per core, each with its own driver:
 //!   [`DriverConfig::reuse_port`].
+//! - Latency before CPU: [`DriverConfig::busy_poll`] keeps the driver
+//!   polling (and yielding to the runtime's other tasks) for a while after
+//!   each exchange instead of parking its thread. It needs a CPU per
+//!   spinning thread: pin each endpoint's thread to a core of its own.
 //! - [`DriverHandle::stop`], or dropping every handle, ends the loop: the
 //!   driver sends what it had already taken from the node and returns
 //!   [`Stopped`], the node and the socket. No task outlives it.
