@@ -364,6 +364,9 @@ impl<N: Node> Driver<N> {
             arena,
             ..
         } = self;
+        // The turn just taken read the socket dry: the first spin only
+        // yields, so that the tasks the turn woke run before the next read.
+        let mut first_spin = true;
         poll_fn(|cx| {
             if notified.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Ok(Woken::Wake));
@@ -385,10 +388,12 @@ impl<N: Node> Driver<N> {
                     if spin.deadline.is_some_and(|d| d <= now) {
                         return Poll::Ready(Ok(Woken::Timer));
                     }
-                    match socket.try_recv_now(recv) {
-                        Ok(_) => return Poll::Ready(Ok(Woken::Received)),
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                        Err(e) => return Poll::Ready(Err(e)),
+                    if !std::mem::take(&mut first_spin) {
+                        match socket.try_recv_now(recv) {
+                            Ok(_) => return Poll::Ready(Ok(Woken::Received)),
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                            Err(e) => return Poll::Ready(Err(e)),
+                        }
                     }
                     // Polled again after tokio's yield: once the runtime
                     // has run its other ready tasks (a `block_on` future
