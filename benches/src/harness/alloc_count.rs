@@ -4,6 +4,13 @@
 //! Counting is off unless [`counting`] runs: the timed samples pay one
 //! relaxed load of a flag per allocation, not a contended increment, so the
 //! transports are timed as they run without it.
+//!
+//! The workspace's tests count with the `allocation_counter` crate, which
+//! fits them and not this: it counts only the thread that measures, and
+//! counts always. A run's cost is that of every thread it wakes (the
+//! server's own thread, the client's runtime), and a counter that is always
+//! on would slow the timed samples (it also turns every reallocation into a
+//! copy).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,7 +1,8 @@
 //! A connection in steady state touches the heap for nothing: sending,
 //! acknowledging, pacing and receiving stream data reuse what the
-//! connection already holds. Alone in its test binary: it counts the
-//! allocations of its own thread.
+//! connection already holds. `allocation_counter` installs a counting global
+//! allocator in this test binary; it counts the allocations of the test's
+//! own thread, so tests running beside it cannot disturb the count.
 //!
 //! The two endpoints are wired to each other directly (no simulator, whose
 //! own queues would be counted), datagram by datagram, with a mock clock
@@ -9,8 +10,6 @@
 
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,43 +22,10 @@ use tern_peer::proto::{
     TransmitLimits,
 };
 
-struct Counting;
-
-thread_local! {
-    // Const-initialised and without a destructor: touching it never allocates.
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count_one() {
-    ALLOCATIONS.with(|count| count.set(count.get() + 1));
-}
-
-// SAFETY: every call is passed on to the system allocator unchanged; the
-// counter is only bookkeeping.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count_one();
-        // SAFETY: the caller's layout goes to the system allocator as is.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count_one();
-        // SAFETY: as for `dealloc` and `alloc`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-fn allocations() -> u64 {
-    ALLOCATIONS.with(Cell::get)
+/// Runs `f` and returns how many allocations (a reallocation is one) it
+/// made on this thread.
+fn allocations_in(f: impl FnOnce()) -> u64 {
+    allocation_counter::measure(f).count_total
 }
 
 const PAYLOAD: usize = 1452;
@@ -260,23 +226,25 @@ fn a_stream_in_steady_state_allocates_nothing() {
         &mut buf,
     );
     assert_eq!(moved, warm);
-    let (before, datagrams_before) = (allocations(), wire.datagrams);
+    let datagrams_before = wire.datagrams;
     let measured = 64 << 20;
-    let moved = transfer(
-        &mut wire,
-        handles,
-        stream,
-        &mut remote,
-        (warm, measured),
-        &mut chunk,
-        &mut buf,
-    );
+    let mut moved = 0;
+    let allocations = allocations_in(|| {
+        moved = transfer(
+            &mut wire,
+            handles,
+            stream,
+            &mut remote,
+            (warm, measured),
+            &mut chunk,
+            &mut buf,
+        );
+    });
     assert_eq!(moved, measured);
     let datagrams = wire.datagrams - datagrams_before;
     assert!(datagrams > 40_000, "{datagrams} datagrams");
     assert_eq!(
-        allocations() - before,
-        0,
+        allocations, 0,
         "allocations while {datagrams} datagrams carried {measured} bytes"
     );
 }
@@ -313,20 +281,18 @@ fn small_messages_in_steady_state_allocate_only_what_is_delivered() {
     // grow with it. Steady state is a round that allocates for nothing but
     // what it delivers.
     let round = 100_000;
-    let warm = (0..10).any(|_| {
-        let before = allocations();
-        one_way(&mut wire, (client, server), &message, round);
-        allocations() - before == round
-    });
+    let warm = (0..10)
+        .any(|_| allocations_in(|| one_way(&mut wire, (client, server), &message, round)) == round);
     assert!(warm, "no steady state within a million messages");
-    let before = allocations();
-    for _ in 0..3 {
-        one_way(&mut wire, (client, server), &message, round);
-    }
+    let allocations = allocations_in(|| {
+        for _ in 0..3 {
+            one_way(&mut wire, (client, server), &message, round);
+        }
+    });
     let count = 3 * round;
     // Each message delivered is a buffer of its own, handed to the
     // application; nothing else may allocate.
-    assert_eq!(allocations() - before, count);
+    assert_eq!(allocations, count);
 }
 
 /// One request, one response, `count` times, with `gap` of virtual time
@@ -373,9 +339,11 @@ fn requests_and_responses_in_steady_state_allocate_only_what_is_delivered() {
     let (mut wire, client, server, _) = connected_stream();
     let gap = Duration::from_micros(20);
     requests(&mut wire, (client, server), 50_000, gap);
-    let before = allocations();
     // Long enough that growth per round trip anywhere (queues, timers,
     // records) would show.
-    let delivered = requests(&mut wire, (client, server), 200_000, gap);
-    assert_eq!(allocations() - before, delivered);
+    let mut delivered = 0;
+    let allocations = allocations_in(|| {
+        delivered = requests(&mut wire, (client, server), 200_000, gap);
+    });
+    assert_eq!(allocations, delivered);
 }

@@ -1,46 +1,15 @@
-//! An endpoint holds a thousand connections at a bounded cost each. Alone
-//! in its test binary: it counts every byte on the heap of the process.
+//! An endpoint holds a thousand connections at a bounded cost each.
+//! `allocation_counter` installs a counting global allocator in this test
+//! binary; the bytes the test's own thread leaves on the heap are what the
+//! connections cost (the simulator runs both endpoints on that thread).
 
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
 use support::{Pair, drive};
 use tern_peer::proto::{EndpointConfig, Event};
 use tern_sim::{LinkConfig, Seed};
-
-/// Counts the bytes live on the heap, to measure what a connection costs.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call is passed on to the system allocator unchanged; the
-// counter is only bookkeeping.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's layout goes to the system allocator as is.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: `ptr` came from `alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
-        // SAFETY: as for `dealloc` and `alloc`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
 
 #[test]
 fn a_thousand_connections_on_one_endpoint_cost_at_most_16_kib_each_when_idle() {
@@ -59,30 +28,32 @@ fn a_thousand_connections_on_one_endpoint_cost_at_most_16_kib_each_when_idle() {
     let public = pair.server().public().expect("identity");
     let server_addr = pair.server_addr;
     let (client_node, server_node) = (pair.client, pair.server);
-    let before = LIVE.load(Ordering::Relaxed);
-    let now = pair.sim.now();
-    for _ in 0..1_000 {
-        pair.client()
-            .connect(now, server_addr, &public)
-            .expect("connect");
-    }
-    let mut connected = 0;
-    let mut accepted = 0;
-    drive(&mut pair.sim, Duration::from_secs(30), |sim| {
-        while let Some((_, event)) = sim.node_mut(client_node).0.poll_event() {
-            assert!(!matches!(event, Event::Closed(_)), "{event:?}");
-            connected += usize::from(event == Event::Connected);
+    let live = allocation_counter::measure(|| {
+        let now = pair.sim.now();
+        for _ in 0..1_000 {
+            pair.client()
+                .connect(now, server_addr, &public)
+                .expect("connect");
         }
-        let server = &mut sim.node_mut(server_node).0;
-        while server.poll_event().is_some() {}
-        while server.accept().is_some() {
-            accepted += 1;
-        }
-        connected == 1_000 && accepted == 1_000
-    });
-    // Let every handshake's last ACKs settle, then measure both sides.
-    pair.sim.run_for(Duration::from_millis(200));
-    let per_connection = (LIVE.load(Ordering::Relaxed) - before) / 2_000;
+        let mut connected = 0;
+        let mut accepted = 0;
+        drive(&mut pair.sim, Duration::from_secs(30), |sim| {
+            while let Some((_, event)) = sim.node_mut(client_node).0.poll_event() {
+                assert!(!matches!(event, Event::Closed(_)), "{event:?}");
+                connected += usize::from(event == Event::Connected);
+            }
+            let server = &mut sim.node_mut(server_node).0;
+            while server.poll_event().is_some() {}
+            while server.accept().is_some() {
+                accepted += 1;
+            }
+            connected == 1_000 && accepted == 1_000
+        });
+        // Let every handshake's last ACKs settle, then measure both sides.
+        pair.sim.run_for(Duration::from_millis(200));
+    })
+    .bytes_current;
+    let per_connection = live / 2_000;
     assert_eq!(pair.sim.node(server_node).0.len(), 1_000);
     assert!(
         per_connection <= 16 * 1024,

@@ -1,11 +1,10 @@
 //! Sealing, opening, encoding and decoding never touch the heap.
 //!
-//! A counting global allocator wraps the system one. It counts per thread,
-//! so the test harness's own threads (printing, collecting results) can
-//! allocate meanwhile without making the test flaky.
+//! `allocation_counter` installs a counting global allocator in this test
+//! binary. It counts per thread, so the test harness's own threads
+//! (printing, collecting results) can allocate meanwhile without making the
+//! test flaky.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::time::Duration;
 
 use tern_wire::{
@@ -13,45 +12,10 @@ use tern_wire::{
     PacketOpener, PacketSealer, Stream, TrafficSecret,
 };
 
-struct Counting;
-
-thread_local! {
-    // Const-initialised and without a destructor: touching it never allocates.
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn count_one() {
-    ALLOCATIONS.with(|count| count.set(count.get() + 1));
-}
-
-// SAFETY: forwards every call to the system allocator unchanged.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count_one();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count_one();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Runs `f` and returns how many allocations it made on this thread.
-fn allocations_in(f: impl FnOnce()) -> usize {
-    let before = ALLOCATIONS.with(Cell::get);
-    f();
-    ALLOCATIONS.with(Cell::get) - before
+/// Runs `f` and returns how many allocations (a reallocation is one) it
+/// made on this thread.
+fn allocations_in(f: impl FnOnce()) -> u64 {
+    allocation_counter::measure(f).count_total
 }
 
 #[test]
