@@ -121,9 +121,6 @@ pub(crate) struct EndpointState {
     /// The slot of each connection the protocol still holds.
     by_handle: HashMap<ConnectionHandle, SlotId>,
     next_slot: SlotId,
-    /// Closed connections the protocol may still hold (for their unread
-    /// data): their handles are dropped once it frees them.
-    closed: Vec<SlotId>,
     /// Connections peers opened, not yet taken by `accept`.
     pub(crate) incoming: VecDeque<SlotId>,
     pub(crate) accept: Wakers,
@@ -140,7 +137,6 @@ impl EndpointState {
             slots: HashMap::new(),
             by_handle: HashMap::new(),
             next_slot: 0,
-            closed: Vec::new(),
             incoming: VecDeque::new(),
             accept: Wakers::default(),
             idle: Wakers::default(),
@@ -231,7 +227,6 @@ impl EndpointState {
                     slot.span.in_scope(|| tracing::debug!(%error, "closed"));
                     slot.closed = Some(error);
                     slot.wake_everyone();
-                    self.closed.push(id);
                 }
             }
         }
@@ -247,32 +242,24 @@ impl EndpointState {
         }
     }
 
-    /// Drops the handles of closed connections the protocol has freed (so
-    /// that a later connection given the same handle is never mistaken for
-    /// them), and the slots no application handle refers to any more.
+    /// Drops the handles of the connections the protocol has freed since
+    /// the last turn (so that a later connection given the same handle is
+    /// never mistaken for them), and the slots no application handle refers
+    /// to any more. Only the freed are looked at: a closed connection the
+    /// protocol still holds (closing, or keeping unread data) costs no turn
+    /// anything.
     fn forget_freed(&mut self) {
-        let Self {
-            proto,
-            slots,
-            by_handle,
-            closed,
-            ..
-        } = self;
-        closed.retain(|id| {
-            let Some(slot) = slots.get_mut(id) else {
-                return false;
+        while let Some(handle) = self.proto.poll_freed() {
+            let Some(id) = self.by_handle.remove(&handle) else {
+                continue;
             };
-            let freed = slot.handle.is_none_or(|h| proto.connection(h).is_none());
-            if freed {
-                if let Some(handle) = slot.handle.take() {
-                    by_handle.remove(&handle);
-                }
+            if let Some(slot) = self.slots.get_mut(&id) {
+                slot.handle = None;
                 if slot.released {
-                    slots.remove(id);
+                    self.slots.remove(&id);
                 }
             }
-            !freed
-        });
+        }
     }
 }
 
@@ -310,5 +297,120 @@ impl Node for EndpointState {
 
     fn end_turn(&mut self, _now: Instant) {
         self.dispatch();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::OnceLock;
+    use std::time::{Duration, SystemTime};
+
+    use rand_core::OsRng;
+    use tern_wire::IdentityKey;
+
+    use super::*;
+    use crate::proto::EndpointConfig;
+
+    const CLIENT: SocketAddr =
+        SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 1000);
+    const SERVER: SocketAddr =
+        SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 2000);
+    const CONNECTIONS: usize = 20;
+
+    /// A client's state and a server's protocol endpoint, joined by
+    /// [`shuttle`].
+    /// An RSA-2048 identity, generated once for these tests (about 250 ms).
+    fn identity() -> IdentityKey {
+        static DER: OnceLock<Vec<u8>> = OnceLock::new();
+        let der = DER.get_or_init(|| {
+            let key = IdentityKey::generate(&mut OsRng).expect("RSA key generation");
+            key.to_pkcs8_der().expect("encodes").to_vec()
+        });
+        IdentityKey::from_pkcs8_der(der).expect("decodes")
+    }
+
+    fn pair(now: Instant) -> (EndpointState, Endpoint) {
+        let identity = identity();
+        let mut config = EndpointConfig::default();
+        config.intro_limits.per_source_burst = 1_000;
+        let wall = SystemTime::now();
+        let server = Endpoint::new(config, Some(identity), [1; 32], now, wall).expect("server");
+        let client = Endpoint::new(config, None, [2; 32], now, wall).expect("client");
+        (EndpointState::new(client), server)
+    }
+
+    /// Hands every datagram either side sends straight to the other, each
+    /// side's turn ending as the driver ends it, until neither sends.
+    fn shuttle(client: &mut EndpointState, server: &mut Endpoint, now: Instant) {
+        let limits = TransmitLimits::new(1, 1452);
+        let mut buf = vec![0u8; 1452];
+        loop {
+            let mut moved = false;
+            while let Some(t) = client.poll_transmit(now, limits, &mut buf) {
+                server.handle_datagram(now, SERVER, CLIENT, &mut buf[..t.len]);
+                moved = true;
+            }
+            while let Some(t) = server.poll_transmit(now, limits, &mut buf) {
+                client.handle_datagram(now, CLIENT, SERVER, &mut buf[..t.len]);
+                moved = true;
+            }
+            client.poll_timeout();
+            client.end_turn(now);
+            while server.poll_event().is_some() {}
+            while server.accept().is_some() {}
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    /// `CONNECTIONS` connections the client opened, then closed and
+    /// released: the protocol holds them through their closing period.
+    fn closing(now: Instant) -> (EndpointState, Endpoint) {
+        let (mut client, mut server) = pair(now);
+        let public = server.public().expect("identity");
+        let slots: Vec<SlotId> = (0..CONNECTIONS)
+            .map(|_| {
+                let handle = client.proto.connect(now, SERVER, &public).expect("connect");
+                client.add(handle)
+            })
+            .collect();
+        shuttle(&mut client, &mut server, now);
+        for &id in &slots {
+            assert!(client.slots[&id].connected, "the handshake finished");
+            client.release(now, id, 0);
+        }
+        shuttle(&mut client, &mut server, now);
+        (client, server)
+    }
+
+    #[test]
+    fn closed_connections_the_protocol_still_holds_are_not_touched_by_a_turn() {
+        let now = Instant::now();
+        let (mut client, _server) = closing(now);
+        assert_eq!(client.proto.len(), CONNECTIONS, "still closing");
+        // A turn with nothing to do: the driver's last look, then the end
+        // of the turn. Neither may visit the closing connections (or
+        // every later turn would pay for each of them).
+        client.poll_timeout();
+        client.end_turn(now);
+        assert_eq!(client.proto.touched(), 0);
+    }
+
+    #[test]
+    fn a_freed_connection_leaves_neither_handle_nor_slot() {
+        let now = Instant::now();
+        let (mut client, _server) = closing(now);
+        let over = client
+            .proto
+            .poll_timeout()
+            .expect("the closing period ends")
+            + Duration::from_secs(1);
+        client.handle_timeout(over);
+        client.poll_timeout();
+        client.end_turn(over);
+        assert!(client.proto.is_empty());
+        assert!(client.by_handle.is_empty());
+        assert!(client.slots.is_empty());
     }
 }

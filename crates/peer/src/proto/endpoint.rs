@@ -118,6 +118,8 @@ pub struct Endpoint {
     /// connection's events are taken at every flush, several per turn, and
     /// the application takes them once per turn.
     queued: FxHashSet<(u32, EventKey)>,
+    /// Connections freed and not yet reported by `poll_freed`.
+    freed: Vec<u32>,
     stats: EndpointStats,
 }
 
@@ -172,6 +174,7 @@ impl Endpoint {
             rate_limit,
             events: VecDeque::new(),
             queued: FxHashSet::default(),
+            freed: Vec::new(),
             stats: EndpointStats::default(),
         })
     }
@@ -282,6 +285,23 @@ impl Endpoint {
         Some((handle, event))
     }
 
+    /// The next connection freed since the last call, each reported once
+    /// and after its [`Event::Closed`] was queued: its handle names nothing
+    /// any more (and may later name a new connection). Lets an application
+    /// that keeps its own record per connection drop it without looking at
+    /// every closed connection, turn after turn. Drain it as `poll_event`
+    /// is drained: what is not taken stays queued.
+    pub fn poll_freed(&mut self) -> Option<ConnectionHandle> {
+        self.freed.pop().map(ConnectionHandle)
+    }
+
+    /// How many connections are marked as touched: what the next look
+    /// (`poll_event`, `poll_timeout`) will visit.
+    #[cfg(test)]
+    pub(crate) fn touched(&self) -> usize {
+        self.dirty.len()
+    }
+
     /// Marks a connection as touched: it may have events, a new deadline,
     /// or something to send.
     fn touch(&mut self, index: u32) {
@@ -321,6 +341,7 @@ impl Endpoint {
             if connection.is_done() {
                 self.connections.remove(index);
                 self.armed.remove(&index);
+                self.freed.push(index);
                 closed += 1;
                 continue;
             }

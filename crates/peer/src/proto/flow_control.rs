@@ -57,6 +57,11 @@ impl RecvWindow {
         self.limit
     }
 
+    /// The highest offset received.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
     /// `bytes` more arrived (the growth of the highest offset received).
     pub fn on_received(&mut self, bytes: u64) -> Result<(), FlowControlError> {
         let received = self.received.saturating_add(bytes);

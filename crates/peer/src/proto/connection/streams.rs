@@ -575,7 +575,13 @@ impl Streams {
             assembly.resize(start + ready, 0);
             inc.data.read(&mut assembly[start..]);
             inc.window.on_consumed(ready as u64);
-            if inc.window.poll_update().is_some() {
+            // A message's stream asks for more room only once the message
+            // has taken half the limit every stream starts with: most
+            // messages fit in it, and an update would be one more
+            // ack-eliciting packet, and its ACK, in the middle of each.
+            if inc.window.received() > INITIAL_STREAM_WINDOW / 2
+                && inc.window.poll_update().is_some()
+            {
                 inc.data.set_limit(inc.window.limit());
                 self.max_stream_data_due.push(id);
             }
@@ -1133,6 +1139,43 @@ mod tests {
         let window = ConnectionConfig::default().stream_receive_window;
         assert_eq!(streams.incoming[&theirs].window.limit(), window);
         assert_eq!(streams.incoming[&own].data.limit(), window);
+    }
+
+    /// Hands the peer's large message `len` bytes long to `streams` in
+    /// packet-sized Stream frames; whether it was delivered whole.
+    fn receive_message(streams: &mut Streams, index: u64, len: usize) -> bool {
+        let id = StreamId::new(Side::Responder, Direction::Uni, index);
+        let data = vec![7u8; len];
+        let mut delivered = None;
+        for (i, chunk) in data.chunks(1400).enumerate() {
+            let offset = (i * 1400) as u64;
+            let fin = offset as usize + chunk.len() == len;
+            delivered = streams
+                .on_stream_frame(id, offset, chunk, fin)
+                .expect("a valid frame");
+        }
+        delivered.is_some_and(|d| d.message.len() == len)
+    }
+
+    #[test]
+    fn a_message_within_half_the_initial_stream_window_asks_for_no_more_room() {
+        let mut streams = streams(4000, 4000);
+        let half = (INITIAL_STREAM_WINDOW / 2) as usize;
+        assert!(receive_message(&mut streams, 0, 16 * 1024));
+        assert!(receive_message(&mut streams, 1, half));
+        assert!(streams.max_stream_data_due.is_empty());
+        // A larger one asks, once it has taken half: the sender would
+        // otherwise stop at the initial limit.
+        let id = StreamId::new(Side::Responder, Direction::Uni, 2);
+        streams
+            .on_stream_frame(id, 0, &vec![7u8; half], false)
+            .expect("a valid frame");
+        assert!(streams.max_stream_data_due.is_empty());
+        streams
+            .on_stream_frame(id, half as u64, &[7u8; 100], false)
+            .expect("a valid frame");
+        assert_eq!(streams.max_stream_data_due, vec![id]);
+        assert!(streams.incoming[&id].window.limit() > INITIAL_STREAM_WINDOW);
     }
 
     #[test]
