@@ -289,6 +289,18 @@ impl AckPolicy {
         self.deadline.is_some_and(|d| d <= now)
     }
 
+    /// Whether an ACK is worth a packet of its own at `now`: it is due, or
+    /// two ack-eliciting packets wait for it (RFC 9000 §13.2.2's
+    /// every-second-packet rule, which a peer's thinner request leaves to
+    /// data to carry). Before that, an ACK waits for data going the other
+    /// way — a response, the next request — to ride on, which saves the
+    /// exchanges of small messages a datagram and a wake-up each way, or for
+    /// the ack delay.
+    #[must_use]
+    pub fn worth_sending_alone(&self, now: Instant) -> bool {
+        self.ack_due(now) || self.pending_ack_eliciting >= 2
+    }
+
     /// Ack-eliciting packets received since the last ACK was sent.
     #[must_use]
     pub fn pending_ack_eliciting(&self) -> u32 {
@@ -416,6 +428,35 @@ mod tests {
         rx.policy.on_ack_sent();
         assert_eq!(rx.policy.poll_timeout(), None);
         assert_eq!(rx.policy.pending_ack_eliciting(), 0);
+    }
+
+    #[test]
+    fn one_packet_waits_for_data_to_carry_its_ack_and_two_are_worth_an_ack_alone() {
+        let (clock, _) = quanta::Clock::mock();
+        let t0 = clock.now();
+        let mut rx = Receiver::new();
+        // Thinned by the peer: 8 packets before an ACK is due.
+        let request = AckFrequency {
+            sequence: 1,
+            ack_eliciting_threshold: 8,
+            max_ack_delay: 5 * MS,
+        };
+        assert!(rx.policy.on_ack_frequency(t0, request));
+        rx.receive(t0, 0, true);
+        assert!(!rx.policy.worth_sending_alone(t0));
+        assert!(
+            rx.policy.worth_sending_alone(t0 + 5 * MS),
+            "due by its delay"
+        );
+        rx.receive(t0 + MS, 1, true);
+        assert!(!rx.policy.ack_due(t0 + MS));
+        assert!(rx.policy.worth_sending_alone(t0 + MS));
+        rx.policy.on_ack_sent();
+        assert!(!rx.policy.worth_sending_alone(t0 + MS));
+        // Packets that elicit no ACK never make one worth sending.
+        rx.receive(t0 + 2 * MS, 2, false);
+        rx.receive(t0 + 2 * MS, 3, false);
+        assert!(!rx.policy.worth_sending_alone(t0 + 100 * MS));
     }
 
     #[test]

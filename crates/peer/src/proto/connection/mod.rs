@@ -1644,6 +1644,8 @@ impl Connection {
     fn build_packet(&mut self, now: Instant, buf: &mut [u8], data_allowed: bool) -> Option<usize> {
         let ack_due = self.ack_pending && self.ack_policy.ack_due(now);
         let send_ack = self.ack_pending && (ack_due || data_allowed);
+        // An ACK rides on whatever else goes; alone only when worth it.
+        let ack_alone = send_ack && self.ack_policy.worth_sending_alone(now);
         if send_ack {
             self.ack_ranges.clear();
             self.ack_ranges
@@ -1729,7 +1731,7 @@ impl Connection {
                 ack_eliciting = true;
             }
         }
-        if !ack_eliciting && !wrote_ack {
+        if !(ack_eliciting || (wrote_ack && ack_alone)) {
             return None;
         }
         let (len, pn) = packet.finish().ok()?;
