@@ -128,6 +128,11 @@ impl SendStream {
         self.unsent
     }
 
+    /// Bytes written and never sent yet.
+    pub fn unsent(&self) -> usize {
+        (self.end - self.unsent) as usize
+    }
+
     /// Bytes held until the peer acknowledges them.
     pub fn buffered(&self) -> usize {
         (self.end - self.base) as usize
