@@ -97,9 +97,10 @@ pub enum ReadOutcome {
 /// go out soon after they are written, while still in the CPU's cache —
 /// copying them into packets from a buffer megabytes behind the writer
 /// missed the cache on every line — and a stream's send buffer fills with
-/// bytes in flight rather than bytes queued. Half a megabyte is more than
-/// a driver turn sends (256 datagrams), so the writer stays ahead.
-pub(super) const UNSENT_LIMIT: usize = 512 * 1024;
+/// bytes in flight rather than bytes queued. The writer refills between
+/// the driver's turns; of 128, 256, 384 and 512 KiB, 256 KiB gave the
+/// highest bulk rate on loopback (docs/benchmarks.md, "ring bulk").
+pub(super) const UNSENT_LIMIT: usize = 256 * 1024;
 
 /// Contiguous bytes of one stream (and its end, with `fin`), as the
 /// packets that carried them were acknowledged.
