@@ -1527,7 +1527,7 @@ impl Connection {
             let Some(window) = buf.get_mut(written..written + max) else {
                 break;
             };
-            if count > 0 && (!self.may_send_more(size) || !self.path.can_send(stride)) {
+            if count > 0 && (!self.may_send_more(size, written) || !self.path.can_send(stride)) {
                 break;
             }
             let Some(len) = self.build_packet(now, window, data_allowed) else {
@@ -1612,9 +1612,18 @@ impl Connection {
         true
     }
 
-    /// Whether the window has room for one more datagram of the batch.
-    fn may_send_more(&self, size: usize) -> bool {
-        self.probes_due > 0 || self.loss.bytes_in_flight() + size as u64 <= self.controller.window()
+    /// Whether the window, and the rate limit's bucket, have room for one
+    /// more datagram of the batch after the `written` bytes before it. The
+    /// bucket was asked once for the batch's first datagram; without this
+    /// a whole run (64 KiB) would go on one datagram's tokens and leave the
+    /// connection silent while the debt is repaid, as bursts.
+    fn may_send_more(&self, size: usize, written: usize) -> bool {
+        self.probes_due > 0
+            || (self.loss.bytes_in_flight() + size as u64 <= self.controller.window()
+                && self
+                    .rate_limit
+                    .as_ref()
+                    .is_none_or(|bucket| bucket.available() >= (written + size) as u64))
     }
 
     fn has_data_to_send(&self) -> bool {
