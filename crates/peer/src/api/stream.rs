@@ -16,7 +16,9 @@ use crate::proto::{ReadError, ReadOutcome, StreamId, WriteError};
 /// stream's send buffer on write and once out of its receive buffer on
 /// read; a write waits while the buffer is full (the stream's own, or its
 /// share of the send buffer its connection's streams share:
-/// [`Config::send_buffer`](crate::Config::send_buffer)), a read while
+/// [`Config::send_buffer`](crate::Config::send_buffer)) or while 256 KiB
+/// written are still unsent (so bytes leave while still in the CPU's
+/// cache), a read while
 /// nothing arrived, and the peer's flow control follows what is read.
 ///
 /// `shutdown` ends the sending half (the peer reads to its end); dropping

@@ -4,7 +4,7 @@
 //! size follows the number of gaps, not the number of bytes or messages.
 
 use std::collections::BTreeMap;
-use std::ops::Range;
+use std::ops::{Bound, Range};
 
 /// Disjoint, non-adjacent ranges, sorted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,25 +30,40 @@ impl RangeSet {
     }
 
     /// Adds `range`, merging with what it touches or overlaps.
+    ///
+    /// A range that reaches `range.start` grows in place, so bytes arriving
+    /// in order (every packet of a bulk transfer) change one value in the
+    /// map and never insert or remove a node.
     pub fn insert(&mut self, range: Range<u64>) {
         if range.is_empty() {
             return;
         }
-        let (mut start, mut end) = (range.start, range.end);
-        // A range starting at or before `start` that reaches it.
-        if let Some((&s, &e)) = self.ranges.range(..=start).next_back()
-            && e >= start
+        let mut end = range.end;
+        // A range starting at or before `range.start` that reaches it
+        // takes the new end in place.
+        let grown = match self.ranges.range_mut(..=range.start).next_back() {
+            Some((_, e)) if *e >= end => return,
+            Some((&s, e)) if *e >= range.start => {
+                *e = end;
+                Some(s)
+            }
+            _ => None,
+        };
+        let start = grown.unwrap_or(range.start);
+        // Ranges starting after `start`, up to the new end, merge into it.
+        let mut merged = false;
+        while let Some((&s, &e)) = self
+            .ranges
+            .range((Bound::Excluded(start), Bound::Included(end)))
+            .next()
         {
-            start = s;
             end = end.max(e);
             self.ranges.remove(&s);
+            merged = true;
         }
-        // Ranges starting inside the new one.
-        while let Some((&s, &e)) = self.ranges.range(start..=end).next() {
-            end = end.max(e);
-            self.ranges.remove(&s);
+        if grown.is_none() || merged {
+            self.ranges.insert(start, end);
         }
-        self.ranges.insert(start, end);
     }
 
     /// Removes `range` from the set, splitting a range it falls inside.

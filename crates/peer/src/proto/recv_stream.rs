@@ -136,6 +136,9 @@ impl RecvStream {
         self.ring.advance(n);
         self.received.pop_front(n as u64);
         self.read += n as u64;
+        if self.received.is_empty() {
+            self.ring.restart();
+        }
         n
     }
 

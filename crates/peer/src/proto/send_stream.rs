@@ -128,6 +128,11 @@ impl SendStream {
         self.unsent
     }
 
+    /// Bytes written and never sent yet.
+    pub fn unsent(&self) -> usize {
+        (self.end - self.unsent) as usize
+    }
+
     /// Bytes held until the peer acknowledges them.
     pub fn buffered(&self) -> usize {
         (self.end - self.base) as usize
@@ -202,7 +207,14 @@ impl SendStream {
         let end = offset.saturating_add(len).min(self.end);
         let start = offset.max(self.base);
         if start < end {
-            self.acked.insert(start..end);
+            if start == self.base && self.acked.first().is_none_or(|f| f.start > end) {
+                // In order (the usual case): the front moves on at once,
+                // without a detour through `acked`.
+                self.ring.advance((end - self.base) as usize);
+                self.base = end;
+            } else {
+                self.acked.insert(start..end);
+            }
             self.lost.remove(start..end);
         }
         if let Some(first) = self.acked.first()
@@ -211,6 +223,9 @@ impl SendStream {
             self.acked.pop_front(u64::MAX);
             self.ring.advance((first.end - self.base) as usize);
             self.base = first.end;
+        }
+        if self.base == self.end {
+            self.ring.restart();
         }
         if fin && self.fin != Fin::Open {
             self.fin = Fin::Acked;

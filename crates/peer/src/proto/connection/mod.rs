@@ -53,7 +53,7 @@ use super::{
     StreamId, StreamIdError, Transmit, TransmitLimits, Urgency,
 };
 pub use streams::ReadOutcome;
-use streams::{Streams, Turn};
+use streams::{StreamRun, Streams, Turn};
 
 /// Something the application should know about; drained with
 /// [`Connection::poll_event`].
@@ -1161,9 +1161,13 @@ impl Connection {
             keys.sealer.on_ack(largest);
         }
         let mut largest_newly_acked = None;
+        let mut stream_run = None;
         for (pn, packet) in recovery.acked.drain(..) {
             largest_newly_acked = Some(largest_newly_acked.map_or(pn, |l: u64| l.max(pn)));
-            self.on_packet_acked(&packet);
+            self.on_packet_acked(&packet, &mut stream_run);
+        }
+        if let Some(run) = stream_run {
+            self.streams.on_stream_acked(run);
         }
         for (_, packet) in recovery.lost.drain(..) {
             self.on_packet_lost(&packet);
@@ -1262,15 +1266,42 @@ impl Connection {
         );
     }
 
-    fn on_packet_acked(&mut self, packet: &SentPacket<CarriedRecord>) {
+    /// One acknowledged packet. Its stream chunks join `stream_run`, the
+    /// acknowledged bytes of one stream that the packets before it left
+    /// contiguous, which the stream is given when the run breaks (and by
+    /// the caller after the last packet): one call per stream per ACK
+    /// frame in a bulk transfer rather than one per packet.
+    fn on_packet_acked(
+        &mut self,
+        packet: &SentPacket<CarriedRecord>,
+        stream_run: &mut Option<StreamRun>,
+    ) {
         for item in packet.payload.iter() {
-            match item {
-                Carried::Stream {
+            if let Carried::Stream {
+                id,
+                offset,
+                len,
+                fin,
+            } = item
+            {
+                let chunk = StreamRun {
                     id,
                     offset,
-                    len,
+                    len: u64::from(len),
                     fin,
-                } => self.streams.on_stream_acked(id, offset, len, fin),
+                };
+                if !stream_run.as_mut().is_some_and(|run| run.absorb(&chunk))
+                    && let Some(run) = stream_run.replace(chunk)
+                {
+                    self.streams.on_stream_acked(run);
+                }
+                continue;
+            }
+            // Anything else about a stream comes after its bytes.
+            if let Some(run) = stream_run.take() {
+                self.streams.on_stream_acked(run);
+            }
+            match item {
                 Carried::Message(id) => {
                     let freed = self.messages_out.on_acked(id);
                     if freed > 0 || self.messages_held > 0 {
@@ -1496,7 +1527,7 @@ impl Connection {
             let Some(window) = buf.get_mut(written..written + max) else {
                 break;
             };
-            if count > 0 && (!self.may_send_more(size) || !self.path.can_send(stride)) {
+            if count > 0 && (!self.may_send_more(size, written) || !self.path.can_send(stride)) {
                 break;
             }
             let Some(len) = self.build_packet(now, window, data_allowed) else {
@@ -1514,6 +1545,8 @@ impl Connection {
         if count == 0 {
             return None;
         }
+        // Sending may have made room for a writer waiting on its unsent bytes.
+        self.flush_readable();
         self.pacer.on_sent(now, written as u64);
         if let Some(bucket) = self.rate_limit.as_mut() {
             bucket.consume(written as u64, now);
@@ -1579,9 +1612,18 @@ impl Connection {
         true
     }
 
-    /// Whether the window has room for one more datagram of the batch.
-    fn may_send_more(&self, size: usize) -> bool {
-        self.probes_due > 0 || self.loss.bytes_in_flight() + size as u64 <= self.controller.window()
+    /// Whether the window, and the rate limit's bucket, have room for one
+    /// more datagram of the batch after the `written` bytes before it. The
+    /// bucket was asked once for the batch's first datagram; without this
+    /// a whole run (64 KiB) would go on one datagram's tokens and leave the
+    /// connection silent while the debt is repaid, as bursts.
+    fn may_send_more(&self, size: usize, written: usize) -> bool {
+        self.probes_due > 0
+            || (self.loss.bytes_in_flight() + size as u64 <= self.controller.window()
+                && self
+                    .rate_limit
+                    .as_ref()
+                    .is_none_or(|bucket| bucket.available() >= (written + size) as u64))
     }
 
     fn has_data_to_send(&self) -> bool {
