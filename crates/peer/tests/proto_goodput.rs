@@ -72,22 +72,7 @@ fn run(seed: u64, rtt: Duration, loss: f64, length: Duration, warm_up: Duration)
     let (mut queue_sum, mut queue_samples) = (0.0, 0u64);
     let mut next_sample = start + warm_up;
     while pair.sim.elapsed() < start + length {
-        let connection = pair.client().connection(client).expect("open");
-        while connection.writable(stream) > 0 {
-            if connection.write(stream, &chunk).expect("open") == 0 {
-                break;
-            }
-        }
-        let connection = pair.server().connection(server).expect("open");
-        if let Some(id) = connection.accept_stream() {
-            assert_eq!(id, stream);
-        }
-        while let Ok(tern_peer::proto::ReadOutcome::Read(n)) = connection.read(stream, &mut buf) {
-            if n == 0 {
-                break;
-            }
-            read += n as u64;
-        }
+        read += pair.pump_stream((client, server), stream, &chunk, &mut buf);
         let elapsed = pair.sim.elapsed();
         if elapsed >= start + warm_up && read_at_warm.is_none() {
             read_at_warm = Some(read);

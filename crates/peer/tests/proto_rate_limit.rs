@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use support::{Pair, exchange};
-use tern_peer::proto::{EndpointConfig, Node, ReadOutcome, TransmitLimits};
+use tern_peer::proto::{EndpointConfig, Node, TransmitLimits};
 use tern_sim::LinkConfig;
 
 /// 100 kB/s: the bucket, not the congestion window, bounds the sender.
@@ -34,19 +34,7 @@ fn a_batch_takes_no_more_than_the_tokens_the_bucket_holds() {
     // A second of sending at the cap: the window opens, the bucket is spent.
     let start = pair.sim.elapsed();
     while pair.sim.elapsed() < start + Duration::from_secs(1) {
-        let connection = pair.client().connection(client).expect("open");
-        while connection.writable(stream) > 0 {
-            if connection.write(stream, &chunk).expect("open") == 0 {
-                break;
-            }
-        }
-        let connection = pair.server().connection(server).expect("open");
-        let _ = connection.accept_stream();
-        while let Ok(ReadOutcome::Read(n)) = connection.read(stream, &mut buf) {
-            if n == 0 {
-                break;
-            }
-        }
+        pair.pump_stream((client, server), stream, &chunk, &mut buf);
         assert!(pair.sim.step(), "the transfer went quiet");
     }
     let limits = TransmitLimits::new(64, 1452);

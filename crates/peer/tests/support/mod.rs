@@ -15,8 +15,8 @@ use bytes::Bytes;
 use quanta::Instant;
 use rand_core::OsRng;
 use tern_peer::proto::{
-    Connection, ConnectionHandle, Endpoint, EndpointConfig, Event, Node, SendError, Transmit,
-    TransmitLimits,
+    Connection, ConnectionHandle, Endpoint, EndpointConfig, Event, Node, ReadOutcome, SendError,
+    StreamId, Transmit, TransmitLimits,
 };
 use tern_sim::{LinkConfig, NodeId, Sim, SimConfig};
 use tern_wire::IdentityKey;
@@ -169,6 +169,37 @@ impl Pair {
 
     pub fn server(&mut self) -> &mut Endpoint {
         &mut self.sim.node_mut(self.server).0
+    }
+
+    /// One turn of a one-way stream transfer between steps of the sim: the
+    /// client writes `chunk` for as long as `stream` takes it, the server
+    /// accepts the stream and reads into `buf` all that has arrived.
+    /// Returns the bytes the server read.
+    pub fn pump_stream(
+        &mut self,
+        (client, server): (ConnectionHandle, ConnectionHandle),
+        stream: StreamId,
+        chunk: &[u8],
+        buf: &mut [u8],
+    ) -> u64 {
+        let connection = self.client().connection(client).expect("open");
+        while connection.writable(stream) > 0 {
+            if connection.write(stream, chunk).expect("open") == 0 {
+                break;
+            }
+        }
+        let connection = self.server().connection(server).expect("open");
+        if let Some(id) = connection.accept_stream() {
+            assert_eq!(id, stream, "the one stream the client opened");
+        }
+        let mut read = 0;
+        while let Ok(ReadOutcome::Read(n)) = connection.read(stream, buf) {
+            if n == 0 {
+                break;
+            }
+            read += n as u64;
+        }
+        read
     }
 }
 
