@@ -15,7 +15,7 @@ mod support;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use support::{Pair, exchange};
+use support::{Pair, StreamTransfer};
 use tern_peer::proto::EndpointConfig;
 use tern_sim::{Bottleneck, LinkConfig, Seed};
 
@@ -59,20 +59,14 @@ fn run(seed: u64, rtt: Duration, loss: f64, length: Duration, warm_up: Duration)
     let mut pair = Pair::new(seed, back, EndpointConfig::default());
     let (client_node, server_node) = (pair.client, pair.server);
     pair.sim.set_link(client_node, server_node, forward);
-    let (client, server) = exchange(&mut pair, &[10], Duration::from_secs(60));
-    let stream = pair
-        .client()
-        .connection(client)
-        .and_then(|c| c.open_stream())
-        .expect("a stream");
-    let chunk = vec![0x5au8; 64 * 1024];
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut transfer = StreamTransfer::start(&mut pair, Duration::from_secs(60));
+    let client = transfer.client;
     let start = pair.sim.elapsed();
     let (mut read, mut read_at_warm, mut sent_at_warm) = (0u64, None, 0);
     let (mut queue_sum, mut queue_samples) = (0.0, 0u64);
     let mut next_sample = start + warm_up;
     while pair.sim.elapsed() < start + length {
-        read += pair.pump_stream((client, server), stream, &chunk, &mut buf);
+        read += transfer.turn(&mut pair);
         let elapsed = pair.sim.elapsed();
         if elapsed >= start + warm_up && read_at_warm.is_none() {
             read_at_warm = Some(read);

@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Pair, exchange};
+use support::{Pair, StreamTransfer};
 use tern_peer::proto::{EndpointConfig, Node, TransmitLimits};
 use tern_sim::LinkConfig;
 
@@ -23,18 +23,11 @@ fn a_batch_takes_no_more_than_the_tokens_the_bucket_holds() {
         ..LinkConfig::default()
     };
     let mut pair = Pair::with_configs(11, link, client_config, EndpointConfig::default());
-    let (client, server) = exchange(&mut pair, &[10], Duration::from_secs(10));
-    let stream = pair
-        .client()
-        .connection(client)
-        .and_then(|c| c.open_stream())
-        .expect("a stream");
-    let chunk = vec![0x5au8; 64 * 1024];
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut transfer = StreamTransfer::start(&mut pair, Duration::from_secs(10));
     // A second of sending at the cap: the window opens, the bucket is spent.
     let start = pair.sim.elapsed();
     while pair.sim.elapsed() < start + Duration::from_secs(1) {
-        pair.pump_stream((client, server), stream, &chunk, &mut buf);
+        transfer.turn(&mut pair);
         assert!(pair.sim.step(), "the transfer went quiet");
     }
     let limits = TransmitLimits::new(64, 1452);

@@ -170,30 +170,53 @@ impl Pair {
     pub fn server(&mut self) -> &mut Endpoint {
         &mut self.sim.node_mut(self.server).0
     }
+}
 
-    /// One turn of a one-way stream transfer between steps of the sim: the
-    /// client writes `chunk` for as long as `stream` takes it, the server
-    /// accepts the stream and reads into `buf` all that has arrived.
+/// A one-way stream transfer from the client to the server of a [`Pair`],
+/// driven a turn at a time between steps of the sim.
+pub struct StreamTransfer {
+    pub client: ConnectionHandle,
+    pub server: ConnectionHandle,
+    pub stream: StreamId,
+    chunk: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+impl StreamTransfer {
+    /// Connects (a first exchange of messages, within `deadline`) and opens
+    /// the stream on the client.
+    pub fn start(pair: &mut Pair, deadline: Duration) -> Self {
+        let (client, server) = exchange(pair, &[10], deadline);
+        let stream = pair
+            .client()
+            .connection(client)
+            .and_then(|c| c.open_stream())
+            .expect("a stream");
+        Self {
+            client,
+            server,
+            stream,
+            chunk: vec![0x5a; 64 * 1024],
+            buf: vec![0; 64 * 1024],
+        }
+    }
+
+    /// One turn: the client writes for as long as the stream takes bytes,
+    /// the server accepts the stream and reads all that has arrived.
     /// Returns the bytes the server read.
-    pub fn pump_stream(
-        &mut self,
-        (client, server): (ConnectionHandle, ConnectionHandle),
-        stream: StreamId,
-        chunk: &[u8],
-        buf: &mut [u8],
-    ) -> u64 {
-        let connection = self.client().connection(client).expect("open");
-        while connection.writable(stream) > 0 {
-            if connection.write(stream, chunk).expect("open") == 0 {
+    pub fn turn(&mut self, pair: &mut Pair) -> u64 {
+        let connection = pair.client().connection(self.client).expect("open");
+        while connection.writable(self.stream) > 0 {
+            if connection.write(self.stream, &self.chunk).expect("open") == 0 {
                 break;
             }
         }
-        let connection = self.server().connection(server).expect("open");
+        let connection = pair.server().connection(self.server).expect("open");
         if let Some(id) = connection.accept_stream() {
-            assert_eq!(id, stream, "the one stream the client opened");
+            assert_eq!(id, self.stream, "the one stream the client opened");
         }
         let mut read = 0;
-        while let Ok(ReadOutcome::Read(n)) = connection.read(stream, buf) {
+        while let Ok(ReadOutcome::Read(n)) = connection.read(self.stream, &mut self.buf) {
             if n == 0 {
                 break;
             }
