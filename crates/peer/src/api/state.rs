@@ -158,8 +158,24 @@ impl EndpointState {
             None => tracing::Span::none(),
         };
         self.slots.insert(id, Slot::new(handle, span));
-        self.by_handle.insert(handle, id);
+        if let Some(stale) = self.by_handle.insert(handle, id) {
+            // The protocol freed a connection and gave its handle to this
+            // one within the turn, before `forget_freed` saw it go.
+            self.detach(stale);
+        }
         id
+    }
+
+    /// Unties a slot from the protocol connection its handle named, which
+    /// has been freed, and drops the slot if no application handle refers
+    /// to it any more.
+    fn detach(&mut self, id: SlotId) {
+        if let Some(slot) = self.slots.get_mut(&id) {
+            slot.handle = None;
+            if slot.released {
+                self.slots.remove(&id);
+            }
+        }
     }
 
     /// The slot and, while the protocol holds it, the connection.
@@ -250,14 +266,13 @@ impl EndpointState {
     /// anything.
     fn forget_freed(&mut self) {
         while let Some(handle) = self.proto.poll_freed() {
-            let Some(id) = self.by_handle.remove(&handle) else {
+            // A handle the protocol has already given to a new connection
+            // names that one now (`add` detached the old record).
+            if self.proto.holds(handle) {
                 continue;
-            };
-            if let Some(slot) = self.slots.get_mut(&id) {
-                slot.handle = None;
-                if slot.released {
-                    self.slots.remove(&id);
-                }
+            }
+            if let Some(id) = self.by_handle.remove(&handle) {
+                self.detach(id);
             }
         }
     }
@@ -317,8 +332,6 @@ mod tests {
         SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 2000);
     const CONNECTIONS: usize = 20;
 
-    /// A client's state and a server's protocol endpoint, joined by
-    /// [`shuttle`].
     /// An RSA-2048 identity, generated once for these tests (about 250 ms).
     fn identity() -> IdentityKey {
         static DER: OnceLock<Vec<u8>> = OnceLock::new();
@@ -329,6 +342,8 @@ mod tests {
         IdentityKey::from_pkcs8_der(der).expect("decodes")
     }
 
+    /// A client's state and a server's protocol endpoint, joined by
+    /// [`shuttle`].
     fn pair(now: Instant) -> (EndpointState, Endpoint) {
         let identity = identity();
         let mut config = EndpointConfig::default();
@@ -412,5 +427,30 @@ mod tests {
         assert!(client.proto.is_empty());
         assert!(client.by_handle.is_empty());
         assert!(client.slots.is_empty());
+    }
+
+    #[test]
+    fn a_handle_given_again_before_the_turn_ends_leaves_the_old_record_behind() {
+        let now = Instant::now();
+        let (mut client, _server) = closing(now);
+        let over = client
+            .proto
+            .poll_timeout()
+            .expect("the closing period ends")
+            + Duration::from_secs(1);
+        client.handle_timeout(over);
+        // The protocol frees them at its next look; the turn has not ended.
+        client.proto.poll_timeout();
+        assert!(client.proto.is_empty());
+        // The protocol may hand a freed connection's index to a new
+        // connection before the turn ends; the new record takes the handle.
+        let (&reused, &old) = client.by_handle.iter().next().expect("not yet forgotten");
+        let new = client.add(reused);
+        assert_eq!(client.by_handle[&reused], new);
+        assert!(
+            !client.slots.contains_key(&old),
+            "the released old record is gone"
+        );
+        assert_eq!(client.slots[&new].handle, Some(reused));
     }
 }

@@ -257,6 +257,12 @@ impl Endpoint {
         }
     }
 
+    /// Whether `handle` names a connection the endpoint holds, without
+    /// marking it as touched (unlike [`connection`](Self::connection)).
+    pub fn holds(&self, handle: ConnectionHandle) -> bool {
+        self.connections.get(handle.0).is_some()
+    }
+
     /// Connections held.
     pub fn len(&self) -> usize {
         self.connections.len()
