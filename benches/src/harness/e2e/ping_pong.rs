@@ -77,8 +77,11 @@ pub(super) fn run_spinning(
 ) -> io::Result<(u64, Duration)> {
     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
     let server = StdUdpSocket::bind(loopback)?;
-    server.set_nonblocking(true)?;
-    let server_addr = server.local_addr()?;
+    let client = StdUdpSocket::bind(loopback)?;
+    for socket in [&server, &client] {
+        socket.set_nonblocking(true)?;
+    }
+    client.connect(server.local_addr()?)?;
     let echo = std::thread::spawn(move || -> io::Result<()> {
         let _pinned = crate::affinity::pin_current_thread(super::busy_poll::SERVER_CPU)?;
         let mut buf = [0u8; 2048];
@@ -91,9 +94,6 @@ pub(super) fn run_spinning(
             server.send_to(&buf[..n], from)?;
         }
     });
-    let client = StdUdpSocket::bind(loopback)?;
-    client.set_nonblocking(true)?;
-    client.connect(server_addr)?;
     let request = [0xa5u8; REQUEST_LEN];
     let mut answer = [0u8; 2048];
     let mut round_trips = || -> io::Result<(u64, Duration)> {
@@ -102,7 +102,14 @@ pub(super) fn run_spinning(
         while start.elapsed() < duration {
             let sent = Instant::now();
             client.send(&request)?;
-            if spin(|| client.recv(&mut answer))? != REQUEST_LEN {
+            // The echo thread ends early only on an error: stop waiting then.
+            let echoed = spin(|| match client.recv(&mut answer) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && echo.is_finished() => {
+                    Err(io::Error::other("the echo thread stopped"))
+                }
+                other => other,
+            })?;
+            if echoed != REQUEST_LEN {
                 return Err(io::Error::other("a short echo"));
             }
             latencies.saturating_record(nanos(sent.elapsed()));
@@ -111,8 +118,9 @@ pub(super) fn run_spinning(
         Ok((done, start.elapsed()))
     };
     let result = round_trips();
-    // Ends the echo whatever happened above.
-    client.send(&[])?;
+    // Ends the echo whatever happened above (a refused send: it has
+    // already stopped).
+    let _ = client.send(&[]);
     echo.join()
         .map_err(|_| io::Error::other("the echo thread panicked"))??;
     result
