@@ -107,7 +107,10 @@ impl DriverConfig {
     /// round trip over loopback. While traffic keeps coming, the driver's
     /// thread stays fully busy; once it stops, the driver parks after
     /// `time`. Meant for a current-thread runtime per endpoint, where the
-    /// yield runs the application's tasks on the same thread.
+    /// yield runs the application's tasks on the same thread, pinned to a
+    /// CPU of its own. Any datagram renews the time, one the node drops
+    /// too: under a flood the driver's thread stays busy, as it would be
+    /// handling the flood anyway.
     pub fn busy_poll(mut self, time: Duration) -> Self {
         self.busy_poll = time;
         self
