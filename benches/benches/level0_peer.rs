@@ -8,7 +8,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use divan::{Bencher, black_box};
-use tern_peer::proto::{IntroLimiter, IntroLimiterConfig, ReceiverIndex};
+use tern_proto::IntroLimiterConfig;
+use tern_proto::internals::{IntroLimiter, ReceiverIndex};
 
 #[global_allocator]
 static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();

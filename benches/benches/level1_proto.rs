@@ -12,11 +12,9 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use divan::counter::{BytesCount, ItemsCount};
 use divan::{Bencher, black_box};
-use quanta::Instant;
 use rand_core::OsRng;
-use tern_peer::proto::{
-    ConnectionHandle, Endpoint, EndpointConfig, Event, Node, ReadOutcome, SendError, Transmit,
-    TransmitLimits,
+use tern_proto::{
+    ConnectionHandle, Endpoint, EndpointConfig, Event, OnSim, ReadOutcome, SendError,
 };
 use tern_sim::{NodeId, Sim, SimConfig};
 use tern_wire::IdentityKey;
@@ -26,38 +24,6 @@ static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();
 
 fn main() {
     divan::main();
-}
-
-/// A tern-peer endpoint as a tern-sim node.
-struct OnSim(Endpoint);
-
-impl tern_sim::Node for OnSim {
-    fn handle_datagram(&mut self, now: Instant, local: SocketAddr, from: SocketAddr, d: &mut [u8]) {
-        self.0.handle_datagram(now, local, from, d);
-    }
-
-    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<tern_sim::Transmit> {
-        let limits = TransmitLimits::new(64, 1452);
-        let Transmit {
-            destination,
-            len,
-            segment_size,
-        } = self.0.poll_transmit(now, limits, buf)?;
-        Some(tern_sim::Transmit {
-            source: None,
-            destination,
-            len,
-            segment_size,
-        })
-    }
-
-    fn poll_timeout(&mut self) -> Option<Instant> {
-        self.0.poll_timeout()
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        self.0.handle_timeout(now);
-    }
 }
 
 fn identity() -> IdentityKey {
@@ -72,7 +38,7 @@ fn identity() -> IdentityKey {
 /// Two endpoints, connected: the sim and the client's and server's
 /// handles of the connection.
 struct Connected {
-    sim: Sim<OnSim>,
+    sim: Sim<OnSim<Endpoint>>,
     client: (NodeId, ConnectionHandle),
     server: (NodeId, ConnectionHandle),
 }

@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use divan::counter::{BytesCount, ItemsCount};
 use divan::{Bencher, black_box};
-use tern_peer::proto::{MessageReceiver, MessageSender, RecvStream, SendStream};
+use tern_proto::internals::{MessageReceiver, MessageSender, RecvStream, SendStream};
 
 #[global_allocator]
 static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();

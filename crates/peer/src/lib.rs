@@ -44,31 +44,18 @@
 //! ```
 //!
 //! # Layers
-//! [`proto`] is the protocol as a pure state machine: every decision is a
-//! function of its state, its input and the time it is given, with no
-//! socket, thread or clock read, so the hard cases (loss, reordering,
-//! floods, roaming) are tested in virtual time and reproduce from a seed.
-//! [`driver`] is the I/O half: one tokio task per endpoint that owns the
-//! UDP socket (through tern-sockio's batched backends), reads the clock, and
+//! [`proto`] is tern-proto, the protocol as a pure state machine: every
+//! decision is a function of its state, its input and the time it is
+//! given, with no socket, thread or clock read, so the hard cases (loss,
+//! reordering, floods, roaming) are tested in virtual time and reproduce
+//! from a seed; it builds without tokio, for other event loops. This crate
+//! adds the I/O: [`driver`] is one tokio task per endpoint that owns the UDP
+//! socket (through tern-sockio's batched backends), reads the clock, and
 //! runs a [`proto::Node`] — the calls of the sans-IO contract, in the order
 //! the trait documents. The async API ([`Endpoint`], [`Connection`],
 //! [`Stream`]) is built on top of both: application handles share the
 //! protocol's state with the driver under one short lock and are woken
 //! once per driver turn, by what concerns them.
-//!
-//! An endpoint finds a connection from the receiver index in its packets,
-//! whatever address they came from, and a stale or forged index finds
-//! nothing:
-//! ```
-//! use tern_peer::proto::ReceiverIndex;
-//!
-//! let mut connections = ReceiverIndex::with_capacity(1024);
-//! let index = connections.insert("peer A", &mut rand_core::OsRng)?;
-//! assert_eq!(connections.get(index), Some(&"peer A"));
-//! assert_eq!(connections.remove(index), Some("peer A"));
-//! assert_eq!(connections.get(index), None);
-//! # Ok::<(), tern_peer::proto::IndexFull>(())
-//! ```
 //!
 //! # Running a node
 //! A node decides; the driver moves its datagrams. This one answers every
@@ -76,9 +63,8 @@
 //! ```
 //! use std::net::SocketAddr;
 //!
-//! use quanta::Instant;
 //! use tern_peer::driver::{Driver, DriverConfig};
-//! use tern_peer::proto::{Node, Transmit, TransmitLimits};
+//! use tern_peer::proto::{Instant, Node, Transmit, TransmitLimits};
 //!
 //! #[derive(Default)]
 //! struct Lengths {
@@ -124,7 +110,9 @@
 
 mod api;
 pub mod driver;
-pub mod proto;
+
+/// The sans-IO protocol this crate drives: tern-proto, re-exported.
+pub use tern_proto as proto;
 
 pub use api::{Config, ConnectError, Connection, Endpoint, Error, Stats, Stream};
 pub use proto::{ConnectionError, ConnectionStats, StreamId};

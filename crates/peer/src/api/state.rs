@@ -244,6 +244,9 @@ impl EndpointState {
                     slot.closed = Some(error);
                     slot.wake_everyone();
                 }
+                // An event newer than this driver: every waiter looks again,
+                // so none sleeps through what it announces.
+                _ => slot.wake_everyone(),
             }
         }
         while let Some(handle) = self.proto.accept() {

@@ -9,8 +9,8 @@ use std::time::Duration;
 use quanta::Instant;
 mod support;
 
-use support::OnSim;
-use tern_peer::proto::{Node, Transmit, TransmitLimits};
+use tern_proto::OnSim;
+use tern_proto::{Node, Transmit, TransmitLimits};
 use tern_sim::{LinkConfig, Seed, Sim, SimConfig};
 
 /// Sends numbered datagrams in runs as the limits allow until `total`, and

@@ -21,7 +21,7 @@ use std::hash::Hash;
 
 /// Which queue a sender waits in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Urgency {
+pub(crate) enum Urgency {
     /// Lost data to send again: served before any new data.
     Resend,
     /// Only new data.
@@ -38,7 +38,7 @@ struct Slot {
 /// Round-robin over senders identified by `K` (a stream id, or a lane for
 /// messages), resends first.
 #[derive(Debug)]
-pub struct Scheduler<K> {
+pub(crate) struct Scheduler<K> {
     live: FxHashMap<K, Slot>,
     resend: VecDeque<(K, u64)>,
     new: VecDeque<(K, u64)>,
@@ -53,7 +53,7 @@ impl<K: Copy + Eq + Hash> Default for Scheduler<K> {
 
 impl<K: Copy + Eq + Hash> Scheduler<K> {
     /// No sender scheduled.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             live: FxHashMap::default(),
             resend: VecDeque::new(),
@@ -65,7 +65,7 @@ impl<K: Copy + Eq + Hash> Scheduler<K> {
     /// `key` has something to send. A sender already waiting keeps its
     /// place, unless it now has lost data and waited for new data only:
     /// then it moves to the resend queue.
-    pub fn schedule(&mut self, key: K, urgency: Urgency) {
+    pub(crate) fn schedule(&mut self, key: K, urgency: Urgency) {
         if let Some(slot) = self.live.get(&key)
             && (slot.urgency == Urgency::Resend || urgency == Urgency::New)
         {
@@ -89,7 +89,7 @@ impl<K: Copy + Eq + Hash> Scheduler<K> {
 
     /// The next sender to serve, taken off the schedule: resends first,
     /// then new data, each in the order they were scheduled.
-    pub fn next_turn(&mut self) -> Option<K> {
+    pub(crate) fn next_turn(&mut self) -> Option<K> {
         let key = Self::pop_live(&mut self.resend, &mut self.live)
             .or_else(|| Self::pop_live(&mut self.new, &mut self.live));
         // A served sender leaves the live set: the stale entries left
@@ -99,23 +99,25 @@ impl<K: Copy + Eq + Hash> Scheduler<K> {
     }
 
     /// `key` has nothing left to send (finished, reset, or stopped by the peer).
-    pub fn remove(&mut self, key: K) {
+    pub(crate) fn remove(&mut self, key: K) {
         self.live.remove(&key);
         self.compact_if_stale();
     }
 
     /// Whether `key` is waiting for its turn.
-    pub fn is_scheduled(&self, key: K) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_scheduled(&self, key: K) -> bool {
         self.live.contains_key(&key)
     }
 
     /// How many senders wait.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.live.len()
     }
 
     /// Whether no sender waits.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.live.is_empty()
     }
 

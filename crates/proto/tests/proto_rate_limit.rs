@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use support::{Pair, StreamTransfer};
-use tern_peer::proto::{EndpointConfig, Node, TransmitLimits};
+use tern_proto::{EndpointConfig, Node, TransmitLimits};
 use tern_sim::LinkConfig;
 
 /// 100 kB/s: the bucket, not the congestion window, bounds the sender.

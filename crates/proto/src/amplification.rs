@@ -4,11 +4,11 @@
 //! cannot turn a Tern endpoint into an amplifier aimed at a victim.
 
 /// How many bytes may go to an unvalidated address per byte received from it.
-pub const AMPLIFICATION_FACTOR: u64 = 3;
+pub(crate) const AMPLIFICATION_FACTOR: u64 = 3;
 
 /// Bytes received from and sent to one address while it is unvalidated.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AmplificationLimit {
+pub(crate) struct AmplificationLimit {
     received: u64,
     sent: u64,
     validated: bool,
@@ -16,13 +16,13 @@ pub struct AmplificationLimit {
 
 impl AmplificationLimit {
     /// An address nothing has been received from yet: nothing may be sent.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// An address that needs no limit, such as the one an initiator chose
     /// to send its intro to.
-    pub fn validated() -> Self {
+    pub(crate) fn validated() -> Self {
         Self {
             validated: true,
             ..Self::default()
@@ -31,28 +31,28 @@ impl AmplificationLimit {
 
     /// `bytes` arrived from the address (whole UDP payloads, whether they
     /// authenticated or not: they crossed the path either way).
-    pub fn on_received(&mut self, bytes: usize) {
+    pub(crate) fn on_received(&mut self, bytes: usize) {
         self.received = self.received.saturating_add(bytes as u64);
     }
 
     /// `bytes` were sent to the address.
-    pub fn on_sent(&mut self, bytes: usize) {
+    pub(crate) fn on_sent(&mut self, bytes: usize) {
         self.sent = self.sent.saturating_add(bytes as u64);
     }
 
     /// The address answered something only a receiver of our packets could
     /// (a packet under the session's keys, a path response): no more limit.
-    pub fn validate(&mut self) {
+    pub(crate) fn validate(&mut self) {
         self.validated = true;
     }
 
     /// Whether the address has been validated.
-    pub fn is_validated(&self) -> bool {
+    pub(crate) fn is_validated(&self) -> bool {
         self.validated
     }
 
     /// Bytes that may still be sent now (`u64::MAX` once validated).
-    pub fn allowance(&self) -> u64 {
+    pub(crate) fn allowance(&self) -> u64 {
         if self.validated {
             u64::MAX
         } else {
@@ -63,7 +63,7 @@ impl AmplificationLimit {
     }
 
     /// Whether a datagram of `bytes` may be sent now.
-    pub fn can_send(&self, bytes: usize) -> bool {
+    pub(crate) fn can_send(&self, bytes: usize) -> bool {
         bytes as u64 <= self.allowance()
     }
 }

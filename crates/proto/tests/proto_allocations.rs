@@ -17,7 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use quanta::{Clock, Mock};
 use support::{identity, seed_bytes, wall_start};
-use tern_peer::proto::{
+use tern_proto::{
     ConnectionHandle, Endpoint, EndpointConfig, Node, ReadOutcome, StreamId, Transmit,
     TransmitLimits,
 };

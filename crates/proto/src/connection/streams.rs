@@ -1338,7 +1338,7 @@ mod tests {
             runs.extend(run);
             for s in 0..2u64 {
                 let mine: Vec<&StreamRun> = runs.iter().filter(|r| r.id.index() == s).collect();
-                let mut covered = crate::proto::RangeSet::new();
+                let mut covered = crate::RangeSet::new();
                 for r in &mine {
                     // Nothing of the run was covered before.
                     let fresh: u64 = covered.gaps(r.offset..r.offset + r.len).map(|g| g.end - g.start).sum();

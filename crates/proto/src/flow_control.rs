@@ -20,7 +20,7 @@ pub struct FlowControlError {
 
 /// What this side lets its peer send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RecvWindow {
+pub(crate) struct RecvWindow {
     /// Bytes buffered for the application at most.
     window: u64,
     /// The offset advertised to the peer.
@@ -33,7 +33,7 @@ pub struct RecvWindow {
 
 impl RecvWindow {
     /// A window of `window` bytes, advertised at once.
-    pub fn new(window: u64) -> Self {
+    pub(crate) fn new(window: u64) -> Self {
         Self {
             window,
             limit: window,
@@ -45,7 +45,7 @@ impl RecvWindow {
     /// A window of `window` bytes of which only `initial` are allowed until
     /// the first [`poll_update`](Self::poll_update): the peer starts at a
     /// limit both sides know before any frame was exchanged.
-    pub fn with_initial_limit(window: u64, initial: u64) -> Self {
+    pub(crate) fn with_initial_limit(window: u64, initial: u64) -> Self {
         Self {
             limit: initial.min(window),
             ..Self::new(window)
@@ -53,17 +53,17 @@ impl RecvWindow {
     }
 
     /// The offset advertised to the peer.
-    pub fn limit(&self) -> u64 {
+    pub(crate) fn limit(&self) -> u64 {
         self.limit
     }
 
     /// The highest offset received.
-    pub fn received(&self) -> u64 {
+    pub(crate) fn received(&self) -> u64 {
         self.received
     }
 
     /// `bytes` more arrived (the growth of the highest offset received).
-    pub fn on_received(&mut self, bytes: u64) -> Result<(), FlowControlError> {
+    pub(crate) fn on_received(&mut self, bytes: u64) -> Result<(), FlowControlError> {
         let received = self.received.saturating_add(bytes);
         if received > self.limit {
             return Err(FlowControlError {
@@ -77,13 +77,13 @@ impl RecvWindow {
 
     /// The application took `bytes` (or a finished stream's bytes count as
     /// taken).
-    pub fn on_consumed(&mut self, bytes: u64) {
+    pub(crate) fn on_consumed(&mut self, bytes: u64) {
         self.consumed = self.consumed.saturating_add(bytes).min(self.received);
     }
 
     /// A new limit to advertise, when half the window has been read since
     /// the last one.
-    pub fn poll_update(&mut self) -> Option<u64> {
+    pub(crate) fn poll_update(&mut self) -> Option<u64> {
         let next = self.consumed.saturating_add(self.window);
         if next.saturating_sub(self.limit) >= self.window / 2 && next > self.limit {
             self.limit = next;
@@ -95,7 +95,7 @@ impl RecvWindow {
 
 /// What the peer lets this side send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SendCredit {
+pub(crate) struct SendCredit {
     limit: u64,
     used: u64,
     /// The limit at which "blocked" was last reported.
@@ -104,7 +104,7 @@ pub struct SendCredit {
 
 impl SendCredit {
     /// The peer's initial limit.
-    pub fn new(limit: u64) -> Self {
+    pub(crate) fn new(limit: u64) -> Self {
         Self {
             limit,
             used: 0,
@@ -113,28 +113,29 @@ impl SendCredit {
     }
 
     /// Bytes that may still be sent.
-    pub fn available(&self) -> u64 {
+    pub(crate) fn available(&self) -> u64 {
         self.limit - self.used
     }
 
     /// The peer's limit (an offset).
-    pub fn limit(&self) -> u64 {
+    pub(crate) fn limit(&self) -> u64 {
         self.limit
     }
 
     /// `bytes` of new data were sent (never more than [`available`](Self::available)).
-    pub fn consume(&mut self, bytes: u64) {
+    pub(crate) fn consume(&mut self, bytes: u64) {
         self.used = self.used.saturating_add(bytes).min(self.limit);
     }
 
     /// The peer raised its limit; a lower or repeated one changes nothing
     /// (limits only grow, and frames arrive out of order).
-    pub fn raise(&mut self, limit: u64) {
+    pub(crate) fn raise(&mut self, limit: u64) {
         self.limit = self.limit.max(limit);
     }
 
     /// The limit to report as blocking, once per limit, when nothing is left.
-    pub fn poll_blocked(&mut self) -> Option<u64> {
+    #[cfg(test)]
+    pub(crate) fn poll_blocked(&mut self) -> Option<u64> {
         if self.available() == 0 && self.reported_blocked != Some(self.limit) {
             self.reported_blocked = Some(self.limit);
             return Some(self.limit);

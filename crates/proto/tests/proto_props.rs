@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use proptest::prelude::*;
 use support::{Outbox, Pair, drive, exchange, message};
-use tern_peer::proto::{EndpointConfig, Event};
+use tern_proto::{EndpointConfig, Event};
 use tern_sim::LinkConfig;
 
 #[derive(Debug, Clone)]
@@ -127,7 +127,7 @@ proptest! {
         pair.sim.run_for(Duration::from_secs(60));
         for node in [client_node, server_node] {
             let endpoint = &mut pair.sim.node_mut(node).0;
-            let _ = tern_peer::proto::Node::poll_timeout(endpoint);
+            let _ = tern_proto::Node::poll_timeout(endpoint);
             prop_assert!(endpoint.is_empty(), "all state freed");
         }
     }

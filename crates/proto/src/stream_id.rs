@@ -88,7 +88,7 @@ struct Counts {
 
 /// Both sides' stream counts of one connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StreamLimits {
+pub(crate) struct StreamLimits {
     side: Side,
     bi: Counts,
     uni: Counts,
@@ -97,7 +97,7 @@ pub struct StreamLimits {
 impl StreamLimits {
     /// This side is `side`; it lets the peer open `bi` and `uni` streams,
     /// and may open `peer_bi` and `peer_uni` until the peer says more.
-    pub fn new(side: Side, bi: u64, uni: u64, peer_bi: u64, peer_uni: u64) -> Self {
+    pub(crate) fn new(side: Side, bi: u64, uni: u64, peer_bi: u64, peer_uni: u64) -> Self {
         let counts = |allowed_remote, allowed_local| Counts {
             opened_local: 0,
             allowed_local,
@@ -118,7 +118,7 @@ impl StreamLimits {
     }
 
     /// Opens the next local stream of `direction`, if the peer allows one more.
-    pub fn open(&mut self, direction: Direction) -> Option<StreamId> {
+    pub(crate) fn open(&mut self, direction: Direction) -> Option<StreamId> {
         let side = self.side;
         let counts = self.counts(direction);
         if counts.opened_local >= counts.allowed_local {
@@ -131,7 +131,7 @@ impl StreamLimits {
     /// The peer raised how many streams of `direction` this side may open
     /// (frames may arrive out of order: only a raise counts). Whether the
     /// limit rose.
-    pub fn on_max_streams(&mut self, direction: Direction, count: u64) -> bool {
+    pub(crate) fn on_max_streams(&mut self, direction: Direction, count: u64) -> bool {
         let counts = self.counts(direction);
         let raised = count > counts.allowed_local;
         counts.allowed_local = counts.allowed_local.max(count);
@@ -139,7 +139,7 @@ impl StreamLimits {
     }
 
     /// This side lets the peer open `count` streams of `direction` in all.
-    pub fn allow_remote(&mut self, direction: Direction, count: u64) {
+    pub(crate) fn allow_remote(&mut self, direction: Direction, count: u64) {
         let counts = self.counts(direction);
         counts.allowed_remote = counts.allowed_remote.max(count);
     }
@@ -148,7 +148,7 @@ impl StreamLimits {
     /// opened, or one of ours it may send on. `sends_data` is whether the
     /// frame carries data toward this side (a stream frame) rather than
     /// about our sending (stop-sending, flow control).
-    pub fn check_remote(&self, id: StreamId, sends_data: bool) -> Result<(), StreamIdError> {
+    pub(crate) fn check_remote(&self, id: StreamId, sends_data: bool) -> Result<(), StreamIdError> {
         let counts = match id.direction() {
             Direction::Bi => &self.bi,
             Direction::Uni => &self.uni,

@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use support::{Pair, drive};
-use tern_peer::proto::{EndpointConfig, Event};
+use tern_proto::{EndpointConfig, Event};
 use tern_sim::{LinkConfig, Seed};
 
 #[test]
@@ -58,6 +58,6 @@ fn a_thousand_connections_on_one_endpoint_cost_at_most_16_kib_each_when_idle() {
     assert!(
         per_connection <= 16 * 1024,
         "an idle connection costs {per_connection} bytes ({} of them inline)",
-        size_of::<tern_peer::proto::Connection>()
+        size_of::<tern_proto::Connection>()
     );
 }

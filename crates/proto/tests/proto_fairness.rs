@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use support::{Pair, drive, exchange, message};
-use tern_peer::proto::{ConnectionHandle, EndpointConfig, ReadOutcome, StreamId};
+use tern_proto::{ConnectionHandle, EndpointConfig, ReadOutcome, StreamId};
 use tern_sim::{Bottleneck, LinkConfig, Seed};
 
 /// A 10 Mbit/s bottleneck with 20 ms of round trip and a queue of about

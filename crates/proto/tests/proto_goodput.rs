@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use support::{Pair, StreamTransfer};
-use tern_peer::proto::EndpointConfig;
+use tern_proto::EndpointConfig;
 use tern_sim::{Bottleneck, LinkConfig, Seed};
 
 const RATE_BPS: u64 = 100_000_000;

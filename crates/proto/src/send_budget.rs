@@ -4,7 +4,7 @@
 //! them. Were each stream allowed its whole buffer, four busy streams would
 //! hold four buffers, and copying from that much memory into packets runs
 //! out of cache. So the connection has one budget: its streams together
-//! hold at most [`SendBudget::limit`] bytes, and one stream alone may use
+//! hold at most the budget's limit in bytes, and one stream alone may use
 //! all of it.
 //!
 //! While several streams want room, each is entitled to an equal share of
@@ -16,7 +16,7 @@
 
 /// What one stream counts against the budget.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Charge {
+pub(crate) struct Charge {
     /// Bytes the stream holds until they are acknowledged.
     pub held: usize,
     /// Whether the stream takes part in the sharing: it is still open for
@@ -26,7 +26,7 @@ pub struct Charge {
 
 /// Bytes all streams of a connection may hold together, and how they split.
 #[derive(Debug, Clone)]
-pub struct SendBudget {
+pub(crate) struct SendBudget {
     limit: usize,
     held: usize,
     contenders: usize,
@@ -34,7 +34,7 @@ pub struct SendBudget {
 
 impl SendBudget {
     /// A budget of `limit` bytes (at least one).
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         Self {
             limit: limit.max(1),
             held: 0,
@@ -43,24 +43,26 @@ impl SendBudget {
     }
 
     /// Bytes the streams may hold together.
-    pub fn limit(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn limit(&self) -> usize {
         self.limit
     }
 
     /// Bytes the streams hold together.
-    pub fn held(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         self.held
     }
 
     /// Streams counted as contending.
-    pub fn contenders(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn contenders(&self) -> usize {
         self.contenders
     }
 
     /// Bytes a stream now charged with `charge` may add: what is left of
     /// the budget, and no more than takes it to an equal share among the
     /// contending streams (itself counted, even if it is not yet).
-    pub fn room(&self, charge: Charge) -> usize {
+    pub(crate) fn room(&self, charge: Charge) -> usize {
         let others = self.contenders - usize::from(charge.contending);
         let share = (self.limit / (others + 1)).max(1);
         let left = self.limit.saturating_sub(self.held);
@@ -69,7 +71,7 @@ impl SendBudget {
 
     /// A stream's charge changes from `old` to `new`. Returns whether room
     /// was released: fewer bytes held, or one fewer stream sharing.
-    pub fn recharge(&mut self, old: Charge, new: Charge) -> bool {
+    pub(crate) fn recharge(&mut self, old: Charge, new: Charge) -> bool {
         self.held = self.held - old.held + new.held;
         self.contenders =
             self.contenders - usize::from(old.contending) + usize::from(new.contending);

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use support::{Pair, drive, exchange, message};
-use tern_peer::proto::{ConnectionError, EndpointConfig, Event, Node};
+use tern_proto::{ConnectionError, EndpointConfig, Event, Node};
 use tern_sim::{LinkConfig, Seed};
 
 fn link(delay_ms: u64) -> LinkConfig {
@@ -196,7 +196,7 @@ fn garbage_forged_and_replayed_intros_do_not_disturb_a_transfer() {
     let seed = Seed::from_env_or(46);
     let mut pair = Pair::new(seed.value(), link(5), EndpointConfig::default());
     // An intro captured off the wire, to replay.
-    let mut spy = tern_peer::proto::Endpoint::new(
+    let mut spy = tern_proto::Endpoint::new(
         EndpointConfig::default(),
         None,
         [9; 32],
@@ -209,7 +209,7 @@ fn garbage_forged_and_replayed_intros_do_not_disturb_a_transfer() {
     spy.connect(pair.sim.now(), server_addr, &public)
         .expect("connect");
     let mut intro = vec![0u8; 2048];
-    let limits = tern_peer::proto::TransmitLimits::new(1, 1452);
+    let limits = tern_proto::TransmitLimits::new(1, 1452);
     let sent = spy
         .poll_transmit(pair.sim.now(), limits, &mut intro)
         .expect("the intro");

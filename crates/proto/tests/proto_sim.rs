@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use support::{Outbox, Pair, drive, exchange, message};
-use tern_peer::proto::{ConnectionError, EndpointConfig, Event, ReadOutcome};
+use tern_proto::{ConnectionError, EndpointConfig, Event, ReadOutcome};
 use tern_sim::{GilbertElliott, LinkConfig, Seed};
 
 const SIZES: [usize; 8] = [0, 1, 1_000, 4_096, 16_384, 65_536, 1 << 20, 3];

@@ -22,14 +22,14 @@ use rand_core::RngCore;
 use super::{AmplificationLimit, PathMtu, PathMtuConfig};
 
 /// Challenges whose answers are still accepted.
-pub const CHALLENGES_KEPT: usize = 3;
+pub(crate) const CHALLENGES_KEPT: usize = 3;
 
 /// The bytes of a PATH_CHALLENGE, echoed in its PATH_RESPONSE.
-pub type ChallengeToken = [u8; 8];
+pub(crate) type ChallengeToken = [u8; 8];
 
 /// What a path timer said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PathTimeout {
+pub(crate) enum PathTimeout {
     /// Nothing changed.
     Nothing,
     /// The challenge went unanswered until the deadline: the path failed.
@@ -50,7 +50,7 @@ struct Validation {
 
 /// A path to the peer.
 #[derive(Debug, Clone)]
-pub struct Path {
+pub(crate) struct Path {
     remote: SocketAddr,
     mtu: PathMtu,
     limit: AmplificationLimit,
@@ -59,7 +59,7 @@ pub struct Path {
 
 impl Path {
     /// A path known to reach the peer (the handshake's).
-    pub fn validated(remote: SocketAddr, mtu: PathMtuConfig) -> Self {
+    pub(crate) fn validated(remote: SocketAddr, mtu: PathMtuConfig) -> Self {
         Self {
             remote,
             mtu: PathMtu::new(mtu),
@@ -71,7 +71,7 @@ impl Path {
     /// The path an intro arrived on, before the initiator has shown it
     /// receives there: sending is held to three times what arrived
     /// ([`AmplificationLimit`]) until [`confirm`](Self::confirm).
-    pub fn unconfirmed(remote: SocketAddr, mtu: PathMtuConfig) -> Self {
+    pub(crate) fn unconfirmed(remote: SocketAddr, mtu: PathMtuConfig) -> Self {
         Self {
             remote,
             mtu: PathMtu::new(mtu),
@@ -82,13 +82,13 @@ impl Path {
 
     /// The peer proved it receives on this path (an authenticated packet
     /// under keys only the handshake's reply could give it).
-    pub fn confirm(&mut self) {
+    pub(crate) fn confirm(&mut self) {
         self.limit.validate();
     }
 
     /// A path to a new address an authenticated packet came from at `now`;
     /// it is challenged every `probe_timeout` and fails after three of them.
-    pub fn challenged(
+    pub(crate) fn challenged(
         remote: SocketAddr,
         mtu: PathMtuConfig,
         now: Instant,
@@ -108,58 +108,58 @@ impl Path {
     }
 
     /// The peer's address on this path.
-    pub fn remote(&self) -> SocketAddr {
+    pub(crate) fn remote(&self) -> SocketAddr {
         self.remote
     }
 
     /// The path's MTU search.
-    pub fn mtu(&self) -> &PathMtu {
+    pub(crate) fn mtu(&self) -> &PathMtu {
         &self.mtu
     }
 
     /// The path's MTU search, to feed it probe results.
-    pub fn mtu_mut(&mut self) -> &mut PathMtu {
+    pub(crate) fn mtu_mut(&mut self) -> &mut PathMtu {
         &mut self.mtu
     }
 
     /// Whether the peer has shown it receives what is sent on this path.
-    pub fn is_validated(&self) -> bool {
+    pub(crate) fn is_validated(&self) -> bool {
         self.validation.is_none() && self.limit.is_validated()
     }
 
     /// A datagram of `bytes` arrived on this path.
-    pub fn on_received(&mut self, bytes: usize) {
+    pub(crate) fn on_received(&mut self, bytes: usize) {
         self.limit.on_received(bytes);
     }
 
     /// Whether a datagram of `bytes` may be sent on this path now.
-    pub fn can_send(&self, bytes: usize) -> bool {
+    pub(crate) fn can_send(&self, bytes: usize) -> bool {
         self.limit.can_send(bytes)
     }
 
     /// Bytes that may still be sent on this path before the peer shows it
     /// receives there.
-    pub fn allowance(&self) -> u64 {
+    pub(crate) fn allowance(&self) -> u64 {
         self.limit.allowance()
     }
 
     /// When the next challenge is due, while the path is being validated.
-    pub fn next_challenge(&self) -> Option<Instant> {
+    pub(crate) fn next_challenge(&self) -> Option<Instant> {
         self.validation.as_ref().map(|v| v.next_send)
     }
 
     /// When the path fails if still unanswered.
-    pub fn validation_deadline(&self) -> Option<Instant> {
+    pub(crate) fn validation_deadline(&self) -> Option<Instant> {
         self.validation.as_ref().map(|v| v.deadline)
     }
 
     /// A datagram of `bytes` was sent on this path.
-    pub fn on_sent(&mut self, bytes: usize) {
+    pub(crate) fn on_sent(&mut self, bytes: usize) {
         self.limit.on_sent(bytes);
     }
 
     /// A challenge to send now, if one is due: fresh bytes from `rng`.
-    pub fn poll_challenge(
+    pub(crate) fn poll_challenge(
         &mut self,
         now: Instant,
         rng: &mut impl RngCore,
@@ -178,7 +178,7 @@ impl Path {
 
     /// A PATH_RESPONSE with `token` arrived on this path. Returns whether
     /// it validated the path (it answers one of our recent challenges).
-    pub fn on_response(&mut self, token: ChallengeToken) -> bool {
+    pub(crate) fn on_response(&mut self, token: ChallengeToken) -> bool {
         let answered = self
             .validation
             .as_ref()
@@ -192,7 +192,8 @@ impl Path {
 
     /// When this path's next timer fires: a challenge to re-send, the
     /// validation deadline, or the MTU raise timer.
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    #[cfg(test)]
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         let validation = self
             .validation
             .as_ref()
@@ -204,7 +205,7 @@ impl Path {
     }
 
     /// Runs the path's timers at `now`.
-    pub fn handle_timeout(&mut self, now: Instant) -> PathTimeout {
+    pub(crate) fn handle_timeout(&mut self, now: Instant) -> PathTimeout {
         match &self.validation {
             Some(v) if now >= v.deadline => PathTimeout::ValidationFailed,
             _ => PathTimeout::Nothing,
@@ -216,7 +217,7 @@ impl Path {
 mod tests {
     use super::*;
 
-    use crate::proto::test_rng::SplitMix;
+    use crate::test_rng::SplitMix;
 
     fn addr() -> SocketAddr {
         SocketAddr::from(([198, 51, 100, 9], 40_000))

@@ -8,24 +8,25 @@ use std::ops::{Bound, Range};
 
 /// Disjoint, non-adjacent ranges, sorted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RangeSet {
+pub(crate) struct RangeSet {
     /// start → end of each range.
     ranges: BTreeMap<u64, u64>,
 }
 
 impl RangeSet {
     /// An empty set.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Whether the set holds no byte.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
 
     /// How many separate ranges the set holds.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.ranges.len()
     }
 
@@ -34,7 +35,7 @@ impl RangeSet {
     /// A range that reaches `range.start` grows in place, so bytes arriving
     /// in order (every packet of a bulk transfer) change one value in the
     /// map and never insert or remove a node.
-    pub fn insert(&mut self, range: Range<u64>) {
+    pub(crate) fn insert(&mut self, range: Range<u64>) {
         if range.is_empty() {
             return;
         }
@@ -67,7 +68,7 @@ impl RangeSet {
     }
 
     /// Removes `range` from the set, splitting a range it falls inside.
-    pub fn remove(&mut self, range: Range<u64>) {
+    pub(crate) fn remove(&mut self, range: Range<u64>) {
         if range.is_empty() {
             return;
         }
@@ -90,7 +91,7 @@ impl RangeSet {
     }
 
     /// Whether every byte of `range` is in the set.
-    pub fn contains(&self, range: Range<u64>) -> bool {
+    pub(crate) fn contains(&self, range: Range<u64>) -> bool {
         range.is_empty()
             || self
                 .ranges
@@ -100,17 +101,17 @@ impl RangeSet {
     }
 
     /// The first range.
-    pub fn first(&self) -> Option<Range<u64>> {
+    pub(crate) fn first(&self) -> Option<Range<u64>> {
         self.ranges.iter().next().map(|(&s, &e)| s..e)
     }
 
     /// The last range.
-    pub fn last(&self) -> Option<Range<u64>> {
+    pub(crate) fn last(&self) -> Option<Range<u64>> {
         self.ranges.last_key_value().map(|(&s, &e)| s..e)
     }
 
     /// Removes and returns up to `max` bytes from the front of the first range.
-    pub fn pop_front(&mut self, max: u64) -> Option<Range<u64>> {
+    pub(crate) fn pop_front(&mut self, max: u64) -> Option<Range<u64>> {
         let first = self.first()?;
         let end = first.end.min(first.start.saturating_add(max.max(1)));
         self.ranges.remove(&first.start);
@@ -121,7 +122,7 @@ impl RangeSet {
     }
 
     /// The parts of `range` not in the set, in order.
-    pub fn gaps(&self, range: Range<u64>) -> Gaps<'_> {
+    pub(crate) fn gaps(&self, range: Range<u64>) -> Gaps<'_> {
         // Start from the range covering `range.start`, if any.
         let from = self
             .ranges
@@ -136,14 +137,14 @@ impl RangeSet {
     }
 
     /// Every range, in order.
-    pub fn iter(&self) -> impl Iterator<Item = Range<u64>> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Range<u64>> + '_ {
         self.ranges.iter().map(|(&s, &e)| s..e)
     }
 }
 
 /// The gaps of a [`RangeSet`] within a range: see [`RangeSet::gaps`].
 #[derive(Debug)]
-pub struct Gaps<'a> {
+pub(crate) struct Gaps<'a> {
     covered: std::collections::btree_map::Range<'a, u64, u64>,
     cursor: u64,
     end: u64,

@@ -9,11 +9,11 @@
 use super::{Direction, StreamId};
 
 /// Items one packet record holds.
-pub const CARRIED_MAX: usize = 6;
+pub(crate) const CARRIED_MAX: usize = 6;
 
 /// One piece of retransmittable information a packet carried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Carried {
+pub(crate) enum Carried {
     /// Stream bytes `offset..offset + len`, and the fin if set.
     Stream {
         /// The stream.
@@ -51,7 +51,8 @@ pub enum Carried {
 
 impl Carried {
     /// Whether losing it calls for sending something again.
-    pub fn is_retransmittable(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_retransmittable(&self) -> bool {
         !matches!(
             self,
             Carried::MtuProbe(_) | Carried::PathChallenge | Carried::Ping
@@ -61,19 +62,19 @@ impl Carried {
 
 /// Everything retransmittable one packet carried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CarriedRecord {
+pub(crate) struct CarriedRecord {
     items: [Option<Carried>; CARRIED_MAX],
     len: u8,
 }
 
 impl CarriedRecord {
     /// Nothing carried yet.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Adds `item`; false when the record is full (the packet ends there).
-    pub fn push(&mut self, item: Carried) -> bool {
+    pub(crate) fn push(&mut self, item: Carried) -> bool {
         let Some(slot) = self.items.get_mut(usize::from(self.len)) else {
             return false;
         };
@@ -83,22 +84,23 @@ impl CarriedRecord {
     }
 
     /// Whether another item fits.
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         usize::from(self.len) == CARRIED_MAX
     }
 
     /// Whether nothing was carried.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The items, in the order they were added.
-    pub fn iter(&self) -> impl Iterator<Item = Carried> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Carried> + '_ {
         self.items.iter().flatten().copied()
     }
 
     /// The probe size, if the packet was an MTU probe.
-    pub fn mtu_probe(&self) -> Option<u32> {
+    pub(crate) fn mtu_probe(&self) -> Option<u32> {
         self.iter().find_map(|c| match c {
             Carried::MtuProbe(size) => Some(size),
             _ => None,

@@ -15,7 +15,7 @@ use super::RangeSet;
 
 /// How far ahead of the oldest undelivered message a peer may number a
 /// message: bounds what the receiver remembers to spot duplicates.
-pub const MESSAGE_WINDOW: u64 = 1 << 16;
+pub(crate) const MESSAGE_WINDOW: u64 = 1 << 16;
 
 /// Messages waiting to be sent or acknowledged.
 #[derive(Debug, Default)]

@@ -22,12 +22,12 @@ use std::time::Duration;
 use quanta::Instant;
 
 /// RFC 8899's MAX_PROBES: losses of one probe size before it counts as too large.
-pub const MAX_PROBES: u8 = 3;
+pub(crate) const MAX_PROBES: u8 = 3;
 
 /// Limits of the search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct PathMtuConfig {
+pub(crate) struct PathMtuConfig {
     /// Bytes of UDP payload every path carries: where a connection starts.
     pub base: usize,
     /// The largest UDP payload to probe for, in bytes.
@@ -65,7 +65,7 @@ enum Phase {
 
 /// One path's maximum UDP payload and its probing.
 #[derive(Debug, Clone)]
-pub struct PathMtu {
+pub(crate) struct PathMtu {
     config: PathMtuConfig,
     /// The largest payload known to cross the path, in bytes.
     current: usize,
@@ -83,7 +83,7 @@ pub struct PathMtu {
 impl PathMtu {
     /// A path at `config.base` that starts searching at once. A maximum
     /// below the base is raised to it.
-    pub fn new(config: PathMtuConfig) -> Self {
+    pub(crate) fn new(config: PathMtuConfig) -> Self {
         let config = PathMtuConfig {
             max: config.max.max(config.base),
             granularity: config.granularity.max(1),
@@ -103,17 +103,19 @@ impl PathMtu {
     }
 
     /// The largest UDP payload to send now, in bytes.
-    pub fn current(&self) -> usize {
+    pub(crate) fn current(&self) -> usize {
         self.current
     }
 
     /// Black holes detected so far.
-    pub fn black_holes(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn black_holes(&self) -> u64 {
         self.black_holes
     }
 
     /// Whether the search is over (until the raise timer).
-    pub fn is_complete(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_complete(&self) -> bool {
         matches!(self.phase, Phase::Complete { .. })
     }
 
@@ -121,7 +123,7 @@ impl PathMtu {
     /// then in flight until [`on_probe_acked`](Self::on_probe_acked) or
     /// [`on_probe_lost`](Self::on_probe_lost). Call it only when a packet
     /// can be sent.
-    pub fn poll_probe(&mut self, now: Instant) -> Option<usize> {
+    pub(crate) fn poll_probe(&mut self, now: Instant) -> Option<usize> {
         if self.in_flight.is_some() {
             return None;
         }
@@ -155,7 +157,8 @@ impl PathMtu {
     }
 
     /// When the raise timer fires, if the search is over.
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    #[cfg(test)]
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
             Phase::Complete { raise_at } if self.current < self.config.max => Some(raise_at),
             _ => None,
@@ -163,7 +166,7 @@ impl PathMtu {
     }
 
     /// The probe of `size` bytes was acknowledged: the path carries it.
-    pub fn on_probe_acked(&mut self, size: usize) {
+    pub(crate) fn on_probe_acked(&mut self, size: usize) {
         if self.in_flight == Some(size) {
             self.in_flight = None;
         }
@@ -182,7 +185,7 @@ impl PathMtu {
     }
 
     /// The probe of `size` bytes was declared lost.
-    pub fn on_probe_lost(&mut self, size: usize) {
+    pub(crate) fn on_probe_lost(&mut self, size: usize) {
         if self.in_flight != Some(size) {
             return;
         }
@@ -197,7 +200,7 @@ impl PathMtu {
     }
 
     /// A packet of `size` bytes (not a probe) was acknowledged.
-    pub fn on_packet_acked(&mut self, size: usize) {
+    pub(crate) fn on_packet_acked(&mut self, size: usize) {
         if size > self.config.base {
             self.suspicious_losses = 0;
         }
@@ -206,7 +209,7 @@ impl PathMtu {
     /// A packet of `size` bytes (not a probe) was declared lost. Returns
     /// whether this made it a black hole, so the connection re-sends at the
     /// base size.
-    pub fn on_packet_lost(&mut self, size: usize) -> bool {
+    pub(crate) fn on_packet_lost(&mut self, size: usize) -> bool {
         if size <= self.config.base {
             return false;
         }

@@ -179,7 +179,7 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::HashMap;
 
-    use crate::proto::test_rng::SplitMix;
+    use crate::test_rng::SplitMix;
 
     #[test]
     fn a_closed_connections_index_never_reaches_the_next_one_in_its_slot() {

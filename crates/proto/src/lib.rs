@@ -1,0 +1,139 @@
+//! Tern's protocol as a sans-IO state machine.
+//!
+//! An [`Endpoint`] is the whole protocol for one UDP socket: it routes each
+//! datagram to its [`Connection`] by the receiver index the packet carries,
+//! answers and rate-limits handshakes, and is what the application drives
+//! (`connect`, `accept`, [`Endpoint::connection`] for the commands of one
+//! connection, [`Endpoint::poll_event`]). Nothing here owns a socket, a
+//! thread or a clock: datagrams come in through [`Node::handle_datagram`],
+//! go out through [`Node::poll_transmit`] into the caller's buffer, and
+//! time is always an argument ([`Instant`]), so a run is a function of its
+//! inputs and a seed. tern-peer runs it on tokio over batched UDP I/O; this
+//! crate builds without either, for other event loops and simulators (with
+//! the `sim` feature, [`OnSim`] runs any [`Node`] in tern-sim).
+//!
+//! [`Node`] is the contract between the protocol and the I/O: the calls a
+//! driver makes, in the order it makes them. [`Connection`]'s documentation
+//! gives the order of a connection's calls within a turn.
+//!
+//! # Example
+//! Two endpoints, with the datagrams carried by hand:
+//! ```
+//! use std::net::SocketAddr;
+//! use std::time::SystemTime;
+//!
+//! use tern_proto::{Bytes, Endpoint, EndpointConfig, IdentityKey, Instant, Node, TransmitLimits};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let (now, wall) = (Instant::now(), SystemTime::now());
+//! let identity = IdentityKey::generate(&mut rand_core::OsRng)?;
+//! let public = identity.public(); // what initiators need to know
+//! let server_addr: SocketAddr = "192.0.2.1:7000".parse()?;
+//! let client_addr: SocketAddr = "192.0.2.2:7000".parse()?;
+//! // The seeds feed each endpoint's cryptographic RNG: from the OS in
+//! // production, fixed in a simulation.
+//! let mut server = Endpoint::new(EndpointConfig::default(), Some(identity), [1; 32], now, wall)?;
+//! let mut client = Endpoint::new(EndpointConfig::default(), None, [2; 32], now, wall)?;
+//!
+//! let to_server = client.connect(now, server_addr, &public)?;
+//! client.connection(to_server).ok_or("gone")?.send_message(Bytes::from_static(b"hello"))?;
+//!
+//! // A driver's turns, with a lossless zero-delay wire.
+//! let limits = TransmitLimits::new(1, 1452);
+//! let mut buf = vec![0; 1452];
+//! let mut from_client = None;
+//! while from_client.is_none() {
+//!     while let Some(sent) = client.poll_transmit(now, limits, &mut buf) {
+//!         server.handle_datagram(now, server_addr, client_addr, &mut buf[..sent.len]);
+//!     }
+//!     while let Some(sent) = server.poll_transmit(now, limits, &mut buf) {
+//!         client.handle_datagram(now, client_addr, server_addr, &mut buf[..sent.len]);
+//!     }
+//!     from_client = server.accept();
+//! }
+//! let from_client = server.connection(from_client.ok_or("none")?).ok_or("gone")?;
+//! assert_eq!(from_client.recv_message().as_deref(), Some(&b"hello"[..]));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What it is built from
+//! The building blocks (the receiver-index table, the intro limiter, the
+//! anti-amplification limit, paths and MTU search, stream and message
+//! buffers, flow control, the scheduler) are internal: they change as the
+//! protocol does. `internals` exposes some of them to Tern's own
+//! benchmarks, outside any compatibility promise.
+
+mod amplification;
+mod carried;
+mod config;
+mod connection;
+mod endpoint;
+mod flow_control;
+mod intro_limit;
+mod messages;
+mod node;
+mod path;
+mod path_mtu;
+mod range_set;
+mod receiver_index;
+mod recv_stream;
+mod ring;
+mod scheduler;
+mod send_budget;
+mod send_stream;
+mod stream_id;
+#[cfg(test)]
+mod stream_tests;
+#[cfg(test)]
+mod test_rng;
+
+#[cfg(feature = "sim")]
+mod on_sim;
+
+pub use bytes::Bytes;
+pub use quanta::Instant;
+pub use tern_congestion::{LedbatConfig, LedbatConfigError};
+pub use tern_wire::{CloseKind, IdentityKey, KeyConfig, PublicIdentity};
+
+pub use config::{
+    ConnectionConfig, EndpointConfig, INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS,
+    INITIAL_STREAM_WINDOW,
+};
+pub use connection::{
+    Connection, ConnectionError, ConnectionStats, Event, ProtocolError, ReadError, ReadOutcome,
+    SendError, WriteError,
+};
+pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointStats};
+pub use intro_limit::IntroLimiterConfig;
+pub use node::{Node, SendRefused, Transmit, TransmitLimits};
+#[cfg(feature = "sim")]
+pub use on_sim::OnSim;
+pub use stream_id::{Direction, Side, StreamId};
+
+use amplification::AmplificationLimit;
+use carried::{Carried, CarriedRecord};
+use flow_control::{FlowControlError, RecvWindow, SendCredit};
+use intro_limit::IntroLimiter;
+use messages::{MESSAGE_WINDOW, MessageReceiver, MessageSender, MessageWindowError};
+use path::{ChallengeToken, Path, PathTimeout};
+use path_mtu::{PathMtu, PathMtuConfig};
+use range_set::RangeSet;
+use receiver_index::{IndexFull, ReceiverIndex};
+use recv_stream::{RecvStream, StreamError};
+use scheduler::{Scheduler, Urgency};
+use send_budget::{Charge, SendBudget};
+use send_stream::SendStream;
+use stream_id::{StreamIdError, StreamLimits};
+
+/// Building blocks exposed for Tern's own benchmarks (level 0 and 1), so
+/// their cost is measured alone. Not part of the API: no compatibility
+/// promise covers them, and they change with the protocol.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::intro_limit::{IntroLimiter, IntroRefused};
+    pub use crate::messages::{MessageReceiver, MessageSender};
+    pub use crate::receiver_index::{IndexFull, ReceiverIndex};
+    pub use crate::recv_stream::RecvStream;
+    pub use crate::send_stream::SendStream;
+}
