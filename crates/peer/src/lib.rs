@@ -114,6 +114,12 @@ pub mod driver;
 /// The sans-IO protocol this crate drives: tern-proto, re-exported.
 pub use tern_proto as proto;
 
+/// The batched UDP I/O the driver runs on: tern-sockio, re-exported (its
+/// backends, counters and socket appear in the driver's API).
+pub use tern_sockio as sockio;
+
 pub use api::{Config, ConnectError, Connection, Endpoint, Error, Stats, Stream};
+pub use bytes::Bytes;
 pub use proto::{ConnectionError, ConnectionStats, StreamId};
+pub use tern_sockio::Backend;
 pub use tern_wire::{IdentityKey, PublicIdentity};

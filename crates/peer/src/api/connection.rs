@@ -108,9 +108,11 @@ impl Connection {
     }
 
     /// Sends a message of any size, delivered to the peer whole and exactly
-    /// once. Waits only while the send buffer is full.
-    pub async fn send(&self, message: Bytes) -> Result<(), Error> {
-        let mut message = Some(message);
+    /// once. Waits only while the send buffer is full. Any
+    /// `Into<Bytes>` will do (`Vec<u8>`, `String`, a `&'static [u8]`); a
+    /// `Bytes` is sent without a copy.
+    pub async fn send(&self, message: impl Into<Bytes>) -> Result<(), Error> {
+        let mut message = Some(message.into());
         poll_fn(|cx| {
             self.poll_step(|slot, connection| {
                 let Some(taken) = message.take() else {
@@ -159,7 +161,8 @@ impl Connection {
 
     /// Sends an unreliable datagram: once, never re-sent, dropped by the
     /// network or the peer's full queue without notice.
-    pub fn send_datagram(&self, datagram: Bytes) -> Result<(), Error> {
+    pub fn send_datagram(&self, datagram: impl Into<Bytes>) -> Result<(), Error> {
+        let datagram = datagram.into();
         match self.poll_step(|slot, connection| {
             let Some(connection) = connection else {
                 return Step::ready(Err(ended(slot, None)), false);
@@ -241,7 +244,8 @@ impl Connection {
 
     /// Closes gracefully: what was sent is delivered first, then the peer
     /// is told `code` and `reason`. Returns once the connection is over.
-    pub async fn close(&self, code: u64, reason: Bytes) {
+    pub async fn close(&self, code: u64, reason: impl Into<Bytes>) {
+        let reason = reason.into();
         let now = self.inner.driver.now();
         let _ = self.poll_step(|_, connection| match connection {
             Some(connection) => {
@@ -254,7 +258,8 @@ impl Connection {
     }
 
     /// Closes at once: unsent and unacknowledged data is abandoned.
-    pub fn abort(&self, code: u64, reason: Bytes) {
+    pub fn abort(&self, code: u64, reason: impl Into<Bytes>) {
+        let reason = reason.into();
         let now = self.inner.driver.now();
         let _ = self.poll_step(|_, connection| match connection {
             Some(connection) => {
