@@ -267,8 +267,9 @@ impl Cubic {
         })
     }
 
-    /// Window reductions undone because every loss of their congestion
-    /// event proved spurious.
+    /// Congestion events every loss of which proved spurious: their
+    /// reduction was undone, unless the window had already grown back past
+    /// its value before it (RFC 9438 §4.9.2 then keeps the current state).
     pub fn undone_reductions(&self) -> u64 {
         self.recovery.undone()
     }
