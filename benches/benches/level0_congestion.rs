@@ -1,8 +1,9 @@
 //! Level 0 benchmarks of tern-congestion: the cost of each call a connection
 //! makes per packet — LEDBAT's on_sent, on_ack (slow start and congestion
-//! avoidance, directly and through the `AnyController` enum), on_loss, and
-//! Reno's on_ack — and of the pacer's and the token bucket's "when may this
-//! packet leave?". The controllers keep no RTT estimate and no flight count
+//! avoidance, directly and through the `AnyController` enum), on_loss,
+//! Reno's on_ack, CUBIC's on_sent and on_ack (HyStart++ slow start and
+//! congestion avoidance) — and of the pacer's and the token bucket's "when
+//! may this packet leave?". The controllers keep no RTT estimate and no flight count
 //! of their own: each call is handed the connection's (an `Rtt` snapshot,
 //! the tracker's bytes in flight), as a connection would.
 //!
@@ -16,8 +17,9 @@ use std::time::Duration;
 use divan::{Bencher, black_box};
 use quanta::{Clock, Mock};
 use tern_congestion::{
-    Acked, AnyController, Controller, Ledbat, LedbatConfig, Lost, MAX_WINDOW_LIMIT, OneWayDelay,
-    Pacer, PacerConfig, Reno, RenoConfig, Rtt, TokenBucket, take_all,
+    Acked, AnyController, Controller, Cubic, CubicConfig, Ledbat, LedbatConfig, Lost,
+    MAX_WINDOW_LIMIT, OneWayDelay, Pacer, PacerConfig, Reno, RenoConfig, Rtt, TokenBucket,
+    take_all,
 };
 
 #[global_allocator]
@@ -180,6 +182,76 @@ mod reno {
         cc.on_loss(clock.now(), &lost, &rtt(Duration::ZERO));
         bencher.bench_local(|| super::ledbat::ack(&mut cc, &clock, &mock, 0));
         assert!(!cc.in_slow_start());
+    }
+}
+
+mod cubic {
+    use super::*;
+
+    /// A CUBIC controller that stays in its phase for any number of
+    /// iterations: an unreachable maximum window; congestion avoidance
+    /// after a loss, or the initial slow start with HyStart++.
+    fn cubic(clock: &Clock, slow_start: bool) -> Cubic {
+        let mut config = CubicConfig::default();
+        config.max_window = MAX_WINDOW_LIMIT;
+        let mut cc = Cubic::new(config).expect("a valid configuration");
+        if !slow_start {
+            let lost = Lost {
+                packets: 1,
+                bytes: PACKET,
+                largest_sent_at: clock.now(),
+            };
+            cc.on_loss(clock.now(), &lost, &rtt(Duration::ZERO));
+        }
+        assert_eq!(cc.in_slow_start(), slow_start);
+        cc
+    }
+
+    #[divan::bench]
+    fn on_sent(bencher: Bencher) {
+        let (clock, mock) = clock();
+        let mut cc = cubic(&clock, false);
+        bencher.bench_local(|| {
+            mock.increment(Duration::from_micros(10));
+            cc.on_sent(clock.now(), black_box(FLIGHT));
+        });
+    }
+
+    mod on_ack {
+        use super::*;
+
+        /// Slow start with a steady round trip: every ACK is one HyStart++
+        /// RTT sample of one long round (the packet acknowledged was sent
+        /// before the round began), compared with the last round's minimum
+        /// once it has eight.
+        #[divan::bench]
+        fn slow_start(bencher: Bencher) {
+            let (clock, mock) = clock();
+            let mut cc = cubic(&clock, true);
+            let sent = clock.now();
+            bencher.bench_local(|| {
+                mock.increment(Duration::from_micros(10));
+                let acked = Acked {
+                    bytes: black_box(PACKET),
+                    largest_sent_at: sent,
+                    bytes_in_flight: FLIGHT,
+                    one_way_delay: None,
+                    app_limited: false,
+                };
+                cc.on_ack(clock.now(), &acked, &rtt(Duration::ZERO));
+            });
+            assert!(cc.in_slow_start());
+        }
+
+        /// Congestion avoidance: W_cubic(t) and W_est on every ACK (RFC
+        /// 9438 §4.2-4.5).
+        #[divan::bench]
+        fn congestion_avoidance(bencher: Bencher) {
+            let (clock, mock) = clock();
+            let mut cc = cubic(&clock, false);
+            bencher.bench_local(|| super::super::ledbat::ack(&mut cc, &clock, &mock, 0));
+            assert!(!cc.in_slow_start());
+        }
     }
 }
 

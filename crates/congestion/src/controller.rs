@@ -27,7 +27,7 @@
 //! per-packet calls of a connection are direct calls a compiler can inline,
 //! not virtual ones.
 
-use crate::{InvariantViolation, Ledbat, Reno};
+use crate::{Cubic, InvariantViolation, Ledbat, Reno};
 use quanta::Instant;
 use std::time::Duration;
 
@@ -190,7 +190,7 @@ pub trait Controller {
     /// A packet declared lost at `declared_lost_at` was acknowledged after
     /// all (tern-reliability's `SpuriousLoss`; report only those whose
     /// `in_flight` is set, as [`Lost::packets`] counts only those). Each
-    /// controller documents what it does: both of this crate's undo a window
+    /// controller documents what it does: all of this crate's undo a window
     /// reduction once every loss of its congestion event has proved spurious.
     fn on_spurious_loss(&mut self, now: Instant, declared_lost_at: Instant);
 
@@ -229,6 +229,9 @@ pub enum AnyController {
     Ledbat(Ledbat),
     /// Loss-based AIMD, for paths where one-way delay cannot be measured.
     Reno(Reno),
+    /// Loss-based, for foreground transfers that should take their fair
+    /// share beside TCP.
+    Cubic(Cubic),
 }
 
 impl From<Ledbat> for AnyController {
@@ -243,11 +246,18 @@ impl From<Reno> for AnyController {
     }
 }
 
+impl From<Cubic> for AnyController {
+    fn from(controller: Cubic) -> Self {
+        Self::Cubic(controller)
+    }
+}
+
 macro_rules! dispatch {
     ($self:ident, $c:ident => $body:expr) => {
         match $self {
             AnyController::Ledbat($c) => $body,
             AnyController::Reno($c) => $body,
+            AnyController::Cubic($c) => $body,
         }
     };
 }
@@ -301,7 +311,7 @@ impl Controller for AnyController {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{LedbatConfig, RenoConfig};
+    use crate::{CubicConfig, LedbatConfig, RenoConfig};
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -364,5 +374,9 @@ mod tests {
         let reno = AnyController::from(Reno::new(RenoConfig::default()).unwrap());
         assert!(reno.in_slow_start());
         reno.invariants().unwrap();
+        let cubic = AnyController::from(Cubic::new(CubicConfig::default()).unwrap());
+        assert!(cubic.in_slow_start());
+        assert_eq!(cubic.window(), 10 * 1_452);
+        cubic.invariants().unwrap();
     }
 }

@@ -6,7 +6,9 @@
 //! - a [`Controller`] decides the congestion window and the pacing rate:
 //!   [`Ledbat`] (RFC 6817 with slow start and the LEDBAT++ fairness
 //!   remedies; the default, since peer-to-peer transfers are background
-//!   traffic that should yield to everything else) or [`Reno`] (loss-based
+//!   traffic that should yield to everything else), [`Cubic`] (RFC 9438 with
+//!   HyStart++, RFC 9406: the foreground choice, for a user waiting on a
+//!   transfer, which takes its fair share beside TCP) or [`Reno`] (loss-based
 //!   AIMD); [`AnyController`] dispatches between them without virtual calls;
 //! - a [`Pacer`] spreads the window over the round trip;
 //! - a [`TokenBucket`] enforces an optional rate cap, per connection and per
@@ -80,6 +82,7 @@
 
 mod base_delay;
 mod controller;
+pub mod cubic;
 mod delay_filter;
 pub mod ledbat;
 mod pacer;
@@ -90,6 +93,7 @@ mod token_bucket;
 
 pub use base_delay::{BUCKET, BaseDelayHistory, MAX_BASE_HISTORY};
 pub use controller::{Acked, AnyController, Controller, Lost, OneWayDelay, Rtt};
+pub use cubic::{Cubic, CubicConfig, CubicConfigError, HyStartConfig};
 pub use delay_filter::{CurrentDelayFilter, MAX_CURRENT_FILTER};
 pub use ledbat::{Ledbat, LedbatConfig, LedbatConfigError, MAX_WINDOW_LIMIT};
 pub use pacer::{

@@ -30,14 +30,15 @@ pub(crate) struct Before {
     pub(crate) ssthresh: u64,
 }
 
-/// Recovery-period state of one controller.
+/// Recovery-period state of one controller; `B` is what undoing a reduction
+/// restores (window and threshold for most, more for CUBIC).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Recovery {
+pub(crate) struct Recovery<B = Before> {
     /// When the current recovery period began: the last window reduction.
     start: Option<Instant>,
     /// What the reduction replaced; `None` once undone, or when persistent
     /// congestion made the event one that must not be undone.
-    before: Option<Before>,
+    before: Option<B>,
     /// In-flight packets declared lost in the current congestion event.
     lost: u64,
     /// How many of them were acknowledged after all.
@@ -46,7 +47,7 @@ pub(crate) struct Recovery {
     undone: u64,
 }
 
-impl Recovery {
+impl<B: Copy> Recovery<B> {
     pub(crate) const fn new() -> Self {
         Self {
             start: None,
@@ -68,7 +69,7 @@ impl Recovery {
     /// Accounts for a loss report. Returns `true` if it begins a new
     /// congestion event: the caller then reduces its window, which was
     /// `before`.
-    pub(crate) fn on_loss(&mut self, now: Instant, lost: &Lost, before: Before) -> bool {
+    pub(crate) fn on_loss(&mut self, now: Instant, lost: &Lost, before: B) -> bool {
         if self.covers(lost.largest_sent_at) {
             self.lost = self.lost.saturating_add(lost.packets);
             return false;
@@ -83,7 +84,7 @@ impl Recovery {
     /// Accounts for a loss declared at `declared_lost_at` that proved
     /// spurious. Returns what to restore when that completes the undo of the
     /// current event; the recovery period then ends.
-    pub(crate) fn on_spurious_loss(&mut self, declared_lost_at: Instant) -> Option<Before> {
+    pub(crate) fn on_spurious_loss(&mut self, declared_lost_at: Instant) -> Option<B> {
         let start = self.start?;
         // Losses of the current event are declared at or after its reduction.
         if declared_lost_at < start || self.before.is_none() {
