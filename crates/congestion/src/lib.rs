@@ -78,6 +78,8 @@
 //! # Ok::<(), tern_congestion::LedbatConfigError>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod base_delay;
 mod controller;
 mod delay_filter;
