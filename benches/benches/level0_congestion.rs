@@ -11,6 +11,8 @@
 //! mock's atomic add is part of every figure). Every benchmark runs in
 //! steady state, so allocation counts should be zero.
 
+#![forbid(unsafe_code)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -3,6 +3,8 @@
 //! beside a `HashMap<u32, usize>` baseline, and admitting or refusing an
 //! intro.
 
+#![forbid(unsafe_code)]
+
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;

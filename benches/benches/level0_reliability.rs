@@ -3,6 +3,8 @@
 //! RTT estimator. Every benchmark runs in steady state (the tracker neither
 //! grows nor shrinks across iterations), so allocation counts should be zero.
 
+#![forbid(unsafe_code)]
+
 use std::cell::RefCell;
 use std::ops::RangeInclusive;
 use std::sync::Arc;

@@ -7,6 +7,8 @@
 //! bytes, so the cost of Tern's wrapper is the difference. Seal, open, encode
 //! and decode must not allocate; the allocation profiler shows it.
 
+#![forbid(unsafe_code)]
+
 use std::time::{Duration, SystemTime};
 
 use aes_gcm::Aes128Gcm;

@@ -5,6 +5,8 @@
 //! with no socket in the way. The handshake happens in the setup, outside
 //! the measurement.
 
+#![forbid(unsafe_code)]
+
 use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};

@@ -5,6 +5,8 @@
 //! second of the benchmark thread's time, so a protocol test is never slowed
 //! by its network.
 
+#![forbid(unsafe_code)]
+
 use std::net::SocketAddr;
 use std::time::Duration;
 

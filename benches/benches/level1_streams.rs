@@ -4,6 +4,8 @@
 //! in and out); and per message: 64-byte and 1 KiB messages sent, received
 //! once and acknowledged.
 
+#![forbid(unsafe_code)]
+
 use bytes::Bytes;
 use divan::counter::{BytesCount, ItemsCount};
 use divan::{Bencher, black_box};

@@ -9,6 +9,8 @@
 //! xtask needs nothing but cargo: it depends on no workspace crate and
 //! drives the benchmarks through cargo itself, so it compiles in seconds.
 
+#![forbid(unsafe_code)]
+
 mod args;
 mod bench;
 mod ceiling;

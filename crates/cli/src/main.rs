@@ -12,6 +12,8 @@
 //! Errors are one line on standard error and a non-zero exit; logs go
 //! through `tracing` and are quiet unless `RUST_LOG` asks for them.
 
+#![forbid(unsafe_code)]
+
 mod control;
 mod disk;
 mod error;

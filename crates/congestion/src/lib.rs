@@ -80,6 +80,8 @@
 //! # Ok::<(), tern_congestion::LedbatConfigError>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod base_delay;
 mod controller;
 pub mod cubic;

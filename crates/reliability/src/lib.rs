@@ -106,6 +106,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod ack_policy;
 mod ack_ranges;
 mod error;
