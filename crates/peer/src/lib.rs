@@ -107,6 +107,7 @@
 //! # Ok(())
 //! # }
 //! ```
+#![forbid(unsafe_code)]
 
 mod api;
 pub mod driver;

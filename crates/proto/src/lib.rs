@@ -63,6 +63,7 @@
 //! buffers, flow control, the scheduler) are internal: they change as the
 //! protocol does. `internals` exposes some of them to Tern's own
 //! benchmarks, outside any compatibility promise.
+#![forbid(unsafe_code)]
 
 mod amplification;
 mod carried;
