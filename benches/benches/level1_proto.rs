@@ -15,14 +15,19 @@ use bytes::Bytes;
 use divan::counter::{BytesCount, ItemsCount};
 use divan::{Bencher, black_box};
 use rand_core::OsRng;
-use tern_proto::{
-    ConnectionHandle, Endpoint, EndpointConfig, Event, OnSim, ReadOutcome, SendError,
-};
+use tern_proto::{ConnectionHandle, Endpoint, EndpointConfig, Event, ReadOutcome, SendError};
 use tern_sim::{NodeId, Sim, SimConfig};
 use tern_wire::IdentityKey;
 
 #[global_allocator]
 static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();
+
+/// The same adapter tern-proto's simulation tests use.
+#[path = "../../crates/proto/tests/support/on_sim.rs"]
+#[allow(unreachable_pub)]
+mod on_sim;
+
+use on_sim::OnSim;
 
 fn main() {
     divan::main();

@@ -9,8 +9,8 @@
 //! go out through [`Node::poll_transmit`] into the caller's buffer, and
 //! time is always an argument ([`Instant`]), so a run is a function of its
 //! inputs and a seed. tern-peer runs it on tokio over batched UDP I/O; this
-//! crate builds without either, for other event loops and simulators (with
-//! the `sim` feature, [`OnSim`] runs any [`Node`] in tern-sim).
+//! crate builds without either, for other event loops and simulators (its
+//! own tests run it in tern-sim, in virtual time).
 //!
 //! [`Node`] is the contract between the protocol and the I/O: the calls a
 //! driver makes, in the order it makes them. [`Connection`]'s documentation
@@ -89,9 +89,6 @@ mod stream_tests;
 #[cfg(test)]
 mod test_rng;
 
-#[cfg(feature = "sim")]
-mod on_sim;
-
 pub use bytes::Bytes;
 pub use quanta::Instant;
 pub use tern_congestion::{LedbatConfig, LedbatConfigError};
@@ -108,8 +105,6 @@ pub use connection::{
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointStats};
 pub use intro_limit::IntroLimiterConfig;
 pub use node::{Node, SendRefused, Transmit, TransmitLimits};
-#[cfg(feature = "sim")]
-pub use on_sim::OnSim;
 pub use stream_id::{Direction, Side, StreamId};
 
 use amplification::AmplificationLimit;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use quanta::Instant;
 mod support;
 
-use tern_proto::OnSim;
+use support::OnSim;
 use tern_proto::{Node, Transmit, TransmitLimits};
 use tern_sim::{LinkConfig, Seed, Sim, SimConfig};
 

@@ -2,6 +2,10 @@
 //! two-endpoint set-up in tern-sim, and transfers to drive over it.
 #![allow(dead_code, unreachable_pub)]
 
+mod on_sim;
+
+pub use on_sim::OnSim;
+
 use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
@@ -11,8 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use bytes::Bytes;
 use rand_core::OsRng;
 use tern_proto::{
-    Connection, ConnectionHandle, Endpoint, EndpointConfig, Event, OnSim, ReadOutcome, SendError,
-    StreamId,
+    Connection, ConnectionHandle, Endpoint, EndpointConfig, Event, ReadOutcome, SendError, StreamId,
 };
 use tern_sim::{LinkConfig, NodeId, Sim, SimConfig};
 use tern_wire::IdentityKey;

@@ -1,12 +1,15 @@
-//! The one adapter between this crate's [`Node`] and tern-sim's, so a
+//! The one adapter between tern-proto's [`Node`] and tern-sim's, so a
 //! protocol endpoint (or any other `Node`) runs in the simulated network.
-//! tern-sim depends on no Tern crate; this side knows both.
+//! tern-sim depends on no Tern crate and tern-proto not on tern-sim, so
+//! the adapter is test code: tern-proto's simulation tests use it as a
+//! module of their support, and the level-1 benchmark includes this same
+//! file.
 
 use std::net::SocketAddr;
 
 use quanta::Instant;
 
-use crate::{Node, Transmit, TransmitLimits};
+use tern_proto::{Node, Transmit, TransmitLimits};
 
 /// A [`Node`] as a tern-sim node.
 ///
