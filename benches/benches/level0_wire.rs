@@ -7,6 +7,7 @@
 //! bytes, so the cost of Tern's wrapper is the difference. Seal, open, encode
 //! and decode must not allocate; the allocation profiler shows it.
 
+use std::num::NonZeroUsize;
 use std::time::{Duration, SystemTime};
 
 use aes_gcm::Aes128Gcm;
@@ -416,7 +417,10 @@ mod intro {
     pub(super) fn responder() -> Responder {
         Responder::new(
             identity().clone(),
-            ReplayGuard::new(Duration::from_secs(30), 1 << 20),
+            ReplayGuard::new(
+                Duration::from_secs(30),
+                NonZeroUsize::new(1 << 20).expect("not zero"),
+            ),
             KeyConfig::default(),
         )
     }
