@@ -18,8 +18,8 @@
 //!
 //! # Key update (RFC 9001 §6, per direction)
 //!
-//! The sender derives its next secret from the current one
-//! ([`crate::TrafficSecret::next`]) and flips the key phase bit. It may do
+//! The sender derives its next secret from the current one (see
+//! [`crate::keys`]) and flips the key phase bit. It may do
 //! so once the peer has acknowledged a packet sealed under the current key
 //! ([`PacketSealer::key_update_confirmed`]), so never more often than once a
 //! round trip, and should do so once [`PacketSealer::key_update_due`], half
@@ -67,7 +67,7 @@ impl PacketSealer {
     /// to the connection the peer knows as `peer_index`, first packet
     /// number 0, key phase 0. The handshake builds one per connection.
     #[must_use]
-    pub fn new(secret: TrafficSecret, peer_index: u32, config: KeyConfig) -> Self {
+    pub(crate) fn new(secret: TrafficSecret, peer_index: u32, config: KeyConfig) -> Self {
         Self {
             key: secret.packet_key(config.backend),
             secret,
@@ -377,7 +377,7 @@ impl PacketOpener {
     /// An opener for the direction whose first secret is `secret`, for the
     /// connection this side knows as `local_index`.
     #[must_use]
-    pub fn new(secret: TrafficSecret, local_index: u32, config: KeyConfig) -> Self {
+    pub(crate) fn new(secret: TrafficSecret, local_index: u32, config: KeyConfig) -> Self {
         let next_secret = secret.next();
         Self {
             local_index,
