@@ -9,6 +9,7 @@
 
 #![forbid(unsafe_code)]
 
+use std::num::NonZeroUsize;
 use std::time::{Duration, SystemTime};
 
 use aes_gcm::Aes128Gcm;
@@ -18,8 +19,7 @@ use divan::{Bencher, black_box};
 use rand_core::{OsRng, RngCore};
 use tern_wire::{
     Ack, AckFrameRanges, Backend, Frame, INTRO_LEN, IdentityKey, KeyConfig, PacketKey,
-    PacketOpener, PacketSealer, PendingIntro, ReplayGuard, Responder, Stream, TAG_LEN,
-    TrafficSecret, peek_receiver_index,
+    PacketSealer, PendingIntro, ReplayGuard, Responder, Stream, TAG_LEN, peek_receiver_index,
 };
 
 #[global_allocator]
@@ -51,10 +51,8 @@ fn config(backend: Backend) -> KeyConfig {
     }
 }
 
-const SECRET: [u8; 32] = [0x42; 32];
-
 fn sealer(backend: Backend) -> PacketSealer {
-    PacketSealer::new(TrafficSecret::from_bytes(SECRET), 1, config(backend))
+    PacketSealer::with_opener(&mut OsRng, 1, config(backend)).0
 }
 
 /// The nonce for `PACKET_NUMBER`, for the raw ciphers.
@@ -375,12 +373,8 @@ mod packet_creation {
     #[divan::bench(args = [64, 1364])]
     fn open_and_decode(bencher: Bencher, size: usize) {
         let data = vec![0x5a; size];
-        let mut sealer = sealer(Backend::RustCrypto);
-        let mut opener = PacketOpener::new(
-            TrafficSecret::from_bytes(SECRET),
-            1,
-            config(Backend::RustCrypto),
-        );
+        let (mut sealer, mut opener) =
+            PacketSealer::with_opener(&mut OsRng, 1, config(Backend::RustCrypto));
         let mut sealed = [0u8; 1452];
         let mut packet = sealer.start(&mut sealed).expect("below the limit");
         packet
@@ -418,7 +412,10 @@ mod intro {
     pub(super) fn responder() -> Responder {
         Responder::new(
             identity().clone(),
-            ReplayGuard::new(Duration::from_secs(30), 1 << 20),
+            ReplayGuard::new(
+                Duration::from_secs(30),
+                NonZeroUsize::new(1 << 20).expect("not zero"),
+            ),
             KeyConfig::default(),
         )
     }

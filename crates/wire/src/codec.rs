@@ -360,7 +360,9 @@ impl<'a> Frame<'a> {
                     s.offset.saturating_add(s.data.len() as u64),
                 )?;
             }
-            Self::Message(_) => {}
+            Self::Message(m) => {
+                checked("message number", m.id)?;
+            }
             Self::MaxData(m) => {
                 checked("max data", m.max)?;
             }
@@ -550,13 +552,11 @@ impl<'a> Frame<'a> {
             FrameType::Message => {
                 let (m, rest) = postcard::take_from_bytes::<MessageBody<'a>>(body)
                     .map_err(|e| body_error(ty, e))?;
-                (
-                    Self::Message(Message {
-                        id: m.id,
-                        data: m.data,
-                    }),
-                    rest,
-                )
+                let frame = Message {
+                    id: bounded(ty, m.id)?,
+                    data: m.data,
+                };
+                (Self::Message(frame), rest)
             }
             FrameType::MaxData => {
                 let (m, rest) = postcard::take_from_bytes::<MaxDataBody>(body)
@@ -1076,6 +1076,53 @@ pub(crate) mod tests {
 
     fn decode_err(bytes: &[u8]) -> DecodeError {
         Frame::decode_exact(bytes).expect_err("must be refused")
+    }
+
+    /// A Message frame written by hand: the number as postcard writes any
+    /// u64, whatever its size, then the data with its length.
+    fn message_bytes(id: u64, data: &[u8]) -> Vec<u8> {
+        let mut number = [0u8; 10];
+        let number = postcard::to_slice(&id, &mut number).expect("10 bytes hold any u64");
+        let mut bytes = vec![FrameType::Message as u8];
+        bytes.extend_from_slice(number);
+        bytes.push(u8::try_from(data.len()).expect("short data"));
+        bytes.extend_from_slice(data);
+        bytes
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// A message number is a varint like any other: up to `VARINT_MAX`
+        /// it round-trips, above it neither side accepts it.
+        #[test]
+        fn message_numbers_round_trip_up_to_varint_max_and_are_refused_above(
+            below in 0u64..1 << 16,
+            above in 0u64..1 << 16,
+            far in VARINT_MAX + 1..=u64::MAX,
+            data in vec(any::<u8>(), 0..64),
+        ) {
+            for id in [VARINT_MAX, VARINT_MAX - below] {
+                let frame = Frame::Message(Message { id, data: &data });
+                let mut buf = vec![0u8; frame.encoded_len()];
+                prop_assert_eq!(frame.encode(&mut buf), Ok(buf.len()));
+                prop_assert_eq!(&buf, &message_bytes(id, &data));
+                prop_assert_eq!(Frame::decode_exact(&buf), Ok(frame));
+            }
+            for id in [VARINT_MAX + 1, VARINT_MAX + 1 + above, far] {
+                let bytes = message_bytes(id, &data);
+                prop_assert_eq!(
+                    Frame::decode_exact(&bytes),
+                    Err(DecodeError::ValueTooLarge(FrameType::Message))
+                );
+                let frame = Frame::Message(Message { id, data: &data });
+                let mut buf = vec![0u8; frame.encoded_len()];
+                prop_assert_eq!(
+                    frame.encode(&mut buf),
+                    Err(EncodeError::ValueTooLarge { field: "message number", value: id })
+                );
+            }
+        }
     }
 
     #[test]

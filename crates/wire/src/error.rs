@@ -292,6 +292,12 @@ pub enum ProofError {
     /// the proof's key: forged, altered, or made for another session.
     #[error("identity signature does not verify for this session")]
     Signature,
+    /// The signature, read as a big-endian integer, is not below the key's
+    /// modulus (RFC 8017 §5.2.2: "signature representative out of range"):
+    /// a valid signature plus the modulus, which the RSA arithmetic alone
+    /// would accept.
+    #[error("identity signature is not below the key's modulus")]
+    SignatureOutOfRange,
     /// RSA signing failed.
     #[error("RSA signing failed")]
     Signing(#[source] rsa::Error),

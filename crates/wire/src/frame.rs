@@ -408,7 +408,8 @@ pub struct Stream<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Message<'a> {
     /// The message's number: the sender numbers its messages 0, 1, 2, ...
-    /// so the receiver delivers each once, however often it arrives.
+    /// so the receiver delivers each once, however often it arrives. At
+    /// most [`VARINT_MAX`], like every varint.
     pub id: u64,
     /// The message.
     pub data: &'a [u8],

@@ -10,6 +10,10 @@
 //!
 //! The handshake ([`crate::handshake`]) produces the first secret of each
 //! direction under distinct labels, so the two directions never share a key.
+//! Secrets never leave this crate: a caller gets them already inside a
+//! [`PacketSealer`](crate::PacketSealer) and its
+//! [`PacketOpener`](crate::PacketOpener), from the handshake or from
+//! [`PacketSealer::with_opener`](crate::PacketSealer::with_opener).
 
 use core::fmt;
 
@@ -31,10 +35,15 @@ pub(crate) const LABEL_KEY_UPDATE: &[u8] = b"tern v2 ku";
 
 /// One direction's current traffic secret, wiped from memory when dropped.
 ///
-/// Deliberately not `Clone`: a sealer owns its secret, so no second sealer
-/// can start counting packet numbers from zero under the same key.
+/// Deliberately not `Clone` and not public: a sealer owns its secret, so no
+/// second sealer can start counting packet numbers from zero under the same
+/// key. Outside this crate no secret can be named, made or copied:
+///
+/// ```compile_fail
+/// let secret = tern_wire::keys::TrafficSecret::from_bytes([7; 32]); // error: private
+/// ```
 #[derive(Zeroize, ZeroizeOnDrop)]
-pub struct TrafficSecret([u8; SECRET_LEN]);
+pub(crate) struct TrafficSecret([u8; SECRET_LEN]);
 
 impl fmt::Debug for TrafficSecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -43,10 +52,10 @@ impl fmt::Debug for TrafficSecret {
 }
 
 impl TrafficSecret {
-    /// A secret from raw bytes: for known-answer tests and benchmarks. A
-    /// connection gets its secrets from the handshake and never sees them.
+    /// A secret from raw bytes: the handshake's output, a fresh random
+    /// secret, or a known-answer test's.
     #[must_use]
-    pub const fn from_bytes(bytes: [u8; SECRET_LEN]) -> Self {
+    pub(crate) const fn from_bytes(bytes: [u8; SECRET_LEN]) -> Self {
         Self(bytes)
     }
 
@@ -61,7 +70,7 @@ impl TrafficSecret {
 
     /// The packet key and IV this secret protects packets with.
     #[must_use]
-    pub fn packet_key(&self, backend: Backend) -> PacketKey {
+    pub(crate) fn packet_key(&self, backend: Backend) -> PacketKey {
         let mut key = [0u8; KEY_LEN];
         let mut iv = [0u8; IV_LEN];
         self.expand(LABEL_KEY, &mut key);
@@ -74,7 +83,7 @@ impl TrafficSecret {
 
     /// The secret of the next key phase.
     #[must_use]
-    pub fn next(&self) -> Self {
+    pub(crate) fn next(&self) -> Self {
         let mut next = Self([0; SECRET_LEN]);
         self.expand(LABEL_KEY_UPDATE, &mut next.0);
         next

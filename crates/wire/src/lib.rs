@@ -12,7 +12,7 @@
 //! - [`header`]: packet type, receiver index, key phase, packet number ([`Header`], checked view [`Packet`]).
 //! - [`frame`] and [`codec`]: the [`Frame`]s and their encoding.
 //! - [`aead`]: [`PacketKey`], AES-128-GCM sealed in place, nonce = IV XOR packet number.
-//! - [`keys`]: the HKDF key schedule ([`TrafficSecret`]) and [`KeyConfig`].
+//! - [`keys`]: the HKDF key schedule and [`KeyConfig`].
 //! - [`packet`]: [`PacketSealer`] / [`PacketOpener`], whole packets and key updates.
 //! - [`size`]: how much data fits a datagram of a given size.
 //! - [`identity`]: RSA-2048 identities ([`IdentityKey`], [`PublicIdentity`]).
@@ -25,13 +25,12 @@
 //! Seal a packet with two frames, open it on the other side, decode the frames:
 //!
 //! ```
-//! use tern_wire::{Frame, KeyConfig, Message, PacketOpener, PacketSealer, Stream, TrafficSecret};
+//! use rand_core::OsRng;
+//! use tern_wire::{Frame, KeyConfig, Message, PacketSealer, Stream};
 //!
-//! // One direction's first secret and the receiver's index (the handshake
-//! // delivers both; the secret never leaves the sealer and opener).
-//! let (secret, index) = ([0x11; 32], 7);
-//! let mut sealer = PacketSealer::new(TrafficSecret::from_bytes(secret), index, KeyConfig::default());
-//! let mut opener = PacketOpener::new(TrafficSecret::from_bytes(secret), index, KeyConfig::default());
+//! // One direction's sealer and opener, for the connection the receiver
+//! // knows as 7 (a handshake delivers them; here a fresh random secret).
+//! let (mut sealer, mut opener) = PacketSealer::with_opener(&mut OsRng, 7, KeyConfig::default());
 //!
 //! let mut buf = [0u8; tern_wire::DEFAULT_UDP_PAYLOAD];
 //! let mut packet = sealer.start(&mut buf)?;
@@ -64,6 +63,8 @@ pub mod size;
 #[cfg(test)]
 mod test_support;
 pub mod varint;
+#[cfg(all(test, wire_format_doc))]
+mod wire_format_doc;
 
 pub use aead::{Backend, IV_LEN, KEY_LEN, PACKET_LIMIT, PacketKey, TAG_LEN};
 pub use codec::Frames;
@@ -86,7 +87,7 @@ pub use header::{
     peek_receiver_index,
 };
 pub use identity::{IdentityKey, PublicIdentity};
-pub use keys::{KeyConfig, SECRET_LEN, TrafficSecret};
+pub use keys::{KeyConfig, SECRET_LEN};
 pub use packet::{OpenedPacket, PacketBuilder, PacketOpener, PacketSealer};
 pub use proof::IdentityProof;
 pub use replay::{DEFAULT_INTRO_RATE, DEFAULT_TIMESTAMP_WINDOW, IntroId, ReplayGuard};

@@ -18,8 +18,8 @@
 //!
 //! # Key update (RFC 9001 §6, per direction)
 //!
-//! The sender derives its next secret from the current one
-//! ([`crate::TrafficSecret::next`]) and flips the key phase bit. It may do
+//! The sender derives its next secret from the current one (see
+//! [`crate::keys`]) and flips the key phase bit. It may do
 //! so once the peer has acknowledged a packet sealed under the current key
 //! ([`PacketSealer::key_update_confirmed`]), so never more often than once a
 //! round trip, and should do so once [`PacketSealer::key_update_due`], half
@@ -32,6 +32,9 @@
 //! the workspace builds without LTO, and inlined into the caller's crate the
 //! frame's checks and size prediction fold away.
 
+use rand_core::CryptoRngCore;
+use zeroize::Zeroizing;
+
 use crate::aead::{PacketKey, TAG_LEN};
 use crate::codec::Frames;
 use crate::error::{EncodeError, KeyUpdateError, OpenError, SealError};
@@ -39,7 +42,7 @@ use crate::frame::{Frame, Padding};
 use crate::header::{
     Header, KeyPhase, MAX_PACKET_NUMBER, Packet, PacketNumber, PacketType, X25519_KEY_LEN,
 };
-use crate::keys::{KeyConfig, TrafficSecret};
+use crate::keys::{KeyConfig, SECRET_LEN, TrafficSecret};
 use crate::size;
 use crate::varint::varint_len;
 
@@ -64,7 +67,7 @@ impl PacketSealer {
     /// to the connection the peer knows as `peer_index`, first packet
     /// number 0, key phase 0. The handshake builds one per connection.
     #[must_use]
-    pub fn new(secret: TrafficSecret, peer_index: u32, config: KeyConfig) -> Self {
+    pub(crate) fn new(secret: TrafficSecret, peer_index: u32, config: KeyConfig) -> Self {
         Self {
             key: secret.packet_key(config.backend),
             secret,
@@ -76,6 +79,27 @@ impl PacketSealer {
             phase_start: 0,
             largest_acked: None,
         }
+    }
+
+    /// One direction of packet protection without a handshake: a sealer
+    /// and the opener of its packets, under a fresh secret drawn from `rng`,
+    /// for the connection the receiver knows as `receiver_index`. For tests,
+    /// benchmarks and tools; connections get theirs from the handshake.
+    ///
+    /// The secret never leaves the pair, so no other sealer holds its key:
+    /// the sealer's packet numbers, and with them its nonces, are used once.
+    #[must_use]
+    pub fn with_opener(
+        rng: &mut impl CryptoRngCore,
+        receiver_index: u32,
+        config: KeyConfig,
+    ) -> (Self, PacketOpener) {
+        let mut secret = Zeroizing::new([0u8; SECRET_LEN]);
+        rng.fill_bytes(&mut secret[..]);
+        (
+            Self::new(TrafficSecret::from_bytes(*secret), receiver_index, config),
+            PacketOpener::new(TrafficSecret::from_bytes(*secret), receiver_index, config),
+        )
     }
 
     /// The number the next sealed packet will carry.
@@ -353,7 +377,7 @@ impl PacketOpener {
     /// An opener for the direction whose first secret is `secret`, for the
     /// connection this side knows as `local_index`.
     #[must_use]
-    pub fn new(secret: TrafficSecret, local_index: u32, config: KeyConfig) -> Self {
+    pub(crate) fn new(secret: TrafficSecret, local_index: u32, config: KeyConfig) -> Self {
         let next_secret = secret.next();
         Self {
             local_index,
@@ -528,13 +552,13 @@ pub(crate) mod tests {
 
     use proptest::collection::vec;
     use proptest::prelude::*;
+    use rand_core::OsRng;
 
     use super::*;
     use crate::aead::{Backend, PACKET_LIMIT};
     use crate::codec::tests::{OwnedFrame, any_frame};
     use crate::error::HeaderError;
     use crate::frame::{Message, Stream};
-    use crate::keys::SECRET_LEN;
 
     const SECRET: [u8; SECRET_LEN] = [0x5a; SECRET_LEN];
     const INDEX: u32 = 0x0102_0304;
@@ -593,6 +617,32 @@ pub(crate) mod tests {
             );
         }
         assert_eq!(sealer.next_packet_number(), 5);
+    }
+
+    #[test]
+    fn each_fresh_pair_opens_its_own_packets_and_no_other_pairs() {
+        let config = KeyConfig::default();
+        let mut pairs = [
+            PacketSealer::with_opener(&mut OsRng, INDEX, config),
+            PacketSealer::with_opener(&mut OsRng, INDEX, config),
+        ];
+        // Both sealers start at packet number 0, under different keys.
+        let packets = pairs
+            .each_mut()
+            .map(|(sealer, _)| seal(sealer, &[OwnedFrame::Ping]));
+        assert_ne!(packets[0], packets[1]);
+        for (i, packet) in packets.iter().enumerate() {
+            let other = &mut pairs[1 - i].1;
+            assert_eq!(
+                other.open(&mut packet.clone()).map(|_| ()),
+                Err(OpenError::Authentication)
+            );
+            let own = &mut pairs[i].1;
+            assert_eq!(
+                own.open(&mut packet.clone()).map(|o| o.packet_number()),
+                Ok(0)
+            );
+        }
     }
 
     #[test]

@@ -30,7 +30,8 @@
 //! the connection if it does not.
 
 use rand_core::CryptoRngCore;
-use rsa::Pss;
+use rsa::traits::PublicKeyParts;
+use rsa::{BigUint, Pss};
 use sha2::{Digest, Sha256};
 
 use crate::error::ProofError;
@@ -75,9 +76,18 @@ impl Transcript {
 impl Identity<'_> {
     /// Checks the proof against this session's `transcript` and returns the
     /// initiator's identity if it holds. Refuses a key that is not RSA-2048
-    /// SPKI DER and a signature that does not verify under it.
+    /// SPKI DER, a signature that is not below the key's modulus, and one
+    /// that does not verify under the key.
     pub fn verify(&self, transcript: &Transcript) -> Result<PublicIdentity, ProofError> {
         let identity = PublicIdentity::from_spki_der(self.public_key).map_err(ProofError::Key)?;
+        // RFC 8017 §8.1.2 step 2b applies RSAVP1, whose step 1 (§5.2.2)
+        // reads: "If the signature representative s is not between 0 and
+        // n - 1, output 'signature representative out of range'". The `rsa`
+        // crate's `Pss` verifier skips that step and reduces s mod n, so
+        // s + n would pass as a second encoding of a valid signature.
+        if BigUint::from_bytes_be(self.signature) >= *identity.0.n() {
+            return Err(ProofError::SignatureOutOfRange);
+        }
         identity
             .0
             .verify(
@@ -129,6 +139,7 @@ mod tests {
     use super::*;
     use crate::frame::{Frame, Stream};
     use crate::handshake::{ConnectionKeys, INTRO_LEN, PendingIntro, Responder};
+    use crate::identity::RSA_BITS;
     use crate::keys::KeyConfig;
     use crate::replay::ReplayGuard;
     use crate::size::MIN_UDP_PAYLOAD;
@@ -301,6 +312,66 @@ mod tests {
             garbage.verify(transcript),
             Err(ProofError::Key(_))
         ));
+    }
+
+    /// An identity whose modulus n leaves room below 2^2048 for at least
+    /// one valid signature s in 16 to have s + n fit the signature's 256
+    /// bytes: the test key if it does, else the first fresh key that does.
+    fn identity_with_room() -> &'static IdentityKey {
+        static KEY: std::sync::OnceLock<IdentityKey> = std::sync::OnceLock::new();
+        KEY.get_or_init(|| {
+            let limit = BigUint::from(1u8) << RSA_BITS;
+            std::iter::once(other_identity().clone())
+                .chain(std::iter::repeat_with(|| {
+                    IdentityKey::generate(&mut OsRng).expect("RSA key generation")
+                }))
+                .find(|key| (&limit - key.0.n()) * 16u8 >= *key.0.n())
+                .expect("keys never run out")
+        })
+    }
+
+    #[test]
+    fn a_signature_plus_the_modulus_is_refused_though_rsa_arithmetic_alone_accepts_it() {
+        let session = session();
+        let key = identity_with_room();
+        let n = key.0.n();
+        let limit = BigUint::from(1u8) << RSA_BITS;
+        let (proof, forged) = (0..1_000)
+            .find_map(|_| {
+                let proof = session.initiator_transcript.prove(key, &mut OsRng).ok()?;
+                let forged = BigUint::from_bytes_be(&proof.signature) + n;
+                (forged < limit).then_some((proof, forged.to_bytes_be()))
+            })
+            .expect("one signature in 16 leaves room for s + n");
+        // n has its top bit set, so s + n takes all 256 bytes.
+        assert_eq!(forged.len(), RSA_BITS / 8);
+        let transcript = &session.responder_transcript;
+        // The RSA arithmetic reduces s + n mod n and takes it for s.
+        key.public()
+            .0
+            .verify(Pss::new::<Sha256>(), &signed_digest(transcript), &forged)
+            .expect("the forged signature passes the RSA arithmetic");
+        let forgery = Identity {
+            signature: &forged,
+            ..proof.identity()
+        };
+        assert!(matches!(
+            forgery.verify(transcript),
+            Err(ProofError::SignatureOutOfRange)
+        ));
+        assert_eq!(proof.verify(transcript).unwrap(), key.public());
+
+        // n itself and the largest 256-byte value are refused the same way.
+        for signature in [n.to_bytes_be(), vec![0xff; RSA_BITS / 8]] {
+            let forgery = Identity {
+                signature: &signature,
+                ..proof.identity()
+            };
+            assert!(matches!(
+                forgery.verify(transcript),
+                Err(ProofError::SignatureOutOfRange)
+            ));
+        }
     }
 
     proptest! {

@@ -32,6 +32,7 @@
 //! a decryption and a half-open connection, exactly what a fresh intro from
 //! the same attacker costs, and gives the attacker no key.
 
+use core::num::NonZeroUsize;
 use core::time::Duration;
 use std::collections::BTreeSet;
 
@@ -55,7 +56,7 @@ pub const DEFAULT_INTRO_RATE: u32 = 1_000;
 #[derive(Debug)]
 pub struct ReplayGuard {
     window_ms: u64,
-    capacity: usize,
+    capacity: NonZeroUsize,
     /// Remembered intros, oldest timestamp (ms since the UNIX epoch) first.
     seen: BTreeSet<(u64, IntroId)>,
 }
@@ -63,8 +64,16 @@ pub struct ReplayGuard {
 impl ReplayGuard {
     /// A guard accepting timestamps within `window` of now in either
     /// direction and remembering at most `capacity` intros.
+    ///
+    /// The capacity is not zero: a guard that remembers nothing would
+    /// accept every replay.
+    ///
+    /// ```compile_fail
+    /// # use core::time::Duration;
+    /// let guard = tern_wire::ReplayGuard::new(Duration::from_secs(30), 0); // error: not a NonZeroUsize
+    /// ```
     #[must_use]
-    pub fn new(window: Duration, capacity: usize) -> Self {
+    pub fn new(window: Duration, capacity: NonZeroUsize) -> Self {
         Self {
             window_ms: u64::try_from(window.as_millis()).unwrap_or(u64::MAX),
             capacity,
@@ -73,7 +82,8 @@ impl ReplayGuard {
     }
 
     /// A guard sized for an endpoint that accepts at most
-    /// `intros_per_second`: capacity `2 × window × rate` (see the module docs).
+    /// `intros_per_second`: capacity `2 × window × rate` (see the module
+    /// docs), and at least one intro however small the rate or the window.
     #[must_use]
     pub fn for_intro_rate(intros_per_second: u32, window: Duration) -> Self {
         let per_window = window
@@ -81,13 +91,16 @@ impl ReplayGuard {
             .saturating_mul(u128::from(intros_per_second))
             / 1_000;
         let capacity = usize::try_from(per_window.saturating_mul(2)).unwrap_or(usize::MAX);
-        Self::new(window, capacity)
+        Self::new(
+            window,
+            NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN),
+        )
     }
 
     /// The most intros remembered at once.
     #[must_use]
     pub const fn capacity(&self) -> usize {
-        self.capacity
+        self.capacity.get()
     }
 
     /// Number of intros remembered.
@@ -125,10 +138,7 @@ impl ReplayGuard {
         {
             self.seen.pop_first();
         }
-        if self.capacity == 0 {
-            return Ok(());
-        }
-        while self.seen.len() >= self.capacity {
+        while self.seen.len() >= self.capacity.get() {
             self.seen.pop_first();
         }
         self.seen.insert(entry);
@@ -150,6 +160,10 @@ mod tests {
 
     use super::*;
 
+    fn capacity(intros: usize) -> NonZeroUsize {
+        NonZeroUsize::new(intros).expect("not zero")
+    }
+
     /// `count` distinct intro ids from an attacker.
     fn flood_ids(count: u32) -> impl Iterator<Item = IntroId> {
         (0..count).map(|i| {
@@ -168,8 +182,26 @@ mod tests {
     }
 
     #[test]
+    fn a_guard_sized_for_no_intros_still_refuses_a_replay() {
+        let now = 1_000_000;
+        for (rate, window) in [
+            (0, Duration::from_secs(30)),
+            (1_000, Duration::ZERO),
+            (1, Duration::from_millis(100)),
+        ] {
+            let mut guard = ReplayGuard::for_intro_rate(rate, window);
+            assert_eq!(guard.capacity(), 1, "{rate}/s over {window:?}");
+            guard.admit([1; 16], now, now).unwrap();
+            assert_eq!(
+                guard.admit([1; 16], now, now),
+                Err(AcceptError::Replayed { intro_id: [1; 16] })
+            );
+        }
+    }
+
+    #[test]
     fn a_replay_is_refused_within_the_window_and_stale_after_it() {
-        let mut guard = ReplayGuard::new(Duration::from_secs(10), 8);
+        let mut guard = ReplayGuard::new(Duration::from_secs(10), capacity(8));
         let now = 1_000_000;
         guard.admit([1; 16], now, now).unwrap();
         assert_eq!(
@@ -186,7 +218,7 @@ mod tests {
 
     #[test]
     fn point_9_a_flood_at_the_far_edge_of_the_window_does_not_lock_out_honest_initiators() {
-        let mut guard = ReplayGuard::new(Duration::from_secs(30), 64);
+        let mut guard = ReplayGuard::new(Duration::from_secs(30), capacity(64));
         let now = 1_000_000;
         let edge = now + 30_000;
         // capacity + 1 intros stamped at the window's future edge, and more.
@@ -205,14 +237,15 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
-        /// Bounded, never admits a remembered intro twice, and never refuses
-        /// a fresh in-window intro.
+        /// Bounded, never admits a remembered intro twice, refuses an
+        /// intro replayed right after it was admitted, and never refuses a
+        /// fresh in-window intro.
         #[test]
         fn the_replay_guard_stays_bounded_and_refuses_only_replays_and_stale_intros(
-            capacity in 0usize..8,
+            intros_held in 1usize..8,
             intros in proptest::collection::vec((0u8..12, 0u64..40, 0u64..60), 1..80),
         ) {
-            let mut guard = ReplayGuard::new(Duration::from_secs(10), capacity);
+            let mut guard = ReplayGuard::new(Duration::from_secs(10), capacity(intros_held));
             let mut admitted = HashSet::new();
             let mut now_s = 0;
             for (id, timestamp_s, advance_s) in intros {
@@ -223,12 +256,16 @@ mod tests {
                     Ok(()) => {
                         prop_assert!(in_window);
                         admitted.insert(intro);
+                        prop_assert_eq!(
+                            guard.admit(intro.0, intro.1, now_s * 1_000),
+                            Err(AcceptError::Replayed { intro_id: intro.0 })
+                        );
                     }
                     Err(AcceptError::Replayed { .. }) => prop_assert!(admitted.contains(&intro)),
                     Err(AcceptError::StaleTimestamp { .. }) => prop_assert!(!in_window),
                     Err(other) => prop_assert!(false, "unexpected {other:?}"),
                 }
-                prop_assert!(guard.len() <= capacity);
+                prop_assert!(guard.len() <= intros_held);
             }
         }
     }

@@ -13,13 +13,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use rand_core::OsRng;
 use tern_sockio::{Capabilities, SocketConfig, Transmit, UdpSocket};
-use tern_wire::{Frame, KeyConfig, PacketOpener, PacketSealer, Stream, TrafficSecret};
+use tern_wire::{Frame, KeyConfig, PacketSealer, Stream};
 
 use super::PAYLOAD;
 use crate::sockio_matrix::{IDLE, RECV_SLOTS, gso_segments, receiver_done, runtime};
 
-const SECRET: [u8; 32] = [0x42; 32];
 const INDEX: u32 = 7;
 /// Datagrams sealed and sent per batch: what the driver gathers per turn.
 const BATCH: usize = 256;
@@ -52,6 +52,8 @@ pub(super) fn run(duration: Duration) -> io::Result<f64> {
     let barrier = Arc::new(Barrier::new(2));
     let done = Arc::new(AtomicBool::new(false));
     let (addr_tx, addr_rx) = std::sync::mpsc::channel::<SocketAddr>();
+    let (mut sealer, mut opener) =
+        PacketSealer::with_opener(&mut OsRng, INDEX, KeyConfig::default());
     let receiver = {
         let (barrier, done) = (Arc::clone(&barrier), Arc::clone(&done));
         std::thread::spawn(move || -> io::Result<(u64, Duration)> {
@@ -68,11 +70,6 @@ pub(super) fn run(duration: Duration) -> io::Result<f64> {
                 barrier.wait();
                 let mut rx = bound?;
                 let mut bufs = rx.new_recv_buffers();
-                let mut opener = PacketOpener::new(
-                    TrafficSecret::from_bytes(SECRET),
-                    INDEX,
-                    KeyConfig::default(),
-                );
                 let start = Instant::now();
                 let mut last = start;
                 let mut bytes = 0u64;
@@ -116,11 +113,6 @@ pub(super) fn run(duration: Duration) -> io::Result<f64> {
             let bound = UdpSocket::bind(loopback, config);
             barrier.wait();
             let mut tx = bound?;
-            let mut sealer = PacketSealer::new(
-                TrafficSecret::from_bytes(SECRET),
-                INDEX,
-                KeyConfig::default(),
-            );
             // Offsets from 2^30 on all take the same eight-byte varint.
             let mut offset = 1u64 << 30;
             // Seals one packet of `data` into `slot`: its length.

@@ -1260,8 +1260,8 @@ mod tests {
     /// Sends `bytes` of `id`'s unsent data in full packets (fewer if it
     /// has less), then hands out the writable events that follow.
     fn send(streams: &mut Streams, id: StreamId, bytes: usize) -> Vec<StreamId> {
-        let mut sealer = tern_wire::PacketSealer::new(
-            tern_wire::TrafficSecret::from_bytes([7; 32]),
+        let (mut sealer, _) = tern_wire::PacketSealer::with_opener(
+            &mut rand_core::OsRng,
             1,
             tern_wire::KeyConfig::default(),
         );

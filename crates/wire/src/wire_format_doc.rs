@@ -1,17 +1,21 @@
 //! `docs/wire-format.md` is normative; this test rebuilds its example packet
 //! and key schedule byte for byte so the document cannot drift from the code.
+//! It lives in the crate because the example's traffic secret is a fixed
+//! one, and only the crate can make a secret from bytes.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
+use crate::keys::TrafficSecret;
+use crate::test_support::{identity, other_identity, t0};
+use crate::{
+    Ack, AckFrameRanges, AckFrequency, Backend, Frame, Frames, Header, INTRO_LEN, KeyConfig,
+    KeyPhase, MaxUdpPayload, PacketKey, PacketNumber, PacketOpener, PacketSealer, PendingIntro,
+    ReplayGuard, Responder, Stream,
+};
 use rand_core::OsRng;
 use rsa::Pss;
 use rsa::pkcs8::DecodePublicKey;
 use sha2::{Digest, Sha256};
-use tern_wire::{
-    Ack, AckFrameRanges, AckFrequency, Backend, Frame, Frames, Header, INTRO_LEN, IdentityKey,
-    KeyConfig, KeyPhase, MaxUdpPayload, PacketKey, PacketNumber, PacketOpener, PacketSealer,
-    PendingIntro, ReplayGuard, Responder, Stream, TrafficSecret,
-};
 
 const DOC: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -110,9 +114,8 @@ fn the_documented_ack_frequency_frame_is_what_the_codec_writes() {
 /// hash.
 #[test]
 fn the_documented_identity_proof_is_what_the_prover_signs() {
-    let responder_key = IdentityKey::generate(&mut OsRng).expect("RSA key generation");
-    let initiator_key = IdentityKey::generate(&mut OsRng).expect("RSA key generation");
-    let now = SystemTime::now();
+    let (responder_key, initiator_key) = (identity(), other_identity());
+    let now = t0();
     let mut intro = [0u8; INTRO_LEN];
     let pending = PendingIntro::write(
         &responder_key.public(),
@@ -123,7 +126,11 @@ fn the_documented_identity_proof_is_what_the_prover_signs() {
         &mut intro,
     )
     .expect("intro");
-    let mut responder = Responder::new(responder_key, ReplayGuard::default(), KeyConfig::default());
+    let mut responder = Responder::new(
+        responder_key.clone(),
+        ReplayGuard::default(),
+        KeyConfig::default(),
+    );
     let accepted = responder.accept(&intro, now, &mut OsRng).expect("accepted");
     let mut reply = [0u8; 1452];
     let (len, _) = accepted.reply(2, &[], &mut reply).expect("reply");
@@ -132,7 +139,7 @@ fn the_documented_identity_proof_is_what_the_prover_signs() {
         .expect("reply opens")
         .transcript;
 
-    let proof = transcript.prove(&initiator_key, &mut OsRng).expect("signs");
+    let proof = transcript.prove(initiator_key, &mut OsRng).expect("signs");
     let frame = proof.frame();
     let mut encoded = vec![0u8; frame.encoded_len()];
     frame.encode(&mut encoded).expect("fits");
