@@ -1,4 +1,4 @@
-//! Level 0 benchmarks of tern-peer's endpoint tables: finding a connection
+//! Level 0 benchmarks of tern-proto's endpoint tables: finding a connection
 //! from the receiver index of a packet (the per-packet demultiplexing cost)
 //! beside a `HashMap<u32, usize>` baseline, and admitting or refusing an
 //! intro.

@@ -1,4 +1,4 @@
-//! Level 1: the protocol's own cost. Two tern-peer endpoints, connected,
+//! Level 1: the protocol's own cost. Two tern-proto endpoints, connected,
 //! on tern-sim with a perfect link (no delay, no loss): every figure is the
 //! sans-IO state machines' work per second of the benchmark thread — seal
 //! and open, frames, ACKs, loss detection, LEDBAT, flow control, streams —

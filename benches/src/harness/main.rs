@@ -4,8 +4,10 @@
 //! contract that `cargo xtask bench` reads: metrics on standard output, one
 //! JSON object per line; progress on standard error. Each benchmark group
 //! lives in its own module and belongs to one level; level 2 has the sockio
-//! backend matrix with its raw-syscall ceilings, and tern-peer's endpoint
-//! driver beside raw tern-sockio; level 3 has one endpoint under load.
+//! backend matrix with its raw-syscall ceilings, tern-peer's endpoint
+//! driver beside raw tern-sockio, and the end-to-end workloads of Tern's
+//! async API beside their ceilings (and quinn's, with the `quinn` feature);
+//! level 3 has one endpoint under load.
 
 mod affinity;
 mod alloc_count;

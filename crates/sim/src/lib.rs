@@ -5,7 +5,8 @@
 //! any machine, with a seed that replays a failure bit for bit. tern-sim
 //! depends on no other Tern crate: it drives anything that implements
 //! [`Node`] (handle a datagram, poll a datagram to send, poll and handle a
-//! timer), and Tern's connection endpoint is one such thing.
+//! timer). Tern's protocol endpoint runs on it through a small adapter in
+//! tern-proto's tests.
 //!
 //! Links are per direction, each with delay, jitter, reordering, independent
 //! and bursty (Gilbert–Elliott) loss, duplication, bit corruption, a

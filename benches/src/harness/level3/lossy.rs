@@ -4,7 +4,7 @@
 //! the server read per second, and their share of what halving on loss
 //! allows, the Mathis bound MSS/RTT × 1.22/√p, with the connection's own
 //! smoothed round trip. tern-sim measures the same on a model
-//! (`crates/peer/tests/proto_goodput.rs`); this is the real stack, sockets
+//! (`crates/proto/tests/proto_goodput.rs`); this is the real stack, sockets
 //! and timers included.
 
 use std::io;

@@ -199,7 +199,8 @@ fn forward(pipe: impl Read + Send + 'static) -> Receiver<String> {
     rx
 }
 
-/// Whether this machine lets tests configure the network (root, `ip`, `tc`).
+/// Whether this process is root and has each of `tools`: what the tests
+/// that build network namespaces or mount a file system need.
 pub fn root_with(tools: &[&str]) -> Result<(), String> {
     let uid = Command::new("id")
         .arg("-u")

@@ -108,9 +108,11 @@ impl Connection {
     }
 
     /// Sends a message of any size, delivered to the peer whole and exactly
-    /// once. Waits only while the send buffer is full. Any
-    /// `Into<Bytes>` will do (`Vec<u8>`, `String`, a `&'static [u8]`); a
-    /// `Bytes` is sent without a copy.
+    /// once. Waits only while there is no room for it: the send buffer is
+    /// full or, for a message larger than a packet (which travels on a
+    /// one-way stream of its own), the peer allows no more such streams.
+    /// Any `Into<Bytes>` will do (`Vec<u8>`, `String`, a `&'static [u8]`);
+    /// a `Bytes` is sent without a copy.
     pub async fn send(&self, message: impl Into<Bytes>) -> Result<(), Error> {
         let mut message = Some(message.into());
         poll_fn(|cx| {
@@ -243,7 +245,17 @@ impl Connection {
     }
 
     /// Closes gracefully: what was sent is delivered first, then the peer
-    /// is told `code` and `reason`. Returns once the connection is over.
+    /// is told `code` and `reason`.
+    ///
+    /// Returns when [`closed`](Self::closed) does: once the peer has
+    /// acknowledged every message and stream byte sent and the Close is
+    /// queued for the driver to send (not once it is sent or received), or
+    /// sooner if the connection ends otherwise (the peer closes it, it
+    /// times out, the endpoint stops). A connection still in its handshake
+    /// ends at once, without a Close. The endpoint then holds the
+    /// connection for its closing period (three probe timeouts), repeating
+    /// the Close to a peer that still sends;
+    /// [`Endpoint::wait_idle`](crate::Endpoint::wait_idle) waits for that.
     pub async fn close(&self, code: u64, reason: impl Into<Bytes>) {
         let reason = reason.into();
         let now = self.inner.driver.now();
@@ -270,7 +282,12 @@ impl Connection {
         });
     }
 
-    /// Waits until the connection is over, and says why.
+    /// Waits until the connection has ended for this side, and says why:
+    /// closed by the peer, timed out, its endpoint stopped, or closed here
+    /// (after a graceful [`close`](Self::close), once everything sent was
+    /// acknowledged and the Close is queued; after an [`abort`](Self::abort),
+    /// at the driver's next turn). No more data is sent or delivered on it
+    /// then, but what a peer delivered before it closed can still be read.
     pub async fn closed(&self) -> Error {
         poll_fn(|cx| self.poll_closed(cx)).await
     }

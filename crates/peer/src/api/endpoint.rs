@@ -114,7 +114,8 @@ impl Endpoint {
     }
 
     /// The next connection a peer opened; `None` once the endpoint has
-    /// stopped or [`close`](Self::close) was called.
+    /// stopped, or after [`close`](Self::close) when no connection waits
+    /// to be taken.
     pub async fn accept(&self) -> Option<Connection> {
         let slot = poll_fn(|cx| {
             let taken = self.driver.with_node_unwoken(|state| {
@@ -133,9 +134,13 @@ impl Endpoint {
         Some(Connection::new(self.driver.clone(), slot))
     }
 
-    /// Closes every connection gracefully (what was sent is delivered
-    /// first) and refuses new ones; [`wait_idle`](Self::wait_idle) then
-    /// waits for them to finish.
+    /// Closes gracefully every connection the endpoint holds (what was
+    /// sent is delivered first), and makes [`accept`](Self::accept) return
+    /// `None` rather than wait. It does not refuse new connections: the
+    /// protocol still answers intros, and a connection a peer opens
+    /// afterwards is established, queued for `accept`, and not closed.
+    /// [`wait_idle`](Self::wait_idle) waits until the endpoint holds no
+    /// connection.
     pub fn close(&self, code: u64) {
         let now = self.driver.now();
         let _ = self.driver.with_node(|state| state.close_all(now, code));

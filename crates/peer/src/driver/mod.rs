@@ -1,9 +1,11 @@
 //! The endpoint driver: the I/O half of an endpoint, on tokio and tern-sockio.
 //!
 //! One [`Driver`] task owns one UDP socket and runs one sans-IO
-//! [`Node`](crate::proto::Node) over it — the future endpoint with all its
-//! connections, or any node that implements the trait. It is the only place
-//! in tern-peer that owns a socket or reads a clock.
+//! [`Node`](crate::proto::Node) over it — the protocol's endpoint with all
+//! its connections (what [`crate::Endpoint`] runs), or any node that
+//! implements the trait. It is the only place in tern-peer that owns a
+//! socket, and the clock it gives the node once per turn (quanta's) is the
+//! one [`DriverHandle::now`] reads for the node's commands that take a time.
 //!
 //! How it is meant to be used:
 //! - One [`Driver`] per endpoint (per socket). [`Driver::bind`] opens the
