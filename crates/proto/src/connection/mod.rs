@@ -22,7 +22,9 @@
 //! `open_stream`, `write`, `read`, `close`, ...) and drains
 //! [`Connection::poll_event`].
 
-mod streams;
+mod carried;
+pub(crate) mod path;
+pub(crate) mod streams;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -47,12 +49,15 @@ use tern_wire::{
     PendingIntro, PublicIdentity, Transcript,
 };
 
-use super::{
-    Carried, CarriedRecord, ChallengeToken, ConnectionConfig, Direction, FlowControlError,
-    MESSAGE_WINDOW, MessageReceiver, MessageSender, MessageWindowError, Path, PathTimeout, Side,
-    StreamId, StreamIdError, Transmit, TransmitLimits, Urgency,
-};
+use crate::{ConnectionConfig, Direction, Side, StreamId, Transmit, TransmitLimits};
+use carried::{Carried, CarriedRecord};
+use path::{ChallengeToken, Path, PathTimeout};
 pub use streams::ReadOutcome;
+use streams::flow_control::FlowControlError;
+use streams::messages::{MESSAGE_WINDOW, MessageReceiver, MessageSender, MessageWindowError};
+use streams::recv_stream::StreamError;
+use streams::scheduler::Urgency;
+use streams::stream_id::StreamIdError;
 use streams::{StreamRun, Streams, Turn};
 
 /// Something the application should know about; drained with
@@ -131,7 +136,7 @@ pub enum ProtocolError {
     Stream(StreamIdError),
     /// Stream data broke flow control or the final size.
     #[error("stream data: {0}")]
-    StreamData(super::StreamError),
+    StreamData(StreamError),
     /// More data than the connection window allows.
     #[error("{0}")]
     FlowControl(FlowControlError),

@@ -9,6 +9,9 @@
 //! [`IntroLimiter`] bounds how many intros per second are decrypted, per
 //! source and in total.
 
+pub(crate) mod intro_limit;
+pub(crate) mod receiver_index;
+
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
@@ -27,9 +30,11 @@ use tern_wire::{
     peek_receiver_index,
 };
 
-use super::config::EndpointConfig;
-use super::connection::{Connection, Event, Start};
-use super::{IndexFull, IntroLimiter, Node, ReceiverIndex, StreamId, Transmit, TransmitLimits};
+use crate::config::EndpointConfig;
+use crate::connection::{Connection, Event, Start};
+use crate::{Node, StreamId, Transmit, TransmitLimits};
+use intro_limit::IntroLimiter;
+use receiver_index::{IndexFull, ReceiverIndex};
 
 /// A connection's handle: its receiver index, stable for its lifetime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -24,18 +24,33 @@
 //! waiting stream that has room again gets
 //! [`Event::StreamWritable`](super::Event).
 
+pub(super) mod flow_control;
+pub(crate) mod messages;
+mod range_set;
+pub(crate) mod recv_stream;
+mod ring;
+pub(super) mod scheduler;
+mod send_budget;
+pub(crate) mod send_stream;
+pub(crate) mod stream_id;
+#[cfg(test)]
+mod stream_tests;
+
 use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 use rustc_hash::FxHashMap;
 use tern_wire::{Frame, MaxStreamData, MaxStreams, PacketBuilder, ResetStream, StopSending};
 
-use super::super::config::{INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS, INITIAL_STREAM_WINDOW};
-use super::super::{
-    Carried, CarriedRecord, Charge, Direction, RecvStream, RecvWindow, Scheduler, SendBudget,
-    SendCredit, SendStream, Side, StreamId, StreamLimits, Urgency,
-};
+use super::carried::{Carried, CarriedRecord};
 use super::{ConnectionConfig, ProtocolError, ReadError, WriteError};
+use crate::config::{INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS, INITIAL_STREAM_WINDOW};
+use flow_control::{RecvWindow, SendCredit};
+use recv_stream::{RecvStream, StreamError};
+use scheduler::{Scheduler, Urgency};
+use send_budget::{Charge, SendBudget};
+use send_stream::SendStream;
+use stream_id::{Direction, Side, StreamId, StreamLimits};
 
 /// Whose turn it is to put data in a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -660,9 +675,7 @@ impl Streams {
             || frame.final_size < inc.data.highest()
             || frame.final_size > inc.data.limit()
         {
-            return Err(ProtocolError::StreamData(
-                super::super::StreamError::FinalSize,
-            ));
+            return Err(ProtocolError::StreamData(StreamError::FinalSize));
         }
         self.window
             .on_received(grew)
@@ -1338,7 +1351,7 @@ mod tests {
             runs.extend(run);
             for s in 0..2u64 {
                 let mine: Vec<&StreamRun> = runs.iter().filter(|r| r.id.index() == s).collect();
-                let mut covered = crate::RangeSet::new();
+                let mut covered = super::range_set::RangeSet::new();
                 for r in &mine {
                     // Nothing of the run was covered before.
                     let fresh: u64 = covered.gaps(r.offset..r.offset + r.len).map(|g| g.end - g.start).sum();
