@@ -43,8 +43,10 @@ use rustc_hash::FxHashMap;
 use tern_wire::{Frame, MaxStreamData, MaxStreams, PacketBuilder, ResetStream, StopSending};
 
 use super::carried::{Carried, CarriedRecord};
-use super::{ConnectionConfig, ProtocolError, ReadError, WriteError};
-use crate::config::{INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS, INITIAL_STREAM_WINDOW};
+use super::error::{ProtocolError, ReadError, WriteError};
+use crate::config::{
+    ConnectionConfig, INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS, INITIAL_STREAM_WINDOW,
+};
 use flow_control::{RecvWindow, SendCredit};
 use recv_stream::{RecvStream, StreamError};
 use scheduler::{Scheduler, Urgency};
