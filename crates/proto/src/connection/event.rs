@@ -54,13 +54,13 @@ impl Connection {
     /// opened, as events.
     pub(super) fn flush_readable(&mut self) {
         self.streams.wake_writers();
-        while let Some(id) = self.streams.readable.pop() {
+        while let Some(id) = self.streams.poll_readable() {
             self.notify(Event::StreamReadable(id));
         }
-        while let Some(id) = self.streams.writable.pop() {
+        while let Some(id) = self.streams.poll_writable() {
             self.notify(Event::StreamWritable(id));
         }
-        if std::mem::take(&mut self.streams.opened_by_peer) {
+        if self.streams.take_opened_by_peer() {
             self.notify(Event::StreamOpened);
         }
     }

@@ -197,7 +197,7 @@ impl Connection {
                     self.messages_out.on_lost(id);
                     self.streams.schedule(Turn::Messages, Urgency::Resend);
                 }
-                Carried::MaxData => self.streams.max_data_due = true,
+                Carried::MaxData => self.streams.on_max_data_lost(),
                 Carried::AckFrequency => self.ack_frequency_due = true,
                 Carried::MaxStreamData(id) => self.streams.on_max_stream_data_lost(id),
                 Carried::MaxStreams(direction) => self.streams.on_max_streams_lost(direction),

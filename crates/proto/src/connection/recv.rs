@@ -199,8 +199,7 @@ impl Connection {
                     .map_err(ProtocolError::MessageWindow)?
                 {
                     self.streams
-                        .window
-                        .on_received(m.data.len() as u64)
+                        .on_message_received(m.data.len() as u64)
                         .map_err(ProtocolError::FlowControl)?;
                     self.inbox
                         .push_back((Bytes::copy_from_slice(m.data), false));

@@ -359,7 +359,7 @@ impl Connection {
                 Turn::Messages => {
                     let mut any = false;
                     while !record.is_full() {
-                        let credit = streams.credit.available();
+                        let credit = streams.credit_available();
                         let window_end = messages.oldest_unacked() + MESSAGE_WINDOW;
                         let Some((id, message)) = messages.poll(|id, len| {
                             id < window_end
@@ -375,7 +375,7 @@ impl Connection {
                             break;
                         }
                         if id >= *charged {
-                            streams.credit.consume(len);
+                            streams.consume_credit(len);
                             *charged = id + 1;
                         }
                         record.push(Carried::Message(id));

@@ -90,9 +90,9 @@ pub(super) struct Streams {
     incoming: FxHashMap<StreamId, Incoming>,
     turns: Scheduler<Turn>,
     /// What the peer lets this side send over all streams and messages.
-    pub(super) credit: SendCredit,
+    credit: SendCredit,
     /// What this side lets the peer send over all streams and messages.
-    pub(super) window: RecvWindow,
+    window: RecvWindow,
     stream_send_buffer: usize,
     /// Bytes the application's streams may hold together.
     budget: SendBudget,
@@ -119,13 +119,13 @@ pub(super) struct Streams {
     /// Stop-sending requests to send: stream and code.
     stops_due: Vec<(StreamId, u64)>,
     /// Whether MaxData is to be sent.
-    pub(super) max_data_due: bool,
+    max_data_due: bool,
     /// Streams that became readable since the last look.
-    pub(super) readable: Vec<StreamId>,
+    readable: Vec<StreamId>,
     /// Streams that gained room to write, or were stopped, since the last look.
-    pub(super) writable: Vec<StreamId>,
+    writable: Vec<StreamId>,
     /// Whether the peer opened streams since the last look.
-    pub(super) opened_by_peer: bool,
+    opened_by_peer: bool,
 }
 
 fn slot(direction: Direction) -> usize {
@@ -203,6 +203,11 @@ impl Streams {
     /// The next stream the peer opened.
     pub(super) fn accept(&mut self) -> Option<StreamId> {
         self.accept_queue.pop_front()
+    }
+
+    /// Whether the peer opened streams since the last look.
+    pub(super) fn take_opened_by_peer(&mut self) -> bool {
+        std::mem::take(&mut self.opened_by_peer)
     }
 
     fn retire_if_done(&mut self, id: StreamId) {

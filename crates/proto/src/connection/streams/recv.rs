@@ -7,7 +7,7 @@
 use bytes::{Bytes, BytesMut};
 use tern_wire::ResetStream;
 
-use super::flow_control::RecvWindow;
+use super::flow_control::{FlowControlError, RecvWindow};
 use super::recv_stream::{RecvStream, StreamError};
 use super::stream_id::{Direction, StreamId};
 use super::{Streams, slot};
@@ -157,7 +157,21 @@ impl Streams {
         self.retired_remote[slot(Direction::Uni)] += 1;
     }
 
+    /// The next stream that became readable since the last look.
+    pub(in crate::connection) fn poll_readable(&mut self) -> Option<StreamId> {
+        self.readable.pop()
+    }
+
     // ---- the peer's side ----
+
+    /// A small message of `bytes` arrived: it counts against the
+    /// connection window like stream data.
+    pub(in crate::connection) fn on_message_received(
+        &mut self,
+        bytes: u64,
+    ) -> Result<(), FlowControlError> {
+        self.window.on_received(bytes)
+    }
 
     /// A Stream frame arrived. Returns a large message it completed.
     pub(in crate::connection) fn on_stream_frame(
@@ -256,6 +270,10 @@ impl Streams {
     }
 
     // ---- losses ----
+
+    pub(in crate::connection) fn on_max_data_lost(&mut self) {
+        self.max_data_due = true;
+    }
 
     pub(in crate::connection) fn on_max_stream_data_lost(&mut self, id: StreamId) {
         if self.incoming.contains_key(&id) {

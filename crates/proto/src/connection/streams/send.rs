@@ -264,6 +264,12 @@ impl Streams {
             .map_or(0, |o| Self::room(o, &self.budget))
     }
 
+    /// The next stream that gained room to write, or was stopped, since
+    /// the last look.
+    pub(in crate::connection) fn poll_writable(&mut self) -> Option<StreamId> {
+        self.writable.pop()
+    }
+
     // ---- the peer's side ----
 
     pub(in crate::connection) fn on_stop_sending(
@@ -385,6 +391,18 @@ impl Streams {
     }
 
     // ---- sending ----
+
+    /// Bytes the peer's connection window still allows (messages count
+    /// against it with the streams).
+    pub(in crate::connection) fn credit_available(&self) -> u64 {
+        self.credit.available()
+    }
+
+    /// A message's `bytes` went out for the first time: they count
+    /// against the peer's connection window.
+    pub(in crate::connection) fn consume_credit(&mut self, bytes: u64) {
+        self.credit.consume(bytes);
+    }
 
     /// Whether any stream data is waiting (for the close to drain).
     pub(in crate::connection) fn has_unacked_data(&self) -> bool {
