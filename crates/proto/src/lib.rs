@@ -10,7 +10,7 @@
 //! time is always an argument ([`Instant`]), so a run is a function of its
 //! inputs and a seed. tern-peer runs it on tokio over batched UDP I/O; this
 //! crate builds without either, for other event loops and simulators (with
-//! the `sim` feature, [`OnSim`] runs any [`Node`] in tern-sim).
+//! the `sim` feature, `OnSim` runs any [`Node`] in tern-sim).
 //!
 //! [`Node`] is the contract between the protocol and the I/O: the calls a
 //! driver makes, in the order it makes them. [`Connection`]'s documentation
