@@ -8,6 +8,8 @@ use bytes::Bytes;
 use tern_reliability::AckError;
 use tern_wire::{CloseKind, DecodeError};
 
+#[cfg(doc)]
+use super::Event;
 use super::streams::flow_control::FlowControlError;
 use super::streams::messages::MessageWindowError;
 use super::streams::recv_stream::StreamError;
@@ -109,8 +111,7 @@ pub enum ReadError {
 #[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SendError {
-    /// The send buffer is full: try again after
-    /// [`Event::MessagesWritable`](super::Event::MessagesWritable).
+    /// The send buffer is full: try again after [`Event::MessagesWritable`].
     #[error("the send buffer is full")]
     Blocked(Bytes),
     /// A datagram larger than a packet can carry.

@@ -1,6 +1,7 @@
-//! What the application is told: the connection's [`Event`]s, queued once
-//! per kind until taken, including what its streams' readiness became.
+//! What the application is told about a connection: its [`Event`]s, which
+//! the connection queues once per kind until they are taken.
 
+#[cfg(doc)]
 use super::Connection;
 use super::error::ConnectionError;
 use crate::StreamId;
@@ -30,38 +31,4 @@ pub enum Event {
     StreamsAvailable,
     /// The connection is over.
     Closed(ConnectionError),
-}
-
-impl Connection {
-    /// Queues `event` unless the same one already waits: the queue holds
-    /// each event once, so packets from the peer cannot grow it while the
-    /// application is not looking (one `MessageReceived` means "call
-    /// `recv_message` until it is empty").
-    pub(super) fn notify(&mut self, event: Event) {
-        if !self.events.contains(&event) {
-            self.events.push_back(event);
-        }
-    }
-
-    /// The next event, if any. Each kind of event is queued once until it
-    /// is taken: after `MessageReceived`, take every message; after
-    /// `StreamOpened`, accept every stream.
-    pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
-    }
-
-    /// Streams the last frames or commands made readable, writable or
-    /// opened, as events.
-    pub(super) fn flush_readable(&mut self) {
-        self.streams.wake_writers();
-        while let Some(id) = self.streams.poll_readable() {
-            self.notify(Event::StreamReadable(id));
-        }
-        while let Some(id) = self.streams.poll_writable() {
-            self.notify(Event::StreamWritable(id));
-        }
-        if self.streams.take_opened_by_peer() {
-            self.notify(Event::StreamOpened);
-        }
-    }
 }

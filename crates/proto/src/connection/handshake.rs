@@ -7,24 +7,13 @@
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
-use quanta::Instant;
 use rand_core::CryptoRngCore;
 use tern_wire::{Accepted, Frame, INTRO_LEN, KeyConfig, PendingIntro, PublicIdentity};
 
 use super::carried::{Carried, CarriedRecord};
 use super::path::Path;
-use super::{Connection, Start, State};
+use super::{Connecting, Connection, Start, State};
 use crate::Side;
-
-/// The initiator's handshake until the reply arrives.
-#[derive(Debug)]
-pub(super) struct Connecting {
-    pub(super) pending: Option<PendingIntro>,
-    pub(super) intro: Box<[u8]>,
-    pub(super) resend_at: Instant,
-    pub(super) backoff: Duration,
-    pub(super) deadline: Instant,
-}
 
 /// An intro is re-sent at most this often... and at least this rarely.
 pub(super) const MAX_INTRO_BACKOFF: Duration = Duration::from_secs(2);

@@ -22,12 +22,14 @@
 //! `open_stream`, `write`, `read`, `close`, ...) and drains
 //! [`Connection::poll_event`].
 //!
-//! This module holds the struct, its calling contract and the
-//! application's commands. The rest of its `impl` is split by concern:
-//! `handshake`, `recv` (datagrams in, frame dispatch), `recovery` (ACKs
-//! and losses), `send` (packet assembly), `timers`, `close`, `event` and
-//! `stats`. The errors are in `error`; what a connection is built from in
-//! `path`, `streams` and `carried`.
+//! This module holds the struct, its calling contract, the application's
+//! commands and the event queue. The rest of the `impl` is split by
+//! concern, one file each, over this module's fields: `handshake`, `recv`
+//! (datagrams in, frame dispatch), `recovery` (ACKs and losses), `send`
+//! (packet assembly), `timers` and `close`. The types the application
+//! sees are in `error`, `event` and `stats`; what a connection is built
+//! from in `path`, `streams` and `carried`. These import nothing from the
+//! files of the `impl`, and `streams` nothing from this module.
 
 mod carried;
 mod close;
@@ -45,30 +47,40 @@ mod timers;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
+use std::time::Duration;
 
 use bytes::Bytes;
 use quanta::Instant;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
 use rand_core::CryptoRngCore;
-use tern_congestion::{AnyController, Pacer, PacerConfig, TokenBucket};
+use tern_congestion::{AnyController, Controller, Pacer, PacerConfig, TokenBucket};
 use tern_reliability::{
     AckFrequency, AckPolicy, AckPolicyConfig, AckRanges, LossConfig, LossDetector, RecoveryBuffer,
     ReplayWindow,
 };
-use tern_wire::{CloseKind, ConnectionKeys, Transcript};
+use tern_wire::{CloseKind, ConnectionKeys, PendingIntro, Transcript};
 
 use crate::{ConnectionConfig, Side, StreamId};
 use carried::CarriedRecord;
 pub use error::{ConnectionError, ProtocolError, ReadError, SendError, WriteError};
 pub use event::Event;
-use handshake::Connecting;
 use path::{ChallengeToken, Path};
 pub use stats::ConnectionStats;
 pub use streams::ReadOutcome;
 use streams::messages::{MessageReceiver, MessageSender};
 use streams::scheduler::Urgency;
 use streams::{Streams, Turn};
+
+/// The initiator's handshake until the reply arrives.
+#[derive(Debug)]
+struct Connecting {
+    pending: Option<PendingIntro>,
+    intro: Box<[u8]>,
+    resend_at: Instant,
+    backoff: Duration,
+    deadline: Instant,
+}
 
 #[derive(Debug)]
 enum State {
@@ -317,7 +329,47 @@ impl Connection {
         self.error.as_ref()
     }
 
+    /// Figures about the connection.
+    pub fn stats(&self) -> ConnectionStats {
+        let mut stats = self.stats;
+        stats.rtt = self.loss.rtt().smoothed();
+        stats.window = self.controller.window();
+        stats.bytes_in_flight = self.loss.bytes_in_flight();
+        let loss = self.loss.stats();
+        stats.lost_packets = loss.lost;
+        stats.spurious_losses = loss.spurious;
+        stats.path_mtu = self.path.mtu().current();
+        stats
+    }
+
+    /// Bytes this connection holds for data: stream buffers, messages held
+    /// until acknowledged, messages and datagrams not yet taken.
+    pub fn buffered_bytes(&self) -> usize {
+        self.streams.memory()
+            + self.messages_held
+            + self.inbox.iter().map(|(m, _)| m.len()).sum::<usize>()
+            + self.datagrams_in.iter().map(Bytes::len).sum::<usize>()
+            + self.datagrams_out.iter().map(Bytes::len).sum::<usize>()
+    }
+
     // ---- the application's commands ----
+
+    /// Queues `event` unless the same one already waits: the queue holds
+    /// each event once, so packets from the peer cannot grow it while the
+    /// application is not looking (one `MessageReceived` means "call
+    /// `recv_message` until it is empty").
+    pub(super) fn notify(&mut self, event: Event) {
+        if !self.events.contains(&event) {
+            self.events.push_back(event);
+        }
+    }
+
+    /// The next event, if any. Each kind of event is queued once until it
+    /// is taken: after `MessageReceived`, take every message; after
+    /// `StreamOpened`, accept every stream.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
 
     fn is_open_for_data(&self) -> bool {
         matches!(self.state, State::Connecting(_) | State::Established)
@@ -458,6 +510,21 @@ impl Connection {
         match self.streams.read(id, out) {
             Err(ReadError::UnknownStream(_)) if self.error.is_some() => Err(ReadError::Closed),
             other => other,
+        }
+    }
+
+    /// Streams the last frames or commands made readable, writable or
+    /// opened, as events.
+    pub(super) fn flush_readable(&mut self) {
+        self.streams.wake_writers();
+        while let Some(id) = self.streams.poll_readable() {
+            self.notify(Event::StreamReadable(id));
+        }
+        while let Some(id) = self.streams.poll_writable() {
+            self.notify(Event::StreamWritable(id));
+        }
+        if self.streams.take_opened_by_peer() {
+            self.notify(Event::StreamOpened);
         }
     }
 }

@@ -1,11 +1,7 @@
-//! Figures about a connection: what it counted, and what it holds.
+//! Figures about a connection ([`ConnectionStats`]): what it counted, and
+//! what its loss detector, congestion controller and path report.
 
 use std::time::Duration;
-
-use bytes::Bytes;
-use tern_congestion::Controller;
-
-use super::Connection;
 
 /// Figures about one connection.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -42,29 +38,4 @@ pub struct ConnectionStats {
     /// Unreliable datagrams dropped: too large when sent, or the receive
     /// queue was full.
     pub datagrams_dropped: u64,
-}
-
-impl Connection {
-    /// Figures about the connection.
-    pub fn stats(&self) -> ConnectionStats {
-        let mut stats = self.stats;
-        stats.rtt = self.loss.rtt().smoothed();
-        stats.window = self.controller.window();
-        stats.bytes_in_flight = self.loss.bytes_in_flight();
-        let loss = self.loss.stats();
-        stats.lost_packets = loss.lost;
-        stats.spurious_losses = loss.spurious;
-        stats.path_mtu = self.path.mtu().current();
-        stats
-    }
-
-    /// Bytes this connection holds for data: stream buffers, messages held
-    /// until acknowledged, messages and datagrams not yet taken.
-    pub fn buffered_bytes(&self) -> usize {
-        self.streams.memory()
-            + self.messages_held
-            + self.inbox.iter().map(|(m, _)| m.len()).sum::<usize>()
-            + self.datagrams_in.iter().map(Bytes::len).sum::<usize>()
-            + self.datagrams_out.iter().map(Bytes::len).sum::<usize>()
-    }
 }

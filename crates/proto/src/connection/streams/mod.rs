@@ -10,7 +10,7 @@
 //! write takes what fits in the stream's own buffer, in the connection's
 //! budget (no more than an equal share while other streams want room) and,
 //! once the peer has announced its flow-control limit for the stream,
-//! under that limit; and no more than [`UNSENT_LIMIT`](send::UNSENT_LIMIT) of the stream's
+//! under that limit; and no more than [`UNSENT_LIMIT`] of the stream's
 //! bytes wait unsent, so that bytes are sent soon after they are written.
 //! The flow-control bound keeps a stream whose reader does not read
 //! from holding budget it cannot send, which would leave the other streams
@@ -24,13 +24,14 @@
 //! waiting stream that has room again gets
 //! [`Event::StreamWritable`](super::Event).
 //!
-//! This module holds [`Streams`], the stream counts and the control frames;
-//! `send` and `recv` the two halves of every stream and what the
-//! application, the peer, acknowledgements and losses do to them. The
-//! other modules are the building blocks: the halves' buffers
-//! (`send_stream`, `recv_stream`, over `ring` and `range_set`), flow
-//! control, the send budget, the scheduler, stream ids, and the messages
-//! that fit one packet.
+//! This module holds [`Streams`] with the state of every stream's two
+//! halves ([`Outgoing`], [`Incoming`]), the stream counts and the control
+//! frames; `send` and `recv` what the application, the peer,
+//! acknowledgements and losses do to each half (they import from this
+//! module, never the other way). The other modules are the building
+//! blocks: the halves' buffers (`send_stream`, `recv_stream`, over `ring`
+//! and `range_set`), flow control, the send budget, the scheduler, stream
+//! ids, and the messages that fit one packet.
 
 pub(super) mod flow_control;
 pub(crate) mod messages;
@@ -50,7 +51,7 @@ mod tests;
 
 use std::collections::VecDeque;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use rustc_hash::FxHashMap;
 use tern_wire::{Frame, MaxStreamData, MaxStreams, PacketBuilder, ResetStream, StopSending};
 
@@ -60,12 +61,10 @@ use crate::config::{
     ConnectionConfig, INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS, INITIAL_STREAM_WINDOW,
 };
 use flow_control::{RecvWindow, SendCredit};
-use recv::Incoming;
-pub use recv::ReadOutcome;
+use recv_stream::RecvStream;
 use scheduler::{Scheduler, Urgency};
-use send::Outgoing;
-pub(super) use send::StreamRun;
-use send_budget::SendBudget;
+use send_budget::{Charge, SendBudget};
+use send_stream::SendStream;
 use stream_id::{Direction, Side, StreamId, StreamLimits};
 
 /// Whose turn it is to put data in a packet.
@@ -75,6 +74,99 @@ pub(super) enum Turn {
     Messages,
     /// A stream (an application stream or a large message).
     Stream(StreamId),
+}
+
+/// The sending half of a stream.
+#[derive(Debug)]
+struct Outgoing {
+    data: SendStream,
+    /// The peer's limit for this stream (an offset).
+    credit: SendCredit,
+    /// The peer has announced its limit for the stream (its first
+    /// MaxStreamData arrived): writes stay under it from then on.
+    credit_announced: bool,
+    /// The rest of a large message not yet copied into `data`.
+    message: Option<Bytes>,
+    /// The application's error code once it reset the stream (or the peer
+    /// asked it to stop).
+    reset_code: Option<u64>,
+    /// What the stream counts against the connection's send budget (an
+    /// application stream's; a message's counts nothing).
+    charge: Charge,
+    /// The last write took less than it was given.
+    wants_room: bool,
+    /// The stream is on the waiting list for a writable event.
+    waiting: bool,
+}
+
+/// The receiving half of a stream.
+#[derive(Debug)]
+struct Incoming {
+    data: RecvStream,
+    window: RecvWindow,
+    /// A large message being reassembled (one-way streams only).
+    message: Option<BytesMut>,
+    /// The peer reset the stream with this code.
+    reset_code: Option<u64>,
+    /// This side asked the peer to stop sending, with this code.
+    stop_code: Option<u64>,
+}
+
+/// What the application learns from a read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// This many bytes were copied (0 when nothing is there yet).
+    Read(usize),
+    /// The stream ended: every byte was read.
+    Finished,
+}
+
+/// The most bytes an application stream holds that were written and never
+/// sent (on top of those in flight): a write takes no more, and a writer
+/// waiting on it is woken once sending brought it down by half. Bytes then
+/// go out soon after they are written, while still in the CPU's cache —
+/// copying them into packets from a buffer megabytes behind the writer
+/// missed the cache on every line — and a stream's send buffer fills with
+/// bytes in flight rather than bytes queued. The writer refills between
+/// the driver's turns; of 128, 256, 384 and 512 KiB, 256 KiB gave the
+/// highest bulk rate on loopback (docs/benchmarks.md, "ring bulk").
+const UNSENT_LIMIT: usize = 256 * 1024;
+
+/// Contiguous bytes of one stream (and its end, with `fin`), as the
+/// packets that carried them were acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct StreamRun {
+    pub(super) id: StreamId,
+    pub(super) offset: u64,
+    pub(super) len: u64,
+    pub(super) fin: bool,
+}
+
+impl StreamRun {
+    /// Takes `chunk` in if it continues the run at either end; whether it did.
+    pub(super) fn absorb(&mut self, chunk: &StreamRun) -> bool {
+        if chunk.id != self.id {
+            return false;
+        }
+        let end = self.offset + self.len;
+        if !self.fin && chunk.offset == end {
+            self.len += chunk.len;
+            self.fin = chunk.fin;
+            true
+        } else if !chunk.fin && chunk.offset + chunk.len == self.offset {
+            self.offset = chunk.offset;
+            self.len += chunk.len;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// A large message delivered from a one-way stream.
+#[derive(Debug)]
+pub(super) struct Delivered {
+    pub(super) message: Bytes,
 }
 
 /// Every stream of one connection.

@@ -4,43 +4,15 @@
 //! reassembled whole; and the window updates and stop requests to send
 //! again when lost.
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use tern_wire::ResetStream;
 
 use super::flow_control::{FlowControlError, RecvWindow};
 use super::recv_stream::{RecvStream, StreamError};
 use super::stream_id::{Direction, StreamId};
-use super::{Streams, slot};
+use super::{Delivered, Incoming, ReadOutcome, Streams, slot};
 use crate::config::INITIAL_STREAM_WINDOW;
 use crate::connection::error::{ProtocolError, ReadError};
-
-/// The receiving half of a stream.
-#[derive(Debug)]
-pub(super) struct Incoming {
-    pub(super) data: RecvStream,
-    pub(super) window: RecvWindow,
-    /// A large message being reassembled (one-way streams only).
-    pub(super) message: Option<BytesMut>,
-    /// The peer reset the stream with this code.
-    pub(super) reset_code: Option<u64>,
-    /// This side asked the peer to stop sending, with this code.
-    pub(super) stop_code: Option<u64>,
-}
-
-/// What the application learns from a read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReadOutcome {
-    /// This many bytes were copied (0 when nothing is there yet).
-    Read(usize),
-    /// The stream ended: every byte was read.
-    Finished,
-}
-
-/// A large message delivered from a one-way stream.
-#[derive(Debug)]
-pub(in crate::connection) struct Delivered {
-    pub(in crate::connection) message: Bytes,
-}
 
 impl Streams {
     // ---- the application's side ----

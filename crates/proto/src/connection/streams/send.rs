@@ -13,75 +13,10 @@ use super::scheduler::Urgency;
 use super::send_budget::{Charge, SendBudget};
 use super::send_stream::SendStream;
 use super::stream_id::{Direction, StreamId};
-use super::{Streams, Turn};
+use super::{Outgoing, StreamRun, Streams, Turn, UNSENT_LIMIT};
 use crate::config::INITIAL_STREAM_WINDOW;
 use crate::connection::carried::{Carried, CarriedRecord};
 use crate::connection::error::{ProtocolError, WriteError};
-
-/// The sending half of a stream.
-#[derive(Debug)]
-pub(super) struct Outgoing {
-    pub(super) data: SendStream,
-    /// The peer's limit for this stream (an offset).
-    pub(super) credit: SendCredit,
-    /// The peer has announced its limit for the stream (its first
-    /// MaxStreamData arrived): writes stay under it from then on.
-    pub(super) credit_announced: bool,
-    /// The rest of a large message not yet copied into `data`.
-    pub(super) message: Option<Bytes>,
-    /// The application's error code once it reset the stream (or the peer
-    /// asked it to stop).
-    pub(super) reset_code: Option<u64>,
-    /// What the stream counts against the connection's send budget (an
-    /// application stream's; a message's counts nothing).
-    pub(super) charge: Charge,
-    /// The last write took less than it was given.
-    pub(super) wants_room: bool,
-    /// The stream is on the waiting list for a writable event.
-    pub(super) waiting: bool,
-}
-
-/// The most bytes an application stream holds that were written and never
-/// sent (on top of those in flight): a write takes no more, and a writer
-/// waiting on it is woken once sending brought it down by half. Bytes then
-/// go out soon after they are written, while still in the CPU's cache —
-/// copying them into packets from a buffer megabytes behind the writer
-/// missed the cache on every line — and a stream's send buffer fills with
-/// bytes in flight rather than bytes queued. The writer refills between
-/// the driver's turns; of 128, 256, 384 and 512 KiB, 256 KiB gave the
-/// highest bulk rate on loopback (docs/benchmarks.md, "ring bulk").
-pub(super) const UNSENT_LIMIT: usize = 256 * 1024;
-
-/// Contiguous bytes of one stream (and its end, with `fin`), as the
-/// packets that carried them were acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(in crate::connection) struct StreamRun {
-    pub(in crate::connection) id: StreamId,
-    pub(in crate::connection) offset: u64,
-    pub(in crate::connection) len: u64,
-    pub(in crate::connection) fin: bool,
-}
-
-impl StreamRun {
-    /// Takes `chunk` in if it continues the run at either end; whether it did.
-    pub(in crate::connection) fn absorb(&mut self, chunk: &StreamRun) -> bool {
-        if chunk.id != self.id {
-            return false;
-        }
-        let end = self.offset + self.len;
-        if !self.fin && chunk.offset == end {
-            self.len += chunk.len;
-            self.fin = chunk.fin;
-            true
-        } else if !chunk.fin && chunk.offset + chunk.len == self.offset {
-            self.offset = chunk.offset;
-            self.len += chunk.len;
-            true
-        } else {
-            false
-        }
-    }
-}
 
 impl Streams {
     // ---- the application's side ----

@@ -5,7 +5,6 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 
-use super::send::{StreamRun, UNSENT_LIMIT};
 use super::*;
 use crate::connection::error::WriteError;
 
