@@ -358,7 +358,7 @@ impl Connection {
     /// each event once, so packets from the peer cannot grow it while the
     /// application is not looking (one `MessageReceived` means "call
     /// `recv_message` until it is empty").
-    pub(super) fn notify(&mut self, event: Event) {
+    fn notify(&mut self, event: Event) {
         if !self.events.contains(&event) {
             self.events.push_back(event);
         }
@@ -515,7 +515,7 @@ impl Connection {
 
     /// Streams the last frames or commands made readable, writable or
     /// opened, as events.
-    pub(super) fn flush_readable(&mut self) {
+    fn flush_readable(&mut self) {
         self.streams.wake_writers();
         while let Some(id) = self.streams.poll_readable() {
             self.notify(Event::StreamReadable(id));
