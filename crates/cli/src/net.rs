@@ -95,7 +95,7 @@ pub(crate) async fn close_on_error<T>(
 ) -> Result<T, CliError> {
     if let Err(e) = &result {
         let reason: String = e.to_string().chars().take(200).collect();
-        let closing = connection.close(1, reason.into());
+        let closing = connection.close(1, reason);
         let _ = tokio::time::timeout(Duration::from_secs(2), closing).await;
     }
     result

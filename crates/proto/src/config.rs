@@ -5,7 +5,8 @@ use std::time::Duration;
 use tern_congestion::LedbatConfig;
 use tern_wire::KeyConfig;
 
-use super::{IntroLimiterConfig, PathMtuConfig};
+use crate::connection::path::mtu::PathMtuConfig;
+use crate::endpoint::intro_limit::IntroLimiterConfig;
 
 /// The flow-control window of a stream before its receiver's first
 /// MaxStreamData: a constant, so neither side needs the other's

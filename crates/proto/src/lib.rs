@@ -65,27 +65,10 @@
 //! benchmarks, outside any compatibility promise.
 #![forbid(unsafe_code)]
 
-mod amplification;
-mod carried;
 mod config;
 mod connection;
 mod endpoint;
-mod flow_control;
-mod intro_limit;
-mod messages;
 mod node;
-mod path;
-mod path_mtu;
-mod range_set;
-mod receiver_index;
-mod recv_stream;
-mod ring;
-mod scheduler;
-mod send_budget;
-mod send_stream;
-mod stream_id;
-#[cfg(test)]
-mod stream_tests;
 #[cfg(test)]
 mod test_rng;
 
@@ -98,38 +81,23 @@ pub use config::{
     ConnectionConfig, EndpointConfig, INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS,
     INITIAL_STREAM_WINDOW,
 };
+pub use connection::streams::stream_id::{Direction, Side, StreamId};
 pub use connection::{
     Connection, ConnectionError, ConnectionStats, Event, ProtocolError, ReadError, ReadOutcome,
     SendError, WriteError,
 };
+pub use endpoint::intro_limit::IntroLimiterConfig;
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointStats};
-pub use intro_limit::IntroLimiterConfig;
 pub use node::{Node, SendRefused, Transmit, TransmitLimits};
-pub use stream_id::{Direction, Side, StreamId};
-
-use amplification::AmplificationLimit;
-use carried::{Carried, CarriedRecord};
-use flow_control::{FlowControlError, RecvWindow, SendCredit};
-use intro_limit::IntroLimiter;
-use messages::{MESSAGE_WINDOW, MessageReceiver, MessageSender, MessageWindowError};
-use path::{ChallengeToken, Path, PathTimeout};
-use path_mtu::{PathMtu, PathMtuConfig};
-use range_set::RangeSet;
-use receiver_index::{IndexFull, ReceiverIndex};
-use recv_stream::{RecvStream, StreamError};
-use scheduler::{Scheduler, Urgency};
-use send_budget::{Charge, SendBudget};
-use send_stream::SendStream;
-use stream_id::{StreamIdError, StreamLimits};
 
 /// Building blocks exposed for Tern's own benchmarks (level 0 and 1), so
 /// their cost is measured alone. Not part of the API: no compatibility
 /// promise covers them, and they change with the protocol.
 #[doc(hidden)]
 pub mod internals {
-    pub use crate::intro_limit::{IntroLimiter, IntroRefused};
-    pub use crate::messages::{MessageReceiver, MessageSender};
-    pub use crate::receiver_index::{IndexFull, ReceiverIndex};
-    pub use crate::recv_stream::RecvStream;
-    pub use crate::send_stream::SendStream;
+    pub use crate::connection::streams::messages::{MessageReceiver, MessageSender};
+    pub use crate::connection::streams::recv_stream::RecvStream;
+    pub use crate::connection::streams::send_stream::SendStream;
+    pub use crate::endpoint::intro_limit::{IntroLimiter, IntroRefused};
+    pub use crate::endpoint::receiver_index::{IndexFull, ReceiverIndex};
 }

@@ -1,7 +1,7 @@
 //! [`Node`]: the sans-IO contract the endpoint driver runs.
 //!
-//! The future `Endpoint` (every connection on one socket) implements it;
-//! tests and benchmarks implement it with toy nodes. The driver owns the
+//! [`Endpoint`](crate::Endpoint) (every connection on one socket)
+//! implements it; tests and benchmarks implement it with toy nodes. The driver owns the
 //! socket, the clock and the buffers; the node owns every decision.
 
 use std::net::SocketAddr;

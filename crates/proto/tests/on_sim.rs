@@ -1,7 +1,7 @@
-//! Any tern-peer [`Node`] runs in tern-sim through one small adapter: the
-//! same state machine the driver runs on a socket runs in virtual time,
-//! under loss and delay, reproducibly. (tern-sim depends on no Tern crate,
-//! so the adapter lives on this side.)
+//! Any tern-proto [`Node`] runs in tern-sim through one small adapter
+//! (`support::OnSim`): the same state machine the driver runs on a socket
+//! runs in virtual time, under loss and delay, reproducibly. This test
+//! checks the adapter with a toy node.
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -7,7 +7,7 @@
 //! final size, is breaking the protocol: the answer is an error for the
 //! connection, never a panic or an unbounded buffer.
 
-use super::RangeSet;
+use super::range_set::RangeSet;
 use super::ring::Ring;
 
 /// A peer broke the rules of a stream.

@@ -6,7 +6,7 @@
 //! [`CARRIED_MAX`] retransmittable items. A packet that would carry more
 //! ends there, and the rest goes in the next packet.
 
-use super::{Direction, StreamId};
+use crate::{Direction, StreamId};
 
 /// Items one packet record holds.
 pub(crate) const CARRIED_MAX: usize = 6;

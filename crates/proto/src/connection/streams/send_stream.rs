@@ -7,7 +7,7 @@
 //! buffer size; `write` takes what fits, which is how a slow peer slows
 //! its writer without anything being dropped.
 
-use super::RangeSet;
+use super::range_set::RangeSet;
 use super::ring::Ring;
 
 /// A piece of the stream to put in a packet.

@@ -13,13 +13,17 @@
 //! A path that does not answer within its deadline (three probe timeouts,
 //! §8.2.4) has failed, and the connection stays on the path it had.
 
+mod amplification;
+pub(crate) mod mtu;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use quanta::Instant;
 use rand_core::RngCore;
 
-use super::{AmplificationLimit, PathMtu, PathMtuConfig};
+use amplification::AmplificationLimit;
+use mtu::{PathMtu, PathMtuConfig};
 
 /// Challenges whose answers are still accepted.
 pub(crate) const CHALLENGES_KEPT: usize = 3;

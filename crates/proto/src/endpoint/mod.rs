@@ -8,6 +8,14 @@
 //! answered with the stored reply, simultaneous opens are settled, and the
 //! [`IntroLimiter`] bounds how many intros per second are decrypted, per
 //! source and in total.
+//!
+//! This module holds the endpoint, its commands and its turns; `intro`
+//! what it does with an intro. The receiver-index table and the intro
+//! limiter are its building blocks.
+
+mod intro;
+pub(crate) mod intro_limit;
+pub(crate) mod receiver_index;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -23,13 +31,14 @@ use rand_core::RngCore;
 use tern_congestion::{AnyController, Ledbat, LedbatConfigError, Take, TokenBucket};
 use tern_wire::replay::IntroId;
 use tern_wire::{
-    INTRO_LEN, IdentityKey, PacketType, PublicIdentity, ReplayGuard, Responder, intro_id,
-    peek_receiver_index,
+    IdentityKey, PacketType, PublicIdentity, ReplayGuard, Responder, peek_receiver_index,
 };
 
-use super::config::EndpointConfig;
-use super::connection::{Connection, Event, Start};
-use super::{IndexFull, IntroLimiter, Node, ReceiverIndex, StreamId, Transmit, TransmitLimits};
+use crate::config::EndpointConfig;
+use crate::connection::{Connection, Event, Start};
+use crate::{Node, StreamId, Transmit, TransmitLimits};
+use intro_limit::IntroLimiter;
+use receiver_index::{IndexFull, ReceiverIndex};
 
 /// A connection's handle: its receiver index, stable for its lifetime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -124,11 +133,12 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// An endpoint, or the error in its LEDBAT configuration. With an `identity` it accepts connections (its public
-    /// key is what initiators need); without, it only connects. `seed`
-    /// seeds its cryptographic RNG (from the OS in production, fixed in a
-    /// simulation); `now` and `wall` are the same moment on the monotonic
-    /// and the wall clock.
+    /// A new endpoint. With an `identity` it accepts connections (its
+    /// public key is what initiators need); without, it only connects.
+    /// `seed` seeds its cryptographic RNG (from the OS in production, fixed
+    /// in a simulation); `now` and `wall` are the same moment on the
+    /// monotonic and the wall clock. Fails only if `config`'s LEDBAT
+    /// settings are inconsistent.
     pub fn new(
         config: EndpointConfig,
         identity: Option<IdentityKey>,
@@ -402,99 +412,6 @@ impl Endpoint {
             }
             self.timers.pop();
         }
-    }
-
-    fn handle_intro(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
-        if datagram.len() != INTRO_LEN {
-            self.stats.dropped_unroutable += 1;
-            return;
-        }
-        let id = intro_id(datagram);
-        if let Some(&index) = self.replies.get(&id) {
-            if let Some(connection) = self.connections.get_mut(index)
-                && connection
-                    .reply_for_repeated_intro(datagram.len())
-                    .is_some()
-            {
-                self.stored_replies.push_back((from, index));
-                self.stats.intros_repeated += 1;
-            }
-            return;
-        }
-        let Some(responder) = self.responder.as_mut() else {
-            self.stats.intros_refused += 1;
-            return;
-        };
-        // Simultaneous open: both sides sent an intro to each other. The
-        // intro with the smaller id wins on both sides, so both keep the
-        // same one connection.
-        let superseded = self.connecting.get(&from).copied();
-        if let Some(index) = superseded
-            && let Some(own) = self
-                .connections
-                .get(index)
-                .and_then(Connection::pending_intro_id)
-            && own < id
-        {
-            self.stats.simultaneous_opens += 1;
-            return;
-        }
-        if self.limiter.admit(from.ip(), now).is_err() {
-            self.stats.intros_rate_limited += 1;
-            return;
-        }
-        let wall = {
-            let (epoch, wall) = self.wall_epoch;
-            wall + now.saturating_duration_since(epoch)
-        };
-        let accepted = match responder.accept(datagram, wall, &mut self.rng) {
-            Ok(accepted) => accepted,
-            Err(_) => {
-                self.stats.intros_refused += 1;
-                return;
-            }
-        };
-        // This side's own connect, if any, becomes the accepted connection
-        // under the same handle; otherwise it gets a fresh one.
-        let replaced = superseded.filter(|&index| self.connections.get(index).is_some());
-        let mut vacant = None;
-        if replaced.is_none() {
-            let Ok(fresh) = self.connections.vacant(&mut self.rng) else {
-                self.stats.intros_refused += 1;
-                return;
-            };
-            vacant = Some(fresh);
-        }
-        let index = match (&vacant, replaced) {
-            (Some(fresh), _) => fresh.index(),
-            (None, Some(index)) => index,
-            (None, None) => return,
-        };
-        let Ok(connection) = Connection::accept(
-            Self::start(&self.config, &self.controller, index, now),
-            accepted,
-            datagram.len(),
-            from,
-            &mut self.rng,
-        ) else {
-            self.stats.intros_refused += 1;
-            return;
-        };
-        match vacant {
-            Some(fresh) => {
-                fresh.insert(connection);
-            }
-            None => {
-                if let Some(slot) = self.connections.get_mut(index) {
-                    *slot = connection;
-                }
-                self.connecting.remove(&from);
-            }
-        }
-        self.touch(index);
-        self.stats.intros_accepted += 1;
-        self.replies.insert(id, index);
-        self.stored_replies.push_back((from, index));
     }
 }
 

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
-use super::RangeSet;
+use super::range_set::RangeSet;
 
 /// How far ahead of the oldest undelivered message a peer may number a
 /// message: bounds what the receiver remembers to spot duplicates.

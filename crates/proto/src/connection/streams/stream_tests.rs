@@ -4,7 +4,8 @@
 
 use proptest::prelude::*;
 
-use super::{RecvStream, SendStream, StreamError};
+use super::recv_stream::{RecvStream, StreamError};
+use super::send_stream::SendStream;
 
 /// What the network does next.
 #[derive(Debug, Clone)]

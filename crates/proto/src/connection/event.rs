@@ -1,0 +1,38 @@
+//! What the application is told about a connection: its [`Event`]s, which
+//! the connection queues once per kind until they are taken.
+
+#[cfg(doc)]
+use super::Connection;
+use super::error::ConnectionError;
+use crate::StreamId;
+
+/// Something the application should know about; drained with
+/// [`Connection::poll_event`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// The handshake finished: data flows.
+    Connected,
+    /// A whole message arrived ([`Connection::recv_message`]).
+    MessageReceived,
+    /// A datagram arrived ([`Connection::recv_datagram`]).
+    DatagramReceived,
+    /// The peer opened a stream ([`Connection::accept_stream`]).
+    StreamOpened,
+    /// A stream has bytes to read, ended, or was reset by the peer.
+    StreamReadable(StreamId),
+    /// A stream whose last write took less than it was given has room
+    /// again, or the peer asked it to stop.
+    StreamWritable(StreamId),
+    /// Messages were acknowledged, or the peer allows more large ones:
+    /// `send_message` has room again.
+    MessagesWritable,
+    /// The peer allows more bidirectional streams: `open_stream` may succeed.
+    StreamsAvailable,
+    /// The connection ended for the application: closed by either side,
+    /// timed out, or failed. After a local close the endpoint still holds
+    /// it for its closing period, repeating the Close to a peer that still
+    /// sends; [`Connection::is_closed`](crate::Connection::is_closed) says
+    /// when nothing more is sent.
+    Closed(ConnectionError),
+}

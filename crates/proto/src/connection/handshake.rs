@@ -1,0 +1,113 @@
+//! The handshake as the connection sees it: the initiator's intro, resent
+//! until the reply arrives; the responder's reply to an accepted intro,
+//! kept to answer a repeated intro until the initiator's first packet
+//! confirms the handshake. (The reply itself is received with the other
+//! datagrams, in `recv`.)
+
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime};
+
+use rand_core::CryptoRngCore;
+use tern_wire::{Accepted, Frame, INTRO_LEN, KeyConfig, PendingIntro, PublicIdentity};
+
+use super::carried::{Carried, CarriedRecord};
+use super::path::Path;
+use super::{Connecting, Connection, Start, State};
+use crate::Side;
+
+/// An intro is re-sent at most this often... and at least this rarely.
+pub(super) const MAX_INTRO_BACKOFF: Duration = Duration::from_secs(2);
+
+impl Connection {
+    /// An outgoing connection: writes the intro to `responder` (sent by the
+    /// first `poll_transmit`) with `local_index` for the responder's packets
+    /// to carry. `wall` is the wall-clock time for the intro's timestamp.
+    pub(crate) fn connect(
+        start: Start,
+        keys: KeyConfig,
+        remote: SocketAddr,
+        responder: &PublicIdentity,
+        wall: SystemTime,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<Self, tern_wire::IntroError> {
+        let Start {
+            config,
+            local_index,
+            now,
+            ..
+        } = start;
+        let mut intro = vec![0u8; INTRO_LEN].into_boxed_slice();
+        let pending = PendingIntro::write(responder, local_index, keys, wall, rng, &mut intro)?;
+        let backoff = config.initial_rtt * 3;
+        let connecting = Connecting {
+            pending: Some(pending),
+            intro,
+            resend_at: now,
+            backoff,
+            deadline: now + config.handshake_timeout,
+        };
+        let path = Path::validated(remote, config.path_mtu());
+        Ok(Self::new(
+            Side::Initiator,
+            State::Connecting(Box::new(connecting)),
+            path,
+            start,
+            rng,
+        ))
+    }
+
+    /// An incoming connection from an accepted intro of `intro_len` bytes
+    /// from `remote`: builds the reply (kept to resend if the intro comes
+    /// again) with the first flow-control frames in it.
+    pub(crate) fn accept(
+        start: Start,
+        accepted: Accepted,
+        intro_len: usize,
+        remote: SocketAddr,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<Self, tern_wire::ReplyBuildError> {
+        let local_index = start.local_index;
+        let mut path = Path::unconfirmed(remote, start.config.path_mtu());
+        path.on_received(intro_len);
+        let mut connection = Self::new(Side::Responder, State::Established, path, start, rng);
+        let mut buf = vec![0u8; accepted.max_reply_len()];
+        let (len, keys) = accepted.reply(local_index, &[Frame::Ping], &mut buf)?;
+        buf.truncate(len);
+        // The reply is packet 0 of this side: the initiator acknowledges it.
+        let mut record = CarriedRecord::new();
+        record.push(Carried::Ping);
+        let now = connection.epoch;
+        connection.on_sent(now, 0, len, true, true, record);
+        connection.keys = Some(keys);
+        connection.reply = Some(buf.into_boxed_slice());
+        connection.confirm_deadline = Some(connection.epoch + connection.config.handshake_timeout);
+        connection.ping_due = false;
+        Ok(connection)
+    }
+
+    /// The reply to resend for a repeated intro, until the handshake is
+    /// confirmed; counted against the path's amplification limit.
+    pub(crate) fn reply_for_repeated_intro(&mut self, intro_len: usize) -> Option<&[u8]> {
+        self.path.on_received(intro_len);
+        let reply = self.reply.as_deref()?;
+        if !self.path.can_send(reply.len()) {
+            return None;
+        }
+        self.path.on_sent(reply.len());
+        Some(reply)
+    }
+
+    /// The reply as first built (sent once when the intro is accepted).
+    pub(crate) fn stored_reply(&self) -> Option<&[u8]> {
+        self.reply.as_deref()
+    }
+
+    /// The intro's id while this side still waits for its reply (for
+    /// simultaneous open).
+    pub(crate) fn pending_intro_id(&self) -> Option<tern_wire::replay::IntroId> {
+        match &self.state {
+            State::Connecting(c) => c.pending.as_ref().map(PendingIntro::id),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! Loss recovery: what each sent packet carried is kept with it until an
+//! ACK frame acknowledges it or the loss detector declares it lost; the
+//! congestion controller, the MTU search, the streams and the messages
+//! learn which.
+
+use quanta::Instant;
+use tern_congestion::{Acked, Controller, Lost, OneWayDelay, Rtt};
+use tern_reliability::{AckFrequency, SentPacket};
+use tern_wire::Ack;
+
+use super::Connection;
+use super::carried::{Carried, CarriedRecord};
+use super::error::ProtocolError;
+use super::event::Event;
+use super::streams::scheduler::Urgency;
+use super::streams::{StreamRun, Turn};
+
+impl Connection {
+    pub(super) fn rtt(&self) -> Rtt {
+        let estimator = self.loss.rtt();
+        let smoothed = estimator.smoothed();
+        Rtt::new(
+            smoothed,
+            estimator.min().unwrap_or(smoothed),
+            estimator.latest(),
+        )
+    }
+
+    pub(super) fn handle_ack(&mut self, now: Instant, ack: &Ack<'_>) -> Result<(), ProtocolError> {
+        let largest = ack.ranges.largest();
+        let mut recovery = std::mem::take(&mut self.recovery);
+        recovery.clear();
+        let result = self
+            .loss
+            .on_ack(now, ack.ranges.iter(), ack.ack_delay, &mut recovery);
+        let summary = match result {
+            Ok(summary) => summary,
+            Err(e) => {
+                self.recovery = recovery;
+                return Err(ProtocolError::Ack(e));
+            }
+        };
+        if let Some(keys) = self.keys.as_mut() {
+            keys.sealer.on_ack(largest);
+        }
+        let mut largest_newly_acked = None;
+        let mut stream_run = None;
+        for (pn, packet) in recovery.acked.drain(..) {
+            largest_newly_acked = Some(largest_newly_acked.map_or(pn, |l: u64| l.max(pn)));
+            self.on_packet_acked(&packet, &mut stream_run);
+        }
+        if let Some(run) = stream_run {
+            self.streams.on_stream_acked(run);
+        }
+        for (_, packet) in recovery.lost.drain(..) {
+            self.on_packet_lost(&packet);
+        }
+        let rtt = self.rtt();
+        if let Some(sent_at) = summary.largest_acked_sent_at
+            && summary.acked_bytes > 0
+        {
+            // The frame's receive time is for its largest packet: a sample
+            // only when that one is newly acknowledged.
+            let one_way_delay = (largest_newly_acked == Some(largest)).then(|| {
+                let sent = i64::try_from(sent_at.saturating_duration_since(self.epoch).as_nanos())
+                    .unwrap_or(i64::MAX);
+                // The peer's clock is its own and the value hostile: any
+                // difference is a sample, none overflows.
+                let received = i64::try_from(ack.receive_time.as_nanos()).unwrap_or(i64::MAX);
+                OneWayDelay::from_nanos(received.saturating_sub(sent))
+            });
+            let acked = Acked {
+                bytes: summary.acked_bytes,
+                largest_sent_at: sent_at,
+                bytes_in_flight: self.loss.bytes_in_flight(),
+                one_way_delay,
+                app_limited: self.app_limited,
+            };
+            self.controller.on_ack(now, &acked, &rtt);
+        }
+        self.on_loss_report(now, summary.lost, &rtt);
+        for spurious in recovery.spurious.drain(..) {
+            if spurious.in_flight {
+                self.controller
+                    .on_spurious_loss(now, spurious.declared_lost_at);
+            }
+        }
+        self.recovery = recovery;
+        self.after_acks(now);
+        Ok(())
+    }
+
+    pub(super) fn on_loss_report(
+        &mut self,
+        now: Instant,
+        report: tern_reliability::LossReport,
+        rtt: &Rtt,
+    ) {
+        if let Some(sent_at) = report.largest_sent_at
+            && report.in_flight_packets > 0
+        {
+            let lost = Lost {
+                packets: report.in_flight_packets as u64,
+                bytes: report.bytes,
+                largest_sent_at: sent_at,
+            };
+            self.controller.on_loss(now, &lost, rtt);
+        }
+        if report.persistent_congestion {
+            self.controller.on_persistent_congestion(now);
+        }
+    }
+
+    /// What follows acknowledgements: a new ACK-frequency request when the
+    /// window or the round trip moved enough, freed buffers, a graceful
+    /// close that may now go out.
+    fn after_acks(&mut self, now: Instant) {
+        let request = AckFrequency::for_path(
+            self.ack_frequency_sequence,
+            self.controller.window(),
+            self.path.mtu().current() as u64,
+            self.loss.rtt().smoothed(),
+        );
+        if self
+            .ack_frequency_sent
+            .is_none_or(|sent| request.supersedes(&sent))
+        {
+            self.ack_frequency_sequence += 1;
+            self.ack_frequency_sent = Some(request);
+            self.ack_frequency_due = true;
+        }
+        self.flush_readable();
+        self.close_if_drained(now);
+    }
+
+    /// One acknowledged packet. Its stream chunks join `stream_run`, the
+    /// acknowledged bytes of one stream that the packets before it left
+    /// contiguous, which the stream is given when the run breaks (and by
+    /// the caller after the last packet): one call per stream per ACK
+    /// frame in a bulk transfer rather than one per packet.
+    fn on_packet_acked(
+        &mut self,
+        packet: &SentPacket<CarriedRecord>,
+        stream_run: &mut Option<StreamRun>,
+    ) {
+        for item in packet.payload.iter() {
+            if let Carried::Stream {
+                id,
+                offset,
+                len,
+                fin,
+            } = item
+            {
+                let chunk = StreamRun {
+                    id,
+                    offset,
+                    len: u64::from(len),
+                    fin,
+                };
+                if !stream_run.as_mut().is_some_and(|run| run.absorb(&chunk))
+                    && let Some(run) = stream_run.replace(chunk)
+                {
+                    self.streams.on_stream_acked(run);
+                }
+                continue;
+            }
+            // Anything else about a stream comes after its bytes.
+            if let Some(run) = stream_run.take() {
+                self.streams.on_stream_acked(run);
+            }
+            match item {
+                Carried::Message(id) => {
+                    let freed = self.messages_out.on_acked(id);
+                    if freed > 0 || self.messages_held > 0 {
+                        self.messages_held = self.messages_held.saturating_sub(freed);
+                        self.notify(Event::MessagesWritable);
+                    }
+                }
+                Carried::ResetStream(id) => self.streams.on_reset_acked(id),
+                Carried::MtuProbe(size) => self.path.mtu_mut().on_probe_acked(size as usize),
+                _ => {}
+            }
+        }
+        self.path.mtu_mut().on_packet_acked(packet.size as usize);
+    }
+
+    pub(super) fn on_packet_lost(&mut self, packet: &SentPacket<CarriedRecord>) {
+        for item in packet.payload.iter() {
+            match item {
+                Carried::Stream {
+                    id,
+                    offset,
+                    len,
+                    fin,
+                } => self.streams.on_stream_lost(id, offset, len, fin),
+                Carried::Message(id) => {
+                    self.messages_out.on_lost(id);
+                    self.streams.schedule(Turn::Messages, Urgency::Resend);
+                }
+                Carried::MaxData => self.streams.on_max_data_lost(),
+                Carried::AckFrequency => self.ack_frequency_due = true,
+                Carried::MaxStreamData(id) => self.streams.on_max_stream_data_lost(id),
+                Carried::MaxStreams(direction) => self.streams.on_max_streams_lost(direction),
+                Carried::ResetStream(id) => self.streams.on_reset_lost(id),
+                Carried::StopSending(id) => self.streams.on_stop_sending_lost(id),
+                Carried::MtuProbe(size) => self.path.mtu_mut().on_probe_lost(size as usize),
+                Carried::PathChallenge | Carried::Ping => {}
+            }
+        }
+        if packet.payload.mtu_probe().is_none() {
+            self.path.mtu_mut().on_packet_lost(packet.size as usize);
+        }
+    }
+
+    pub(super) fn on_sent(
+        &mut self,
+        now: Instant,
+        pn: u64,
+        len: usize,
+        ack_eliciting: bool,
+        in_flight: bool,
+        record: CarriedRecord,
+    ) {
+        let packet = SentPacket {
+            time_sent: now,
+            size: len as u32,
+            ack_eliciting,
+            in_flight,
+            payload: record,
+        };
+        if self.loss.on_sent(pn, packet).is_ok() && in_flight {
+            self.controller.on_sent(now, self.loss.bytes_in_flight());
+        }
+        if ack_eliciting {
+            self.last_ack_eliciting_sent = now;
+        }
+        self.path.on_sent(len);
+        self.stats.sent_packets += 1;
+        self.stats.sent_bytes += len as u64;
+    }
+}

@@ -1,0 +1,271 @@
+//! Datagrams in: packets opened in place, duplicates dropped, the
+//! initiator's reply finishing the handshake, a peer's new address taken
+//! up (and challenged), and every frame dispatched.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use quanta::Instant;
+use tern_wire::{Frame, PacketType, PathChallenge, PathResponse};
+
+use super::error::{ConnectionError, ProtocolError};
+use super::event::Event;
+use super::path::Path;
+use super::{Connection, State};
+use crate::{Direction, StreamId};
+
+impl Connection {
+    /// A datagram for this connection arrived from `from`.
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &mut [u8]) {
+        if matches!(self.state, State::Closed | State::Draining { .. }) {
+            return;
+        }
+        if datagram.first() == Some(&(PacketType::IntroReply as u8)) {
+            self.handle_reply(now, from, datagram);
+            return;
+        }
+        let Some(keys) = self.keys.as_mut() else {
+            self.stats.dropped_unauthenticated += 1;
+            return;
+        };
+        let len = datagram.len();
+        let opened = match keys.opener.open(datagram) {
+            Ok(opened) => opened,
+            Err(_) => {
+                self.stats.dropped_unauthenticated += 1;
+                return;
+            }
+        };
+        let pn = opened.packet_number();
+        let key_updated = opened.key_updated();
+        let frames = opened.frames();
+        if self.replay.accept(pn).is_err() {
+            self.stats.dropped_duplicates += 1;
+            return;
+        }
+        if key_updated {
+            self.discard_previous_key_at = Some(now + self.three_ptos());
+        }
+        if let State::Closing { .. } = self.state {
+            self.close_due = true;
+            return;
+        }
+        self.on_packet(now, from, pn, len, frames);
+    }
+
+    /// The frames of an authenticated, new packet: dispatched in order; a
+    /// frame that breaks the protocol closes the connection.
+    fn on_packet(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        pn: u64,
+        len: usize,
+        frames: tern_wire::Frames<'_>,
+    ) {
+        self.on_authenticated(now, from, pn, len);
+        let mut ack_eliciting = false;
+        for frame in frames {
+            let frame = match frame {
+                Ok(frame) => frame,
+                Err(e) => {
+                    self.fail(now, ProtocolError::Frame(e));
+                    return;
+                }
+            };
+            ack_eliciting |= frame.is_ack_eliciting();
+            if let Err(e) = self.handle_frame(now, &frame) {
+                self.fail(now, e);
+                return;
+            }
+            if !matches!(self.state, State::Established) {
+                return;
+            }
+        }
+        self.on_packet_recorded(now, pn, ack_eliciting);
+    }
+
+    /// The initiator's reply (or a repeat of it).
+    fn handle_reply(&mut self, now: Instant, from: SocketAddr, datagram: &mut [u8]) {
+        let State::Connecting(connecting) = &mut self.state else {
+            if !self
+                .transcript
+                .as_ref()
+                .is_some_and(|t| t.is_repeated_reply(datagram))
+            {
+                self.stats.dropped_unauthenticated += 1;
+            } else {
+                self.stats.dropped_duplicates += 1;
+            }
+            return;
+        };
+        if from != self.path.remote() {
+            self.stats.dropped_unauthenticated += 1;
+            return;
+        }
+        let Some(pending) = connecting.pending.take() else {
+            return;
+        };
+        let len = datagram.len();
+        let established = match pending.open_reply(datagram) {
+            Ok(established) => established,
+            Err(refused) => {
+                connecting.pending = Some(refused.pending);
+                self.stats.dropped_unauthenticated += 1;
+                return;
+            }
+        };
+        let pn = established.reply.packet_number();
+        let frames = established.reply.frames();
+        self.keys = Some(established.keys);
+        self.transcript = Some(established.transcript);
+        self.state = State::Established;
+        self.notify(Event::Connected);
+        if self.replay.accept(pn).is_err() {
+            return;
+        }
+        self.on_packet(now, from, pn, len, frames);
+    }
+
+    /// An authenticated, new packet of `len` bytes arrived from `from`.
+    fn on_authenticated(&mut self, now: Instant, from: SocketAddr, pn: u64, len: usize) {
+        self.stats.received_packets += 1;
+        self.stats.received_bytes += len as u64;
+        self.last_received = now;
+        let newest = self
+            .largest_received_at
+            .is_none_or(|(largest, _)| pn > largest);
+        if newest {
+            self.largest_received_at = Some((pn, now));
+        }
+        if self.reply.take().is_some() {
+            self.confirm_deadline = None;
+            // The initiator's first packet: it holds the keys, so it got the
+            // reply at this address.
+            self.path.confirm();
+            self.notify(Event::Connected);
+        }
+        if from == self.path.remote() {
+            self.path.on_received(len);
+        } else if self
+            .previous_path
+            .as_ref()
+            .is_some_and(|p| p.remote() == from)
+        {
+            // A straggler from the address the peer left.
+        } else if newest {
+            // The peer's address changed (NAT rebinding, roaming): move
+            // there, held to the amplification limit until it answers a
+            // challenge.
+            let mut path = Path::challenged(from, self.config.path_mtu(), now, self.loss.pto());
+            path.on_received(len);
+            let old = std::mem::replace(&mut self.path, path);
+            if old.is_validated() {
+                self.previous_path = Some(old);
+            }
+            self.challenge_due = self.path.poll_challenge(now, &mut self.rng);
+        }
+    }
+
+    fn on_packet_recorded(&mut self, now: Instant, pn: u64, ack_eliciting: bool) {
+        let arrival = self.received.insert(pn);
+        self.ack_policy.on_received(now, ack_eliciting, arrival);
+        if ack_eliciting {
+            self.ack_pending = true;
+        }
+    }
+
+    fn handle_frame(&mut self, now: Instant, frame: &Frame<'_>) -> Result<(), ProtocolError> {
+        match frame {
+            Frame::Padding(_) | Frame::Ping => {}
+            Frame::Ack(ack) => self.handle_ack(now, ack)?,
+            Frame::Stream(s) => {
+                let id = StreamId(s.id);
+                if let Some(delivered) =
+                    self.streams.on_stream_frame(id, s.offset, s.data, s.fin)?
+                {
+                    self.inbox.push_back((delivered.message, true));
+                    self.notify(Event::MessageReceived);
+                }
+                self.flush_readable();
+            }
+            Frame::Message(m) => {
+                if m.data.len() as u64 > self.config.max_message_size {
+                    return Err(ProtocolError::MessageTooLarge);
+                }
+                if self
+                    .messages_in
+                    .on_message(m.id)
+                    .map_err(ProtocolError::MessageWindow)?
+                {
+                    self.streams
+                        .on_message_received(m.data.len() as u64)
+                        .map_err(ProtocolError::FlowControl)?;
+                    self.inbox
+                        .push_back((Bytes::copy_from_slice(m.data), false));
+                    self.notify(Event::MessageReceived);
+                }
+            }
+            Frame::MaxData(m) => self.streams.on_max_data(m.max),
+            Frame::MaxStreamData(m) => {
+                self.streams.on_max_stream_data(m)?;
+                self.flush_readable();
+            }
+            Frame::MaxStreams(m) => match self.streams.on_max_streams(m) {
+                Some(Direction::Bi) => self.notify(Event::StreamsAvailable),
+                Some(Direction::Uni) => self.notify(Event::MessagesWritable),
+                None => {}
+            },
+            Frame::ResetStream(r) => {
+                self.streams.on_reset(r)?;
+                self.flush_readable();
+            }
+            Frame::StopSending(s) => {
+                self.streams.on_stop_sending(s)?;
+                self.flush_readable();
+            }
+            Frame::DataBlocked(_) | Frame::StreamDataBlocked(_) => {}
+            Frame::AckFrequency(request) => {
+                self.ack_policy.on_ack_frequency(
+                    now,
+                    tern_reliability::AckFrequency {
+                        sequence: request.sequence,
+                        ack_eliciting_threshold: request.ack_eliciting_threshold,
+                        max_ack_delay: request.max_ack_delay,
+                    },
+                );
+            }
+            // This side does not ask the initiator to prove its identity;
+            // an unrequested proof changes nothing.
+            Frame::Identity(_) => {}
+            Frame::PathChallenge(PathChallenge { data }) => {
+                self.path_response_due = Some(*data);
+            }
+            Frame::PathResponse(PathResponse { data }) => {
+                if self.path.on_response(*data) && self.previous_path.take().is_some() {
+                    self.stats.migrations += 1;
+                }
+            }
+            Frame::Datagram(d) => {
+                if self.datagrams_in.len() >= self.config.datagram_receive_queue {
+                    self.datagrams_in.pop_front();
+                    self.stats.datagrams_dropped += 1;
+                }
+                self.datagrams_in.push_back(Bytes::copy_from_slice(d.data));
+                self.notify(Event::DatagramReceived);
+            }
+            Frame::Close(close) => {
+                let error = ConnectionError::PeerClosed {
+                    kind: close.kind,
+                    code: close.code,
+                    reason: Bytes::copy_from_slice(close.reason),
+                };
+                self.state = State::Draining {
+                    until: now + self.three_ptos(),
+                };
+                self.report_closed(error);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,403 @@
+//! Datagrams out: what may be sent now (congestion window, pacer, rate
+//! limit, amplification limit), and packet assembly — ACKs, path frames,
+//! control frames, datagrams, then messages and stream chunks in turn —
+//! into runs of equal-size datagrams for one GSO send.
+
+use std::time::Duration;
+
+use quanta::Instant;
+use tern_congestion::{Controller, Take};
+use tern_wire::{
+    Ack, AckFrameRanges, Close, Frame, MAX_ACK_RANGES, PacketBuilder, PathChallenge, PathResponse,
+};
+
+use super::carried::{Carried, CarriedRecord};
+use super::handshake::MAX_INTRO_BACKOFF;
+use super::streams::messages::{MESSAGE_WINDOW, MessageSender};
+use super::streams::scheduler::Urgency;
+use super::streams::{Streams, Turn};
+use super::{Connection, State};
+use crate::{Transmit, TransmitLimits};
+
+/// The smallest datagram worth building (an ACK, a challenge).
+pub(super) const MIN_PACKET: usize = 64;
+
+impl Connection {
+    /// Fills `buf` with the next datagram, or a run of equal-size datagrams
+    /// to the peer, within `limits`; `None` when nothing is to be sent now.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        limits: TransmitLimits,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        match &mut self.state {
+            State::Closed | State::Draining { .. } => return None,
+            State::Connecting(c) => {
+                if now < c.resend_at || buf.len() < c.intro.len() {
+                    return None;
+                }
+                c.resend_at = now + c.backoff;
+                c.backoff = (c.backoff * 2).min(MAX_INTRO_BACKOFF);
+                let len = c.intro.len();
+                buf[..len].copy_from_slice(&c.intro);
+                self.stats.sent_packets += 1;
+                self.stats.sent_bytes += len as u64;
+                return Some(self.transmit(len, None));
+            }
+            State::Closing { .. } => {
+                if !self.close_due {
+                    return None;
+                }
+                self.close_due = false;
+                let max = self.datagram_size(limits).min(buf.len());
+                let len = self.build_close(&mut buf[..max])?;
+                return Some(self.transmit(len, None));
+            }
+            State::Established => {}
+        }
+        if self.reply.is_some() {
+            // Until the initiator's first packet, only the reply is ever sent.
+            return None;
+        }
+        self.update_keys();
+        // On a path not yet validated, at most three times what came from it.
+        let allowance = usize::try_from(self.path.allowance()).unwrap_or(usize::MAX);
+        let size = self.datagram_size(limits).min(buf.len()).min(allowance);
+        if size < MIN_PACKET {
+            return None;
+        }
+        if let Some(len) = self.poll_mtu_probe(now, limits, buf) {
+            return Some(self.transmit(len, None));
+        }
+        let data_allowed = self.may_send_data(now, size);
+        let mut written = 0;
+        let mut stride = 0;
+        let mut count = 0;
+        while count < limits.max_segments {
+            let max = if count == 0 { size } else { stride };
+            let Some(window) = buf.get_mut(written..written + max) else {
+                break;
+            };
+            if count > 0 && (!self.may_send_more(size, written) || !self.path.can_send(stride)) {
+                break;
+            }
+            let Some(len) = self.build_packet(now, window, data_allowed) else {
+                break;
+            };
+            written += len;
+            count += 1;
+            if count == 1 {
+                stride = len;
+            }
+            if len < stride || !data_allowed {
+                break;
+            }
+        }
+        if count == 0 {
+            return None;
+        }
+        // Sending may have made room for a writer waiting on its unsent bytes.
+        self.flush_readable();
+        self.pacer.on_sent(now, written as u64);
+        if let Some(bucket) = self.rate_limit.as_mut() {
+            bucket.consume(written as u64, now);
+        }
+        let segment_size = (count > 1).then_some(stride);
+        Some(self.transmit(written, segment_size))
+    }
+
+    fn transmit(&self, len: usize, segment_size: Option<usize>) -> Transmit {
+        Transmit {
+            destination: self.path.remote(),
+            len,
+            segment_size,
+        }
+    }
+
+    /// The largest datagram for this path now.
+    fn datagram_size(&self, limits: TransmitLimits) -> usize {
+        self.path.mtu().current().min(limits.max_datagram_size)
+    }
+
+    /// Updates the packet key before the AEAD limit (once the peer has
+    /// confirmed the previous update).
+    fn update_keys(&mut self) {
+        if let Some(keys) = self.keys.as_mut()
+            && keys.sealer.key_update_due()
+            && keys.sealer.key_update_confirmed()
+            && keys.sealer.update_key().is_ok()
+        {
+            self.stats.key_updates += 1;
+        }
+    }
+
+    /// Whether the congestion window, the pacer and the rate limit let a
+    /// batch of data start now (asked once per batch).
+    fn may_send_data(&mut self, now: Instant, size: usize) -> bool {
+        if self.probes_due > 0 {
+            return true;
+        }
+        if self.loss.bytes_in_flight() + size as u64 > self.controller.window() {
+            self.app_limited = false;
+            return false;
+        }
+        if !self.has_data_to_send() {
+            self.app_limited = true;
+            return true;
+        }
+        let rate = self.controller.pacing_rate(&self.rtt());
+        if let Take::WaitUntil(at) = self.pacer.poll(now, rate, size as u64)
+            && at > now
+        {
+            self.send_blocked_until = Some(at);
+            return false;
+        }
+        if let Some(bucket) = self.rate_limit.as_mut()
+            && let Take::WaitUntil(at) = bucket.ready_at(size as u64, now)
+            && at > now
+        {
+            self.send_blocked_until = Some(at);
+            return false;
+        }
+        self.send_blocked_until = None;
+        true
+    }
+
+    /// Whether the window, and the rate limit's bucket, have room for one
+    /// more datagram of the batch after the `written` bytes before it. The
+    /// bucket was asked once for the batch's first datagram; without this
+    /// a whole run (64 KiB) would go on one datagram's tokens and leave the
+    /// connection silent while the debt is repaid, as bursts.
+    fn may_send_more(&self, size: usize, written: usize) -> bool {
+        self.probes_due > 0
+            || (self.loss.bytes_in_flight() + size as u64 <= self.controller.window()
+                && self
+                    .rate_limit
+                    .as_ref()
+                    .is_none_or(|bucket| bucket.available() >= (written + size) as u64))
+    }
+
+    fn has_data_to_send(&self) -> bool {
+        self.streams.wants_to_send()
+            || !self.datagrams_out.is_empty()
+            || self.ping_due
+            || self.path_response_due.is_some()
+    }
+
+    /// An MTU probe, alone in its datagram, when one is due.
+    fn poll_mtu_probe(
+        &mut self,
+        now: Instant,
+        limits: TransmitLimits,
+        buf: &mut [u8],
+    ) -> Option<usize> {
+        if !self.path.is_validated()
+            || self.loss.bytes_in_flight() + self.path.mtu().current() as u64
+                > self.controller.window()
+        {
+            return None;
+        }
+        let size = self.path.mtu_mut().poll_probe(now)?;
+        if size > limits.max_datagram_size || size > buf.len() {
+            self.path.mtu_mut().on_probe_lost(size);
+            return None;
+        }
+        let keys = self.keys.as_mut()?;
+        let mut packet = keys.sealer.start(&mut buf[..size]).ok()?;
+        let mut record = CarriedRecord::new();
+        record.push(Carried::MtuProbe(size as u32));
+        packet.push(&Frame::Ping).ok()?;
+        packet.pad_to(size).ok()?;
+        let (len, pn) = packet.finish().ok()?;
+        self.on_sent(now, pn, len, true, false, record);
+        Some(len)
+    }
+
+    fn build_close(&mut self, buf: &mut [u8]) -> Option<usize> {
+        let (kind, code, reason) = self.close_frame.as_ref()?;
+        let keys = self.keys.as_mut()?;
+        let mut packet = keys.sealer.start(buf).ok()?;
+        let room = packet.remaining().saturating_sub(32);
+        let reason = &reason[..reason.len().min(room)];
+        packet
+            .push(&Frame::Close(Close {
+                kind: *kind,
+                code: *code,
+                reason,
+            }))
+            .ok()?;
+        let (len, _) = packet.finish().ok()?;
+        self.stats.sent_packets += 1;
+        self.stats.sent_bytes += len as u64;
+        Some(len)
+    }
+
+    /// Builds one packet into `buf`; `None` when there was nothing to put
+    /// in it (no packet number is used then).
+    fn build_packet(&mut self, now: Instant, buf: &mut [u8], data_allowed: bool) -> Option<usize> {
+        let ack_due = self.ack_pending && self.ack_policy.ack_due(now);
+        let send_ack = self.ack_pending && (ack_due || data_allowed);
+        // An ACK rides on whatever else goes; alone only when worth it.
+        let ack_alone = send_ack && self.ack_policy.worth_sending_alone(now);
+        if send_ack {
+            self.ack_ranges.clear();
+            self.ack_ranges
+                .extend(self.received.iter().take(MAX_ACK_RANGES));
+        }
+        let ack_delay = self.ack_policy.ack_delay(now);
+        let receive_time = self.largest_received_at.map_or(Duration::ZERO, |(_, at)| {
+            at.saturating_duration_since(self.epoch)
+        });
+        let probing = self.probes_due > 0;
+        let keys = self.keys.as_mut()?;
+        let mut packet = keys.sealer.start(buf).ok()?;
+        let mut record = CarriedRecord::new();
+        let mut ack_eliciting = false;
+        let mut wrote_ack = false;
+
+        if send_ack
+            && let Ok(ranges) = AckFrameRanges::new(&self.ack_ranges)
+            && packet
+                .push(&Frame::Ack(Ack {
+                    ranges,
+                    ack_delay,
+                    receive_time,
+                }))
+                .is_ok()
+        {
+            wrote_ack = true;
+        }
+        if let Some(token) = self.path_response_due
+            && packet
+                .push(&Frame::PathResponse(PathResponse { data: token }))
+                .is_ok()
+        {
+            self.path_response_due = None;
+            ack_eliciting = true;
+        }
+        if let Some(token) = self.challenge_due
+            && packet
+                .push(&Frame::PathChallenge(PathChallenge { data: token }))
+                .is_ok()
+        {
+            self.challenge_due = None;
+            record.push(Carried::PathChallenge);
+            ack_eliciting = true;
+        }
+        if data_allowed {
+            if self.ack_frequency_due
+                && let Some(request) = self.ack_frequency_sent
+                && !record.is_full()
+                && packet
+                    .push(&Frame::AckFrequency(tern_wire::AckFrequency {
+                        sequence: request.sequence,
+                        ack_eliciting_threshold: request.ack_eliciting_threshold,
+                        max_ack_delay: request.max_ack_delay,
+                    }))
+                    .is_ok()
+            {
+                self.ack_frequency_due = false;
+                record.push(Carried::AckFrequency);
+                ack_eliciting = true;
+            }
+            ack_eliciting |= self.streams.write_control(&mut packet, &mut record);
+            while let Some(datagram) = self.datagrams_out.front() {
+                if datagram.len() > packet.datagram_capacity() {
+                    break;
+                }
+                let frame = Frame::Datagram(tern_wire::Datagram { data: datagram });
+                if packet.push(&frame).is_err() {
+                    break;
+                }
+                self.datagrams_out.pop_front();
+                ack_eliciting = true;
+            }
+            ack_eliciting |= Self::write_data(
+                &mut self.streams,
+                &mut self.messages_out,
+                &mut self.messages_charged,
+                &mut packet,
+                &mut record,
+            );
+            if (self.ping_due || probing) && !ack_eliciting && packet.push(&Frame::Ping).is_ok() {
+                record.push(Carried::Ping);
+                ack_eliciting = true;
+            }
+        }
+        if !(ack_eliciting || (wrote_ack && ack_alone)) {
+            return None;
+        }
+        let (len, pn) = packet.finish().ok()?;
+        if wrote_ack {
+            self.ack_pending = false;
+            self.ack_policy.on_ack_sent();
+        }
+        if ack_eliciting {
+            self.ping_due = false;
+            self.probes_due = self.probes_due.saturating_sub(1);
+        }
+        self.on_sent(now, pn, len, ack_eliciting, ack_eliciting, record);
+        Some(len)
+    }
+
+    /// Messages and stream chunks, round-robin, until the packet or its
+    /// record is full. Returns whether anything was written.
+    fn write_data(
+        streams: &mut Streams,
+        messages: &mut MessageSender,
+        charged: &mut u64,
+        packet: &mut PacketBuilder<'_, '_>,
+        record: &mut CarriedRecord,
+    ) -> bool {
+        let mut wrote = false;
+        while !record.is_full() && packet.remaining() > 24 {
+            let Some(turn) = streams.next_turn() else {
+                break;
+            };
+            match turn {
+                Turn::Messages => {
+                    let mut any = false;
+                    while !record.is_full() {
+                        let credit = streams.credit_available();
+                        let window_end = messages.oldest_unacked() + MESSAGE_WINDOW;
+                        let Some((id, message)) = messages.poll(|id, len| {
+                            id < window_end
+                                && len <= packet.message_capacity(id)
+                                && (id < *charged || len as u64 <= credit)
+                        }) else {
+                            break;
+                        };
+                        let len = message.len() as u64;
+                        let frame = Frame::Message(tern_wire::Message { id, data: message });
+                        if packet.push(&frame).is_err() {
+                            messages.on_lost(id);
+                            break;
+                        }
+                        if id >= *charged {
+                            streams.consume_credit(len);
+                            *charged = id + 1;
+                        }
+                        record.push(Carried::Message(id));
+                        any = true;
+                    }
+                    if messages.wants_to_send() {
+                        streams.schedule(Turn::Messages, Urgency::New);
+                    }
+                    wrote |= any;
+                    if !any {
+                        break;
+                    }
+                }
+                Turn::Stream(id) => {
+                    if !streams.write_stream(id, packet, record) {
+                        streams.requeue(id);
+                        break;
+                    }
+                    wrote = true;
+                }
+            }
+        }
+        wrote
+    }
+}

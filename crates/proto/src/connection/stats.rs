@@ -1,0 +1,41 @@
+//! Figures about a connection ([`ConnectionStats`]): what it counted, and
+//! what its loss detector, congestion controller and path report.
+
+use std::time::Duration;
+
+/// Figures about one connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ConnectionStats {
+    /// Smoothed round-trip time.
+    pub rtt: Duration,
+    /// Congestion window in bytes.
+    pub window: u64,
+    /// Bytes in flight now.
+    pub bytes_in_flight: u64,
+    /// Datagrams and bytes sent.
+    pub sent_packets: u64,
+    /// UDP payload bytes sent.
+    pub sent_bytes: u64,
+    /// Datagrams received and authenticated.
+    pub received_packets: u64,
+    /// UDP payload bytes received in authenticated packets.
+    pub received_bytes: u64,
+    /// Packets declared lost.
+    pub lost_packets: u64,
+    /// Losses later proven spurious.
+    pub spurious_losses: u64,
+    /// Datagrams that did not authenticate (forged, corrupted, stale).
+    pub dropped_unauthenticated: u64,
+    /// Authenticated packets that were duplicates or too old.
+    pub dropped_duplicates: u64,
+    /// The current maximum UDP payload of the path.
+    pub path_mtu: usize,
+    /// Key updates this side made.
+    pub key_updates: u64,
+    /// Address changes of the peer that were validated.
+    pub migrations: u64,
+    /// Unreliable datagrams dropped: too large when sent, or the receive
+    /// queue was full.
+    pub datagrams_dropped: u64,
+}

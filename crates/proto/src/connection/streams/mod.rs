@@ -1,0 +1,503 @@
+//! A connection's streams: the application's bidirectional streams and the
+//! one-way streams that carry messages too large for one packet, with flow
+//! control per stream and for the connection, and the stream-count limits.
+//!
+//! Every one-way stream carries exactly one message: it is reassembled as it
+//! arrives and delivered whole when its last byte is in. So a large message
+//! holds back no other message, and the application never sees a half.
+//!
+//! The application's streams share one send budget ([`SendBudget`]): a
+//! write takes what fits in the stream's own buffer, in the connection's
+//! budget (no more than an equal share while other streams want room) and,
+//! once the peer has announced its flow-control limit for the stream,
+//! under that limit; and no more than [`UNSENT_LIMIT`] of the stream's
+//! bytes wait unsent, so that bytes are sent soon after they are written.
+//! The flow-control bound keeps a stream whose reader does not read
+//! from holding budget it cannot send, which would leave the other streams
+//! waiting on that reader; and since each side announces a stream's whole
+//! receive window as soon as it knows the stream (not when its application
+//! first reads), bytes written before the announcement can always be sent.
+//! A write that takes less than it was given puts its stream on the
+//! waiting list; whenever room is released (acknowledgements, a stream
+//! finished, reset or stopped, a higher limit from the peer, its unsent
+//! bytes halved by sending), every
+//! waiting stream that has room again gets
+//! [`Event::StreamWritable`](super::Event).
+//!
+//! This module holds [`Streams`] with the state of every stream's two
+//! halves ([`Outgoing`], [`Incoming`]), the stream counts and the control
+//! frames; `send` and `recv` what the application, the peer,
+//! acknowledgements and losses do to each half (they import from this
+//! module, never the other way). The other modules are the building
+//! blocks: the halves' buffers (`send_stream`, `recv_stream`, over `ring`
+//! and `range_set`), flow control, the send budget, the scheduler, stream
+//! ids, and the messages that fit one packet.
+
+pub(super) mod flow_control;
+pub(crate) mod messages;
+mod range_set;
+mod recv;
+pub(crate) mod recv_stream;
+mod ring;
+pub(super) mod scheduler;
+mod send;
+mod send_budget;
+pub(crate) mod send_stream;
+pub(crate) mod stream_id;
+#[cfg(test)]
+mod stream_tests;
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+use rustc_hash::FxHashMap;
+use tern_wire::{Frame, MaxStreamData, MaxStreams, PacketBuilder, ResetStream, StopSending};
+
+use super::carried::{Carried, CarriedRecord};
+use super::error::ProtocolError;
+use crate::config::{
+    ConnectionConfig, INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS, INITIAL_STREAM_WINDOW,
+};
+use flow_control::{RecvWindow, SendCredit};
+use recv_stream::RecvStream;
+use scheduler::{Scheduler, Urgency};
+use send_budget::{Charge, SendBudget};
+use send_stream::SendStream;
+use stream_id::{Direction, Side, StreamId, StreamLimits};
+
+/// Whose turn it is to put data in a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Turn {
+    /// The small messages, as one lane.
+    Messages,
+    /// A stream (an application stream or a large message).
+    Stream(StreamId),
+}
+
+/// The sending half of a stream.
+#[derive(Debug)]
+struct Outgoing {
+    data: SendStream,
+    /// The peer's limit for this stream (an offset).
+    credit: SendCredit,
+    /// The peer has announced its limit for the stream (its first
+    /// MaxStreamData arrived): writes stay under it from then on.
+    credit_announced: bool,
+    /// The rest of a large message not yet copied into `data`.
+    message: Option<Bytes>,
+    /// The application's error code once it reset the stream (or the peer
+    /// asked it to stop).
+    reset_code: Option<u64>,
+    /// What the stream counts against the connection's send budget (an
+    /// application stream's; a message's counts nothing).
+    charge: Charge,
+    /// The last write took less than it was given.
+    wants_room: bool,
+    /// The stream is on the waiting list for a writable event.
+    waiting: bool,
+}
+
+/// The receiving half of a stream.
+#[derive(Debug)]
+struct Incoming {
+    data: RecvStream,
+    window: RecvWindow,
+    /// A large message being reassembled (one-way streams only).
+    message: Option<BytesMut>,
+    /// The peer reset the stream with this code.
+    reset_code: Option<u64>,
+    /// This side asked the peer to stop sending, with this code.
+    stop_code: Option<u64>,
+}
+
+/// What the application learns from a read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// This many bytes were copied (0 when nothing is there yet).
+    Read(usize),
+    /// The stream ended: every byte was read.
+    Finished,
+}
+
+/// The most bytes an application stream holds that were written and never
+/// sent (on top of those in flight): a write takes no more, and a writer
+/// waiting on it is woken once sending brought it down by half. Bytes then
+/// go out soon after they are written, while still in the CPU's cache —
+/// copying them into packets from a buffer megabytes behind the writer
+/// missed the cache on every line — and a stream's send buffer fills with
+/// bytes in flight rather than bytes queued. The writer refills between
+/// the driver's turns; of 128, 256, 384 and 512 KiB, 256 KiB gave the
+/// highest bulk rate on loopback (docs/benchmarks.md, "ring bulk").
+const UNSENT_LIMIT: usize = 256 * 1024;
+
+/// Contiguous bytes of one stream (and its end, with `fin`), as the
+/// packets that carried them were acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct StreamRun {
+    pub(super) id: StreamId,
+    pub(super) offset: u64,
+    pub(super) len: u64,
+    pub(super) fin: bool,
+}
+
+impl StreamRun {
+    /// Takes `chunk` in if it continues the run at either end; whether it did.
+    pub(super) fn absorb(&mut self, chunk: &StreamRun) -> bool {
+        if chunk.id != self.id {
+            return false;
+        }
+        let end = self.offset + self.len;
+        if !self.fin && chunk.offset == end {
+            self.len += chunk.len;
+            self.fin = chunk.fin;
+            true
+        } else if !chunk.fin && chunk.offset + chunk.len == self.offset {
+            self.offset = chunk.offset;
+            self.len += chunk.len;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// A large message delivered from a one-way stream.
+#[derive(Debug)]
+pub(super) struct Delivered {
+    pub(super) message: Bytes,
+}
+
+/// Every stream of one connection.
+#[derive(Debug)]
+pub(super) struct Streams {
+    side: Side,
+    limits: StreamLimits,
+    // Looked up for every packet sent, received and acknowledged, so they
+    // hash with FxHash: the keys cannot be chosen to collide, since the
+    // streams that exist are always the first ones of each kind, up to
+    // the limits this side announced.
+    outgoing: FxHashMap<StreamId, Outgoing>,
+    incoming: FxHashMap<StreamId, Incoming>,
+    turns: Scheduler<Turn>,
+    /// What the peer lets this side send over all streams and messages.
+    credit: SendCredit,
+    /// What this side lets the peer send over all streams and messages.
+    window: RecvWindow,
+    stream_send_buffer: usize,
+    /// Bytes the application's streams may hold together.
+    budget: SendBudget,
+    /// Streams whose write took less than it was given, until they get
+    /// their writable event.
+    waiting: Vec<StreamId>,
+    /// Room was released since the waiting list was last looked at.
+    room_released: bool,
+    stream_receive_window: u64,
+    max_message_size: u64,
+    concurrent: [u64; 2],
+    /// Peer-opened streams per direction: every index below was opened.
+    opened_remote: [u64; 2],
+    /// Peer-opened streams per direction that are done with.
+    retired_remote: [u64; 2],
+    /// Stream counts last advertised to the peer, per direction.
+    advertised_streams: [u64; 2],
+    /// Streams the peer opened that the application has not accepted yet.
+    accept_queue: VecDeque<StreamId>,
+    /// Streams whose MaxStreamData is to be sent.
+    max_stream_data_due: Vec<StreamId>,
+    /// Streams whose reset is to be sent (or sent again).
+    resets_due: Vec<StreamId>,
+    /// Stop-sending requests to send: stream and code.
+    stops_due: Vec<(StreamId, u64)>,
+    /// Whether MaxData is to be sent.
+    max_data_due: bool,
+    /// Streams that became readable since the last look.
+    readable: Vec<StreamId>,
+    /// Streams that gained room to write, or were stopped, since the last look.
+    writable: Vec<StreamId>,
+    /// Whether the peer opened streams since the last look.
+    opened_by_peer: bool,
+}
+
+fn slot(direction: Direction) -> usize {
+    match direction {
+        Direction::Bi => 0,
+        Direction::Uni => 1,
+    }
+}
+
+const DIRECTIONS: [Direction; 2] = [Direction::Bi, Direction::Uni];
+
+impl Streams {
+    pub(super) fn new(side: Side, config: &ConnectionConfig) -> Self {
+        let concurrent = [
+            config.max_concurrent_streams,
+            config.max_concurrent_messages,
+        ];
+        Self {
+            side,
+            limits: StreamLimits::new(
+                side,
+                INITIAL_MAX_STREAMS,
+                INITIAL_MAX_STREAMS,
+                INITIAL_MAX_STREAMS,
+                INITIAL_MAX_STREAMS,
+            ),
+            outgoing: FxHashMap::default(),
+            incoming: FxHashMap::default(),
+            turns: Scheduler::new(),
+            credit: SendCredit::new(INITIAL_CONNECTION_WINDOW),
+            window: RecvWindow::with_initial_limit(
+                config.receive_window.max(INITIAL_CONNECTION_WINDOW),
+                INITIAL_CONNECTION_WINDOW,
+            ),
+            stream_send_buffer: config.stream_send_buffer,
+            budget: SendBudget::new(config.send_buffer),
+            waiting: Vec::new(),
+            room_released: false,
+            stream_receive_window: config.stream_receive_window.max(INITIAL_STREAM_WINDOW),
+            max_message_size: config.max_message_size,
+            concurrent,
+            opened_remote: [0; 2],
+            retired_remote: [0; 2],
+            advertised_streams: [INITIAL_MAX_STREAMS; 2],
+            accept_queue: VecDeque::new(),
+            max_stream_data_due: Vec::new(),
+            resets_due: Vec::new(),
+            stops_due: Vec::new(),
+            max_data_due: true,
+            readable: Vec::new(),
+            writable: Vec::new(),
+            opened_by_peer: false,
+        }
+    }
+
+    fn peer_side(&self) -> Side {
+        match self.side {
+            Side::Initiator => Side::Responder,
+            Side::Responder => Side::Initiator,
+        }
+    }
+
+    // ---- the application's side ----
+
+    /// Opens a bidirectional stream, if the peer allows one more.
+    pub(super) fn open(&mut self) -> Option<StreamId> {
+        let id = self.limits.open(Direction::Bi)?;
+        let out = self.new_outgoing();
+        self.outgoing.insert(id, out);
+        let inc = self.new_announced_incoming(id);
+        self.incoming.insert(id, inc);
+        Some(id)
+    }
+
+    /// The next stream the peer opened.
+    pub(super) fn accept(&mut self) -> Option<StreamId> {
+        self.accept_queue.pop_front()
+    }
+
+    /// Whether the peer opened streams since the last look.
+    pub(super) fn take_opened_by_peer(&mut self) -> bool {
+        std::mem::take(&mut self.opened_by_peer)
+    }
+
+    fn retire_if_done(&mut self, id: StreamId) {
+        if self.incoming.contains_key(&id) || self.outgoing.contains_key(&id) {
+            return;
+        }
+        if id.opener() != self.side {
+            self.retired_remote[slot(id.direction())] += 1;
+        }
+    }
+
+    // ---- the peer's side ----
+
+    /// Finds or opens (as the peer may, implicitly and in order) stream `id`
+    /// named by a frame; `None` for a stream that is already done with.
+    fn remote_stream(&mut self, id: StreamId, sends_data: bool) -> Result<bool, ProtocolError> {
+        self.limits
+            .check_remote(id, sends_data)
+            .map_err(ProtocolError::Stream)?;
+        if id.opener() == self.side {
+            return Ok(true);
+        }
+        let direction = id.direction();
+        let opened = &mut self.opened_remote[slot(direction)];
+        if id.index() < *opened {
+            return Ok(true);
+        }
+        let first = *opened;
+        *opened = id.index() + 1;
+        for index in first..=id.index() {
+            let new = StreamId::new(id.opener(), direction, index);
+            let inc = match direction {
+                Direction::Bi => self.new_announced_incoming(new),
+                Direction::Uni => self.new_incoming(true),
+            };
+            self.incoming.insert(new, inc);
+            if direction == Direction::Bi {
+                let out = self.new_outgoing();
+                self.outgoing.insert(new, out);
+                self.accept_queue.push_back(new);
+                self.opened_by_peer = true;
+            }
+        }
+        Ok(true)
+    }
+
+    /// The peer's new limit on streams this side opens; the direction whose
+    /// limit rose, if one did (so a blocked `open` or large message may go).
+    pub(super) fn on_max_streams(&mut self, frame: &MaxStreams) -> Option<Direction> {
+        let bound = StreamId(frame.max);
+        if bound.opener() != self.side {
+            return None;
+        }
+        let direction = bound.direction();
+        self.limits
+            .on_max_streams(direction, bound.index())
+            .then_some(direction)
+    }
+
+    // ---- acknowledgements and losses ----
+
+    pub(super) fn on_max_streams_lost(&mut self, direction: Direction) {
+        self.advertised_streams[slot(direction)] = 0;
+    }
+
+    // ---- sending ----
+
+    /// Whether anything waits to be sent (data or control).
+    pub(super) fn wants_to_send(&self) -> bool {
+        !self.turns.is_empty()
+            || self.max_data_due
+            || !self.max_stream_data_due.is_empty()
+            || !self.resets_due.is_empty()
+            || !self.stops_due.is_empty()
+            || self.max_streams_due().is_some()
+    }
+
+    fn max_streams_due(&self) -> Option<Direction> {
+        DIRECTIONS.into_iter().find(|&d| {
+            let i = slot(d);
+            let allowed = self.retired_remote[i] + self.concurrent[i];
+            allowed > self.advertised_streams[i]
+        })
+    }
+
+    /// Writes the control frames that are due (flow control, stream counts,
+    /// resets, stop-sending) while they fit.
+    pub(super) fn write_control(
+        &mut self,
+        packet: &mut PacketBuilder<'_, '_>,
+        record: &mut CarriedRecord,
+    ) -> bool {
+        let mut wrote = false;
+        if self.max_data_due && !record.is_full() {
+            let frame = Frame::MaxData(tern_wire::MaxData {
+                max: self.window.limit(),
+            });
+            if packet.push(&frame).is_ok() {
+                record.push(Carried::MaxData);
+                self.max_data_due = false;
+                wrote = true;
+            }
+        }
+        while let Some(direction) = self.max_streams_due() {
+            if record.is_full() {
+                break;
+            }
+            let i = slot(direction);
+            let allowed = self.retired_remote[i] + self.concurrent[i];
+            let max = StreamId::new(self.peer_side(), direction, allowed).0;
+            if packet.push(&Frame::MaxStreams(MaxStreams { max })).is_err() {
+                break;
+            }
+            self.limits.allow_remote(direction, allowed);
+            self.advertised_streams[i] = allowed;
+            record.push(Carried::MaxStreams(direction));
+            wrote = true;
+        }
+        while let Some(&id) = self.max_stream_data_due.last() {
+            if record.is_full() {
+                break;
+            }
+            let Some(inc) = self.incoming.get(&id) else {
+                self.max_stream_data_due.pop();
+                continue;
+            };
+            let frame = Frame::MaxStreamData(MaxStreamData {
+                id: id.0,
+                max: inc.window.limit(),
+            });
+            if packet.push(&frame).is_err() {
+                break;
+            }
+            self.max_stream_data_due.pop();
+            record.push(Carried::MaxStreamData(id));
+            wrote = true;
+        }
+        while let Some(&id) = self.resets_due.last() {
+            if record.is_full() {
+                break;
+            }
+            let Some((code, final_size)) = self
+                .outgoing
+                .get(&id)
+                .and_then(|o| Some((o.reset_code?, o.data.reset_at()?)))
+            else {
+                self.resets_due.pop();
+                continue;
+            };
+            let frame = Frame::ResetStream(ResetStream {
+                id: id.0,
+                error_code: code,
+                final_size,
+            });
+            if packet.push(&frame).is_err() {
+                break;
+            }
+            self.resets_due.pop();
+            record.push(Carried::ResetStream(id));
+            wrote = true;
+        }
+        while let Some(&(id, code)) = self.stops_due.last() {
+            if record.is_full() {
+                break;
+            }
+            let frame = Frame::StopSending(StopSending {
+                id: id.0,
+                error_code: code,
+            });
+            if packet.push(&frame).is_err() {
+                break;
+            }
+            self.stops_due.pop();
+            record.push(Carried::StopSending(id));
+            wrote = true;
+        }
+        wrote
+    }
+
+    /// The next stream or lane whose turn it is.
+    pub(super) fn next_turn(&mut self) -> Option<Turn> {
+        self.turns.next_turn()
+    }
+
+    /// Puts `turn` back in line (it has more to send).
+    pub(super) fn schedule(&mut self, turn: Turn, urgency: Urgency) {
+        self.turns.schedule(turn, urgency);
+    }
+
+    /// Bytes buffered on this side for streams: sent and unacknowledged or
+    /// unsent, plus what was received and not yet read.
+    pub(super) fn memory(&self) -> usize {
+        let out: usize = self.outgoing.values().map(|o| o.data.buffered()).sum();
+        let inc: usize = self
+            .incoming
+            .values()
+            .map(|i| i.data.buffered() as usize + i.message.as_ref().map_or(0, BytesMut::len))
+            .sum();
+        out + inc
+    }
+}

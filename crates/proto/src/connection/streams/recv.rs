@@ -1,0 +1,261 @@
+//! The receiving halves of a connection's streams ([`Incoming`]): the
+//! application's reads, which move the stream's and the connection's
+//! windows; stream data and resets from the peer, with the large messages
+//! reassembled whole; and the window updates and stop requests to send
+//! again when lost.
+
+use bytes::BytesMut;
+use tern_wire::ResetStream;
+
+use super::flow_control::{FlowControlError, RecvWindow};
+use super::recv_stream::{RecvStream, StreamError};
+use super::stream_id::{Direction, StreamId};
+use super::{Delivered, Incoming, ReadOutcome, Streams, slot};
+use crate::config::INITIAL_STREAM_WINDOW;
+use crate::connection::error::{ProtocolError, ReadError};
+
+impl Streams {
+    // ---- the application's side ----
+
+    pub(super) fn new_incoming(&self, message: bool) -> Incoming {
+        Incoming {
+            data: RecvStream::new(INITIAL_STREAM_WINDOW),
+            window: RecvWindow::with_initial_limit(
+                self.stream_receive_window,
+                INITIAL_STREAM_WINDOW,
+            ),
+            message: message.then(BytesMut::new),
+            reset_code: None,
+            stop_code: None,
+        }
+    }
+
+    /// The receiving half of a bidirectional stream, with its whole window
+    /// announced to the peer at once: what the peer writes before this
+    /// side's application reads can then be sent, and does not sit in the
+    /// peer's send budget that its other streams share.
+    pub(super) fn new_announced_incoming(&mut self, id: StreamId) -> Incoming {
+        let mut inc = self.new_incoming(false);
+        inc.window = RecvWindow::new(self.stream_receive_window);
+        inc.data.set_limit(inc.window.limit());
+        self.max_stream_data_due.push(id);
+        inc
+    }
+
+    pub(in crate::connection) fn stop_sending(
+        &mut self,
+        id: StreamId,
+        code: u64,
+    ) -> Result<(), ReadError> {
+        let inc = self
+            .incoming
+            .get_mut(&id)
+            .ok_or(ReadError::UnknownStream(id))?;
+        if inc.stop_code.is_none() {
+            inc.stop_code = Some(code);
+            self.stops_due.push((id, code));
+        }
+        Ok(())
+    }
+
+    /// Whether a bidirectional stream holds bytes, or an end, the
+    /// application has not read yet.
+    pub(in crate::connection) fn has_unread(&self) -> bool {
+        self.incoming.iter().any(|(id, inc)| {
+            id.direction() == Direction::Bi
+                && (inc.data.readable() > 0
+                    || inc.data.final_size().is_some()
+                    || inc.reset_code.is_some())
+        })
+    }
+
+    /// Forgets every byte received and not yet read.
+    pub(in crate::connection) fn discard_unread(&mut self) {
+        self.incoming.clear();
+    }
+
+    pub(in crate::connection) fn read(
+        &mut self,
+        id: StreamId,
+        out: &mut [u8],
+    ) -> Result<ReadOutcome, ReadError> {
+        if id.direction() != Direction::Bi {
+            return Err(ReadError::UnknownStream(id));
+        }
+        let inc = self
+            .incoming
+            .get_mut(&id)
+            .ok_or(ReadError::UnknownStream(id))?;
+        if let Some(code) = inc.reset_code {
+            self.retire_incoming(id);
+            return Err(ReadError::Reset(code));
+        }
+        let n = inc.data.read(out);
+        if n == 0 {
+            if inc.data.is_finished() {
+                self.retire_incoming(id);
+                return Ok(ReadOutcome::Finished);
+            }
+            return Ok(ReadOutcome::Read(0));
+        }
+        inc.window.on_consumed(n as u64);
+        if inc.window.poll_update().is_some() {
+            inc.data.set_limit(inc.window.limit());
+            self.max_stream_data_due.push(id);
+        }
+        self.on_consumed(n as u64);
+        Ok(ReadOutcome::Read(n))
+    }
+
+    /// Bytes of all streams and messages the application took: the
+    /// connection window moves on.
+    pub(in crate::connection) fn on_consumed(&mut self, bytes: u64) {
+        self.window.on_consumed(bytes);
+        if self.window.poll_update().is_some() {
+            self.max_data_due = true;
+        }
+    }
+
+    /// The receiving half of `id` is done: forgotten, and once both halves
+    /// are, a peer's stream counts toward the streams it may open anew.
+    fn retire_incoming(&mut self, id: StreamId) {
+        self.incoming.remove(&id);
+        self.retire_if_done(id);
+    }
+
+    /// A large message was taken by the application: its stream's slot is
+    /// free for the peer's next one.
+    pub(in crate::connection) fn on_message_taken(&mut self) {
+        self.retired_remote[slot(Direction::Uni)] += 1;
+    }
+
+    /// The next stream that became readable since the last look.
+    pub(in crate::connection) fn poll_readable(&mut self) -> Option<StreamId> {
+        self.readable.pop()
+    }
+
+    // ---- the peer's side ----
+
+    /// A small message of `bytes` arrived: it counts against the
+    /// connection window like stream data.
+    pub(in crate::connection) fn on_message_received(
+        &mut self,
+        bytes: u64,
+    ) -> Result<(), FlowControlError> {
+        self.window.on_received(bytes)
+    }
+
+    /// A Stream frame arrived. Returns a large message it completed.
+    pub(in crate::connection) fn on_stream_frame(
+        &mut self,
+        id: StreamId,
+        offset: u64,
+        data: &[u8],
+        fin: bool,
+    ) -> Result<Option<Delivered>, ProtocolError> {
+        self.remote_stream(id, true)?;
+        let Some(inc) = self.incoming.get_mut(&id) else {
+            return Ok(None);
+        };
+        if inc.reset_code.is_some() {
+            return Ok(None);
+        }
+        let end = offset.saturating_add(data.len() as u64);
+        if inc.message.is_some() && end > self.max_message_size {
+            return Err(ProtocolError::MessageTooLarge);
+        }
+        let grew = inc
+            .data
+            .insert(offset, data, fin)
+            .map_err(ProtocolError::StreamData)?;
+        inc.window
+            .on_received(grew)
+            .map_err(ProtocolError::FlowControl)?;
+        self.window
+            .on_received(grew)
+            .map_err(ProtocolError::FlowControl)?;
+        let Some(assembly) = inc.message.as_mut() else {
+            if inc.data.readable() > 0 || inc.data.is_finished() {
+                self.readable.push(id);
+            }
+            return Ok(None);
+        };
+        let ready = inc.data.readable() as usize;
+        if ready > 0 {
+            let start = assembly.len();
+            assembly.resize(start + ready, 0);
+            inc.data.read(&mut assembly[start..]);
+            inc.window.on_consumed(ready as u64);
+            // A message's stream asks for more room only once the message
+            // has taken half the limit every stream starts with: most
+            // messages fit in it, and an update would be one more
+            // ack-eliciting packet, and its ACK, in the middle of each.
+            if inc.window.received() > INITIAL_STREAM_WINDOW / 2
+                && inc.window.poll_update().is_some()
+            {
+                inc.data.set_limit(inc.window.limit());
+                self.max_stream_data_due.push(id);
+            }
+            self.window.on_consumed(ready as u64);
+            if self.window.poll_update().is_some() {
+                self.max_data_due = true;
+            }
+        }
+        if !inc.data.is_finished() {
+            return Ok(None);
+        }
+        let message = assembly.split().freeze();
+        self.incoming.remove(&id);
+        Ok(Some(Delivered { message }))
+    }
+
+    pub(in crate::connection) fn on_reset(
+        &mut self,
+        frame: &ResetStream,
+    ) -> Result<(), ProtocolError> {
+        let id = StreamId(frame.id);
+        self.remote_stream(id, true)?;
+        let Some(inc) = self.incoming.get_mut(&id) else {
+            return Ok(());
+        };
+        let grew = frame.final_size.saturating_sub(inc.data.highest());
+        if inc.data.final_size().is_some_and(|f| f != frame.final_size)
+            || frame.final_size < inc.data.highest()
+            || frame.final_size > inc.data.limit()
+        {
+            return Err(ProtocolError::StreamData(StreamError::FinalSize));
+        }
+        self.window
+            .on_received(grew)
+            .map_err(ProtocolError::FlowControl)?;
+        // Whatever was sent and will not be read frees the connection window.
+        let unread = frame.final_size.saturating_sub(inc.data.read_offset());
+        if inc.message.is_some() {
+            self.incoming.remove(&id);
+            self.on_message_taken();
+        } else if inc.reset_code.is_none() {
+            inc.reset_code = Some(frame.error_code);
+            self.readable.push(id);
+        }
+        self.on_consumed(unread);
+        Ok(())
+    }
+
+    // ---- losses ----
+
+    pub(in crate::connection) fn on_max_data_lost(&mut self) {
+        self.max_data_due = true;
+    }
+
+    pub(in crate::connection) fn on_max_stream_data_lost(&mut self, id: StreamId) {
+        if self.incoming.contains_key(&id) {
+            self.max_stream_data_due.push(id);
+        }
+    }
+
+    pub(in crate::connection) fn on_stop_sending_lost(&mut self, id: StreamId) {
+        if let Some(code) = self.incoming.get(&id).and_then(|i| i.stop_code) {
+            self.stops_due.push((id, code));
+        }
+    }
+}

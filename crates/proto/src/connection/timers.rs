@@ -1,0 +1,139 @@
+//! The connection's timers: the next deadline, and what each does when it
+//! passes (intro deadline, close and drain periods, confirmation, idle
+//! timeout, keep-alive, pacing, old keys, path validation, loss and probe
+//! timeouts).
+
+use quanta::Instant;
+use tern_reliability::TimerEvent;
+
+use super::error::ConnectionError;
+use super::path::PathTimeout;
+use super::send::MIN_PACKET;
+use super::{Connection, State};
+
+/// Packets a probe timeout sends (RFC 9002 §6.2.4: one or two).
+const PROBE_PACKETS: u8 = 2;
+
+impl Connection {
+    /// When [`handle_timeout`](Self::handle_timeout) should run next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        match &self.state {
+            State::Closed => return None,
+            State::Closing { until, resend_at } => return Some((*until).min(*resend_at)),
+            State::Draining { until } => return Some(*until),
+            State::Connecting(c) => {
+                consider(Some(c.deadline));
+                consider(Some(c.resend_at));
+                return next;
+            }
+            State::Established => {}
+        }
+        if self.confirm_deadline.is_some() {
+            return self.confirm_deadline;
+        }
+        consider(self.loss.poll_timeout());
+        // An ACK that cannot go (a new path's amplification allowance is
+        // spent) has no deadline: the peer's next datagram raises the
+        // allowance and touches the connection; a deadline left in the past
+        // would have the driver call again on every turn.
+        if self.ack_pending && self.path.allowance() >= MIN_PACKET as u64 {
+            consider(self.ack_policy.poll_timeout());
+        }
+        // The MTU raise timer needs no wake-up of its own: it is checked
+        // whenever a packet may go, and keep-alives make that periodic.
+        consider(self.path.next_challenge());
+        consider(self.path.validation_deadline());
+        consider(Some(self.last_received + self.config.idle_timeout));
+        consider(self.keep_alive_at());
+        consider(self.send_blocked_until);
+        consider(self.discard_previous_key_at);
+        next
+    }
+
+    fn keep_alive_at(&self) -> Option<Instant> {
+        let interval = self.config.keep_alive?;
+        Some(self.last_received.max(self.last_ack_eliciting_sent) + interval)
+    }
+
+    /// Runs every timer whose deadline is at or before `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match &mut self.state {
+            State::Closed => return,
+            State::Closing { until, resend_at } => {
+                if now >= *until {
+                    self.state = State::Closed;
+                } else if now >= *resend_at {
+                    *resend_at = now + self.loss.pto();
+                    self.close_due = true;
+                }
+                return;
+            }
+            State::Draining { until } => {
+                if now >= *until {
+                    self.state = State::Closed;
+                }
+                return;
+            }
+            State::Connecting(c) => {
+                if now >= c.deadline {
+                    self.finish_with(ConnectionError::HandshakeTimedOut);
+                }
+                return;
+            }
+            State::Established => {}
+        }
+        if self.confirm_deadline.is_some_and(|t| now >= t) {
+            // Never confirmed: a forged, replayed or abandoned handshake.
+            self.state = State::Closed;
+            return;
+        }
+        if now >= self.last_received + self.config.idle_timeout {
+            self.finish_with(ConnectionError::TimedOut);
+            return;
+        }
+        if self.keep_alive_at().is_some_and(|t| now >= t) {
+            self.ping_due = true;
+        }
+        if self.send_blocked_until.is_some_and(|t| now >= t) {
+            self.send_blocked_until = None;
+        }
+        if self.discard_previous_key_at.is_some_and(|t| now >= t) {
+            self.discard_previous_key_at = None;
+            if let Some(keys) = self.keys.as_mut() {
+                keys.opener.discard_previous_key();
+            }
+        }
+        if let Some(token) = self.path.poll_challenge(now, &mut self.rng) {
+            self.challenge_due = Some(token);
+        }
+        if self.path.handle_timeout(now) == PathTimeout::ValidationFailed {
+            // The new address never answered: back to the one that worked.
+            if let Some(previous) = self.previous_path.take() {
+                self.path = previous;
+            } else {
+                self.finish_with(ConnectionError::TimedOut);
+                return;
+            }
+        }
+        let mut recovery = std::mem::take(&mut self.recovery);
+        recovery.clear();
+        match self.loss.on_timeout(now, &mut recovery) {
+            TimerEvent::LossDeclared(report) => {
+                for (_, packet) in recovery.lost.drain(..) {
+                    self.on_packet_lost(&packet);
+                }
+                let rtt = self.rtt();
+                self.on_loss_report(now, report, &rtt);
+            }
+            TimerEvent::Probe { .. } => self.probes_due = PROBE_PACKETS,
+            _ => {}
+        }
+        self.recovery = recovery;
+    }
+}
