@@ -175,6 +175,10 @@ async fn two_hundred_connections_to_one_endpoint_each_get_their_answer() {
                 let answer = connection.recv().await.expect("the echo");
                 assert_eq!(number_of(&answer), i);
                 connection.close(0, Bytes::new()).await;
+                // Dropping an endpoint stops its driver at once: keep it until
+                // its Close has gone out and the connection drained, or the
+                // server's side of it waits for its idle timeout.
+                endpoint.wait_idle().await;
             }));
         }
         for c in clients {
