@@ -114,8 +114,12 @@ impl PerfParams {
 }
 
 /// One end's counts at the end of a perf run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct SideReport {
+    /// The congestion controller of what this end sent (`ledbat`,
+    /// `cubic`); empty from an end too old to say.
+    #[serde(default)]
+    pub(crate) congestion: String,
     /// Application bytes this end wrote to its streams.
     pub(crate) bytes_sent: u64,
     /// Application bytes this end read from the peer's streams.
@@ -210,14 +214,17 @@ mod tests {
     fn message() -> impl Strategy<Value = Control> {
         prop_oneof![
             params().prop_map(Control::PerfStart),
-            (any::<u64>(), any::<u64>(), 0.0f64..1e6).prop_map(|(s, r, seconds)| {
-                Control::PerfReport(SideReport {
-                    bytes_sent: s,
-                    bytes_received: r,
-                    seconds,
-                    ..SideReport::default()
-                })
-            }),
+            (any::<u64>(), any::<u64>(), 0.0f64..1e6, "[a-z]{0,8}").prop_map(
+                |(s, r, seconds, congestion)| {
+                    Control::PerfReport(SideReport {
+                        congestion,
+                        bytes_sent: s,
+                        bytes_received: r,
+                        seconds,
+                        ..SideReport::default()
+                    })
+                }
+            ),
             (".{0,64}", any::<u64>()).prop_map(|(name, size)| Control::Offer { name, size }),
             Just(Control::Accept),
             ".{0,64}".prop_map(|reason| Control::Refuse { reason }),

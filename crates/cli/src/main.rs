@@ -84,7 +84,8 @@ enum Command {
     /// Send a file to a `tern recv`.
     #[command(after_help = "Examples:\n  \
         tern send big.iso 192.0.2.7:5202 --key their.pub\n  \
-        tern send big.iso host.example:5202 --key tern-pub:MIIBIjAN... --rate 100")]
+        tern send big.iso host.example:5202 --key tern-pub:MIIBIjAN... --rate 100\n  \
+        tern send big.iso 192.0.2.7:5202 --key their.pub --congestion cubic   # foreground")]
     Send(transfer::SendArgs),
 }
 
@@ -100,7 +101,8 @@ enum PerfCommand {
         tern perf client 192.0.2.7:5201 --key their.pub                 # 10 s upload\n  \
         tern perf client 192.0.2.7:5201 --key their.pub --reverse --time 30s\n  \
         tern perf client 192.0.2.7:5201 --key their.pub --bytes 1G --streams 4\n  \
-        tern perf client 192.0.2.7:5201 --key their.pub --bidir --rate 100 --json\n\n\
+        tern perf client 192.0.2.7:5201 --key their.pub --bidir --rate 100 --json\n  \
+        tern perf client 192.0.2.7:5201 --key their.pub --congestion cubic\n\n\
         Sizes take K, M, G, T (powers of 1000) or Ki, Mi, Gi, Ti; durations take ms, s, m, h.")]
     Client(perf::ClientArgs),
 }

@@ -6,7 +6,9 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use tern_peer::{Config, ConnectError, Connection, Endpoint, IdentityKey, PublicIdentity};
+use tern_peer::{
+    Config, CongestionConfig, ConnectError, Connection, Endpoint, IdentityKey, PublicIdentity,
+};
 use tern_sockio::Backend;
 
 use crate::error::CliError;
@@ -40,12 +42,42 @@ impl BackendChoice {
     }
 }
 
+/// The congestion controller of what this end sends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub(crate) enum CongestionChoice {
+    /// LEDBAT: background traffic, yields to every other flow on the path.
+    #[default]
+    Ledbat,
+    /// CUBIC with HyStart++: foreground traffic, takes its share beside TCP.
+    Cubic,
+}
+
+impl CongestionChoice {
+    /// As the command line spells it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Ledbat => "ledbat",
+            Self::Cubic => "cubic",
+        }
+    }
+
+    fn config(self) -> CongestionConfig {
+        match self {
+            Self::Ledbat => CongestionConfig::ledbat(),
+            Self::Cubic => CongestionConfig::cubic(),
+        }
+    }
+}
+
 /// Options every command that opens an endpoint takes.
 #[derive(Clone, Debug, Args)]
 pub(crate) struct NetOptions {
     /// Socket backend.
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub(crate) backend: BackendChoice,
+    /// Congestion controller for what this end sends.
+    #[arg(long, value_enum, default_value_t = CongestionChoice::Ledbat)]
+    pub(crate) congestion: CongestionChoice,
     /// Largest UDP payload Tern may use (it starts at 1200 and probes up to this).
     #[arg(long, value_name = "BYTES")]
     pub(crate) mtu: Option<usize>,
@@ -67,7 +99,8 @@ impl NetOptions {
             .keep_alive(Some(
                 (self.idle_timeout / 3).max(Duration::from_millis(100)),
             ))
-            .rate_limit(self.rate_limit);
+            .rate_limit(self.rate_limit)
+            .congestion(self.congestion.config());
         if let Some(mtu) = self.mtu {
             config = config.max_udp_payload(mtu);
         }

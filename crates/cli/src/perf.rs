@@ -22,7 +22,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::control::{self, Control, Direction, Limit, PerfParams, SideReport};
-use crate::error::{CliError, stream_error};
+use crate::error::{CliError, printable, stream_error};
 use crate::net::{self, NetOptions};
 use crate::{keys, units};
 
@@ -366,6 +366,7 @@ impl Interval {
 fn side_report(first: &Sample, last: &Sample, start: Instant) -> SideReport {
     let stats = last.connection.unwrap_or_default();
     SideReport {
+        congestion: stats.congestion.name().to_owned(),
         bytes_sent: last.sent,
         bytes_received: last.received,
         seconds: (last.at - start).as_secs_f64(),
@@ -390,11 +391,12 @@ fn side_report(first: &Sample, last: &Sample, start: Instant) -> SideReport {
 fn summary_line(who: &str, report: &SideReport) -> String {
     let moved = report.bytes_sent + report.bytes_received;
     format!(
-        "{who}: sent {}, received {} in {:.2} s = {}; rtt {}, lost {} of {} packets, path MTU {}, key updates {}, datagrams per send/recv call {:.1}/{:.1}",
+        "{who}: sent {}, received {} in {:.2} s = {}; congestion {}, rtt {}, lost {} of {} packets, path MTU {}, key updates {}, datagrams per send/recv call {:.1}/{:.1}",
         units::bytes(report.bytes_sent),
         units::bytes(report.bytes_received),
         report.seconds,
         units::rate(moved, Duration::from_secs_f64(report.seconds)),
+        printable(&report.congestion),
         units::millis(Duration::from_secs_f64(report.rtt_ms / 1e3)),
         report.lost_packets,
         report.sent_packets,
@@ -461,7 +463,7 @@ async fn run_client(
 ) -> Result<(), CliError> {
     if !args.json {
         println!(
-            "tern perf: {addr}, {} stream{}, {}, {}, backend {}",
+            "tern perf: {addr}, {} stream{}, {}, {}, backend {}, congestion {}",
             params.streams,
             if params.streams == 1 { "" } else { "s" },
             match params.direction {
@@ -474,6 +476,7 @@ async fn run_client(
                 Limit::Bytes(b) => units::bytes(b),
             },
             endpoint.backend(),
+            args.net.congestion.name(),
         );
     }
     control::send(connection, &Control::PerfStart(params)).await?;
@@ -522,7 +525,7 @@ async fn run_client(
     }
     let mine = side_report(&first, &end, start);
     tracing::info!(report = ?mine, stats = ?endpoint.stats(), "perf data phase over");
-    control::send(connection, &Control::PerfReport(mine)).await?;
+    control::send(connection, &Control::PerfReport(mine.clone())).await?;
     let theirs = match control::recv(connection).await? {
         Control::PerfReport(report) => report,
         other => {
@@ -572,9 +575,10 @@ pub(crate) async fn server(args: ServerArgs) -> Result<(), CliError> {
     let interrupted = crate::interrupted();
     tokio::pin!(interrupted);
     println!(
-        "tern perf server on {} (backend {}); Ctrl-C to stop",
+        "tern perf server on {} (backend {}, congestion {}); Ctrl-C to stop",
         endpoint.local_addr(),
-        endpoint.backend()
+        endpoint.backend(),
+        args.net.congestion.name()
     );
     loop {
         tokio::select! {
@@ -654,7 +658,7 @@ async fn serve(endpoint: &Endpoint, connection: &Connection) -> Result<Vec<Strin
     let end = Sample::take(endpoint, connection, &counters);
     let mine = side_report(&first, &end, start);
     tracing::info!(?peer, report = ?mine, "perf data phase over");
-    control::send(connection, &Control::PerfReport(mine)).await?;
+    control::send(connection, &Control::PerfReport(mine.clone())).await?;
     let theirs = match control::recv(connection).await? {
         Control::PerfReport(report) => report,
         other => {

@@ -236,9 +236,12 @@ async fn send_file(
         other => return Err(unexpected(addr, "the receiver's verdict", &other)),
     }
     let elapsed = started.elapsed();
+    let congestion = connection
+        .stats()
+        .map_or("unknown", |stats| stats.congestion.name());
     connection.close(0, Bytes::from_static(b"done")).await;
     println!(
-        "sent {name} ({}) to {addr} in {:.2} s ({}); SHA-256 {sha256} verified by the receiver",
+        "sent {name} ({}) to {addr} in {:.2} s ({}, congestion {congestion}); SHA-256 {sha256} verified by the receiver",
         units::bytes(size),
         elapsed.as_secs_f64(),
         units::rate(size, elapsed),
@@ -310,9 +313,10 @@ pub(crate) async fn recv(args: RecvArgs) -> Result<(), CliError> {
     let interrupted = crate::interrupted();
     tokio::pin!(interrupted);
     println!(
-        "tern recv on {} (backend {}), files go to {}; Ctrl-C to stop",
+        "tern recv on {} (backend {}, congestion {}), files go to {}; Ctrl-C to stop",
         endpoint.local_addr(),
         endpoint.backend(),
+        args.net.congestion.name(),
         args.out.display()
     );
     let store = Arc::new(Store {

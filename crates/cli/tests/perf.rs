@@ -304,3 +304,45 @@ fn a_pasted_key_a_forced_backend_and_a_payload_cap_are_honoured() {
     ]);
     assert_eq!(json(&output)["server"]["bytes_received"], 1_000_000);
 }
+
+#[test]
+fn each_end_runs_the_congestion_controller_it_was_given_and_says_which() {
+    let keys = keys();
+    let server = Server::start(&[
+        "perf",
+        "server",
+        "--listen",
+        "127.0.0.1:0",
+        "--key",
+        path(&keys.private),
+        "--congestion",
+        "cubic",
+    ]);
+    for (flag, expected) in [(Some("cubic"), "cubic"), (None, "ledbat")] {
+        let mut extra = vec!["--bytes", "2M", "--bidir", "--json"];
+        extra.extend(flag.iter().flat_map(|f| ["--congestion", f]));
+        let report = json(&client(&server, &extra));
+        assert_eq!(report["client"]["congestion"], expected);
+        assert_eq!(report["server"]["congestion"], "cubic");
+        assert_eq!(report["bytes_agree"], true);
+    }
+    let output = client(&server, &["--bytes", "1M", "--congestion", "cubic"]);
+    assert!(output.status.success(), "{output:?}");
+    let printed = stdout(&output);
+    assert!(
+        printed
+            .lines()
+            .next()
+            .is_some_and(|l| l.ends_with("congestion cubic")),
+        "{printed}"
+    );
+    assert!(
+        printed
+            .lines()
+            .any(|l| l.starts_with("client: sent") && l.contains("congestion cubic")),
+        "{printed}"
+    );
+    let refused = client(&server, &["--bytes", "1M", "--congestion", "vegas"]);
+    assert!(!refused.status.success());
+    assert!(stderr(&refused).contains("ledbat"), "{}", stderr(&refused));
+}

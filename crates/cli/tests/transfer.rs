@@ -97,6 +97,20 @@ fn a_200_mb_random_file_arrives_whole_and_verified_under_its_name_only() {
 }
 
 #[test]
+fn a_sender_given_cubic_sends_with_it_and_says_so() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let source = random_file(dir.path(), "small.bin", 2_000_000);
+    let out = dir.path().join("out");
+    let mut receiver = receiver(&out, &["--once", "--congestion", "cubic"]);
+    let sent = send(&source, &receiver, &["--congestion", "cubic"]);
+    assert!(sent.status.success(), "{sent:?}");
+    assert!(stdout(&sent).contains("congestion cubic"), "{sent:?}");
+    receiver.lines_until("received small.bin");
+    assert!(receiver.wait().success());
+    assert_eq!(sha256(&out.join("small.bin")), sha256(&source));
+}
+
+#[test]
 fn an_existing_file_is_kept_unless_the_receiver_runs_with_force() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let source = random_file(dir.path(), "data.bin", 100_000);

@@ -121,6 +121,6 @@ pub use tern_sockio as sockio;
 
 pub use api::{Config, ConnectError, Connection, Endpoint, Error, Stats, Stream};
 pub use bytes::Bytes;
-pub use proto::{ConnectionError, ConnectionStats, StreamId};
+pub use proto::{CongestionConfig, CongestionKind, ConnectionError, ConnectionStats, StreamId};
 pub use tern_sockio::Backend;
 pub use tern_wire::{IdentityKey, PublicIdentity};

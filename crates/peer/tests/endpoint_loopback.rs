@@ -6,8 +6,10 @@ mod support;
 use std::time::Duration;
 
 use bytes::Bytes;
-use support::net::{BACKENDS, client, localhost, number_of, numbered, pair, pattern, server};
-use tern_peer::{Config, ConnectError, Endpoint, Error};
+use support::net::{
+    BACKENDS, client, localhost, number_of, numbered, pair, pattern, server, server_with,
+};
+use tern_peer::{Config, CongestionConfig, CongestionKind, ConnectError, Endpoint, Error};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test]
@@ -83,6 +85,38 @@ async fn a_stream_carries_a_megabyte_in_order_to_its_end() {
         assert!(got == pattern(0, LEN), "the stream's bytes differ");
         writer.await.expect("the writer finishes");
     }
+}
+
+/// The congestion controller is the endpoint's choice: with CUBIC on both
+/// ends a stream crosses, and each side's stats name the controller that
+/// paced what it sent.
+#[tokio::test]
+async fn endpoints_that_choose_cubic_transfer_with_it() {
+    let cubic = || Config::default().congestion(CongestionConfig::cubic());
+    let server = server_with(cubic());
+    let client = Endpoint::bind(localhost(), cubic()).expect("binds");
+    let (a, b) = pair(&server, &client).await;
+    const LEN: usize = 4 << 20;
+    let writer = tokio::spawn(async move {
+        let mut stream = a.open_stream().await.expect("opens");
+        stream.write_all(&pattern(0, LEN)).await.expect("writes");
+        stream.shutdown().await.expect("finishes");
+        a
+    });
+    let mut stream = b.accept_stream().await.expect("accepts");
+    let mut got = Vec::new();
+    stream
+        .read_to_end(&mut got)
+        .await
+        .expect("reads to the end");
+    assert!(got == pattern(0, LEN), "the stream's bytes differ");
+    let a = writer.await.expect("the writer finishes");
+    for connection in [&a, &b] {
+        let stats = connection.stats().expect("still held");
+        assert_eq!(stats.congestion, CongestionKind::Cubic);
+        assert!(stats.window > 0);
+    }
+    assert!(a.stats().expect("still held").sent_bytes > LEN as u64);
 }
 
 /// Four writers on one connection whose streams share a send budget much

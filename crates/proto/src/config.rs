@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use tern_congestion::LedbatConfig;
+use tern_congestion::{
+    AnyController, Cubic, CubicConfig, CubicConfigError, Ledbat, LedbatConfig, LedbatConfigError,
+    Reno, RenoConfig, RenoConfigError,
+};
 use tern_wire::KeyConfig;
 
 use crate::connection::path::mtu::PathMtuConfig;
@@ -70,9 +73,13 @@ pub struct ConnectionConfig {
     pub initial_rtt: Duration,
     /// The longest this side delays an ACK (default 25 ms).
     pub max_ack_delay: Duration,
-    /// LEDBAT's parameters (the datagram size is set from
-    /// `max_udp_payload`).
-    pub ledbat: LedbatConfig,
+    /// The congestion controller and its parameters (default LEDBAT; the
+    /// datagram size is set from `max_udp_payload`). Every connection of an
+    /// endpoint runs the controller of its [`EndpointConfig::connection`],
+    /// except an outgoing one started with
+    /// [`Endpoint::connect_with`](crate::Endpoint::connect_with), which
+    /// names its own.
+    pub congestion: CongestionConfig,
     /// A cap on this connection's sending rate in bytes per second
     /// (token bucket; default none).
     pub rate_limit: Option<u64>,
@@ -96,7 +103,7 @@ impl Default for ConnectionConfig {
             handshake_timeout: Duration::from_secs(10),
             initial_rtt: tern_reliability::DEFAULT_INITIAL_RTT,
             max_ack_delay: Duration::from_millis(25),
-            ledbat: LedbatConfig::default(),
+            congestion: CongestionConfig::default(),
             rate_limit: None,
         }
     }
@@ -112,6 +119,123 @@ impl ConnectionConfig {
             ..PathMtuConfig::default()
         }
     }
+}
+
+/// Which congestion controller a connection runs, with its parameters.
+///
+/// Each controller governs only what this side sends; the peer's choice
+/// governs the other direction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+#[allow(clippy::large_enum_variant)] // held once per configuration, copied rarely
+pub enum CongestionConfig {
+    /// LEDBAT (RFC 6817 with the LEDBAT++ remedies), the default: a
+    /// background transfer that yields to every other flow on the path.
+    Ledbat(LedbatConfig),
+    /// CUBIC with HyStart++ (RFC 9438, RFC 9406): a foreground transfer,
+    /// for a user waiting on it, that takes its share beside TCP.
+    Cubic(CubicConfig),
+    /// Reno-style AIMD (RFC 9002 §7): loss-based, for paths where one-way
+    /// delay cannot be measured.
+    Reno(RenoConfig),
+}
+
+impl Default for CongestionConfig {
+    fn default() -> Self {
+        Self::Ledbat(LedbatConfig::default())
+    }
+}
+
+impl CongestionConfig {
+    /// LEDBAT with its default parameters.
+    pub fn ledbat() -> Self {
+        Self::Ledbat(LedbatConfig::default())
+    }
+
+    /// CUBIC with its default parameters (HyStart++ on).
+    pub fn cubic() -> Self {
+        Self::Cubic(CubicConfig::default())
+    }
+
+    /// Reno with its default parameters.
+    pub fn reno() -> Self {
+        Self::Reno(RenoConfig::default())
+    }
+
+    /// Which controller this is.
+    pub fn kind(&self) -> CongestionKind {
+        match self {
+            Self::Ledbat(_) => CongestionKind::Ledbat,
+            Self::Cubic(_) => CongestionKind::Cubic,
+            Self::Reno(_) => CongestionKind::Reno,
+        }
+    }
+
+    /// A fresh controller for packets of up to `max_datagram_size` bytes
+    /// (what the configuration says of the datagram size is replaced).
+    pub(crate) fn controller(&self, max_datagram_size: u64) -> Result<AnyController, ConfigError> {
+        Ok(match *self {
+            Self::Ledbat(mut config) => {
+                config.max_datagram_size = max_datagram_size;
+                AnyController::from(Ledbat::new(config)?)
+            }
+            Self::Cubic(mut config) => {
+                config.max_datagram_size = max_datagram_size;
+                AnyController::from(Cubic::new(config)?)
+            }
+            Self::Reno(mut config) => {
+                config.max_datagram_size = max_datagram_size;
+                AnyController::from(Reno::new(config)?)
+            }
+        })
+    }
+}
+
+/// Which congestion controller a connection runs, without its parameters
+/// (what [`ConnectionStats`](crate::ConnectionStats) reports).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CongestionKind {
+    /// LEDBAT, the default.
+    #[default]
+    Ledbat,
+    /// CUBIC with HyStart++.
+    Cubic,
+    /// Reno-style AIMD.
+    Reno,
+}
+
+impl CongestionKind {
+    /// The controller's name in lower case: `ledbat`, `cubic` or `reno`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Ledbat => "ledbat",
+            Self::Cubic => "cubic",
+            Self::Reno => "reno",
+        }
+    }
+}
+
+impl std::fmt::Display for CongestionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An [`EndpointConfig`] value out of range: the chosen congestion
+/// controller's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// LEDBAT's parameters.
+    #[error("LEDBAT: {0}")]
+    Ledbat(#[from] LedbatConfigError),
+    /// CUBIC's parameters.
+    #[error("CUBIC: {0}")]
+    Cubic(#[from] CubicConfigError),
+    /// Reno's parameters.
+    #[error("Reno: {0}")]
+    Reno(#[from] RenoConfigError),
 }
 
 /// How an endpoint behaves.
@@ -141,5 +265,67 @@ impl Default for EndpointConfig {
             keys: KeyConfig::default(),
             rate_limit: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_congestion::Controller;
+
+    #[test]
+    fn ledbat_is_the_default_controller() {
+        let config = ConnectionConfig::default();
+        assert_eq!(config.congestion, CongestionConfig::ledbat());
+        assert_eq!(config.congestion.kind(), CongestionKind::Ledbat);
+        assert_eq!(CongestionKind::default(), CongestionKind::Ledbat);
+    }
+
+    #[test]
+    fn each_choice_builds_its_controller_at_the_given_datagram_size() {
+        // Each controller's initial window is a number of packets of the
+        // size it was given: 26 for LEDBAT, 10 for CUBIC and Reno.
+        let cases = [
+            (CongestionConfig::ledbat(), "ledbat", 26),
+            (CongestionConfig::cubic(), "cubic", 10),
+            (CongestionConfig::reno(), "reno", 10),
+        ];
+        for (config, name, packets) in cases {
+            let controller = config.controller(1_200).expect("the defaults are valid");
+            assert_eq!(config.kind().to_string(), name);
+            assert_eq!(controller.window(), packets * 1_200, "{name}");
+            let built = match controller {
+                AnyController::Ledbat(_) => "ledbat",
+                AnyController::Cubic(_) => "cubic",
+                AnyController::Reno(_) => "reno",
+                _ => "other",
+            };
+            assert_eq!(built, name);
+        }
+    }
+
+    #[test]
+    fn a_parameter_out_of_range_is_refused_with_its_controllers_error() {
+        let mut ledbat = LedbatConfig::default();
+        ledbat.target = Duration::ZERO;
+        let mut cubic = CubicConfig::default();
+        cubic.beta = 1.5;
+        let mut reno = RenoConfig::default();
+        reno.min_window_packets = 0;
+        let errors = [
+            CongestionConfig::Ledbat(ledbat).controller(1_452).err(),
+            CongestionConfig::Cubic(cubic).controller(1_452).err(),
+            CongestionConfig::Reno(reno).controller(1_452).err(),
+            CongestionConfig::cubic().controller(0).err(),
+        ];
+        assert_eq!(
+            errors,
+            [
+                Some(ConfigError::Ledbat(LedbatConfigError::Target)),
+                Some(ConfigError::Cubic(CubicConfigError::Beta)),
+                Some(ConfigError::Reno(RenoConfigError::Window)),
+                Some(ConfigError::Cubic(CubicConfigError::MaxDatagramSize)),
+            ]
+        );
     }
 }

@@ -74,12 +74,15 @@ mod test_rng;
 
 pub use bytes::Bytes;
 pub use quanta::Instant;
-pub use tern_congestion::{LedbatConfig, LedbatConfigError};
+pub use tern_congestion::{
+    CubicConfig, CubicConfigError, HyStartConfig, LedbatConfig, LedbatConfigError, RenoConfig,
+    RenoConfigError,
+};
 pub use tern_wire::{CloseKind, IdentityKey, KeyConfig, PublicIdentity};
 
 pub use config::{
-    ConnectionConfig, EndpointConfig, INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS,
-    INITIAL_STREAM_WINDOW,
+    ConfigError, CongestionConfig, CongestionKind, ConnectionConfig, EndpointConfig,
+    INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS, INITIAL_STREAM_WINDOW,
 };
 pub use connection::streams::stream_id::{Direction, Side, StreamId};
 pub use connection::{

@@ -7,7 +7,7 @@ use tern_sockio::Backend;
 use tern_wire::IdentityKey;
 
 use crate::driver::DriverConfig;
-use crate::proto::EndpointConfig;
+use crate::proto::{CongestionConfig, EndpointConfig, LedbatConfig};
 
 /// How an endpoint is set up: its socket, its identity, and how its
 /// connections behave. Builder style; every setting has the default its
@@ -90,11 +90,35 @@ impl Config {
         self
     }
 
-    /// LEDBAT's target queuing delay (default 100 ms, RFC 6817): how much
-    /// delay Tern adds to a shared bottleneck before it yields.
-    pub fn ledbat_target(mut self, target: Duration) -> Self {
-        self.endpoint.connection.ledbat.target = target;
+    /// The congestion controller of every connection of the endpoint
+    /// (default [`CongestionConfig::Ledbat`]): LEDBAT for background
+    /// transfers that yield to other traffic, [`CongestionConfig::cubic`]
+    /// for a transfer someone waits on, which takes its share beside TCP.
+    /// It governs what this endpoint sends; the peer's own choice governs
+    /// what it sends back.
+    ///
+    /// ```
+    /// use tern_peer::{CongestionConfig, Config};
+    ///
+    /// let config = Config::default().congestion(CongestionConfig::cubic());
+    /// # let _ = config;
+    /// ```
+    pub fn congestion(mut self, congestion: CongestionConfig) -> Self {
+        self.endpoint.connection.congestion = congestion;
         self
+    }
+
+    /// Chooses LEDBAT with this target queuing delay (default 100 ms,
+    /// RFC 6817): how much delay Tern adds to a shared bottleneck before it
+    /// yields. LEDBAT's other parameters are kept if it was already the
+    /// choice, and are the defaults otherwise.
+    pub fn ledbat_target(self, target: Duration) -> Self {
+        let mut ledbat = match self.endpoint.connection.congestion {
+            CongestionConfig::Ledbat(ledbat) => ledbat,
+            _ => LedbatConfig::default(),
+        };
+        ledbat.target = target;
+        self.congestion(CongestionConfig::Ledbat(ledbat))
     }
 
     /// How long without traffic before a keep-alive (default 10 s; `None`:
@@ -180,5 +204,22 @@ mod tests {
         let config = Config::default().max_udp_payload(1300);
         assert_eq!(config.driver.udp_payload(), 1300);
         assert_eq!(config.endpoint.connection.max_udp_payload, 1300);
+    }
+
+    #[test]
+    fn ledbat_is_the_default_and_a_target_chooses_it_again() {
+        let default = Config::default().endpoint.connection.congestion;
+        assert_eq!(default, CongestionConfig::ledbat());
+        let cubic = Config::default().congestion(CongestionConfig::cubic());
+        assert_eq!(
+            cubic.endpoint.connection.congestion,
+            CongestionConfig::cubic()
+        );
+        let target = Duration::from_millis(25);
+        let config = cubic.ledbat_target(target);
+        let CongestionConfig::Ledbat(ledbat) = config.endpoint.connection.congestion else {
+            panic!("ledbat_target chooses LEDBAT");
+        };
+        assert_eq!(ledbat.target, target);
     }
 }

@@ -333,6 +333,7 @@ impl Connection {
     pub fn stats(&self) -> ConnectionStats {
         let mut stats = self.stats;
         stats.rtt = self.loss.rtt().smoothed();
+        stats.congestion = self.config.congestion.kind();
         stats.window = self.controller.window();
         stats.bytes_in_flight = self.loss.bytes_in_flight();
         let loss = self.loss.stats();

@@ -3,12 +3,16 @@
 
 use std::time::Duration;
 
+use crate::CongestionKind;
+
 /// Figures about one connection.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 #[non_exhaustive]
 pub struct ConnectionStats {
     /// Smoothed round-trip time.
     pub rtt: Duration,
+    /// The congestion controller that governs what this side sends.
+    pub congestion: CongestionKind,
     /// Congestion window in bytes.
     pub window: u64,
     /// Bytes in flight now.

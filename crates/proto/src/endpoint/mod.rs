@@ -28,13 +28,13 @@ use quanta::Instant;
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::SeedableRng;
 use rand_core::RngCore;
-use tern_congestion::{AnyController, Ledbat, LedbatConfigError, Take, TokenBucket};
+use tern_congestion::{AnyController, Take, TokenBucket};
 use tern_wire::replay::IntroId;
 use tern_wire::{
     IdentityKey, PacketType, PublicIdentity, ReplayGuard, Responder, peek_receiver_index,
 };
 
-use crate::config::EndpointConfig;
+use crate::config::{ConfigError, CongestionConfig, EndpointConfig};
 use crate::connection::{Connection, Event, Start};
 use crate::{Node, StreamId, Transmit, TransmitLimits};
 use intro_limit::IntroLimiter;
@@ -54,6 +54,10 @@ pub enum ConnectError {
     /// The intro could not be made (the key or the clock).
     #[error("intro: {0}")]
     Intro(#[from] tern_wire::IntroError),
+    /// The congestion controller given to
+    /// [`connect_with`](Endpoint::connect_with) has parameters out of range.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
 }
 
 /// Figures about the endpoint as a whole.
@@ -137,18 +141,19 @@ impl Endpoint {
     /// public key is what initiators need); without, it only connects.
     /// `seed` seeds its cryptographic RNG (from the OS in production, fixed
     /// in a simulation); `now` and `wall` are the same moment on the
-    /// monotonic and the wall clock. Fails only if `config`'s LEDBAT
-    /// settings are inconsistent.
+    /// monotonic and the wall clock. Fails only if the parameters of
+    /// `config`'s congestion controller are out of range.
     pub fn new(
         config: EndpointConfig,
         identity: Option<IdentityKey>,
         seed: [u8; 32],
         now: Instant,
         wall: SystemTime,
-    ) -> Result<Self, LedbatConfigError> {
-        let mut ledbat = config.connection.ledbat;
-        ledbat.max_datagram_size = config.connection.max_udp_payload as u64;
-        let controller = AnyController::from(Ledbat::new(ledbat)?);
+    ) -> Result<Self, ConfigError> {
+        let connection = &config.connection;
+        let controller = connection
+            .congestion
+            .controller(connection.max_udp_payload as u64)?;
         let mut rng = ChaCha20Rng::from_seed(seed);
         let responder = identity.map(|identity| {
             let replay = ReplayGuard::for_intro_rate(
@@ -222,10 +227,38 @@ impl Endpoint {
         remote: SocketAddr,
         responder: &PublicIdentity,
     ) -> Result<ConnectionHandle, ConnectError> {
-        let wall = self.wall_time(now);
+        let start = Self::start(&self.config, &self.controller, 0, now);
+        self.connect_from(start, remote, responder)
+    }
+
+    /// [`connect`](Self::connect), with a congestion controller of its own
+    /// for this connection instead of the endpoint's
+    /// ([`ConnectionConfig::congestion`](crate::ConnectionConfig::congestion)).
+    /// It governs what this side sends; connections the endpoint accepts
+    /// always run the endpoint's.
+    pub fn connect_with(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        responder: &PublicIdentity,
+        congestion: CongestionConfig,
+    ) -> Result<ConnectionHandle, ConnectError> {
+        let mut start = Self::start(&self.config, &self.controller, 0, now);
+        start.controller = congestion.controller(start.config.max_udp_payload as u64)?;
+        start.config.congestion = congestion;
+        self.connect_from(start, remote, responder)
+    }
+
+    fn connect_from(
+        &mut self,
+        mut start: Start,
+        remote: SocketAddr,
+        responder: &PublicIdentity,
+    ) -> Result<ConnectionHandle, ConnectError> {
+        let wall = self.wall_time(start.now);
         let vacant = self.connections.vacant(&mut self.rng)?;
         let index = vacant.index();
-        let start = Self::start(&self.config, &self.controller, index, now);
+        start.local_index = index;
         let connection = Connection::connect(
             start,
             self.config.keys,
