@@ -92,6 +92,7 @@ mod recovery;
 mod reno;
 mod time;
 mod token_bucket;
+mod window;
 
 pub use base_delay::{BUCKET, BaseDelayHistory, MAX_BASE_HISTORY};
 pub use controller::{Acked, AnyController, Controller, Lost, OneWayDelay, Rtt};

@@ -8,7 +8,8 @@
 
 use crate::pacer::{PACING_GAIN_PERMILLE, SLOW_START_PACING_GAIN_PERMILLE, pacing_rate};
 use crate::recovery::{Before, Recovery};
-use crate::{Acked, Controller, InvariantViolation, Lost, MAX_WINDOW_LIMIT, Rtt};
+use crate::window::{BoundsError, WindowBounds};
+use crate::{Acked, Controller, InvariantViolation, Lost, Rtt};
 use quanta::Instant;
 
 /// Configuration of a [`Reno`] controller.
@@ -51,6 +52,18 @@ pub enum RenoConfigError {
     Window,
 }
 
+// What failed in the window bounds' check the controllers share, as this
+// error (hidden: the check is private to the crate).
+#[doc(hidden)]
+impl From<BoundsError> for RenoConfigError {
+    fn from(error: BoundsError) -> Self {
+        match error {
+            BoundsError::MaxDatagramSize => Self::MaxDatagramSize,
+            BoundsError::Window | BoundsError::MaxWindow => Self::Window,
+        }
+    }
+}
+
 /// Slow start, then one packet more per round trip, halved on loss.
 #[derive(Debug, Clone)]
 pub struct Reno {
@@ -71,24 +84,17 @@ pub struct Reno {
 impl Reno {
     /// A controller in slow start with the initial window.
     pub fn new(config: RenoConfig) -> Result<Self, RenoConfigError> {
-        if !(1..=65_535).contains(&config.max_datagram_size) {
-            return Err(RenoConfigError::MaxDatagramSize);
-        }
-        let mss = config.max_datagram_size;
-        let min_window = u64::from(config.min_window_packets) * mss;
-        let initial_window = u64::from(config.initial_window_packets) * mss;
-        if min_window == 0
-            || initial_window < min_window
-            || config.max_window < initial_window
-            || config.max_window > MAX_WINDOW_LIMIT
-        {
-            return Err(RenoConfigError::Window);
-        }
+        let bounds = WindowBounds::new(
+            config.max_datagram_size,
+            config.min_window_packets,
+            config.initial_window_packets,
+            config.max_window,
+        )?;
         Ok(Self {
-            mss,
-            min_window,
-            max_window: config.max_window,
-            window: initial_window,
+            mss: bounds.mss,
+            min_window: bounds.min,
+            max_window: bounds.max,
+            window: bounds.initial,
             ssthresh: u64::MAX,
             acked_credit: 0,
             recovery: Recovery::new(),

@@ -1,5 +1,5 @@
 use super::*;
-use crate::{AnyController, OneWayDelay};
+use crate::{AnyController, MAX_WINDOW_LIMIT, OneWayDelay};
 use proptest::prelude::*;
 use quanta::{Clock, Mock};
 use std::sync::Arc;
