@@ -90,6 +90,8 @@ pub mod ledbat;
 mod pacer;
 mod recovery;
 mod reno;
+#[cfg(test)]
+mod test_ops;
 mod time;
 mod token_bucket;
 mod window;

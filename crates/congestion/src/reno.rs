@@ -210,6 +210,9 @@ impl Controller for Reno {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::AnyController;
+    use crate::test_ops::{self, Op, op};
+    use proptest::prelude::*;
     use std::time::Duration;
 
     const MSS: u64 = 1_452;
@@ -393,5 +396,39 @@ mod tests {
         reno.on_ack(clock.now(), &acked(MSS, sent), &rtt());
         assert_eq!(reno.window(), 3 * MSS);
         reno.invariants().unwrap();
+    }
+
+    /// The controllers' shared random-operation test, on Reno through the
+    /// `AnyController` enum.
+    fn run(config: RenoConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
+        let cc = AnyController::from(Reno::new(config).unwrap());
+        let min_window = u64::from(config.min_window_packets) * config.max_datagram_size;
+        test_ops::run(cc, min_window, config.max_window, ops)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn random_operations_keep_every_reno_invariant(ops in proptest::collection::vec(op(2, 6), 1..200)) {
+            run(RenoConfig::default(), ops)?;
+        }
+
+        #[test]
+        fn random_operations_keep_the_invariants_of_any_configuration(
+            min_window_packets in 1..4u32,
+            initial_window_packets in 4..=20u32,
+            max_window_packets in 20..2_000u64,
+            max_datagram_size in 1..=65_535u64,
+            ops in proptest::collection::vec(op(2, 6), 1..100),
+        ) {
+            let config = RenoConfig {
+                max_datagram_size,
+                initial_window_packets,
+                min_window_packets,
+                max_window: max_window_packets * max_datagram_size,
+            };
+            run(config, ops)?;
+        }
     }
 }
