@@ -49,6 +49,26 @@ fn clock() -> (Clock, Arc<Mock>) {
     (clock, mock)
 }
 
+/// One packet sent now and declared lost now: a congestion event, which
+/// ends slow start.
+fn lose_one(cc: &mut impl Controller, clock: &Clock) {
+    let lost = Lost {
+        packets: 1,
+        bytes: PACKET,
+        largest_sent_at: clock.now(),
+    };
+    cc.on_loss(clock.now(), &lost, &rtt(Duration::ZERO));
+}
+
+/// `on_sent` of `cc`, one packet every 10 µs into a flight that never
+/// drains.
+fn bench_on_sent(bencher: Bencher, clock: &Clock, mock: &Mock, mut cc: impl Controller) {
+    bencher.bench_local(|| {
+        mock.increment(Duration::from_micros(10));
+        cc.on_sent(clock.now(), black_box(FLIGHT));
+    });
+}
+
 /// A LEDBAT controller that stays in its phase for any number of
 /// iterations: no slowdowns, an unreachable maximum window, and a flight
 /// that never drains.
@@ -69,12 +89,7 @@ fn ledbat(clock: &Clock, mock: &Mock, slow_start: bool) -> Ledbat {
     cc.on_ack(clock.now(), &acked, &rtt(Duration::ZERO));
     if !slow_start {
         mock.increment(Duration::from_millis(1));
-        let lost = Lost {
-            packets: 1,
-            bytes: PACKET,
-            largest_sent_at: clock.now(),
-        };
-        cc.on_loss(clock.now(), &lost, &rtt(Duration::ZERO));
+        lose_one(&mut cc, clock);
     }
     assert_eq!(cc.in_slow_start(), slow_start);
     cc
@@ -103,11 +118,7 @@ mod ledbat {
     #[divan::bench]
     fn on_sent(bencher: Bencher) {
         let (clock, mock) = clock();
-        let mut cc = ledbat(&clock, &mock, false);
-        bencher.bench_local(|| {
-            mock.increment(Duration::from_micros(10));
-            cc.on_sent(clock.now(), black_box(FLIGHT));
-        });
+        bench_on_sent(bencher, &clock, &mock, ledbat(&clock, &mock, false));
     }
 
     mod on_ack {
@@ -176,12 +187,7 @@ mod reno {
         let mut config = RenoConfig::default();
         config.max_window = MAX_WINDOW_LIMIT;
         let mut cc = Reno::new(config).expect("a valid configuration");
-        let lost = Lost {
-            packets: 1,
-            bytes: PACKET,
-            largest_sent_at: clock.now(),
-        };
-        cc.on_loss(clock.now(), &lost, &rtt(Duration::ZERO));
+        lose_one(&mut cc, &clock);
         bencher.bench_local(|| super::ledbat::ack(&mut cc, &clock, &mock, 0));
         assert!(!cc.in_slow_start());
     }
@@ -198,12 +204,7 @@ mod cubic {
         config.max_window = MAX_WINDOW_LIMIT;
         let mut cc = Cubic::new(config).expect("a valid configuration");
         if !slow_start {
-            let lost = Lost {
-                packets: 1,
-                bytes: PACKET,
-                largest_sent_at: clock.now(),
-            };
-            cc.on_loss(clock.now(), &lost, &rtt(Duration::ZERO));
+            lose_one(&mut cc, clock);
         }
         assert_eq!(cc.in_slow_start(), slow_start);
         cc
@@ -212,11 +213,7 @@ mod cubic {
     #[divan::bench]
     fn on_sent(bencher: Bencher) {
         let (clock, mock) = clock();
-        let mut cc = cubic(&clock, false);
-        bencher.bench_local(|| {
-            mock.increment(Duration::from_micros(10));
-            cc.on_sent(clock.now(), black_box(FLIGHT));
-        });
+        bench_on_sent(bencher, &clock, &mock, cubic(&clock, false));
     }
 
     mod on_ack {

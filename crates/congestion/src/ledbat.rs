@@ -89,6 +89,7 @@
 use crate::pacer::{PACING_GAIN_PERMILLE, SLOW_START_PACING_GAIN_PERMILLE, pacing_rate};
 use crate::recovery::{Before, Recovery};
 use crate::time::add_saturating;
+use crate::window::{BoundsError, WindowBounds};
 use crate::{
     Acked, BaseDelayHistory, Controller, CurrentDelayFilter, InvariantViolation, Lost,
     MAX_BASE_HISTORY, MAX_CURRENT_FILTER, OneWayDelay, Rtt,
@@ -229,6 +230,19 @@ pub enum LedbatConfigError {
     SlowdownInterval,
 }
 
+// What failed in the window bounds' check the controllers share, as this
+// error (hidden: the check is private to the crate).
+#[doc(hidden)]
+impl From<BoundsError> for LedbatConfigError {
+    fn from(error: BoundsError) -> Self {
+        match error {
+            BoundsError::MaxDatagramSize => Self::MaxDatagramSize,
+            BoundsError::Window => Self::Window,
+            BoundsError::MaxWindow => Self::MaxWindow,
+        }
+    }
+}
+
 /// Where the controller is in its cycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -309,20 +323,13 @@ impl Ledbat {
         if !(1..=MAX_CURRENT_FILTER).contains(&config.current_filter) {
             return Err(E::CurrentFilter);
         }
-        if !(1..=65_535).contains(&config.max_datagram_size) {
-            return Err(E::MaxDatagramSize);
-        }
-        if config.min_window_packets == 0
-            || config.initial_window_packets < config.min_window_packets
-        {
-            return Err(E::Window);
-        }
-        let mss = config.max_datagram_size;
-        let min_window = u64::from(config.min_window_packets) * mss;
-        let initial_window = u64::from(config.initial_window_packets) * mss;
-        if config.max_window < initial_window || config.max_window > MAX_WINDOW_LIMIT {
-            return Err(E::MaxWindow);
-        }
+        let bounds = WindowBounds::new(
+            config.max_datagram_size,
+            config.min_window_packets,
+            config.initial_window_packets,
+            config.max_window,
+        )?;
+        let mss = bounds.mss;
         if !in_range(config.slow_start_exit, f64::MIN_POSITIVE, 1.0) {
             return Err(E::SlowStartExit);
         }
@@ -338,8 +345,8 @@ impl Ledbat {
             gain: fixed(config.gain).max(1),
             allowed_increase: u64::from(config.allowed_increase_packets) * mss,
             mss,
-            min_window,
-            max_window: config.max_window,
+            min_window: bounds.min,
+            max_window: bounds.max,
             slow_start_exit_nanos: ((u128::from(target_nanos)
                 * u128::from(fixed(config.slow_start_exit)))
                 >> FRAC_BITS) as u64,
@@ -347,7 +354,7 @@ impl Ledbat {
             periodic_slowdowns: config.periodic_slowdowns,
             slowdown_interval: config.slowdown_interval,
             slowdown_hold: config.slowdown_hold_round_trips,
-            window: initial_window << FRAC_BITS,
+            window: bounds.initial << FRAC_BITS,
             ssthresh: u64::MAX,
             phase: Phase::SlowStart,
             current: CurrentDelayFilter::new(config.current_filter),

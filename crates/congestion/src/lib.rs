@@ -90,8 +90,11 @@ pub mod ledbat;
 mod pacer;
 mod recovery;
 mod reno;
+#[cfg(test)]
+mod test_ops;
 mod time;
 mod token_bucket;
+mod window;
 
 pub use base_delay::{BUCKET, BaseDelayHistory, MAX_BASE_HISTORY};
 pub use controller::{Acked, AnyController, Controller, Lost, OneWayDelay, Rtt};

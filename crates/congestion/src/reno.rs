@@ -8,7 +8,8 @@
 
 use crate::pacer::{PACING_GAIN_PERMILLE, SLOW_START_PACING_GAIN_PERMILLE, pacing_rate};
 use crate::recovery::{Before, Recovery};
-use crate::{Acked, Controller, InvariantViolation, Lost, MAX_WINDOW_LIMIT, Rtt};
+use crate::window::{BoundsError, WindowBounds};
+use crate::{Acked, Controller, InvariantViolation, Lost, Rtt};
 use quanta::Instant;
 
 /// Configuration of a [`Reno`] controller.
@@ -51,6 +52,18 @@ pub enum RenoConfigError {
     Window,
 }
 
+// What failed in the window bounds' check the controllers share, as this
+// error (hidden: the check is private to the crate).
+#[doc(hidden)]
+impl From<BoundsError> for RenoConfigError {
+    fn from(error: BoundsError) -> Self {
+        match error {
+            BoundsError::MaxDatagramSize => Self::MaxDatagramSize,
+            BoundsError::Window | BoundsError::MaxWindow => Self::Window,
+        }
+    }
+}
+
 /// Slow start, then one packet more per round trip, halved on loss.
 #[derive(Debug, Clone)]
 pub struct Reno {
@@ -71,24 +84,17 @@ pub struct Reno {
 impl Reno {
     /// A controller in slow start with the initial window.
     pub fn new(config: RenoConfig) -> Result<Self, RenoConfigError> {
-        if !(1..=65_535).contains(&config.max_datagram_size) {
-            return Err(RenoConfigError::MaxDatagramSize);
-        }
-        let mss = config.max_datagram_size;
-        let min_window = u64::from(config.min_window_packets) * mss;
-        let initial_window = u64::from(config.initial_window_packets) * mss;
-        if min_window == 0
-            || initial_window < min_window
-            || config.max_window < initial_window
-            || config.max_window > MAX_WINDOW_LIMIT
-        {
-            return Err(RenoConfigError::Window);
-        }
+        let bounds = WindowBounds::new(
+            config.max_datagram_size,
+            config.min_window_packets,
+            config.initial_window_packets,
+            config.max_window,
+        )?;
         Ok(Self {
-            mss,
-            min_window,
-            max_window: config.max_window,
-            window: initial_window,
+            mss: bounds.mss,
+            min_window: bounds.min,
+            max_window: bounds.max,
+            window: bounds.initial,
             ssthresh: u64::MAX,
             acked_credit: 0,
             recovery: Recovery::new(),
@@ -204,6 +210,9 @@ impl Controller for Reno {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::AnyController;
+    use crate::test_ops::{self, Op, op};
+    use proptest::prelude::*;
     use std::time::Duration;
 
     const MSS: u64 = 1_452;
@@ -387,5 +396,39 @@ mod tests {
         reno.on_ack(clock.now(), &acked(MSS, sent), &rtt());
         assert_eq!(reno.window(), 3 * MSS);
         reno.invariants().unwrap();
+    }
+
+    /// The controllers' shared random-operation test, on Reno through the
+    /// `AnyController` enum.
+    fn run(config: RenoConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
+        let cc = AnyController::from(Reno::new(config).unwrap());
+        let min_window = u64::from(config.min_window_packets) * config.max_datagram_size;
+        test_ops::run(cc, min_window, config.max_window, ops)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn random_operations_keep_every_reno_invariant(ops in proptest::collection::vec(op(2, 6), 1..200)) {
+            run(RenoConfig::default(), ops)?;
+        }
+
+        #[test]
+        fn random_operations_keep_the_invariants_of_any_configuration(
+            min_window_packets in 1..4u32,
+            initial_window_packets in 4..=20u32,
+            max_window_packets in 20..2_000u64,
+            max_datagram_size in 1..=65_535u64,
+            ops in proptest::collection::vec(op(2, 6), 1..100),
+        ) {
+            let config = RenoConfig {
+                max_datagram_size,
+                initial_window_packets,
+                min_window_packets,
+                max_window: max_window_packets * max_datagram_size,
+            };
+            run(config, ops)?;
+        }
     }
 }

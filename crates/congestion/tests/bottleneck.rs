@@ -10,8 +10,7 @@
 
 mod common;
 
-use common::{Flow, Link, Report, Sim};
-use std::fmt::Write as _;
+use common::{Flow, Link, Report, Sim, assert_fair, assert_fills_the_link, assert_snapshot};
 use std::sync::OnceLock;
 use std::time::Duration;
 use tern_congestion::{Controller, Ledbat, LedbatConfig, Reno, RenoConfig};
@@ -55,15 +54,11 @@ const CASES: [Case; 4] = [
 
 impl Case {
     fn link(self, buffer: Option<Duration>) -> Link {
-        let rate = self.megabits * 1_000_000 / 8;
-        Link {
-            rate,
-            one_way: Duration::from_millis(self.one_way_ms),
-            buffer: buffer.map(|b| {
-                u64::try_from(u128::from(rate) * b.as_nanos() / 1_000_000_000)
-                    .expect("buffer size fits in u64")
-            }),
-        }
+        Link::new(
+            self.megabits,
+            Duration::from_millis(self.one_way_ms),
+            buffer,
+        )
     }
 
     /// One LEDBAT flow; measured once its queue has settled.
@@ -122,58 +117,38 @@ struct Row {
     against_reno: Report,
 }
 
-/// Every scenario of every case, computed once for all the tests.
+/// Every scenario of every case.
 fn rows() -> &'static [Row] {
     static ROWS: OnceLock<Vec<Row>> = OnceLock::new();
-    ROWS.get_or_init(|| {
-        CASES
-            .iter()
-            .map(|&case| Row {
-                case,
-                alone: case.alone(),
-                latecomer: case.latecomer(),
-                against_reno: case.against_reno(),
-            })
-            .collect()
+    common::rows_once(&ROWS, &CASES, |case| Row {
+        case,
+        alone: case.alone(),
+        latecomer: case.latecomer(),
+        against_reno: case.against_reno(),
     })
 }
 
 fn table() -> String {
-    let mut out = String::new();
-    writeln!(
-        out,
-        "LEDBAT (target 100 ms) on one bottleneck, virtual time; see tests/bottleneck.rs"
+    common::table(
+        "LEDBAT (target 100 ms) on one bottleneck, virtual time; see tests/bottleneck.rs",
+        "| rate      | one-way | alone: use | alone: queue | 2 flows: Jain | 2 flows: shares | vs Reno: LEDBAT share | vs Reno: use |",
+        "|-----------|---------|------------|--------------|---------------|-----------------|-----------------------|--------------|",
+        rows().iter().map(|row| {
+            let shares = row.latecomer.shares();
+            format!(
+                "| {:>2} Mbit/s | {:>4} ms | {:>9.1}% | {:>9.1} ms | {:>13.3} | {:>6.1}% / {:>4.1}% | {:>20.1}% | {:>11.1}% |",
+                row.case.megabits,
+                row.case.one_way_ms,
+                row.alone.utilisation * 100.0,
+                row.alone.mean_queuing_delay.as_secs_f64() * 1_000.0,
+                row.latecomer.jain(),
+                shares[0] * 100.0,
+                shares[1] * 100.0,
+                row.against_reno.shares()[0] * 100.0,
+                row.against_reno.utilisation * 100.0,
+            )
+        }),
     )
-    .expect("writing to a String");
-    writeln!(out).expect("writing to a String");
-    writeln!(
-        out,
-        "| rate      | one-way | alone: use | alone: queue | 2 flows: Jain | 2 flows: shares | vs Reno: LEDBAT share | vs Reno: use |"
-    )
-    .expect("writing to a String");
-    writeln!(
-        out,
-        "|-----------|---------|------------|--------------|---------------|-----------------|-----------------------|--------------|"
-    )
-    .expect("writing to a String");
-    for row in rows() {
-        let shares = row.latecomer.shares();
-        writeln!(
-            out,
-            "| {:>2} Mbit/s | {:>4} ms | {:>9.1}% | {:>9.1} ms | {:>13.3} | {:>6.1}% / {:>4.1}% | {:>20.1}% | {:>11.1}% |",
-            row.case.megabits,
-            row.case.one_way_ms,
-            row.alone.utilisation * 100.0,
-            row.alone.mean_queuing_delay.as_secs_f64() * 1_000.0,
-            row.latecomer.jain(),
-            shares[0] * 100.0,
-            shares[1] * 100.0,
-            row.against_reno.shares()[0] * 100.0,
-            row.against_reno.utilisation * 100.0,
-        )
-        .expect("writing to a String");
-    }
-    out
 }
 
 #[test]
@@ -186,11 +161,7 @@ fn one_ledbat_flow_fills_the_link_and_keeps_the_queue_at_the_target() {
             "{case:?}: queue {:?}",
             alone.mean_queuing_delay
         );
-        assert!(
-            alone.utilisation >= 0.95,
-            "{case:?}: link use {}",
-            alone.utilisation
-        );
+        assert_fills_the_link(case, alone);
         assert_eq!(alone.flows[0].drops, 0, "{case:?}");
     }
 }
@@ -201,17 +172,8 @@ fn a_late_second_ledbat_flow_shares_the_link_fairly() {
         let Row {
             case, latecomer, ..
         } = row;
-        assert!(
-            latecomer.jain() >= 0.9,
-            "{case:?}: Jain {} {:?}",
-            latecomer.jain(),
-            latecomer.shares()
-        );
-        assert!(
-            latecomer.utilisation >= 0.95,
-            "{case:?}: link use {}",
-            latecomer.utilisation
-        );
+        assert_fair(case, latecomer);
+        assert_fills_the_link(case, latecomer);
     }
 }
 
@@ -223,30 +185,11 @@ fn ledbat_yields_to_a_loss_based_flow() {
         } = row;
         let share = against_reno.shares()[0];
         assert!(share <= 0.25, "{case:?}: LEDBAT took {share}");
-        assert!(
-            against_reno.utilisation >= 0.95,
-            "{case:?}: link use {}",
-            against_reno.utilisation
-        );
+        assert_fills_the_link(case, against_reno);
     }
 }
 
 #[test]
 fn the_table_matches_its_snapshot() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/snapshots/bottleneck.txt"
-    );
-    let fresh = table();
-    println!("{fresh}");
-    if std::env::var_os("TERN_BLESS").is_some() {
-        std::fs::write(path, &fresh).expect("writing the snapshot");
-        return;
-    }
-    let kept =
-        std::fs::read_to_string(path).expect("no snapshot yet: run with TERN_BLESS=1 to write it");
-    assert_eq!(
-        fresh, kept,
-        "the bottleneck table changed: check it, then TERN_BLESS=1"
-    );
+    assert_snapshot("bottleneck.txt", &table());
 }

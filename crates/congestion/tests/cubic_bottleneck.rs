@@ -27,8 +27,7 @@
 
 mod common;
 
-use common::{Flow, Link, Report, Sim};
-use std::fmt::Write as _;
+use common::{Flow, Link, Report, Sim, assert_fair, assert_fills_the_link, assert_snapshot};
 use std::sync::OnceLock;
 use std::time::Duration;
 use tern_congestion::{Controller, Cubic, CubicConfig, Ledbat, LedbatConfig};
@@ -73,15 +72,11 @@ const CASES: [Case; 3] = [
 
 impl Case {
     fn link(self) -> Link {
-        let rate = self.megabits * 1_000_000 / 8;
-        Link {
-            rate,
-            one_way: Duration::from_millis(self.rtt_ms / 2),
-            buffer: Some(
-                u64::try_from(u128::from(rate) * QUEUE.as_nanos() / 1_000_000_000)
-                    .expect("buffer size fits in u64"),
-            ),
-        }
+        Link::new(
+            self.megabits,
+            Duration::from_millis(self.rtt_ms / 2),
+            Some(QUEUE),
+        )
     }
 
     /// One CUBIC flow, measured from 2 s on: slow start must have found
@@ -153,74 +148,50 @@ struct Row {
     beside_ledbat: Report,
 }
 
-/// Every scenario of every case, computed once for all the tests.
+/// Every scenario of every case.
 fn rows() -> &'static [Row] {
     static ROWS: OnceLock<Vec<Row>> = OnceLock::new();
-    ROWS.get_or_init(|| {
-        CASES
-            .iter()
-            .map(|&case| Row {
-                case,
-                alone: case.alone(),
-                hystart: case.slow_start(true),
-                rfc5681: case.slow_start(false),
-                latecomer: case.latecomer(true),
-                latecomer_without_fast_convergence: case.latecomer(false),
-                beside_ledbat: case.beside_ledbat(),
-            })
-            .collect()
+    common::rows_once(&ROWS, &CASES, |case| Row {
+        case,
+        alone: case.alone(),
+        hystart: case.slow_start(true),
+        rfc5681: case.slow_start(false),
+        latecomer: case.latecomer(true),
+        latecomer_without_fast_convergence: case.latecomer(false),
+        beside_ledbat: case.beside_ledbat(),
     })
 }
 
 fn table() -> String {
-    let mut out = String::new();
-    writeln!(
-        out,
-        "CUBIC (RFC 9438, HyStart++) on one bottleneck with a 250 ms drop-tail queue, virtual time; see tests/cubic_bottleneck.rs"
+    common::table(
+        "CUBIC (RFC 9438, HyStart++) on one bottleneck with a 250 ms drop-tail queue, virtual time; see tests/cubic_bottleneck.rs",
+        "| rate       | RTT    | alone: use | alone: queue | 0-5 s drops: HyStart++ / RFC 5681  | 2 flows: Jain | 2 flows: shares | 2 flows, no fast conv.: Jain | vs LEDBAT: CUBIC share | vs LEDBAT: use |",
+        "|------------|--------|------------|--------------|-------------------------------------|---------------|-----------------|------------------------------|------------------------|----------------|",
+        rows().iter().map(|row| {
+            let shares = row.latecomer.shares();
+            format!(
+                "| {:>3} Mbit/s | {:>3} ms | {:>9.1}% | {:>9.1} ms | {:>20} / {:>12} | {:>13.3} | {:>6.1}% / {:>4.1}% | {:>28.3} | {:>21.1}% | {:>13.1}% |",
+                row.case.megabits,
+                row.case.rtt_ms,
+                row.alone.utilisation * 100.0,
+                row.alone.mean_queuing_delay.as_secs_f64() * 1_000.0,
+                row.hystart.flows[0].drops,
+                row.rfc5681.flows[0].drops,
+                row.latecomer.jain(),
+                shares[0] * 100.0,
+                shares[1] * 100.0,
+                row.latecomer_without_fast_convergence.jain(),
+                row.beside_ledbat.shares()[1] * 100.0,
+                row.beside_ledbat.utilisation * 100.0,
+            )
+        }),
     )
-    .expect("writing to a String");
-    writeln!(out).expect("writing to a String");
-    writeln!(
-        out,
-        "| rate       | RTT    | alone: use | alone: queue | 0-5 s drops: HyStart++ / RFC 5681  | 2 flows: Jain | 2 flows: shares | 2 flows, no fast conv.: Jain | vs LEDBAT: CUBIC share | vs LEDBAT: use |"
-    )
-    .expect("writing to a String");
-    writeln!(
-        out,
-        "|------------|--------|------------|--------------|-------------------------------------|---------------|-----------------|------------------------------|------------------------|----------------|"
-    )
-    .expect("writing to a String");
-    for row in rows() {
-        let shares = row.latecomer.shares();
-        writeln!(
-            out,
-            "| {:>3} Mbit/s | {:>3} ms | {:>9.1}% | {:>9.1} ms | {:>20} / {:>12} | {:>13.3} | {:>6.1}% / {:>4.1}% | {:>28.3} | {:>21.1}% | {:>13.1}% |",
-            row.case.megabits,
-            row.case.rtt_ms,
-            row.alone.utilisation * 100.0,
-            row.alone.mean_queuing_delay.as_secs_f64() * 1_000.0,
-            row.hystart.flows[0].drops,
-            row.rfc5681.flows[0].drops,
-            row.latecomer.jain(),
-            shares[0] * 100.0,
-            shares[1] * 100.0,
-            row.latecomer_without_fast_convergence.jain(),
-            row.beside_ledbat.shares()[1] * 100.0,
-            row.beside_ledbat.utilisation * 100.0,
-        )
-        .expect("writing to a String");
-    }
-    out
 }
 
 #[test]
 fn one_cubic_flow_fills_the_link() {
     for Row { case, alone, .. } in rows() {
-        assert!(
-            alone.utilisation >= 0.95,
-            "{case:?}: link use {}",
-            alone.utilisation
-        );
+        assert_fills_the_link(case, alone);
     }
 }
 
@@ -245,17 +216,8 @@ fn two_cubic_flows_converge_to_a_fair_share() {
         case, latecomer, ..
     } in rows()
     {
-        assert!(
-            latecomer.jain() >= 0.9,
-            "{case:?}: Jain {} {:?}",
-            latecomer.jain(),
-            latecomer.shares()
-        );
-        assert!(
-            latecomer.utilisation >= 0.95,
-            "{case:?}: link use {}",
-            latecomer.utilisation
-        );
+        assert_fair(case, latecomer);
+        assert_fills_the_link(case, latecomer);
     }
 }
 
@@ -287,30 +249,11 @@ fn cubic_takes_most_of_the_link_from_ledbat() {
     {
         let share = beside_ledbat.shares()[1];
         assert!(share >= 0.75, "{case:?}: CUBIC took {share}");
-        assert!(
-            beside_ledbat.utilisation >= 0.95,
-            "{case:?}: link use {}",
-            beside_ledbat.utilisation
-        );
+        assert_fills_the_link(case, beside_ledbat);
     }
 }
 
 #[test]
 fn the_table_matches_its_snapshot() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/snapshots/cubic_bottleneck.txt"
-    );
-    let fresh = table();
-    println!("{fresh}");
-    if std::env::var_os("TERN_BLESS").is_some() {
-        std::fs::write(path, &fresh).expect("writing the snapshot");
-        return;
-    }
-    let kept =
-        std::fs::read_to_string(path).expect("no snapshot yet: run with TERN_BLESS=1 to write it");
-    assert_eq!(
-        fresh, kept,
-        "the bottleneck table changed: check it, then TERN_BLESS=1"
-    );
+    assert_snapshot("cubic_bottleneck.txt", &table());
 }

@@ -64,7 +64,8 @@ pub use hystart::HyStartConfig;
 use crate::pacer::{PACING_GAIN_PERMILLE, SLOW_START_PACING_GAIN_PERMILLE, pacing_rate};
 use crate::recovery::Recovery;
 use crate::time::add_saturating;
-use crate::{Acked, Controller, InvariantViolation, Lost, MAX_WINDOW_LIMIT, Rtt};
+use crate::window::{BoundsError, WindowBounds};
+use crate::{Acked, Controller, InvariantViolation, Lost, Rtt};
 use hystart::{HyStart, Step};
 use quanta::Instant;
 use std::time::Duration;
@@ -91,7 +92,7 @@ pub struct CubicConfig {
     /// kMinimumWindow and RFC 9438 §4.6's floor after a loss).
     pub min_window_packets: u32,
     /// The largest window, in bytes (default 64 MiB; at least the initial
-    /// window, at most [`MAX_WINDOW_LIMIT`]).
+    /// window, at most [`MAX_WINDOW_LIMIT`](crate::MAX_WINDOW_LIMIT)).
     pub max_window: u64,
     /// C: how fast the window grows away from the last congestion event, in
     /// packets per second³ (default 0.4, RFC 9438 §5's recommendation; in
@@ -145,6 +146,18 @@ pub enum CubicConfigError {
     /// A HyStart++ constant is out of its range.
     #[error("HyStart++ constants out of range")]
     HyStart,
+}
+
+// What failed in the window bounds' check the controllers share, as this
+// error (hidden: the check is private to the crate).
+#[doc(hidden)]
+impl From<BoundsError> for CubicConfigError {
+    fn from(error: BoundsError) -> Self {
+        match error {
+            BoundsError::MaxDatagramSize => Self::MaxDatagramSize,
+            BoundsError::Window | BoundsError::MaxWindow => Self::Window,
+        }
+    }
 }
 
 /// The current congestion avoidance stage.
@@ -219,19 +232,12 @@ impl Cubic {
     /// A controller in slow start with the initial window.
     pub fn new(config: CubicConfig) -> Result<Self, CubicConfigError> {
         type E = CubicConfigError;
-        if !(1..=65_535).contains(&config.max_datagram_size) {
-            return Err(E::MaxDatagramSize);
-        }
-        let mss = config.max_datagram_size;
-        let min_window = u64::from(config.min_window_packets) * mss;
-        let initial_window = u64::from(config.initial_window_packets) * mss;
-        if min_window == 0
-            || initial_window < min_window
-            || config.max_window < initial_window
-            || config.max_window > MAX_WINDOW_LIMIT
-        {
-            return Err(E::Window);
-        }
+        let bounds = WindowBounds::new(
+            config.max_datagram_size,
+            config.min_window_packets,
+            config.initial_window_packets,
+            config.max_window,
+        )?;
         if !(config.c.is_finite() && config.c > 0.0 && config.c <= 100.0) {
             return Err(E::C);
         }
@@ -249,14 +255,14 @@ impl Cubic {
         // enough and cannot saturate.
         let to_fixed = |value: f64| (value * ONE as f64).round() as u64;
         Ok(Self {
-            mss,
-            min_window,
-            max_window: config.max_window,
-            c_bytes: config.c * mss as f64,
+            mss: bounds.mss,
+            min_window: bounds.min,
+            max_window: bounds.max,
+            c_bytes: config.c * bounds.mss as f64,
             beta: to_fixed(config.beta).clamp(1, ONE - 1),
             alpha: to_fixed(alpha).max(1),
             fast_convergence: config.fast_convergence,
-            window: initial_window << FRAC_BITS,
+            window: bounds.initial << FRAC_BITS,
             ssthresh: u64::MAX,
             cwnd_prior: 0,
             w_max: None,

@@ -1,5 +1,6 @@
 use super::*;
 use crate::AnyController;
+use crate::test_ops::{self, Op, op};
 use proptest::prelude::*;
 use quanta::{Clock, Mock};
 use std::sync::Arc;
@@ -807,127 +808,19 @@ fn with_slowdowns_disabled_the_window_is_never_dropped() {
     );
 }
 
-#[derive(Debug, Clone)]
-enum Op {
-    Send(u64),
-    Ack {
-        bytes: u64,
-        flight: u64,
-        sent_ago_micros: u64,
-        rtt_micros: (u64, u64, u64),
-        owd_micros: Option<i64>,
-        app_limited: bool,
-    },
-    Loss {
-        packets: u64,
-        bytes: u64,
-        sent_ago_micros: u64,
-    },
-    Spurious {
-        declared_ago_micros: u64,
-    },
-    PersistentCongestion,
-    Advance(u64),
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    let bytes = prop_oneof![Just(0u64), 1..3 * MSS, 0..1_000_000u64, any::<u64>()];
-    let micros = prop_oneof![1..2_000_000u64, any::<u64>().prop_map(|r| r >> 20)];
-    let advance = prop_oneof![
-        Just(0u64),
-        0..200_000_000u64,
-        0..10_000_000_000u64,
-        Just(3_600_000_000_000u64),
-    ];
-    prop_oneof![
-        4 => bytes.clone().prop_map(Op::Send),
-        4 => (
-            (bytes.clone(), bytes.clone(), 0..1_000_000u64),
-            (micros.clone(), micros.clone(), micros),
-            proptest::option::of(prop_oneof![-1_000_000..1_000_000i64, any::<i64>()]),
-            any::<bool>(),
-        )
-            .prop_map(|((bytes, flight, sent_ago_micros), rtt_micros, owd_micros, app_limited)| Op::Ack {
-                bytes, flight, sent_ago_micros, rtt_micros, owd_micros, app_limited,
-            }),
-        1 => (0..4u64, bytes, 0..1_000_000u64)
-            .prop_map(|(packets, bytes, sent_ago_micros)| Op::Loss { packets, bytes, sent_ago_micros }),
-        1 => (0..1_000_000u64).prop_map(|declared_ago_micros| Op::Spurious { declared_ago_micros }),
-        1 => Just(Op::PersistentCongestion),
-        3 => advance.prop_map(Op::Advance),
-    ]
-}
-
+/// The controllers' shared random-operation test, on LEDBAT through the
+/// `AnyController` enum.
 fn run(config: LedbatConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
-    let (clock, mock) = Clock::mock();
-    mock.increment(Duration::from_secs(1));
-    let mut cc = AnyController::from(Ledbat::new(config).unwrap());
-    let min = u64::from(config.min_window_packets) * config.max_datagram_size;
-    let mut rtt = Rtt::initial(Duration::from_millis(333));
-    let ago = |now: Instant, micros: u64| {
-        now.checked_sub(Duration::from_micros(micros))
-            .unwrap_or(now)
-    };
-    for op in ops {
-        let now = clock.now();
-        match op {
-            Op::Send(bytes) => cc.on_sent(now, bytes),
-            Op::Ack {
-                bytes,
-                flight,
-                sent_ago_micros,
-                rtt_micros: (smoothed, min, latest),
-                owd_micros,
-                app_limited,
-            } => {
-                rtt = Rtt::new(
-                    Duration::from_micros(smoothed),
-                    Duration::from_micros(min),
-                    Duration::from_micros(latest),
-                );
-                let acked = Acked {
-                    bytes,
-                    largest_sent_at: ago(now, sent_ago_micros),
-                    bytes_in_flight: flight,
-                    one_way_delay: owd_micros.map(OneWayDelay::from_micros),
-                    app_limited,
-                };
-                cc.on_ack(now, &acked, &rtt);
-            }
-            Op::Loss {
-                packets,
-                bytes,
-                sent_ago_micros,
-            } => {
-                let lost = Lost {
-                    packets,
-                    bytes,
-                    largest_sent_at: ago(now, sent_ago_micros),
-                };
-                cc.on_loss(now, &lost, &rtt);
-            }
-            Op::Spurious {
-                declared_ago_micros,
-            } => cc.on_spurious_loss(now, ago(now, declared_ago_micros)),
-            Op::PersistentCongestion => {
-                cc.on_persistent_congestion(now);
-                prop_assert_eq!(cc.window(), min);
-            }
-            Op::Advance(nanos) => mock.increment(nanos),
-        }
-        prop_assert!(cc.invariants().is_ok(), "{:?}", cc.invariants());
-        prop_assert!(cc.window() >= min);
-        prop_assert!(cc.window() <= config.max_window);
-        prop_assert!(cc.pacing_rate(&rtt) > 0);
-    }
-    Ok(())
+    let cc = AnyController::from(Ledbat::new(config).unwrap());
+    let min_window = u64::from(config.min_window_packets) * config.max_datagram_size;
+    test_ops::run(cc, min_window, config.max_window, ops)
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn random_operations_keep_every_ledbat_invariant(ops in proptest::collection::vec(op(), 1..200)) {
+    fn random_operations_keep_every_ledbat_invariant(ops in proptest::collection::vec(op(4, 4), 1..200)) {
         run(LedbatConfig::default(), ops)?;
     }
 
@@ -938,7 +831,7 @@ proptest! {
         max_window_packets in 26..2_000u64,
         decrease_constant in 0.0..16.0f64,
         slowdowns in any::<bool>(),
-        ops in proptest::collection::vec(op(), 1..100),
+        ops in proptest::collection::vec(op(4, 4), 1..100),
     ) {
         let config = LedbatConfig {
             target: Duration::from_millis(target_ms),

@@ -22,7 +22,8 @@
 use quanta::{Clock, Instant, Mock};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::Arc;
+use std::fmt::Debug;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tern_congestion::{Acked, Controller, Lost, OneWayDelay, Pacer, PacerConfig, Rtt, Take};
 
@@ -38,6 +39,23 @@ pub(crate) struct Link {
     pub(crate) one_way: Duration,
     /// Queue capacity, in bytes (`None`: unlimited).
     pub(crate) buffer: Option<u64>,
+}
+
+impl Link {
+    /// A link of `megabits` Mbit/s and `one_way` propagation delay each way,
+    /// its drop-tail buffer holding `buffer` of drain time (`None`:
+    /// unlimited).
+    pub(crate) fn new(megabits: u64, one_way: Duration, buffer: Option<Duration>) -> Self {
+        let rate = megabits * 1_000_000 / 8;
+        Self {
+            rate,
+            one_way,
+            buffer: buffer.map(|b| {
+                u64::try_from(u128::from(rate) * b.as_nanos() / 1_000_000_000)
+                    .expect("buffer size fits in u64")
+            }),
+        }
+    }
 }
 
 /// A sender on the link.
@@ -88,6 +106,70 @@ impl Report {
         let squares: f64 = x.iter().map(|v| v * v).sum();
         sum * sum / (x.len() as f64 * squares)
     }
+}
+
+/// Asserts that the flows together kept the link at least 95% busy.
+pub(crate) fn assert_fills_the_link(case: &impl Debug, report: &Report) {
+    assert!(
+        report.utilisation >= 0.95,
+        "{case:?}: link use {}",
+        report.utilisation
+    );
+}
+
+/// Asserts that the flows shared the link fairly: a Jain index of at least
+/// 0.9.
+pub(crate) fn assert_fair(case: &impl Debug, report: &Report) {
+    assert!(
+        report.jain() >= 0.9,
+        "{case:?}: Jain {} {:?}",
+        report.jain(),
+        report.shares()
+    );
+}
+
+/// Every case's row, computed once in `cell` for all the tests of a file
+/// (each scenario runs many simulated seconds).
+pub(crate) fn rows_once<C: Copy, R>(
+    cell: &'static OnceLock<Vec<R>>,
+    cases: &[C],
+    row: impl Fn(C) -> R,
+) -> &'static [R] {
+    cell.get_or_init(|| cases.iter().map(|&case| row(case)).collect())
+}
+
+/// A results table: a title, a blank line, the column headers, their rule
+/// and one line per row.
+pub(crate) fn table(
+    title: &str,
+    columns: &str,
+    rule: &str,
+    rows: impl Iterator<Item = String>,
+) -> String {
+    let mut out = [title, "", columns, rule].join("\n");
+    out.push('\n');
+    for row in rows {
+        out.push_str(&row);
+        out.push('\n');
+    }
+    out
+}
+
+/// Compares `fresh` with the snapshot `tests/snapshots/{name}`, or rewrites
+/// the snapshot with it when `TERN_BLESS` is set.
+pub(crate) fn assert_snapshot(name: &str, fresh: &str) {
+    let path = format!("{}/tests/snapshots/{name}", env!("CARGO_MANIFEST_DIR"));
+    println!("{fresh}");
+    if std::env::var_os("TERN_BLESS").is_some() {
+        std::fs::write(path, fresh).expect("writing the snapshot");
+        return;
+    }
+    let kept =
+        std::fs::read_to_string(path).expect("no snapshot yet: run with TERN_BLESS=1 to write it");
+    assert_eq!(
+        fresh, kept,
+        "the bottleneck table changed: check it, then TERN_BLESS=1"
+    );
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
