@@ -2,6 +2,7 @@
 //! two-endpoint set-up in tern-sim, and transfers to drive over it.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod attacker;
 mod on_sim;
 
 pub use on_sim::OnSim;
