@@ -150,6 +150,10 @@ pub struct Connection {
     challenge_due: Option<ChallengeToken>,
     last_received: Instant,
     discard_previous_key_at: Option<Instant>,
+    /// The first packet number seen under the peer's current key.
+    peer_key_phase_start: u64,
+    /// The largest packet number any ACK this side sent acknowledged.
+    largest_ack_sent: Option<u64>,
 
     // Sending.
     loss: LossDetector<CarriedRecord>,
@@ -242,6 +246,8 @@ impl Connection {
             challenge_due: None,
             last_received: now,
             discard_previous_key_at: None,
+            peer_key_phase_start: 0,
+            largest_ack_sent: None,
             loss: LossDetector::new(loss_config),
             recovery: RecoveryBuffer::default(),
             controller,

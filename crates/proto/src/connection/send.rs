@@ -330,6 +330,8 @@ impl Connection {
         }
         let (len, pn) = packet.finish().ok()?;
         if wrote_ack {
+            let largest = self.ack_ranges.iter().map(|r| *r.end()).max();
+            self.largest_ack_sent = self.largest_ack_sent.max(largest);
             self.ack_pending = false;
             self.ack_policy.on_ack_sent();
         }
