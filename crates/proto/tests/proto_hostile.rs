@@ -5,11 +5,12 @@
 
 mod support;
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use support::attacker::Attacker;
 use tern_proto::{ConnectionError, EndpointConfig, ProtocolError, StreamId};
-use tern_wire::{Datagram, Frame, FrameType, ResetStream, Stream};
+use tern_wire::{Ack, AckFrameRanges, Datagram, Frame, FrameType, ResetStream, Stream};
 
 /// The largest datagram an honest sender sends: what one packet at the
 /// minimum UDP payload carries.
@@ -137,4 +138,55 @@ fn a_key_update_before_the_last_was_acknowledged_is_a_violation() {
     update_key(&mut attacker);
     attacker.send(&[Frame::Ping]);
     assert_refused(&mut attacker, |e| *e == ProtocolError::KeyUpdateTooSoon);
+}
+
+#[test]
+fn a_close_to_a_forged_address_is_held_to_the_amplification_limit_and_once_per_pto() {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    pings_acknowledged(&mut attacker);
+    let victim: SocketAddr = "203.0.113.99:443".parse().expect("address");
+    // An ACK of a packet never sent, from the victim's address: the
+    // connection moves there, and closes.
+    let absurd = [1_000_000..=1_000_000];
+    attacker.send_from(
+        victim,
+        &[Frame::Ack(Ack {
+            ranges: AckFrameRanges::new(&absurd).expect("ranges"),
+            ack_delay: Duration::ZERO,
+            receive_time: Duration::ZERO,
+        })],
+    );
+    assert!(matches!(
+        error(&mut attacker),
+        Some(ConnectionError::Protocol(ProtocolError::Ack(_)))
+    ));
+    // Then small packets from the attacker's own address, as fast as it likes,
+    // until the connection is gone.
+    let before = attacker.sent_to.values().map(|t| t.datagrams).sum::<u64>();
+    let mut rounds = 0;
+    while attacker.connection().is_some() {
+        for _ in 0..10 {
+            attacker.send(&[Frame::Ping]);
+        }
+        attacker.turn();
+        attacker.advance(Duration::from_millis(1));
+        while attacker.endpoint.poll_event().is_some() {}
+        rounds += 1;
+        assert!(rounds < 100_000, "the closing connection never ended");
+    }
+    let sent = attacker.sent_to.values().map(|t| t.datagrams).sum::<u64>() - before;
+    let to_victim = attacker.sent_to.get(&victim).copied().unwrap_or_default();
+    let from_victim = attacker.received_from[&victim];
+    assert!(
+        to_victim.bytes <= 3 * from_victim.bytes,
+        "{to_victim:?} sent to the victim for {from_victim:?} received from it"
+    );
+    // The Close goes when the connection closes and once a probe timeout
+    // for three of them, whatever arrives: 10 packets a millisecond here.
+    assert!(
+        sent <= 4,
+        "{sent} datagrams in {rounds} ms of closing, for {} packets",
+        rounds * 10
+    );
+    assert!(rounds > 10, "the closing period lasted {rounds} ms");
 }

@@ -88,9 +88,10 @@ enum State {
     Connecting(Box<Connecting>),
     /// Keys on both sides.
     Established,
-    /// This side sent Close; it answers further packets with it, and sends
-    /// it again at `resend_at` (once a probe timeout, so that a peer with
-    /// nothing to send still hears it over a lossy path), until `until`.
+    /// This side sent Close; it sends it again at `resend_at` (once a
+    /// probe timeout, so that a peer that missed it hears it again over a
+    /// lossy path), until `until`. Packets that arrive meanwhile get no
+    /// answer of their own: one Close per probe timeout, however many.
     Closing { until: Instant, resend_at: Instant },
     /// The peer sent Close; nothing is sent until `until`.
     Draining { until: Instant },

@@ -58,7 +58,13 @@ impl Connection {
             self.discard_previous_key_at = Some(now + self.three_ptos());
         }
         if let State::Closing { .. } = self.state {
-            self.close_due = true;
+            // No answer of its own: the Close goes again once a probe
+            // timeout (`handle_timeout`), however many packets arrive, so
+            // a peer's packets cannot multiply it. What arrives raises the
+            // path's amplification allowance, which the Close respects.
+            if from == self.path.remote() {
+                self.path.on_received(len);
+            }
             return;
         }
         self.on_packet(now, from, pn, len, frames);

@@ -50,8 +50,12 @@ impl Connection {
                     return None;
                 }
                 self.close_due = false;
-                let max = self.datagram_size(limits).min(buf.len());
+                // To a path not yet validated (the peer may have forged the
+                // address it moved to), within three times what came from it.
+                let allowance = usize::try_from(self.path.allowance()).unwrap_or(usize::MAX);
+                let max = self.datagram_size(limits).min(buf.len()).min(allowance);
                 let len = self.build_close(&mut buf[..max])?;
+                self.path.on_sent(len);
                 return Some(self.transmit(len, None));
             }
             State::Established => {}
