@@ -190,3 +190,84 @@ fn a_close_to_a_forged_address_is_held_to_the_amplification_limit_and_once_per_p
     );
     assert!(rounds > 10, "the closing period lasted {rounds} ms");
 }
+
+/// An ACK frame for `range` alone.
+fn ack_of(range: &[std::ops::RangeInclusive<u64>]) -> Frame<'_> {
+    Frame::Ack(Ack {
+        ranges: AckFrameRanges::new(range).expect("ranges"),
+        ack_delay: Duration::ZERO,
+        receive_time: Duration::ZERO,
+    })
+}
+
+#[test]
+fn an_ack_of_a_packet_number_never_sent_is_a_violation() {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    // The endpoint sends datagrams; the attacker acknowledges exactly what
+    // it received, until it sees a number the endpoint skipped.
+    let mut acked_from = None;
+    let mut received = std::collections::BTreeSet::new();
+    for _ in 0..500 {
+        let connection = attacker.connection().expect("open");
+        assert_eq!(connection.error(), None, "honest ACKs are fine");
+        for _ in 0..20 {
+            connection
+                .send_datagram(tern_proto::Bytes::from(vec![0; 1000]))
+                .expect("queued");
+        }
+        attacker.turn();
+        for mut datagram in std::mem::take(&mut attacker.inbox) {
+            let (pn, _) = attacker.open(&mut datagram).expect("opens");
+            received.insert(pn);
+        }
+        let (Some(&first), Some(&largest)) = (received.first(), received.last()) else {
+            attacker.advance(Duration::from_millis(10));
+            continue;
+        };
+        let from = *acked_from.get_or_insert(first);
+        let skipped = (from..largest).find(|pn| !received.contains(pn));
+        if let Some(skipped) = skipped {
+            // An optimistic ACK: everything up to the largest, as if
+            // nothing was missing.
+            attacker.send(&[ack_of(&[from..=largest])]);
+            assert_refused(&mut attacker, |e| {
+                *e == ProtocolError::Ack(tern_reliability::AckError::UnsentPacket {
+                    packet_number: skipped,
+                })
+            });
+            return;
+        }
+        attacker.send(&[ack_of(&[from..=largest])]);
+        acked_from = Some(largest + 1);
+        received.clear();
+        attacker.advance(Duration::from_millis(10));
+    }
+    panic!("no packet number skipped");
+}
+
+#[test]
+fn ack_ranges_the_peer_knows_of_are_not_reported_again() {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    // Gaps in the attacker's numbers, as skipped numbers leave.
+    for _ in 0..4 {
+        attacker.send(&[Frame::Ping]);
+        attacker.sealer().skip_packet_number().expect("a number");
+    }
+    attacker.send(&[Frame::Ping]);
+    attacker.run_for(Duration::from_millis(100), Duration::from_millis(5));
+    let mut acks = Vec::new();
+    for mut datagram in std::mem::take(&mut attacker.inbox) {
+        acks.extend(attacker.open_ack(&mut datagram));
+    }
+    let &(pn, ranges) = acks.last().expect("the endpoint acknowledged");
+    assert_eq!(ranges, 5, "one range per run between gaps");
+    // The attacker acknowledges the packet that carried that ACK.
+    attacker.send(&[ack_of(&[pn..=pn]), Frame::Ping]);
+    attacker.run_for(Duration::from_millis(100), Duration::from_millis(5));
+    let mut acks = Vec::new();
+    for mut datagram in std::mem::take(&mut attacker.inbox) {
+        acks.extend(attacker.open_ack(&mut datagram));
+    }
+    let &(_, ranges) = acks.last().expect("the endpoint acknowledged");
+    assert_eq!(ranges, 1, "only what the peer has not seen acknowledged");
+}

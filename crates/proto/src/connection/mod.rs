@@ -116,9 +116,12 @@ pub(crate) struct Start {
 #[derive(Debug)]
 pub struct Connection {
     side: Side,
-    /// Path challenges: unpredictable to anyone without the endpoint's
-    /// RNG, from which it is seeded.
+    /// Path challenges and skipped packet numbers: unpredictable to anyone
+    /// without the endpoint's RNG, from which it is seeded.
     rng: ChaCha8Rng,
+    /// The next packet number to skip: a peer that acknowledges it claims
+    /// a packet it never received (RFC 9000 §21.4).
+    next_skip: u64,
     config: ConnectionConfig,
     state: State,
     /// This side's receiver index (the endpoint's key for it).
@@ -222,10 +225,13 @@ impl Connection {
         let rate_limit = config
             .rate_limit
             .and_then(|rate| TokenBucket::new(rate, (rate / 100).max(64 * 1024)).ok());
+        let mut rng = ChaCha8Rng::from_rng(rng)
+            .unwrap_or_else(|_| ChaCha8Rng::seed_from_u64(u64::from(local_index)));
+        let next_skip = send::skip_gap(&mut rng);
         Self {
             side,
-            rng: ChaCha8Rng::from_rng(rng)
-                .unwrap_or_else(|_| ChaCha8Rng::seed_from_u64(u64::from(local_index))),
+            rng,
+            next_skip,
             streams: Streams::new(side, &config),
             config,
             state,

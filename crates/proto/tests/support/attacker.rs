@@ -237,4 +237,15 @@ impl Attacker {
             .collect();
         Some((opened.packet_number(), types))
     }
+
+    /// Opens a datagram the endpoint sent to the attacker and gives its
+    /// packet number and how many ranges its ACK frame held, if it had one.
+    pub fn open_ack(&mut self, datagram: &mut [u8]) -> Option<(u64, usize)> {
+        let opened = self.keys.opener.open(datagram).ok()?;
+        let ranges = opened.frames().find_map(|frame| match frame {
+            Ok(Frame::Ack(ack)) => Some(ack.ranges.iter().count()),
+            _ => None,
+        })?;
+        Some((opened.packet_number(), ranges))
+    }
 }
