@@ -65,6 +65,9 @@ impl Carried {
 pub(crate) struct CarriedRecord {
     items: [Option<Carried>; CARRIED_MAX],
     len: u8,
+    /// The largest packet number an ACK frame in the packet acknowledged:
+    /// once the packet is acknowledged, the peer knows of them all.
+    pub(crate) ack_largest: Option<u64>,
 }
 
 impl CarriedRecord {

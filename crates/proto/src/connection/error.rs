@@ -75,6 +75,15 @@ pub enum ProtocolError {
     /// A message larger than this side accepts.
     #[error("message larger than the configured maximum")]
     MessageTooLarge,
+    /// A datagram larger than any Tern sender sends: what one packet at
+    /// the minimum UDP payload carries (`send_datagram` refuses more).
+    #[error("datagram larger than the maximum")]
+    DatagramTooLarge,
+    /// The peer updated its packet key again before this side had
+    /// acknowledged a packet under the previous update (RFC 9001 §6.2:
+    /// KEY_UPDATE_ERROR).
+    #[error("key update before the previous one was acknowledged")]
+    KeyUpdateTooSoon,
 }
 
 /// Why a write, finish or reset on a stream failed.

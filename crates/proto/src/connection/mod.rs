@@ -88,9 +88,10 @@ enum State {
     Connecting(Box<Connecting>),
     /// Keys on both sides.
     Established,
-    /// This side sent Close; it answers further packets with it, and sends
-    /// it again at `resend_at` (once a probe timeout, so that a peer with
-    /// nothing to send still hears it over a lossy path), until `until`.
+    /// This side sent Close; it sends it again at `resend_at` (once a
+    /// probe timeout, so that a peer that missed it hears it again over a
+    /// lossy path), until `until`. Packets that arrive meanwhile get no
+    /// answer of their own: one Close per probe timeout, however many.
     Closing { until: Instant, resend_at: Instant },
     /// The peer sent Close; nothing is sent until `until`.
     Draining { until: Instant },
@@ -115,9 +116,12 @@ pub(crate) struct Start {
 #[derive(Debug)]
 pub struct Connection {
     side: Side,
-    /// Path challenges: unpredictable to anyone without the endpoint's
-    /// RNG, from which it is seeded.
+    /// Path challenges and skipped packet numbers: unpredictable to anyone
+    /// without the endpoint's RNG, from which it is seeded.
     rng: ChaCha8Rng,
+    /// The next packet number to skip: a peer that acknowledges it claims
+    /// a packet it never received (RFC 9000 §21.4).
+    next_skip: u64,
     config: ConnectionConfig,
     state: State,
     /// This side's receiver index (the endpoint's key for it).
@@ -150,6 +154,10 @@ pub struct Connection {
     challenge_due: Option<ChallengeToken>,
     last_received: Instant,
     discard_previous_key_at: Option<Instant>,
+    /// The first packet number seen under the peer's current key.
+    peer_key_phase_start: u64,
+    /// The largest packet number any ACK this side sent acknowledged.
+    largest_ack_sent: Option<u64>,
 
     // Sending.
     loss: LossDetector<CarriedRecord>,
@@ -217,10 +225,13 @@ impl Connection {
         let rate_limit = config
             .rate_limit
             .and_then(|rate| TokenBucket::new(rate, (rate / 100).max(64 * 1024)).ok());
+        let mut rng = ChaCha8Rng::from_rng(rng)
+            .unwrap_or_else(|_| ChaCha8Rng::seed_from_u64(u64::from(local_index)));
+        let next_skip = send::skip_gap(&mut rng);
         Self {
             side,
-            rng: ChaCha8Rng::from_rng(rng)
-                .unwrap_or_else(|_| ChaCha8Rng::seed_from_u64(u64::from(local_index))),
+            rng,
+            next_skip,
             streams: Streams::new(side, &config),
             config,
             state,
@@ -242,6 +253,8 @@ impl Connection {
             challenge_due: None,
             last_received: now,
             discard_previous_key_at: None,
+            peer_key_phase_start: 0,
+            largest_ack_sent: None,
             loss: LossDetector::new(loss_config),
             recovery: RecoveryBuffer::default(),
             controller,

@@ -45,9 +45,19 @@ impl Connection {
         }
         let mut largest_newly_acked = None;
         let mut stream_run = None;
+        let mut ack_known = None;
         for (pn, packet) in recovery.acked.drain(..) {
             largest_newly_acked = Some(largest_newly_acked.map_or(pn, |l: u64| l.max(pn)));
+            ack_known = ack_known.max(packet.payload.ack_largest);
             self.on_packet_acked(&packet, &mut stream_run);
+        }
+        if let Some(largest_reported) = ack_known {
+            // The peer got an ACK up to it: what it covered need not be
+            // reported again (RFC 9000 §13.2.4). Without this, the gaps of
+            // skipped numbers, which never fill, would have every ACK carry
+            // all the ranges this side remembers.
+            self.received
+                .forget_below(largest_reported.saturating_add(1));
         }
         if let Some(run) = stream_run {
             self.streams.on_stream_acked(run);

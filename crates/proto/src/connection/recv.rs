@@ -11,7 +11,7 @@ use tern_wire::{Frame, PacketType, PathChallenge, PathResponse};
 use super::error::{ConnectionError, ProtocolError};
 use super::event::Event;
 use super::path::Path;
-use super::{Connection, State};
+use super::{Connection, State, small_message_limit};
 use crate::{Direction, StreamId};
 
 impl Connection {
@@ -44,10 +44,27 @@ impl Connection {
             return;
         }
         if key_updated {
+            // The peer may update again only once it holds an ACK for a
+            // packet under its current key, so this side must have sent
+            // one (RFC 9001 §6.2): an earlier update is a violation.
+            if self
+                .largest_ack_sent
+                .is_none_or(|acked| acked < self.peer_key_phase_start)
+            {
+                self.fail(now, ProtocolError::KeyUpdateTooSoon);
+                return;
+            }
+            self.peer_key_phase_start = pn;
             self.discard_previous_key_at = Some(now + self.three_ptos());
         }
         if let State::Closing { .. } = self.state {
-            self.close_due = true;
+            // No answer of its own: the Close goes again once a probe
+            // timeout (`handle_timeout`), however many packets arrive, so
+            // a peer's packets cannot multiply it. What arrives raises the
+            // path's amplification allowance, which the Close respects.
+            if from == self.path.remote() {
+                self.path.on_received(len);
+            }
             return;
         }
         self.on_packet(now, from, pn, len, frames);
@@ -247,6 +264,9 @@ impl Connection {
                 }
             }
             Frame::Datagram(d) => {
+                if d.data.len() > small_message_limit() {
+                    return Err(ProtocolError::DatagramTooLarge);
+                }
                 if self.datagrams_in.len() >= self.config.datagram_receive_queue {
                     self.datagrams_in.pop_front();
                     self.stats.datagrams_dropped += 1;

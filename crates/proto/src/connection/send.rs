@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use quanta::Instant;
+use rand_core::RngCore;
 use tern_congestion::{Controller, Take};
 use tern_wire::{
     Ack, AckFrameRanges, Close, Frame, MAX_ACK_RANGES, PacketBuilder, PathChallenge, PathResponse,
@@ -21,6 +22,19 @@ use crate::{Transmit, TransmitLimits};
 
 /// The smallest datagram worth building (an ACK, a challenge).
 pub(super) const MIN_PACKET: usize = 64;
+
+/// One packet number in about this many is skipped, never sent: a peer
+/// that acknowledges one acknowledges what it did not receive, to speed
+/// this side up (an optimistic ACK, RFC 9000 §21.4), and the ACK is
+/// refused as a protocol violation. Each skip costs the peer one more
+/// ACK range, for a while.
+const SKIP_INTERVAL: u64 = 1024;
+
+/// Packet numbers from one skip to the next: uniform in
+/// `2..2 + 2 * SKIP_INTERVAL`, so the peer cannot tell where the next one is.
+pub(super) fn skip_gap(rng: &mut impl RngCore) -> u64 {
+    2 + rng.next_u64() % (2 * SKIP_INTERVAL)
+}
 
 impl Connection {
     /// Fills `buf` with the next datagram, or a run of equal-size datagrams
@@ -50,8 +64,12 @@ impl Connection {
                     return None;
                 }
                 self.close_due = false;
-                let max = self.datagram_size(limits).min(buf.len());
+                // To a path not yet validated (the peer may have forged the
+                // address it moved to), within three times what came from it.
+                let allowance = usize::try_from(self.path.allowance()).unwrap_or(usize::MAX);
+                let max = self.datagram_size(limits).min(buf.len()).min(allowance);
                 let len = self.build_close(&mut buf[..max])?;
+                self.path.on_sent(len);
                 return Some(self.transmit(len, None));
             }
             State::Established => {}
@@ -71,6 +89,7 @@ impl Connection {
             return Some(self.transmit(len, None));
         }
         let data_allowed = self.may_send_data(now, size);
+        let in_flight_before = self.loss.bytes_in_flight();
         let mut written = 0;
         let mut stride = 0;
         let mut count = 0;
@@ -99,7 +118,10 @@ impl Connection {
         }
         // Sending may have made room for a writer waiting on its unsent bytes.
         self.flush_readable();
-        self.pacer.on_sent(now, written as u64);
+        // Only what the congestion window counts is paced: an ACK alone
+        // goes when it is due, and does not hold back the data after it.
+        let paced = self.loss.bytes_in_flight().saturating_sub(in_flight_before);
+        self.pacer.on_sent(now, paced);
         if let Some(bucket) = self.rate_limit.as_mut() {
             bucket.consume(written as u64, now);
         }
@@ -251,6 +273,11 @@ impl Connection {
         });
         let probing = self.probes_due > 0;
         let keys = self.keys.as_mut()?;
+        if keys.sealer.next_packet_number() >= self.next_skip
+            && let Ok(skipped) = keys.sealer.skip_packet_number()
+        {
+            self.next_skip = skipped + skip_gap(&mut self.rng);
+        }
         let mut packet = keys.sealer.start(buf).ok()?;
         let mut record = CarriedRecord::new();
         let mut ack_eliciting = false;
@@ -330,6 +357,9 @@ impl Connection {
         }
         let (len, pn) = packet.finish().ok()?;
         if wrote_ack {
+            let largest = self.ack_ranges.iter().map(|r| *r.end()).max();
+            self.largest_ack_sent = self.largest_ack_sent.max(largest);
+            record.ack_largest = largest;
             self.ack_pending = false;
             self.ack_policy.on_ack_sent();
         }

@@ -35,7 +35,7 @@ use tern_wire::{
 };
 
 use crate::config::{ConfigError, CongestionConfig, EndpointConfig};
-use crate::connection::{Connection, Event, Start};
+use crate::connection::{Connection, ConnectionError, Event, Start};
 use crate::{Node, StreamId, Transmit, TransmitLimits};
 use intro_limit::IntroLimiter;
 use receiver_index::{IndexFull, ReceiverIndex};
@@ -79,6 +79,8 @@ pub struct EndpointStats {
     pub simultaneous_opens: u64,
     /// Connections freed.
     pub connections_closed: u64,
+    /// Connections closed because the peer broke the protocol.
+    pub protocol_violations: u64,
 }
 
 /// Every connection on one socket (see the module documentation).
@@ -375,6 +377,9 @@ impl Endpoint {
                 continue;
             };
             while let Some(event) = connection.poll_event() {
+                if matches!(event, Event::Closed(ConnectionError::Protocol(_))) {
+                    self.stats.protocol_violations += 1;
+                }
                 if event == Event::Connected {
                     self.connecting.retain(|_, i| *i != index);
                     self.replies.retain(|_, i| *i != index);

@@ -2,6 +2,7 @@
 //! two-endpoint set-up in tern-sim, and transfers to drive over it.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod attacker;
 mod on_sim;
 
 pub use on_sim::OnSim;
@@ -13,28 +14,35 @@ use std::time::{Duration, SystemTime};
 use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
-use rand_core::OsRng;
+use rand_chacha::ChaCha20Rng;
+use rand_chacha::rand_core::SeedableRng;
 use tern_proto::{
     Connection, ConnectionHandle, Endpoint, EndpointConfig, Event, ReadOutcome, SendError, StreamId,
 };
 use tern_sim::{LinkConfig, NodeId, Sim, SimConfig};
 use tern_wire::IdentityKey;
 
-/// An RSA-2048 identity, generated once per test binary (about 250 ms).
+/// An RSA-2048 identity, generated once per test binary (about 250 ms)
+/// from a fixed seed. The key must be the same in every run: the
+/// responder's blinded RSA decryption draws from the endpoint's seeded RNG
+/// a number of times that depends on the key, and every later draw (a
+/// connection's skipped packet numbers among them) follows from it.
 pub fn identity() -> IdentityKey {
     static DER: OnceLock<Vec<u8>> = OnceLock::new();
-    let der = DER.get_or_init(|| {
-        let key = IdentityKey::generate(&mut OsRng).expect("RSA key generation");
-        key.to_pkcs8_der().expect("encodes").to_vec()
-    });
-    IdentityKey::from_pkcs8_der(der).expect("decodes")
+    seeded_identity(&DER, 1)
 }
 
 /// A second identity, for the wrong-key cases.
 pub fn other_identity() -> IdentityKey {
     static DER: OnceLock<Vec<u8>> = OnceLock::new();
-    let der = DER.get_or_init(|| {
-        let key = IdentityKey::generate(&mut OsRng).expect("RSA key generation");
+    seeded_identity(&DER, 2)
+}
+
+/// The identity made from `seed`, generated once into `cell`.
+fn seeded_identity(cell: &'static OnceLock<Vec<u8>>, seed: u64) -> IdentityKey {
+    let der = cell.get_or_init(|| {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let key = IdentityKey::generate(&mut rng).expect("RSA key generation");
         key.to_pkcs8_der().expect("encodes").to_vec()
     });
     IdentityKey::from_pkcs8_der(der).expect("decodes")

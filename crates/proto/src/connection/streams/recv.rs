@@ -8,7 +8,7 @@ use bytes::BytesMut;
 use tern_wire::ResetStream;
 
 use super::flow_control::{FlowControlError, RecvWindow};
-use super::recv_stream::{RecvStream, StreamError};
+use super::recv_stream::RecvStream;
 use super::stream_id::{Direction, StreamId};
 use super::{Delivered, Incoming, ReadOutcome, Streams, slot};
 use crate::config::INITIAL_STREAM_WINDOW;
@@ -218,12 +218,13 @@ impl Streams {
         let Some(inc) = self.incoming.get_mut(&id) else {
             return Ok(());
         };
-        let grew = frame.final_size.saturating_sub(inc.data.highest());
-        if inc.data.final_size().is_some_and(|f| f != frame.final_size)
-            || frame.final_size < inc.data.highest()
-            || frame.final_size > inc.data.limit()
-        {
-            return Err(ProtocolError::StreamData(StreamError::FinalSize));
+        let grew = inc
+            .data
+            .reset(frame.final_size)
+            .map_err(ProtocolError::StreamData)?;
+        if inc.reset_code.is_some() {
+            // A repeat (the first one's ACK was lost): counted already.
+            return Ok(());
         }
         self.window
             .on_received(grew)

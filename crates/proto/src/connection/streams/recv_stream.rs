@@ -118,6 +118,23 @@ impl RecvStream {
         Ok(grew)
     }
 
+    /// The peer reset the stream, which ends at `final_size`. Returns by
+    /// how much the highest received offset grew, as [`Self::insert`].
+    /// A final size that contradicts one already known, or data already
+    /// received, is refused (RFC 9000 §4.5: FINAL_SIZE_ERROR).
+    pub fn reset(&mut self, final_size: u64) -> Result<u64, StreamError> {
+        if self.final_size.is_some_and(|size| size != final_size) || final_size < self.highest {
+            return Err(StreamError::FinalSize);
+        }
+        if final_size > self.limit {
+            return Err(StreamError::FlowControl { limit: self.limit });
+        }
+        self.final_size = Some(final_size);
+        let grew = final_size - self.highest;
+        self.highest = final_size;
+        Ok(grew)
+    }
+
     /// Bytes the application can read now, in order.
     pub fn readable(&self) -> u64 {
         self.received

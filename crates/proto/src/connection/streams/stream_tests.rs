@@ -159,6 +159,22 @@ fn a_peer_that_breaks_the_window_or_the_final_size_is_refused() {
 }
 
 #[test]
+fn a_reset_fixes_the_final_size_and_a_different_one_is_refused() {
+    let mut rx = RecvStream::new(100);
+    rx.insert(0, &[1; 30], false).expect("within the window");
+    assert_eq!(rx.reset(20), Err(StreamError::FinalSize), "below data seen");
+    assert_eq!(rx.reset(101), Err(StreamError::FlowControl { limit: 100 }));
+    assert_eq!(rx.reset(50), Ok(20), "the window is charged up to the end");
+    assert_eq!(rx.reset(50), Ok(0), "a repeat charges nothing");
+    assert_eq!(rx.reset(60), Err(StreamError::FinalSize));
+    assert_eq!(rx.insert(50, &[1; 1], false), Err(StreamError::FinalSize));
+    let mut finished = RecvStream::new(100);
+    finished.insert(0, &[1; 10], true).expect("a fin");
+    assert_eq!(finished.reset(10), Ok(0));
+    assert_eq!(finished.reset(11), Err(StreamError::FinalSize));
+}
+
+#[test]
 fn a_full_buffer_takes_nothing_until_the_peer_acknowledges() {
     let mut tx = SendStream::new(10);
     assert_eq!(tx.write(&[7; 25]), 10);

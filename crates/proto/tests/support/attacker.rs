@@ -1,0 +1,251 @@
+//! A hostile peer: it completes a real handshake with an [`Endpoint`] (it
+//! knows the endpoint's public key, which is all the handshake asks), then
+//! seals whatever frames it likes into packets the endpoint authenticates,
+//! from whatever source address it likes.
+//!
+//! Everything runs in one thread on a mock clock: the attacker hands the
+//! endpoint its datagrams, runs the endpoint's timers when asked, and
+//! records every datagram the endpoint sends, by destination, so a test can
+//! weigh what went where.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use quanta::{Clock, Mock};
+use rand_chacha::ChaCha8Rng;
+use rand_chacha::rand_core::SeedableRng;
+use tern_proto::{
+    Connection, ConnectionHandle, Endpoint, EndpointConfig, Instant, Node, TransmitLimits,
+};
+use tern_wire::{ConnectionKeys, Frame, INTRO_LEN, PacketSealer, PendingIntro};
+
+use super::{identity, seed_bytes, wall_start};
+
+/// The largest datagram either side sends.
+pub const MAX_DATAGRAM: usize = 1452;
+
+/// Datagrams and bytes the endpoint sent to one address, or received from it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub datagrams: u64,
+    pub bytes: u64,
+}
+
+impl Tally {
+    fn add(&mut self, bytes: usize) {
+        self.datagrams += 1;
+        self.bytes += bytes as u64;
+    }
+}
+
+/// An endpoint under attack, and the authenticated peer attacking it.
+pub struct Attacker {
+    /// The endpoint under attack (it has the shared test identity).
+    pub endpoint: Endpoint,
+    /// The endpoint's connection to the attacker.
+    pub handle: ConnectionHandle,
+    /// The endpoint's address.
+    pub endpoint_addr: SocketAddr,
+    /// The attacker's own address (where its handshake came from).
+    pub addr: SocketAddr,
+    keys: ConnectionKeys,
+    clock: Clock,
+    mock: Arc<Mock>,
+    /// What the endpoint sent, by destination.
+    pub sent_to: HashMap<SocketAddr, Tally>,
+    /// What the endpoint was handed, by source.
+    pub received_from: HashMap<SocketAddr, Tally>,
+    /// The datagrams the endpoint sent to `addr` that the attacker has not
+    /// looked at yet.
+    pub inbox: Vec<Vec<u8>>,
+}
+
+impl Attacker {
+    /// An endpoint with `config`, and an attacker that finished a handshake
+    /// with it (the endpoint accepted the connection and saw it confirmed).
+    pub fn connect(config: EndpointConfig) -> Self {
+        let (clock, mock) = Clock::mock();
+        mock.increment(Duration::from_secs(1));
+        let endpoint_addr: SocketAddr = "192.0.2.1:7000".parse().expect("address");
+        let addr: SocketAddr = "198.51.100.7:40000".parse().expect("address");
+        let mut endpoint = Endpoint::new(
+            config,
+            Some(identity()),
+            seed_bytes(23, 1),
+            clock.now(),
+            wall_start(),
+        )
+        .expect("valid config");
+        let public = endpoint.public().expect("an identity");
+        let mut rng = ChaCha8Rng::from_seed(seed_bytes(23, 2));
+        let mut intro = vec![0; INTRO_LEN];
+        let pending = PendingIntro::write(
+            &public,
+            0x2323,
+            config.keys,
+            wall_start(),
+            &mut rng,
+            &mut intro,
+        )
+        .expect("intro");
+        let now = clock.now();
+        endpoint.handle_datagram(now, endpoint_addr, addr, &mut intro);
+        let mut reply = vec![0; MAX_DATAGRAM];
+        let limits = TransmitLimits::new(1, MAX_DATAGRAM);
+        let transmit = endpoint
+            .poll_transmit(now, limits, &mut reply)
+            .expect("the endpoint replied");
+        assert_eq!(transmit.destination, addr);
+        reply.truncate(transmit.len);
+        let established = pending
+            .open_reply(&mut reply)
+            .map_err(|refused| refused.error)
+            .expect("a genuine reply");
+        let mut attacker = Self {
+            endpoint,
+            handle: ConnectionHandle(0),
+            endpoint_addr,
+            addr,
+            keys: established.keys,
+            clock,
+            mock,
+            sent_to: HashMap::new(),
+            received_from: HashMap::new(),
+            inbox: Vec::new(),
+        };
+        attacker
+            .received_from
+            .entry(addr)
+            .or_default()
+            .add(INTRO_LEN);
+        attacker.sent_to.entry(addr).or_default().add(transmit.len);
+        // The first packet under the keys confirms the handshake.
+        attacker.send(&[Frame::Ping]);
+        attacker.turn();
+        attacker.handle = attacker.endpoint.accept().expect("accepted");
+        assert!(attacker.connection().is_some_and(|c| c.is_established()));
+        attacker.inbox.clear();
+        attacker
+    }
+
+    /// The mock clock's time.
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// Moves the clock forward.
+    pub fn advance(&mut self, by: Duration) {
+        self.mock.increment(by);
+    }
+
+    /// The endpoint's connection to the attacker, while it exists.
+    pub fn connection(&mut self) -> Option<&mut Connection> {
+        self.endpoint.connection(self.handle)
+    }
+
+    /// The attacker's sealer: its packet numbers and key phase, to skip
+    /// numbers or update keys (`on_ack` can fake the confirmation an honest
+    /// sealer waits for).
+    pub fn sealer(&mut self) -> &mut PacketSealer {
+        &mut self.keys.sealer
+    }
+
+    /// Seals `frames` into one packet from the attacker's address and hands
+    /// it to the endpoint. Returns the datagram's length.
+    pub fn send(&mut self, frames: &[Frame<'_>]) -> usize {
+        self.send_from(self.addr, frames)
+    }
+
+    /// Seals `frames` into one packet and hands it to the endpoint as if
+    /// it came from `from` (a forged source address). Returns its length.
+    pub fn send_from(&mut self, from: SocketAddr, frames: &[Frame<'_>]) -> usize {
+        let mut buf = vec![0; MAX_DATAGRAM];
+        let mut packet = self.keys.sealer.start(&mut buf).expect("packet");
+        for frame in frames {
+            packet.push(frame).expect("the frame fits");
+        }
+        let (len, _) = packet.finish().expect("sealed");
+        buf.truncate(len);
+        self.deliver(from, &mut buf);
+        len
+    }
+
+    /// Hands the endpoint a datagram from `from`.
+    pub fn deliver(&mut self, from: SocketAddr, datagram: &mut [u8]) {
+        self.received_from
+            .entry(from)
+            .or_default()
+            .add(datagram.len());
+        let now = self.now();
+        self.endpoint
+            .handle_datagram(now, self.endpoint_addr, from, datagram);
+    }
+
+    /// One turn of the endpoint: its timers if due, then everything it
+    /// sends, recorded by destination (what goes to the attacker's address
+    /// also lands in `inbox`). Returns the number of datagrams sent.
+    pub fn turn(&mut self) -> usize {
+        let now = self.now();
+        if self.endpoint.poll_timeout().is_some_and(|at| at <= now) {
+            self.endpoint.handle_timeout(now);
+        }
+        let limits = TransmitLimits::new(1, MAX_DATAGRAM);
+        let mut buf = vec![0; MAX_DATAGRAM];
+        let mut sent = 0;
+        while let Some(transmit) = self.endpoint.poll_transmit(now, limits, &mut buf) {
+            self.sent_to
+                .entry(transmit.destination)
+                .or_default()
+                .add(transmit.len);
+            if transmit.destination == self.addr {
+                self.inbox.push(buf[..transmit.len].to_vec());
+            }
+            sent += 1;
+        }
+        sent
+    }
+
+    /// Turns of the endpoint until `duration` of mock time passed, each at
+    /// its next deadline (or every `step` when it has none sooner).
+    pub fn run_for(&mut self, duration: Duration, step: Duration) {
+        let end = self.now() + duration;
+        while self.now() < end {
+            self.turn();
+            let next = self
+                .endpoint
+                .poll_timeout()
+                .unwrap_or(end)
+                .min(end)
+                .min(self.now() + step);
+            let wait = next.saturating_duration_since(self.now());
+            self.advance(wait.max(Duration::from_millis(1)));
+        }
+        self.turn();
+    }
+
+    /// Opens a datagram the endpoint sent to the attacker and gives its
+    /// packet number and the types of its frames (`None` if it does not
+    /// open: a reply, or the attacker's keys are behind).
+    pub fn open(&mut self, datagram: &mut [u8]) -> Option<(u64, Vec<tern_wire::FrameType>)> {
+        let opened = self.keys.opener.open(datagram).ok()?;
+        let types = opened
+            .frames()
+            .filter_map(Result::ok)
+            .map(|f| f.frame_type())
+            .collect();
+        Some((opened.packet_number(), types))
+    }
+
+    /// Opens a datagram the endpoint sent to the attacker and gives its
+    /// packet number and how many ranges its ACK frame held, if it had one.
+    pub fn open_ack(&mut self, datagram: &mut [u8]) -> Option<(u64, usize)> {
+        let opened = self.keys.opener.open(datagram).ok()?;
+        let ranges = opened.frames().find_map(|frame| match frame {
+            Ok(Frame::Ack(ack)) => Some(ack.ranges.iter().count()),
+            _ => None,
+        })?;
+        Some((opened.packet_number(), ranges))
+    }
+}
