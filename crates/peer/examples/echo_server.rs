@@ -10,7 +10,6 @@
 use std::error::Error;
 use std::net::SocketAddr;
 
-use rand_core::OsRng;
 use tern_peer::{Config, Endpoint, IdentityKey};
 
 #[tokio::main(flavor = "current_thread")]
@@ -19,7 +18,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let addr: SocketAddr = args.next().unwrap_or("127.0.0.1:7000".into()).parse()?;
     let public_file = args.next().unwrap_or("server.pub".into());
 
-    let identity = IdentityKey::generate(&mut OsRng)?;
+    let identity = IdentityKey::random()?;
     std::fs::write(&public_file, identity.public().to_spki_pem()?)?;
     let endpoint = Endpoint::bind(addr, Config::default().identity(identity))?;
     println!(

@@ -16,7 +16,7 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let identity = IdentityKey::generate(&mut rand_core::OsRng)?;
+//! let identity = IdentityKey::random()?;
 //! let public = identity.public(); // what clients need to know
 //! let server = Endpoint::bind("127.0.0.1:0".parse()?, Config::default().identity(identity))?;
 //! let client = Endpoint::bind("127.0.0.1:0".parse()?, Config::default())?;

@@ -26,7 +26,7 @@
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let (now, wall) = (Instant::now(), SystemTime::now());
-//! let identity = IdentityKey::generate(&mut rand_core::OsRng)?;
+//! let identity = IdentityKey::random()?;
 //! let public = identity.public(); // what initiators need to know
 //! let server_addr: SocketAddr = "192.0.2.1:7000".parse()?;
 //! let client_addr: SocketAddr = "192.0.2.2:7000".parse()?;

@@ -44,7 +44,15 @@ fn check_size(public: &RsaPublicKey) -> Result<(), KeyError> {
 }
 
 impl IdentityKey {
-    /// Generates a new key pair (about a quarter of a second).
+    /// Generates a new key pair from the operating system's random source
+    /// (about a quarter of a second).
+    pub fn random() -> Result<Self, KeyError> {
+        Self::generate(&mut rand_core::OsRng)
+    }
+
+    /// Generates a new key pair from `rng` (about a quarter of a second): a
+    /// seeded generator makes the same key every time, for reproducible
+    /// tests and simulations.
     pub fn generate(rng: &mut impl CryptoRngCore) -> Result<Self, KeyError> {
         RsaPrivateKey::new(rng, RSA_BITS)
             .map(Self)

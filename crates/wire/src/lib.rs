@@ -66,6 +66,11 @@ pub mod varint;
 #[cfg(all(test, wire_format_doc))]
 mod wire_format_doc;
 
+/// The random-number traits the API takes (`IdentityKey::generate`,
+/// `PacketSealer::with_opener`), re-exported so callers name the same
+/// version.
+pub use rand_core;
+
 pub use aead::{Backend, IV_LEN, KEY_LEN, PACKET_LIMIT, PacketKey, TAG_LEN};
 pub use codec::Frames;
 pub use error::{
