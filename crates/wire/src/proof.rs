@@ -270,8 +270,12 @@ mod tests {
         };
         // Refused as a bad signature, or before that as a value not below
         // the other key's modulus: which one depends on the two keys.
-        let refused =
-            |r| matches!(r, Err(ProofError::Signature | ProofError::SignatureOutOfRange));
+        let refused = |r| {
+            matches!(
+                r,
+                Err(ProofError::Signature | ProofError::SignatureOutOfRange)
+            )
+        };
         assert!(refused(swapped.verify(transcript)));
 
         // Every single-bit flip of the signature, sampled across it (a flip
@@ -283,10 +287,7 @@ mod tests {
                 signature: &signature,
                 ..genuine
             };
-            assert!(
-                refused(tampered.verify(transcript)),
-                "bit {bit}"
-            );
+            assert!(refused(tampered.verify(transcript)), "bit {bit}");
         }
         let short = Identity {
             signature: &genuine.signature[1..],
