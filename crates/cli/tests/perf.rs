@@ -10,15 +10,22 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use support::{Server, keys, path, run, stderr, stdout};
 
 fn perf_server() -> Server {
+    perf_server_with(&[])
+}
+
+/// A perf server with `extra` options after the usual ones.
+fn perf_server_with(extra: &[&str]) -> Server {
     let keys = keys();
-    Server::start(&[
+    let mut args = vec![
         "perf",
         "server",
         "--listen",
         "127.0.0.1:0",
         "--key",
         path(&keys.private),
-    ])
+    ];
+    args.extend_from_slice(extra);
+    Server::start(&args)
 }
 
 /// Runs a perf client against `server` with `extra` arguments.
@@ -307,17 +314,7 @@ fn a_pasted_key_a_forced_backend_and_a_payload_cap_are_honoured() {
 
 #[test]
 fn each_end_runs_the_congestion_controller_it_was_given_and_says_which() {
-    let keys = keys();
-    let server = Server::start(&[
-        "perf",
-        "server",
-        "--listen",
-        "127.0.0.1:0",
-        "--key",
-        path(&keys.private),
-        "--congestion",
-        "cubic",
-    ]);
+    let server = perf_server_with(&["--congestion", "cubic"]);
     for (flag, expected) in [(Some("cubic"), "cubic"), (None, "ledbat")] {
         let mut extra = vec!["--bytes", "2M", "--bidir", "--json"];
         extra.extend(flag.iter().flat_map(|f| ["--congestion", f]));

@@ -9,7 +9,9 @@ use bytes::Bytes;
 use support::net::{
     BACKENDS, client, localhost, number_of, numbered, pair, pattern, server, server_with,
 };
-use tern_peer::{Config, CongestionConfig, CongestionKind, ConnectError, Endpoint, Error};
+use tern_peer::{
+    Config, CongestionConfig, CongestionKind, ConnectError, Connection, Endpoint, Error,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test]
@@ -68,23 +70,28 @@ async fn a_stream_carries_a_megabyte_in_order_to_its_end() {
     for backend in BACKENDS {
         let (server, client) = (server(backend), client(backend));
         let (a, b) = pair(&server, &client).await;
-        const LEN: usize = 1 << 20;
-        let writer = tokio::spawn(async move {
-            let mut stream = a.open_stream().await.expect("opens");
-            stream.write_all(&pattern(0, LEN)).await.expect("writes");
-            stream.shutdown().await.expect("finishes");
-            a
-        });
-        let mut stream = b.accept_stream().await.expect("accepts");
-        let mut got = Vec::new();
-        stream
-            .read_to_end(&mut got)
-            .await
-            .expect("reads to the end");
-        assert_eq!(got.len(), LEN, "{backend:?}");
-        assert!(got == pattern(0, LEN), "the stream's bytes differ");
-        writer.await.expect("the writer finishes");
+        stream_across(a, &b, 1 << 20).await;
     }
+}
+
+/// Opens a stream from `a`, writes `len` patterned bytes and finishes it,
+/// while `b` reads it to its end; checks every byte and gives `a` back.
+async fn stream_across(a: Connection, b: &Connection, len: usize) -> Connection {
+    let writer = tokio::spawn(async move {
+        let mut stream = a.open_stream().await.expect("opens");
+        stream.write_all(&pattern(0, len)).await.expect("writes");
+        stream.shutdown().await.expect("finishes");
+        a
+    });
+    let mut stream = b.accept_stream().await.expect("accepts");
+    let mut got = Vec::new();
+    stream
+        .read_to_end(&mut got)
+        .await
+        .expect("reads to the end");
+    assert_eq!(got.len(), len);
+    assert!(got == pattern(0, len), "the stream's bytes differ");
+    writer.await.expect("the writer finishes")
 }
 
 /// The congestion controller is the endpoint's choice: with CUBIC on both
@@ -97,20 +104,7 @@ async fn endpoints_that_choose_cubic_transfer_with_it() {
     let client = Endpoint::bind(localhost(), cubic()).expect("binds");
     let (a, b) = pair(&server, &client).await;
     const LEN: usize = 4 << 20;
-    let writer = tokio::spawn(async move {
-        let mut stream = a.open_stream().await.expect("opens");
-        stream.write_all(&pattern(0, LEN)).await.expect("writes");
-        stream.shutdown().await.expect("finishes");
-        a
-    });
-    let mut stream = b.accept_stream().await.expect("accepts");
-    let mut got = Vec::new();
-    stream
-        .read_to_end(&mut got)
-        .await
-        .expect("reads to the end");
-    assert!(got == pattern(0, LEN), "the stream's bytes differ");
-    let a = writer.await.expect("the writer finishes");
+    let a = stream_across(a, &b, LEN).await;
     for connection in [&a, &b] {
         let stats = connection.stats().expect("still held");
         assert_eq!(stats.congestion, CongestionKind::Cubic);
