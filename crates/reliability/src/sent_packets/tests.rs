@@ -1,0 +1,169 @@
+use super::*;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+fn packet(time_sent: Instant, size: u32) -> SentPacket<u64> {
+    SentPacket {
+        time_sent,
+        size,
+        ack_eliciting: true,
+        in_flight: true,
+        payload: u64::from(size),
+    }
+}
+
+#[test]
+fn packet_numbers_must_increase() {
+    let (clock, _) = quanta::Clock::mock();
+    let mut sent = SentPackets::new();
+    sent.push(5, packet(clock.now(), 100)).unwrap();
+    assert_eq!(
+        sent.push(5, packet(clock.now(), 100)),
+        Err(SendError::NotIncreasing {
+            packet_number: 5,
+            largest_sent: 5
+        })
+    );
+    assert!(matches!(
+        sent.push(5 + 2 + MAX_PACKET_NUMBER_GAP, packet(clock.now(), 1)),
+        Err(SendError::GapTooLarge { .. })
+    ));
+    assert_eq!(
+        sent.push(u64::MAX, packet(clock.now(), 1)),
+        Err(SendError::OutOfRange(u64::MAX))
+    );
+    sent.invariants().unwrap();
+}
+
+#[test]
+fn repeated_ranges_skip_acknowledged_packets() {
+    let (clock, _) = quanta::Clock::mock();
+    let mut sent = SentPackets::new();
+    for pn in 0..1000 {
+        sent.push(pn, packet(clock.now(), 10)).unwrap();
+    }
+    let mut acked = Vec::new();
+    sent.ack_range(1..=998, |pn, _| acked.push(pn));
+    assert_eq!(acked.len(), 998);
+    acked.clear();
+    // The same range again finds nothing and, after pointer compression,
+    // reaches 999 in one jump.
+    sent.ack_range(1..=999, |pn, _| acked.push(pn));
+    assert_eq!(acked, [999]);
+    sent.invariants().unwrap();
+    sent.release(None);
+    assert_eq!(sent.tracked_span(), 1000, "packet 0 still holds the front");
+    sent.ack_range(0..=0, |_, _| {});
+    sent.release(None);
+    assert_eq!(sent.tracked_span(), 0);
+    assert_eq!(sent.bytes_in_flight(), 0);
+}
+
+#[test]
+fn skipped_numbers_are_refused_in_acks() {
+    let (clock, _) = quanta::Clock::mock();
+    let mut sent = SentPackets::new();
+    sent.push(0, packet(clock.now(), 10)).unwrap();
+    sent.push(2, packet(clock.now(), 10)).unwrap();
+    assert_eq!(sent.validate_ack([2..=2, 0..=0]), Ok(2));
+    assert_eq!(
+        sent.validate_ack([0..=2]),
+        Err(AckError::UnsentPacket { packet_number: 1 })
+    );
+    sent.invariants().unwrap();
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Send { gap: u64, size: u32 },
+    Ack { top_back: u64, len: u64 },
+    Lose { threshold: u64 },
+    Release,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (prop::bool::weighted(0.1), 1u32..1500)
+            .prop_map(|(skip, size)| Op::Send { gap: u64::from(skip), size }),
+        4 => (0u64..40, 0u64..40).prop_map(|(top_back, len)| Op::Ack { top_back, len }),
+        1 => (1u64..6).prop_map(|threshold| Op::Lose { threshold }),
+        1 => Just(Op::Release),
+    ]
+}
+
+#[derive(Debug, PartialEq)]
+enum State {
+    Unacked(u32),
+    Lost(u32),
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    /// The tracker against a `BTreeMap` of packet number → state: every
+    /// range acknowledges exactly the model's pending numbers in it, losses
+    /// are exactly the model's unacked numbers far enough below the largest
+    /// acknowledged, and the counters match.
+    #[test]
+    fn sent_packets_match_a_btreemap_model(ops in prop::collection::vec(op(), 1..300)) {
+        let (clock, _) = quanta::Clock::mock();
+        let now = clock.now();
+        let mut sent = SentPackets::new();
+        let mut model: BTreeMap<u64, State> = BTreeMap::new();
+        let mut next_pn = 0;
+        let mut largest_acked = None;
+        for op in ops {
+            match op {
+                Op::Send { gap, size } => {
+                    let pn = next_pn + gap;
+                    sent.push(pn, packet(now, size)).unwrap();
+                    model.insert(pn, State::Unacked(size));
+                    next_pn = pn + 1;
+                }
+                Op::Ack { top_back, len } => {
+                    let Some(largest) = sent.largest_sent() else { continue };
+                    let end = largest.saturating_sub(top_back);
+                    let range = end.saturating_sub(len)..=end;
+                    let mut got = Vec::new();
+                    sent.ack_range(range.clone(), |pn, resolved| got.push((pn, resolved)));
+                    let expected: Vec<u64> = model.range(range).map(|(&pn, _)| pn).collect();
+                    prop_assert_eq!(got.iter().map(|(pn, _)| *pn).collect::<Vec<_>>(), expected);
+                    for (pn, resolved) in got {
+                        match (model.remove(&pn), resolved) {
+                            (Some(State::Unacked(size)), Resolved::Acked(p)) => prop_assert_eq!(p.size, size),
+                            (Some(State::Lost(size)), Resolved::Spurious(s)) => prop_assert_eq!(s.size, size),
+                            (state, resolved) => prop_assert!(false, "{pn}: model {state:?}, tracker {resolved:?}"),
+                        }
+                        largest_acked = largest_acked.max(Some(pn));
+                    }
+                }
+                Op::Lose { threshold } => {
+                    let Some(largest) = largest_acked else { continue };
+                    let mut lost = Vec::new();
+                    sent.detect_lost(largest, None, threshold, now, None, |pn, _| lost.push(pn));
+                    let expected: Vec<u64> = model
+                        .iter()
+                        .filter(|&(&pn, s)| matches!(s, State::Unacked(_)) && pn <= largest && largest - pn >= threshold)
+                        .map(|(&pn, _)| pn)
+                        .collect();
+                    prop_assert_eq!(&lost, &expected);
+                    for pn in lost {
+                        if let Some(State::Unacked(size)) = model.remove(&pn) {
+                            model.insert(pn, State::Lost(size));
+                        }
+                    }
+                }
+                Op::Release => {
+                    sent.release(Some(now));
+                    model.retain(|_, s| matches!(s, State::Unacked(_)) );
+                }
+            }
+            prop_assert_eq!(sent.invariants(), Ok(()));
+            let unacked: Vec<u64> = sent.unacked().map(|(pn, _)| pn).collect();
+            let model_unacked: Vec<u64> =
+                model.iter().filter(|(_, s)| matches!(s, State::Unacked(_))).map(|(&pn, _)| pn).collect();
+            prop_assert_eq!(unacked, model_unacked);
+            let bytes: u64 = model.values().map(|s| match s { State::Unacked(size) => u64::from(*size), State::Lost(_) => 0 }).sum();
+            prop_assert_eq!(sent.bytes_in_flight(), bytes);
+        }
+    }
+}
