@@ -3,7 +3,9 @@
 //! On the sending side, [`LossDetector`] records every packet sent with the
 //! caller's note of what it carried, processes ACK frames, estimates the RTT
 //! ([`RttEstimator`]), declares packets lost by packet and time thresholds and
-//! runs the probe timeout, in the manner of RFC 9002. Lost packets are handed
+//! runs the probe timeout, in the manner of RFC 9002; once a loss proves
+//! spurious, a reordering window that adapts to the path replaces the packet
+//! threshold (RFC 8985). Lost packets are handed
 //! back with their note so the connection re-sends their *content* as new
 //! frames in new packets — never the old ciphertext, whose packet number is
 //! its nonce. On the receiving side, [`ReplayWindow`] refuses duplicate

@@ -6,6 +6,10 @@
 //! ([`LossDetector::on_timeout`]). Acknowledged, lost and spuriously lost
 //! packets are handed to a caller-supplied [`RecoverySink`] as they are found,
 //! so nothing is allocated per ACK.
+//!
+//! RFC 9002's thresholds read reordering as loss; once a loss proves
+//! spurious, a reordering window that adapts to the path takes over
+//! (`reordering`, in the manner of RFC 8985).
 
 use std::ops::RangeInclusive;
 use std::time::Duration;
@@ -15,6 +19,7 @@ use quanta::Instant;
 use crate::error::{AckError, SendError};
 use crate::rtt::{DEFAULT_INITIAL_RTT, RttEstimator};
 use crate::sent_packets::{Resolved, SentPacket, SentPackets};
+use reordering::ReorderingWindow;
 
 /// RFC 9002 §6.1.2: "The RECOMMENDED time threshold (kTimeThreshold),
 /// expressed as an RTT multiplier, is 9/8." Numerator and denominator.
@@ -71,6 +76,7 @@ impl Default for LossConfig {
     }
 }
 
+mod reordering;
 mod report;
 #[cfg(test)]
 mod tests;
@@ -95,6 +101,8 @@ pub struct LossDetector<T> {
     loss_time: Option<Instant>,
     /// Consecutive probe timeouts since the last ACK that acknowledged something.
     pto_count: u32,
+    /// How long a packet that later ones overtook is still waited for.
+    reordering: ReorderingWindow,
     stats: LossStats,
 }
 
@@ -110,6 +118,7 @@ impl<T> LossDetector<T> {
             largest_acked: None,
             loss_time: None,
             pto_count: 0,
+            reordering: ReorderingWindow::default(),
             stats: LossStats::default(),
         }
     }
@@ -194,6 +203,9 @@ impl<T> LossDetector<T> {
         }
         self.stats.acked += summary.newly_acked as u64;
         self.stats.spurious += summary.spurious as u64;
+        if summary.spurious > 0 {
+            self.reordering.on_spurious_loss(now, &self.rtt);
+        }
 
         if summary.newly_acked > 0 {
             // RFC 9002 §5.1: "An endpoint generates an RTT sample on receiving an
@@ -319,6 +331,20 @@ impl<T> LossDetector<T> {
         self.pto_count
     }
 
+    /// The wait the path's reordering has added to the time threshold
+    /// (zero until a loss proved spurious; see the module documentation).
+    #[must_use]
+    pub fn reordering_window(&self) -> Duration {
+        self.reordering.extra_wait(&self.rtt)
+    }
+
+    /// Whether a loss has proved spurious, so that losses are now declared
+    /// by time alone, not by the packet threshold.
+    #[must_use]
+    pub fn reordering_seen(&self) -> bool {
+        self.reordering.reordering_seen()
+    }
+
     /// Running totals (acknowledged, lost, spurious, probe timeouts).
     #[must_use]
     pub fn stats(&self) -> LossStats {
@@ -380,20 +406,15 @@ impl<T> LossDetector<T> {
             return report;
         };
         // RFC 9002 §6.1.2: "The time threshold is: max(kTimeThreshold *
-        // max(smoothed_rtt, latest_rtt), kGranularity)".
-        let (num, den) = TIME_THRESHOLD;
-        let loss_delay = (self
-            .rtt
-            .latest()
-            .max(self.rtt.smoothed())
-            .saturating_mul(num)
-            / den)
-            .max(self.config.granularity);
+        // max(smoothed_rtt, latest_rtt), kGranularity)", plus the wait the
+        // path's reordering has earned.
+        let loss_delay = self.loss_delay();
         let lost_send_time = now.checked_sub(loss_delay);
         let survivor_sent_at = self.sent.detect_lost(
             largest_acked,
             lost_send_time,
-            self.config.packet_threshold,
+            self.reordering
+                .packet_threshold(self.config.packet_threshold),
             now,
             self.first_rtt_sample,
             |pn, packet| {
@@ -407,6 +428,9 @@ impl<T> LossDetector<T> {
             },
         );
         self.stats.lost += report.packets as u64;
+        if report.packets > 0 {
+            self.reordering.on_losses_declared(now, &self.rtt);
+        }
         // RFC 9002 §6.1.2: "If packets sent prior to the largest acknowledged
         // packet cannot yet be declared lost, then a timer SHOULD be set for the
         // remaining time."
@@ -428,6 +452,20 @@ impl<T> LossDetector<T> {
             self.rtt.on_persistent_congestion();
         }
         report
+    }
+
+    /// How long after a packet was sent it is declared lost once a later
+    /// one was acknowledged: RFC 9002's time threshold plus the reordering
+    /// window.
+    fn loss_delay(&self) -> Duration {
+        let (num, den) = TIME_THRESHOLD;
+        let threshold = self
+            .rtt
+            .latest()
+            .max(self.rtt.smoothed())
+            .saturating_mul(num)
+            / den;
+        (threshold + self.reordering.extra_wait(&self.rtt)).max(self.config.granularity)
     }
 
     /// Releases resolved slots and lost records older than the spurious-loss horizon.
