@@ -262,6 +262,15 @@ macro_rules! dispatch {
     };
 }
 
+impl AnyController {
+    /// Window reductions undone because every loss that caused them proved
+    /// spurious (each controller's `undone_reductions`).
+    #[must_use]
+    pub fn undone_reductions(&self) -> u64 {
+        dispatch!(self, c => c.undone_reductions())
+    }
+}
+
 impl Controller for AnyController {
     #[inline]
     fn on_sent(&mut self, now: Instant, bytes_in_flight: u64) {

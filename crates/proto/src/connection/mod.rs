@@ -352,6 +352,8 @@ impl Connection {
         let loss = self.loss.stats();
         stats.lost_packets = loss.lost;
         stats.spurious_losses = loss.spurious;
+        stats.undone_reductions = self.controller.undone_reductions();
+        stats.reordering_window = self.loss.reordering_window();
         stats.path_mtu = self.path.mtu().current();
         stats
     }

@@ -29,6 +29,12 @@ pub struct ConnectionStats {
     pub lost_packets: u64,
     /// Losses later proven spurious.
     pub spurious_losses: u64,
+    /// Window reductions the congestion controller undid because every
+    /// loss behind them proved spurious.
+    pub undone_reductions: u64,
+    /// The wait the path's reordering has added to loss detection's time
+    /// threshold (zero until a loss proved spurious).
+    pub reordering_window: Duration,
     /// Datagrams that did not authenticate (forged, corrupted, stale).
     pub dropped_unauthenticated: u64,
     /// Authenticated packets that were duplicates or too old.
