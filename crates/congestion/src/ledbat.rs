@@ -87,7 +87,7 @@
 //! of a fraction of a byte per ACK, on large windows, are not lost.
 
 use crate::pacer::{PACING_GAIN_PERMILLE, SLOW_START_PACING_GAIN_PERMILLE, pacing_rate};
-use crate::recovery::{Before, Recovery};
+use crate::recovery::Recovery;
 use crate::time::add_saturating;
 use crate::window::{BoundsError, WindowBounds};
 use crate::{
@@ -255,6 +255,17 @@ enum Phase {
     SlowdownHold { until: Instant, restart: u64 },
 }
 
+/// What undoing a window reduction restores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Undo {
+    window: u64,
+    ssthresh: u64,
+    /// The loss ended slow start: undone, slow start goes on.
+    ended_slow_start: bool,
+    /// When the next slowdown was due before the loss scheduled the first.
+    next_slowdown: Option<Instant>,
+}
+
 /// The LEDBAT congestion controller. The [module docs](crate::ledbat) explain
 /// what it implements, and why.
 #[derive(Debug, Clone)]
@@ -287,7 +298,7 @@ pub struct Ledbat {
     /// When the current round trip of `flight_peak` began.
     flight_period_start: Option<Instant>,
     /// The recovery period of the last loss, and what undoing it restores.
-    recovery: Recovery,
+    recovery: Recovery<Undo>,
     /// When the next periodic slowdown begins.
     next_slowdown: Option<Instant>,
     /// When the slowdown under way (hold or ramp back) began.
@@ -637,9 +648,11 @@ impl Controller for Ledbat {
         //   # at most once per RTT
         // A packet sent before the last reduction was in flight when the
         // window was already cut for this congestion event.
-        let before = Before {
+        let before = Undo {
             window: self.window_bytes(),
             ssthresh: self.ssthresh,
+            ended_slow_start: self.phase == Phase::SlowStart,
+            next_slowdown: self.next_slowdown,
         };
         if !self.recovery.on_loss(now, lost, before) {
             return;
@@ -661,8 +674,10 @@ impl Controller for Ledbat {
     /// Undoes the last halving once every loss of its congestion event
     /// proved spurious (see the `recovery` module): the window returns to
     /// at least what it was (during a slowdown's hold, only the level the
-    /// ramp after it returns to). A slow start the loss ended stays ended:
-    /// the queuing delay, not the loss, now decides the growth.
+    /// ramp after it returns to). A slow start the loss ended goes on, as if
+    /// the loss had never been declared: ended early by a reordered packet,
+    /// it would leave the window to grow one packet per round trip from
+    /// wherever the reordering caught it.
     fn on_spurious_loss(&mut self, _now: Instant, declared_lost_at: Instant) {
         let Some(before) = self.recovery.on_spurious_loss(declared_lost_at) else {
             return;
@@ -672,6 +687,10 @@ impl Controller for Ledbat {
             self.set_window_bytes(window);
         }
         self.ssthresh = self.ssthresh.max(before.ssthresh);
+        if before.ended_slow_start && self.phase == Phase::CongestionAvoidance {
+            self.phase = Phase::SlowStart;
+            self.next_slowdown = before.next_slowdown;
+        }
     }
 
     fn on_persistent_congestion(&mut self, _now: Instant) {

@@ -692,10 +692,32 @@ fn a_halving_whose_losses_all_proved_spurious_is_undone() {
     path.cc.on_spurious_loss(now, declared);
     assert_eq!(path.cc.window(), window);
     assert_eq!(path.cc.undone_reductions(), 1);
+    assert!(
+        path.cc.in_slow_start(),
+        "the slow start the loss ended goes on"
+    );
     path.cc.invariants().unwrap();
     // Once is enough: a second report changes nothing.
     path.cc.on_spurious_loss(now, declared);
     assert_eq!(path.cc.undone_reductions(), 1);
+}
+
+#[test]
+fn an_undone_halving_in_congestion_avoidance_stays_there() {
+    let mut path = Path::new(config());
+    path.enter_congestion_avoidance();
+    let window = path.cc.window();
+    path.send(MSS);
+    let sent = path.now();
+    path.advance(Duration::from_millis(BASE_RTT_MS));
+    let declared = path.now();
+    path.lose(MSS, sent);
+    path.advance(Duration::from_millis(5));
+    let now = path.now();
+    path.cc.on_spurious_loss(now, declared);
+    assert_eq!(path.cc.window(), window);
+    assert!(!path.cc.in_slow_start());
+    path.cc.invariants().unwrap();
 }
 
 #[test]
