@@ -2,7 +2,7 @@
 //! streams cost per byte: 1 MiB written in 64 KiB writes, cut into
 //! 1400-byte chunks, reassembled, read out and acknowledged (two copies:
 //! in and out); and per message: 64-byte and 1 KiB messages sent, received
-//! once and acknowledged.
+//! once and acknowledged; and a message lost while many wait behind it.
 
 #![forbid(unsafe_code)]
 
@@ -71,4 +71,20 @@ fn message_64b(bencher: Bencher) {
 #[divan::bench]
 fn message_1kib(bencher: Bencher) {
     messages(bencher, 1024);
+}
+
+/// A message lost while `depth` others wait to be sent (a peer that
+/// acknowledges little, or a window that is full): it goes back first in
+/// line and out again. Its cost should not grow with the queue behind it.
+#[divan::bench(args = [1_000, 200_000])]
+fn message_lost_in_queue(bencher: Bencher, depth: usize) {
+    let message = Bytes::from(vec![7u8; 64]);
+    let mut tx = MessageSender::new();
+    for _ in 0..depth {
+        tx.push(message.clone());
+    }
+    bencher.counter(ItemsCount::new(1u32)).bench_local(|| {
+        let id = tx.poll(|_, _| true).map(|(id, _)| id).expect("queued");
+        tx.on_lost(black_box(id));
+    });
 }

@@ -243,3 +243,47 @@ async fn messages_sent_before_a_close_are_all_read_after_it() {
         other => panic!("expected the peer's close, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn send_waits_for_acknowledgements_and_resumes_when_room_frees() {
+    const BOUND: usize = 256 << 10;
+    const LEN: usize = 100 << 10;
+    const COUNT: u64 = 40;
+    for backend in BACKENDS {
+        let server = server(backend);
+        let client = Endpoint::bind(
+            localhost(),
+            Config::default()
+                .backend(backend)
+                .message_send_buffer(BOUND),
+        )
+        .expect("binds");
+        let (a, b) = pair(&server, &client).await;
+        // Large messages (each on a one-way stream of its own), four
+        // megabytes of them: the peer allows 64 such streams at once, so
+        // only the local bound makes `send` wait.
+        let sender = tokio::spawn(async move {
+            let mut most = 0;
+            for i in 0..COUNT {
+                a.send(numbered(i, LEN)).await.expect("sends");
+                let held = a.stats().expect("open").send_memory;
+                most = most.max(held);
+            }
+            most
+        });
+        let mut seen = [false; COUNT as usize];
+        for _ in 0..COUNT {
+            let got = tokio::time::timeout(Duration::from_secs(60), b.recv())
+                .await
+                .expect("the sender resumes")
+                .expect("receives");
+            let i = number_of(&got) as usize;
+            assert!(!std::mem::replace(&mut seen[i], true), "message {i} twice");
+        }
+        let most = sender.await.expect("the sender finishes");
+        assert!(
+            most <= BOUND,
+            "{most} bytes held to send, above the {BOUND} bound ({backend:?})"
+        );
+    }
+}

@@ -21,6 +21,15 @@ pub const INITIAL_CONNECTION_WINDOW: u64 = 256 * 1024;
 pub const INITIAL_MAX_STREAMS: u64 = 8;
 
 /// How one connection behaves. Every field has a documented default.
+///
+/// What a connection holds to send is bounded by this side alone, whatever
+/// streams and credit the peer grants: stream bytes until acknowledged by
+/// `send_buffer`, messages until acknowledged by `message_send_buffer` (one
+/// message larger than it is taken alone), datagrams not yet sent by
+/// `datagram_send_queue`. By default that is at most 4 + 16 MiB and
+/// 1 024 datagrams (about 1.1 MiB), plus one message beyond the bound.
+/// A write then takes less, and `send_message` refuses, until the peer
+/// acknowledges; the queued datagrams are let go, oldest first.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct ConnectionConfig {
@@ -41,14 +50,20 @@ pub struct ConnectionConfig {
     /// acknowledges them (default 4 MiB: one stream alone may fill its
     /// buffer, while several share the same memory, each entitled to an
     /// equal part). Fewer bytes to copy from keeps the copies into packets
-    /// in cache; large messages are not counted (each holds at most
-    /// `stream_send_buffer`, and their number is bounded by the peer).
+    /// in cache. Messages, even those on streams of their own, count
+    /// against `message_send_buffer` instead.
     pub send_buffer: usize,
-    /// Bytes of small messages (those that fit one packet) held until
-    /// acknowledged before `send_message` refuses more (default 16 MiB).
-    /// Larger messages are bounded by the peer's limit on concurrent
-    /// one-way streams instead.
+    /// Bytes of messages held until acknowledged before `send_message`
+    /// refuses more (default 16 MiB: a 1 GB/s path with 16 ms of round
+    /// trip). A large message (one that travels on a one-way stream of its
+    /// own) counts whole until its bytes are acknowledged; one larger than
+    /// this bound is taken when no other message is held. The peer's limit
+    /// on concurrent one-way streams can refuse a large message sooner.
     pub message_send_buffer: usize,
+    /// Unreliable datagrams queued to send before the oldest is dropped
+    /// (default 1 024): when the congestion window or a peer that
+    /// acknowledges nothing keeps them from going out, newer ones win.
+    pub datagram_send_queue: usize,
     /// The largest message accepted from the peer (default 1 GiB).
     pub max_message_size: u64,
     /// Bidirectional streams the peer may have open at once (default 100).
@@ -94,6 +109,7 @@ impl Default for ConnectionConfig {
             stream_send_buffer: 4 << 20,
             send_buffer: 4 << 20,
             message_send_buffer: 16 << 20,
+            datagram_send_queue: 1024,
             max_message_size: 1 << 30,
             max_concurrent_streams: 100,
             max_concurrent_messages: 64,
@@ -110,6 +126,21 @@ impl Default for ConnectionConfig {
 }
 
 impl ConnectionConfig {
+    /// Checks the bounds on what a connection holds to send: none may be
+    /// zero (nothing could be sent).
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        let bounds = [
+            ("stream_send_buffer", self.stream_send_buffer),
+            ("send_buffer", self.send_buffer),
+            ("message_send_buffer", self.message_send_buffer),
+            ("datagram_send_queue", self.datagram_send_queue),
+        ];
+        match bounds.into_iter().find(|(_, bound)| *bound == 0) {
+            Some((name, _)) => Err(ConfigError::ZeroSendBound(name)),
+            None => Ok(()),
+        }
+    }
+
     /// The path MTU search this configuration asks for.
     pub(crate) fn path_mtu(&self) -> PathMtuConfig {
         PathMtuConfig {
@@ -223,7 +254,7 @@ impl std::fmt::Display for CongestionKind {
 }
 
 /// An [`EndpointConfig`] value out of range: the chosen congestion
-/// controller's parameters.
+/// controller's parameters, or a bound on what a connection holds to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -236,6 +267,9 @@ pub enum ConfigError {
     /// Reno's parameters.
     #[error("Reno: {0}")]
     Reno(#[from] RenoConfigError),
+    /// A bound on what a connection holds to send is zero (the field named).
+    #[error("ConnectionConfig::{0} is zero: nothing could be sent")]
+    ZeroSendBound(&'static str),
 }
 
 /// How an endpoint behaves.
@@ -302,6 +336,27 @@ mod tests {
             };
             assert_eq!(built, name);
         }
+    }
+
+    #[test]
+    fn a_send_bound_of_zero_is_refused_by_name() {
+        assert_eq!(ConnectionConfig::default().validate(), Ok(()));
+        let no_messages = ConnectionConfig {
+            message_send_buffer: 0,
+            ..ConnectionConfig::default()
+        };
+        assert_eq!(
+            no_messages.validate(),
+            Err(ConfigError::ZeroSendBound("message_send_buffer"))
+        );
+        let no_datagrams = ConnectionConfig {
+            datagram_send_queue: 0,
+            ..ConnectionConfig::default()
+        };
+        assert_eq!(
+            no_datagrams.validate(),
+            Err(ConfigError::ZeroSendBound("datagram_send_queue"))
+        );
     }
 
     #[test]

@@ -160,10 +160,19 @@ impl Config {
     /// acknowledges them (default 4 MiB). One stream alone may use all of
     /// it (up to [`stream_send_buffer`](Self::stream_send_buffer)); several
     /// busy streams share it equally, so their writes take less each and
-    /// the bytes copied into packets stay in cache. Large messages are not
-    /// counted.
+    /// the bytes copied into packets stay in cache. Messages count against
+    /// [`message_send_buffer`](Self::message_send_buffer) instead.
     pub fn send_buffer(mut self, bytes: usize) -> Self {
         self.endpoint.connection.send_buffer = bytes;
+        self
+    }
+
+    /// Bytes of messages a connection holds until the peer acknowledges
+    /// them (default 16 MiB), large ones included: `send` waits while they
+    /// are held, whatever the peer allows. A message larger than this is
+    /// sent alone.
+    pub fn message_send_buffer(mut self, bytes: usize) -> Self {
+        self.endpoint.connection.message_send_buffer = bytes;
         self
     }
 

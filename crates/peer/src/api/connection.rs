@@ -108,9 +108,12 @@ impl Connection {
     }
 
     /// Sends a message of any size, delivered to the peer whole and exactly
-    /// once. Waits only while there is no room for it: the send buffer is
-    /// full or, for a message larger than a packet (which travels on a
-    /// one-way stream of its own), the peer allows no more such streams.
+    /// once. Waits only while there is no room for it: the messages held
+    /// until the peer acknowledges them fill
+    /// [`Config::message_send_buffer`](crate::Config::message_send_buffer)
+    /// (whatever the peer grants) or, for a message larger than a packet
+    /// (which travels on a one-way stream of its own), the peer allows no
+    /// more such streams.
     /// Any `Into<Bytes>` will do (`Vec<u8>`, `String`, a `&'static [u8]`);
     /// a `Bytes` is sent without a copy.
     pub async fn send(&self, message: impl Into<Bytes>) -> Result<(), Error> {

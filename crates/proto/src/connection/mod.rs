@@ -26,15 +26,18 @@
 //! commands and the event queue. The rest of the `impl` is split by
 //! concern, one file each, over this module's fields: `handshake`, `recv`
 //! (datagrams in, frame dispatch), `recovery` (ACKs and losses), `send`
-//! (packet assembly), `timers` and `close`. The types the application
-//! sees are in `error`, `event` and `stats`; what a connection is built
-//! from in `path`, `streams` and `carried`. These import nothing from the
+//! (packet assembly), `timers`, `close` and `figures` (stats and the
+//! bytes held). The types the application sees are in `error`, `event`
+//! and `stats`; what a connection is built from in `path`, `streams`,
+//! `carried` and `datagram_queue`. These import nothing from the
 //! files of the `impl`, and `streams` nothing from this module.
 
 mod carried;
 mod close;
+mod datagram_queue;
 mod error;
 mod event;
+mod figures;
 mod handshake;
 pub(crate) mod path;
 mod recovery;
@@ -54,7 +57,7 @@ use quanta::Instant;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
 use rand_core::CryptoRngCore;
-use tern_congestion::{AnyController, Controller, Pacer, PacerConfig, TokenBucket};
+use tern_congestion::{AnyController, Pacer, PacerConfig, TokenBucket};
 use tern_reliability::{
     AckFrequency, AckPolicy, AckPolicyConfig, AckRanges, LossConfig, LossDetector, RecoveryBuffer,
     ReplayWindow,
@@ -63,6 +66,7 @@ use tern_wire::{CloseKind, ConnectionKeys, PendingIntro, Transcript};
 
 use crate::{ConnectionConfig, Side, StreamId};
 use carried::CarriedRecord;
+use datagram_queue::DatagramQueue;
 pub use error::{ConnectionError, ProtocolError, ReadError, SendError, WriteError};
 pub use event::Event;
 use path::{ChallengeToken, Path};
@@ -191,7 +195,7 @@ pub struct Connection {
     inbox: VecDeque<(Bytes, bool)>,
     /// The application let go of it: nothing is kept for it to read.
     released: bool,
-    datagrams_out: VecDeque<Bytes>,
+    datagrams_out: DatagramQueue,
     datagrams_in: VecDeque<Bytes>,
     events: VecDeque<Event>,
     /// A graceful close waits for everything sent to be acknowledged.
@@ -274,7 +278,7 @@ impl Connection {
             messages_in: MessageReceiver::new(),
             inbox: VecDeque::new(),
             released: false,
-            datagrams_out: VecDeque::new(),
+            datagrams_out: DatagramQueue::new(config.datagram_send_queue),
             datagrams_in: VecDeque::new(),
             events: VecDeque::new(),
             close_when_drained: None,
@@ -342,32 +346,6 @@ impl Connection {
         self.error.as_ref()
     }
 
-    /// Figures about the connection.
-    pub fn stats(&self) -> ConnectionStats {
-        let mut stats = self.stats;
-        stats.rtt = self.loss.rtt().smoothed();
-        stats.congestion = self.config.congestion.kind();
-        stats.window = self.controller.window();
-        stats.bytes_in_flight = self.loss.bytes_in_flight();
-        let loss = self.loss.stats();
-        stats.lost_packets = loss.lost;
-        stats.spurious_losses = loss.spurious;
-        stats.undone_reductions = self.controller.undone_reductions();
-        stats.reordering_window = self.loss.reordering_window();
-        stats.path_mtu = self.path.mtu().current();
-        stats
-    }
-
-    /// Bytes this connection holds for data: stream buffers, messages held
-    /// until acknowledged, messages and datagrams not yet taken.
-    pub fn buffered_bytes(&self) -> usize {
-        self.streams.memory()
-            + self.messages_held
-            + self.inbox.iter().map(|(m, _)| m.len()).sum::<usize>()
-            + self.datagrams_in.iter().map(Bytes::len).sum::<usize>()
-            + self.datagrams_out.iter().map(Bytes::len).sum::<usize>()
-    }
-
     // ---- the application's commands ----
 
     /// Queues `event` unless the same one already waits: the queue holds
@@ -394,26 +372,25 @@ impl Connection {
 
     /// Queues a message of any size, delivered whole and exactly once. One
     /// that fits a packet travels in one frame; a larger one on a one-way
-    /// stream of its own. Refused (and given back) while the send buffer
-    /// is full.
+    /// stream of its own. Refused (and given back) while the messages held
+    /// until acknowledged would exceed `message_send_buffer`, whatever the
+    /// peer grants, or the peer allows no more large ones.
     pub fn send_message(&mut self, message: Bytes) -> Result<(), SendError> {
         if !self.is_open_for_data() {
             return Err(SendError::Closed);
         }
         let len = message.len();
+        let held = self.messages_held + self.streams.message_bytes();
+        if held > 0 && held.saturating_add(len) > self.config.message_send_buffer {
+            return Err(SendError::Blocked(message));
+        }
         if len > small_message_limit() {
             // A stream of its own: its bytes are the caller's, referenced,
-            // and copied into the stream's bounded buffer as it drains; the
-            // peer's limit on one-way streams bounds how many wait.
+            // and copied into the stream's bounded buffer as it drains.
             return self
                 .streams
                 .send_message(message)
                 .map_err(SendError::Blocked);
-        }
-        if self.messages_held > 0
-            && self.messages_held.saturating_add(len) > self.config.message_send_buffer
-        {
-            return Err(SendError::Blocked(message));
         }
         self.messages_out.push(message);
         self.streams.schedule(Turn::Messages, Urgency::New);
@@ -433,7 +410,8 @@ impl Connection {
     }
 
     /// Queues an unreliable datagram: sent once if it fits a packet, never
-    /// re-sent.
+    /// re-sent. When `datagram_send_queue` are already waiting, the oldest
+    /// is dropped (and counted) for it.
     pub fn send_datagram(&mut self, datagram: Bytes) -> Result<(), SendError> {
         if !self.is_open_for_data() {
             return Err(SendError::Closed);
@@ -442,7 +420,9 @@ impl Connection {
             self.stats.datagrams_dropped += 1;
             return Err(SendError::TooLarge(datagram.len()));
         }
-        self.datagrams_out.push_back(datagram);
+        if self.datagrams_out.push(datagram) {
+            self.stats.datagrams_dropped += 1;
+        }
         Ok(())
     }
 
@@ -541,6 +521,9 @@ impl Connection {
         }
         if self.streams.take_opened_by_peer() {
             self.notify(Event::StreamOpened);
+        }
+        if self.streams.take_message_room_released() {
+            self.notify(Event::MessagesWritable);
         }
     }
 }

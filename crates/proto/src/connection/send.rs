@@ -337,7 +337,7 @@ impl Connection {
                 if packet.push(&frame).is_err() {
                     break;
                 }
-                self.datagrams_out.pop_front();
+                self.datagrams_out.pop();
                 ack_eliciting = true;
             }
             ack_eliciting |= Self::write_data(

@@ -45,7 +45,11 @@ pub struct ConnectionStats {
     pub key_updates: u64,
     /// Address changes of the peer that were validated.
     pub migrations: u64,
-    /// Unreliable datagrams dropped: too large when sent, or the receive
-    /// queue was full.
+    /// Unreliable datagrams dropped: too large when sent, or the send or
+    /// receive queue was full.
     pub datagrams_dropped: u64,
+    /// Bytes held to send: stream bytes and messages until acknowledged,
+    /// datagrams until sent. Bounded by the configuration whatever the peer
+    /// grants (see [`ConnectionConfig`](crate::ConnectionConfig)).
+    pub send_memory: usize,
 }

@@ -144,7 +144,8 @@ impl Endpoint {
     /// `seed` seeds its cryptographic RNG (from the OS in production, fixed
     /// in a simulation); `now` and `wall` are the same moment on the
     /// monotonic and the wall clock. Fails only if the parameters of
-    /// `config`'s congestion controller are out of range.
+    /// `config`'s congestion controller are out of range, or a bound on
+    /// what a connection holds to send is zero.
     pub fn new(
         config: EndpointConfig,
         identity: Option<IdentityKey>,
@@ -153,6 +154,7 @@ impl Endpoint {
         wall: SystemTime,
     ) -> Result<Self, ConfigError> {
         let connection = &config.connection;
+        connection.validate()?;
         let controller = connection
             .congestion
             .controller(connection.max_udp_payload as u64)?;

@@ -17,16 +17,35 @@ use super::range_set::RangeSet;
 /// message: bounds what the receiver remembers to spot duplicates.
 pub(crate) const MESSAGE_WINDOW: u64 = 1 << 16;
 
+/// One message held until acknowledged.
+#[derive(Debug)]
+struct Held {
+    /// The message (`None` once acknowledged).
+    message: Option<Bytes>,
+    /// Its number is in the queue to send: it goes in at most once, so a
+    /// loss need not look through the queue to know.
+    queued: bool,
+}
+
 /// Messages waiting to be sent or acknowledged.
+///
+/// Every operation is O(1) amortised, however many messages wait: each
+/// number enters the queue once when pushed and once per loss, and leaves
+/// it once; acknowledged messages leave `held` from the front.
 #[derive(Debug, Default)]
 pub struct MessageSender {
     /// Number of the first message in `held`.
     base: u64,
-    /// Messages not yet acknowledged, by number from `base` (`None` once
-    /// acknowledged).
-    held: VecDeque<Option<Bytes>>,
+    /// Messages not yet acknowledged, by number from `base`.
+    held: VecDeque<Held>,
     /// Numbers to send: new ones and lost ones.
     queue: VecDeque<u64>,
+    /// Messages held, and their bytes.
+    held_count: usize,
+    held_bytes: usize,
+    /// Queue entries and slots looked at: what the tests count as work.
+    #[cfg(test)]
+    visited: u64,
 }
 
 impl MessageSender {
@@ -37,8 +56,13 @@ impl MessageSender {
 
     /// Queues `message`; returns its number.
     pub fn push(&mut self, message: Bytes) -> u64 {
-        let id = self.base + self.held.len() as u64;
-        self.held.push_back(Some(message));
+        let id = self.next_id();
+        self.held_count += 1;
+        self.held_bytes += message.len();
+        self.held.push_back(Held {
+            message: Some(message),
+            queued: true,
+        });
         self.queue.push_back(id);
         id
     }
@@ -50,17 +74,26 @@ impl MessageSender {
 
     /// Messages held until acknowledged.
     pub fn held(&self) -> usize {
-        self.held.iter().filter(|m| m.is_some()).count()
+        self.held_count
     }
 
     /// Bytes held until acknowledged.
     pub fn held_bytes(&self) -> usize {
-        self.held.iter().flatten().map(Bytes::len).sum()
+        self.held_bytes
     }
 
     /// Whether a message waits to be sent.
     pub fn wants_to_send(&self) -> bool {
         !self.queue.is_empty()
+    }
+
+    fn index(&self, id: u64) -> Option<usize> {
+        usize::try_from(id.checked_sub(self.base)?).ok()
+    }
+
+    fn slot_mut(&mut self, id: u64) -> Option<&mut Held> {
+        let index = self.index(id)?;
+        self.held.get_mut(index)
     }
 
     /// The next message to put in a packet, if `fits(number, size)` says
@@ -70,43 +103,49 @@ impl MessageSender {
     pub fn poll(&mut self, fits: impl FnOnce(u64, usize) -> bool) -> Option<(u64, &[u8])> {
         loop {
             let id = *self.queue.front()?;
-            let Some(Some(message)) = self.slot(id) else {
+            #[cfg(test)]
+            {
+                self.visited += 1;
+            }
+            let Some(len) = self
+                .slot_mut(id)
+                .and_then(|slot| slot.message.as_ref())
+                .map(Bytes::len)
+            else {
                 // Acknowledged after it was queued again: nothing to send.
                 self.queue.pop_front();
+                if let Some(slot) = self.slot_mut(id) {
+                    slot.queued = false;
+                }
                 continue;
             };
-            if !fits(id, message.len()) {
+            if !fits(id, len) {
                 return None;
             }
             self.queue.pop_front();
-            return self.slot(id).and_then(Option::as_deref).map(|m| (id, m));
+            let slot = self.slot_mut(id)?;
+            slot.queued = false;
+            return slot.message.as_deref().map(|m| (id, m));
         }
-    }
-
-    fn slot(&self, id: u64) -> Option<&Option<Bytes>> {
-        self.held
-            .get(usize::try_from(id.checked_sub(self.base)?).ok()?)
     }
 
     /// Message `id` was acknowledged: it is dropped. Returns its size the
     /// first time (0 for a repeated acknowledgement).
     pub fn on_acked(&mut self, id: u64) -> usize {
-        let Some(index) = id
-            .checked_sub(self.base)
-            .and_then(|i| usize::try_from(i).ok())
-        else {
+        let Some(message) = self.slot_mut(id).and_then(|slot| slot.message.take()) else {
             return 0;
         };
-        let freed = self
-            .held
-            .get_mut(index)
-            .and_then(Option::take)
-            .map_or(0, |m| m.len());
-        while self.held.front().is_some_and(Option::is_none) {
+        self.held_count -= 1;
+        self.held_bytes -= message.len();
+        while self.held.front().is_some_and(|slot| slot.message.is_none()) {
+            #[cfg(test)]
+            {
+                self.visited += 1;
+            }
             self.held.pop_front();
             self.base += 1;
         }
-        freed
+        message.len()
     }
 
     /// The oldest message not yet acknowledged (the next one when none is
@@ -115,9 +154,13 @@ impl MessageSender {
         self.base
     }
 
-    /// The packet with message `id` was lost: it is sent again.
+    /// The packet with message `id` was lost: it is sent again, first.
     pub fn on_lost(&mut self, id: u64) {
-        if matches!(self.slot(id), Some(Some(_))) && !self.queue.contains(&id) {
+        if let Some(slot) = self.slot_mut(id)
+            && slot.message.is_some()
+            && !slot.queued
+        {
+            slot.queued = true;
             self.queue.push_front(id);
         }
     }
@@ -169,6 +212,9 @@ impl MessageReceiver {
         self.duplicates
     }
 }
+
+#[cfg(test)]
+mod sender_tests;
 
 #[cfg(test)]
 mod tests {

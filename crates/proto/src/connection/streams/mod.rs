@@ -93,6 +93,9 @@ struct Outgoing {
     /// What the stream counts against the connection's send budget (an
     /// application stream's; a message's counts nothing).
     charge: Charge,
+    /// What a large message's stream counts against the messages' bound:
+    /// the bytes not yet copied in and those held until acknowledged.
+    message_held: usize,
     /// The last write took less than it was given.
     wants_room: bool,
     /// The stream is on the waiting list for a writable event.
@@ -193,6 +196,12 @@ pub(super) struct Streams {
     waiting: Vec<StreamId>,
     /// Room was released since the waiting list was last looked at.
     room_released: bool,
+    /// Bytes the large messages' streams hold together (see
+    /// `Outgoing::message_held`): they count with the small messages
+    /// against the connection's bound on messages.
+    message_bytes: usize,
+    /// Some of `message_bytes` was released since the last look.
+    message_room_released: bool,
     stream_receive_window: u64,
     max_message_size: u64,
     concurrent: [u64; 2],
@@ -256,6 +265,8 @@ impl Streams {
             budget: SendBudget::new(config.send_buffer),
             waiting: Vec::new(),
             room_released: false,
+            message_bytes: 0,
+            message_room_released: false,
             stream_receive_window: config.stream_receive_window.max(INITIAL_STREAM_WINDOW),
             max_message_size: config.max_message_size,
             concurrent,
@@ -492,7 +503,11 @@ impl Streams {
     /// Bytes buffered on this side for streams: sent and unacknowledged or
     /// unsent, plus what was received and not yet read.
     pub(super) fn memory(&self) -> usize {
-        let out: usize = self.outgoing.values().map(|o| o.data.buffered()).sum();
+        let out: usize = self
+            .outgoing
+            .values()
+            .map(|o| o.data.buffered() + o.message.as_ref().map_or(0, Bytes::len))
+            .sum();
         let inc: usize = self
             .incoming
             .values()

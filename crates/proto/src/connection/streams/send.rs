@@ -29,6 +29,7 @@ impl Streams {
             message: None,
             reset_code: None,
             charge: Charge::default(),
+            message_held: 0,
             wants_room: false,
             waiting: false,
         }
@@ -41,6 +42,8 @@ impl Streams {
             return Err(message);
         };
         let mut out = self.new_outgoing();
+        out.message_held = message.len();
+        self.message_bytes += message.len();
         out.message = Some(message);
         Self::pump_message(&mut out);
         self.outgoing.insert(id, out);
@@ -59,6 +62,25 @@ impl Streams {
             out.message = None;
             out.data.finish();
         }
+    }
+
+    /// Brings a large message's count against the messages' bound up to
+    /// date; returns whether bytes were released.
+    fn settle_message(out: &mut Outgoing, total: &mut usize) -> bool {
+        let held = out.message.as_ref().map_or(0, Bytes::len) + out.data.buffered();
+        let old = std::mem::replace(&mut out.message_held, held);
+        *total = *total - old + held;
+        held < old
+    }
+
+    /// Bytes the large messages hold until acknowledged, together.
+    pub(in crate::connection) fn message_bytes(&self) -> usize {
+        self.message_bytes
+    }
+
+    /// Whether large messages released bytes since the last look.
+    pub(in crate::connection) fn take_message_room_released(&mut self) -> bool {
+        std::mem::take(&mut self.message_room_released)
     }
 
     pub(in crate::connection) fn write(
@@ -142,6 +164,8 @@ impl Streams {
     fn remove_outgoing(&mut self, id: StreamId) {
         if let Some(out) = self.outgoing.remove(&id) {
             self.room_released |= self.budget.recharge(out.charge, Charge::default());
+            self.message_bytes -= out.message_held;
+            self.message_room_released |= out.message_held > 0;
         }
         self.turns.remove(Turn::Stream(id));
     }
@@ -218,6 +242,11 @@ impl Streams {
         {
             out.reset_code = Some(frame.error_code);
             out.data.reset();
+            if id.direction() == Direction::Uni {
+                // A large message the peer refuses: its bytes go at once.
+                out.message = None;
+                self.message_room_released |= Self::settle_message(out, &mut self.message_bytes);
+            }
             self.room_released |= Self::settle(out, &mut self.budget);
             self.resets_due.push(id);
             self.turns.remove(Turn::Stream(id));
@@ -279,8 +308,11 @@ impl Streams {
             if out.data.wants_to_send(out.credit.limit()) {
                 self.turns.schedule(Turn::Stream(id), Urgency::New);
             }
-        } else if id.direction() == Direction::Bi {
+        }
+        if id.direction() == Direction::Bi {
             self.room_released |= Self::settle(out, &mut self.budget);
+        } else {
+            self.message_room_released |= Self::settle_message(out, &mut self.message_bytes);
         }
         if out.data.is_done() {
             self.remove_outgoing(id);

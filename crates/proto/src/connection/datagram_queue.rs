@@ -1,0 +1,82 @@
+//! Unreliable datagrams the application queued, until a packet has room:
+//! a bounded queue that lets the oldest go when full. A datagram is never
+//! re-sent, so one that waited behind a full congestion window (or a peer
+//! that acknowledges nothing) is worth less than a newer one, and the
+//! application is never made to wait for it.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+/// Datagrams to send, at most `capacity` of them.
+#[derive(Debug)]
+pub(super) struct DatagramQueue {
+    queue: VecDeque<Bytes>,
+    /// Their bytes together.
+    bytes: usize,
+    capacity: usize,
+}
+
+impl DatagramQueue {
+    /// An empty queue of at most `capacity` datagrams (at least one).
+    pub(super) fn new(capacity: usize) -> Self {
+        Self {
+            queue: VecDeque::new(),
+            bytes: 0,
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Queues `datagram`; returns whether the oldest was dropped for it.
+    pub(super) fn push(&mut self, datagram: Bytes) -> bool {
+        let dropped = self.queue.len() >= self.capacity;
+        if dropped && let Some(oldest) = self.queue.pop_front() {
+            self.bytes -= oldest.len();
+        }
+        self.bytes += datagram.len();
+        self.queue.push_back(datagram);
+        dropped
+    }
+
+    /// The next datagram to send.
+    pub(super) fn front(&self) -> Option<&Bytes> {
+        self.queue.front()
+    }
+
+    /// The next datagram went out.
+    pub(super) fn pop(&mut self) {
+        if let Some(sent) = self.queue.pop_front() {
+            self.bytes -= sent.len();
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Bytes queued.
+    pub(super) fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_queue_drops_its_oldest_and_counts_bytes() {
+        let mut queue = DatagramQueue::new(2);
+        assert!(!queue.push(Bytes::from_static(b"a")));
+        assert!(!queue.push(Bytes::from_static(b"bb")));
+        assert!(queue.push(Bytes::from_static(b"ccc")));
+        assert_eq!(queue.bytes(), 5);
+        assert_eq!(queue.front().map(|d| &d[..]), Some(&b"bb"[..]));
+        queue.pop();
+        queue.pop();
+        assert!(queue.is_empty());
+        assert_eq!(queue.bytes(), 0);
+        queue.pop();
+        assert_eq!(queue.bytes(), 0);
+    }
+}

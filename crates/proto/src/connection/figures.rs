@@ -1,0 +1,47 @@
+//! What a connection reports about itself: its figures
+//! ([`ConnectionStats`]) and the bytes it holds for data, to send and
+//! received — what an endpoint-wide budget sums over its connections.
+
+use bytes::Bytes;
+use tern_congestion::Controller;
+
+use super::{Connection, ConnectionStats};
+
+impl Connection {
+    /// Figures about the connection.
+    pub fn stats(&self) -> ConnectionStats {
+        let mut stats = self.stats;
+        stats.rtt = self.loss.rtt().smoothed();
+        stats.congestion = self.config.congestion.kind();
+        stats.window = self.controller.window();
+        stats.bytes_in_flight = self.loss.bytes_in_flight();
+        let loss = self.loss.stats();
+        stats.lost_packets = loss.lost;
+        stats.spurious_losses = loss.spurious;
+        stats.undone_reductions = self.controller.undone_reductions();
+        stats.reordering_window = self.loss.reordering_window();
+        stats.path_mtu = self.path.mtu().current();
+        stats.send_memory = self.send_memory();
+        stats
+    }
+
+    /// Bytes this connection holds for data: stream buffers, messages held
+    /// until acknowledged, messages and datagrams not yet taken.
+    pub fn buffered_bytes(&self) -> usize {
+        self.streams.memory()
+            + self.messages_held
+            + self.inbox.iter().map(|(m, _)| m.len()).sum::<usize>()
+            + self.datagrams_in.iter().map(Bytes::len).sum::<usize>()
+            + self.datagrams_out.bytes()
+    }
+
+    /// Bytes held to send, bounded by the configuration alone (see
+    /// [`ConnectionConfig`](crate::ConnectionConfig)): stream bytes and
+    /// messages until acknowledged, datagrams until sent. O(1).
+    pub(crate) fn send_memory(&self) -> usize {
+        self.streams.send_buffered()
+            + self.streams.message_bytes()
+            + self.messages_held
+            + self.datagrams_out.bytes()
+    }
+}
