@@ -72,8 +72,8 @@ pub struct ConnectionConfig {
     /// what was sent, from the close and again from each acknowledgement
     /// that freed data, before it gives up on the rest and sends its Close
     /// anyway: a peer that stops reading or acknowledging cannot hold a
-    /// closing connection open. Default `None`: four probe timeouts as
-    /// they stand at that moment.
+    /// closing connection open. Default `None`: four probe timeouts
+    /// (without back-off) as they stand at that moment.
     pub close_drain_timeout: Option<Duration>,
     /// The round-trip time assumed before the first sample (default 333 ms,
     /// RFC 9002 §6.2.2); the intro is first re-sent after three times it.

@@ -74,3 +74,24 @@ fn the_drain_timeout_is_configurable() {
     let error = attacker.connection().and_then(|c| c.error().cloned());
     assert_eq!(error, Some(ConnectionError::LocallyClosed { code: 9 }));
 }
+
+#[test]
+fn a_close_after_a_long_silence_is_not_stretched_by_the_backed_off_probe_timeout() {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    let connection = attacker.connection().expect("open");
+    connection
+        .send_message(Bytes::from(vec![7u8; 100_000]))
+        .expect("queued");
+    // Twenty seconds of probes nobody acknowledges back the probe timeout
+    // off to seconds.
+    ping_for(&mut attacker, Duration::from_secs(20));
+    let now = attacker.now();
+    let connection = attacker.connection().expect("open");
+    connection.close(now, 9, Bytes::new());
+    ping_for(&mut attacker, Duration::from_secs(10));
+    assert!(sent_application_close(&mut attacker), "gave up");
+    assert!(
+        attacker.connection().is_none(),
+        "and its closing period ended"
+    );
+}

@@ -13,8 +13,8 @@ use super::error::{ConnectionError, ProtocolError};
 use super::event::Event;
 use super::{Connection, State};
 
-/// Probe timeouts a graceful close waits for the peer's next
-/// acknowledgement of data, unless the configuration says otherwise.
+/// Probe timeouts (without back-off) a graceful close waits for the peer's
+/// next acknowledgement of data, unless the configuration says otherwise.
 const DRAIN_PTOS: u32 = 4;
 
 /// A graceful close waiting for everything sent to be acknowledged.
@@ -71,11 +71,22 @@ impl Connection {
         self.loss.pto() * 3
     }
 
+    /// The probe timeout without its back-off: what this side's close is
+    /// counted in (the drain timeout, the closing period), so that a peer
+    /// that stopped answering (which backs the probe timeout off, up to
+    /// 2^16 times) cannot stretch it.
+    fn base_pto(&self) -> Duration {
+        let loss = self.loss.config();
+        self.loss
+            .rtt()
+            .pto_base(loss.granularity, loss.peer_max_ack_delay)
+    }
+
     /// How long a graceful close waits for progress.
     fn drain_timeout(&self) -> Duration {
         self.config
             .close_drain_timeout
-            .unwrap_or_else(|| self.loss.pto() * DRAIN_PTOS)
+            .unwrap_or_else(|| self.base_pto() * DRAIN_PTOS)
     }
 
     /// What the connection holds for data, sent and received: the measure
@@ -102,7 +113,7 @@ impl Connection {
             return;
         }
         self.state = State::Closing {
-            until: now + self.three_ptos(),
+            until: now + self.base_pto() * 3,
             resend_at: now + self.loss.pto(),
         };
         self.close_frame = Some((kind, code, reason));
