@@ -38,7 +38,13 @@
 //! download.read_to_end(&mut received).await?;
 //! assert_eq!(received, b"a file's bytes");
 //!
+//! // Delivers what was sent first, then tells the peer; returns once the
+//! // peer has acknowledged everything (or stopped acknowledging for the
+//! // drain timeout) and the Close is queued.
 //! to_server.close(0, Bytes::from_static(b"done")).await;
+//! // Dropping every handle would still let the Close leave; a program about
+//! // to end its runtime waits for that.
+//! client.wait_idle().await;
 //! # Ok(())
 //! # }
 //! ```
@@ -121,6 +127,7 @@ pub use tern_sockio as sockio;
 
 pub use api::{Config, ConnectError, Connection, Endpoint, Error, Stats, Stream};
 pub use bytes::Bytes;
+pub use driver::StopCause;
 pub use proto::{CongestionConfig, CongestionKind, ConnectionError, ConnectionStats, StreamId};
 pub use tern_sockio::Backend;
 pub use tern_wire::{IdentityKey, PublicIdentity};

@@ -83,6 +83,13 @@ pub struct ConnectionConfig {
     pub idle_timeout: Duration,
     /// How long a handshake may take before `connect` fails (default 10 s).
     pub handshake_timeout: Duration,
+    /// How long a graceful close waits for the peer to acknowledge more of
+    /// what was sent, from the close and again from each acknowledgement
+    /// that freed data, before it gives up on the rest and sends its Close
+    /// anyway: a peer that stops reading or acknowledging cannot hold a
+    /// closing connection open. Default `None`: four probe timeouts
+    /// (without back-off) as they stand at that moment.
+    pub close_drain_timeout: Option<Duration>,
     /// The round-trip time assumed before the first sample (default 333 ms,
     /// RFC 9002 §6.2.2); the intro is first re-sent after three times it.
     pub initial_rtt: Duration,
@@ -117,6 +124,7 @@ impl Default for ConnectionConfig {
             keep_alive: Some(Duration::from_secs(10)),
             idle_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
+            close_drain_timeout: None,
             initial_rtt: tern_reliability::DEFAULT_INITIAL_RTT,
             max_ack_delay: Duration::from_millis(25),
             congestion: CongestionConfig::default(),

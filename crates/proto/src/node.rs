@@ -87,6 +87,15 @@ pub trait Node {
     fn end_turn(&mut self, now: Instant) {
         let _ = now;
     }
+
+    /// Whether the node holds nothing more to send or wait for (asked after
+    /// [`end_turn`](Self::end_turn)). A driver whose application handles
+    /// are all gone keeps running the node until it is idle, so that a
+    /// close queued on the way out still leaves; the default says it always
+    /// is.
+    fn is_idle(&mut self) -> bool {
+        true
+    }
 }
 
 /// What one [`Node::poll_transmit`] call may write.

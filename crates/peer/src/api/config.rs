@@ -76,6 +76,14 @@ impl Config {
         self
     }
 
+    /// Once the last handle of the endpoint is dropped, how long its
+    /// driver may run on for its connections to drain and close (default
+    /// 10 s). See [`DriverConfig::drain_timeout`].
+    pub fn drain_timeout(mut self, time: Duration) -> Self {
+        self.driver = self.driver.drain_timeout(time);
+        self
+    }
+
     /// A cap on each connection's sending rate, in bytes per second (token
     /// bucket; default none).
     pub fn rate_limit(mut self, bytes_per_second: Option<u64>) -> Self {

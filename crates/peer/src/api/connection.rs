@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::error::Error;
 use super::state::{EndpointState, Slot, SlotId};
 use super::stream::Stream;
-use crate::driver::{DriverHandle, DriverStopped};
+use crate::driver::{DriverHandle, DriverStopped, StopCause};
 use crate::proto::{Connection as ProtoConnection, ConnectionStats, SendError};
 
 /// One connection: whole messages of any size, unreliable datagrams, and
@@ -43,7 +43,7 @@ pub(crate) fn ended(slot: &Slot, connection: Option<&ProtoConnection>) -> Error 
     match (&slot.closed, connection.and_then(ProtoConnection::error)) {
         (Some(error), _) | (None, Some(error)) => Error::Connection(error.clone()),
         (None, None) if connection.is_some() => Error::Closing,
-        (None, None) => Error::EndpointStopped,
+        (None, None) => Error::Abandoned,
     }
 }
 
@@ -87,7 +87,7 @@ impl Connection {
         self.inner
             .driver
             .with_node_unwoken(|state| state.connection(slot).map(|(s, c)| f(s, c)))?
-            .ok_or(DriverStopped)
+            .ok_or(DriverStopped::new(StopCause::Stopped))
     }
 
     /// One poll of an operation: `f` decides, and the driver is woken if it
@@ -253,12 +253,16 @@ impl Connection {
     /// Returns when [`closed`](Self::closed) does: once the peer has
     /// acknowledged every message and stream byte sent and the Close is
     /// queued for the driver to send (not once it is sent or received), or
-    /// sooner if the connection ends otherwise (the peer closes it, it
-    /// times out, the endpoint stops). A connection still in its handshake
-    /// ends at once, without a Close. The endpoint then holds the
-    /// connection for its closing period (three probe timeouts), repeating
-    /// the Close to a peer that still sends;
-    /// [`Endpoint::wait_idle`](crate::Endpoint::wait_idle) waits for that.
+    /// once the peer acknowledged nothing more for the drain timeout
+    /// ([`ConnectionConfig::close_drain_timeout`](crate::proto::ConnectionConfig::close_drain_timeout):
+    /// the rest is abandoned and the Close queued), or sooner if the
+    /// connection ends otherwise (the peer closes it, it times out, the
+    /// endpoint stops). A connection still in its handshake ends at once,
+    /// without a Close. The endpoint then holds the connection for its
+    /// closing period (three probe timeouts), repeating the Close to a
+    /// peer that still sends, and its driver sends it even if every handle
+    /// is dropped; [`Endpoint::wait_idle`](crate::Endpoint::wait_idle)
+    /// waits for that.
     pub async fn close(&self, code: u64, reason: impl Into<Bytes>) {
         let reason = reason.into();
         let now = self.inner.driver.now();

@@ -3,8 +3,9 @@
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::task::Poll;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use rand_core::{OsRng, RngCore};
 use tern_sockio::{Backend, CounterSnapshot};
@@ -17,17 +18,45 @@ use super::state::EndpointState;
 use crate::driver::{Driver, DriverHandle, DriverStats};
 use crate::proto::{self, EndpointStats};
 
+/// How much longer than the handshake timeout `connect` waits for the
+/// protocol to report the handshake's end before it ends it itself.
+const HANDSHAKE_GRACE: Duration = Duration::from_millis(500);
+
 /// One UDP socket and every connection on it, run by one driver task.
 ///
 /// [`bind`](Self::bind) opens the socket and spawns the driver on the
-/// current tokio runtime. Clones share the endpoint; it runs while an
-/// `Endpoint` or a [`Connection`] of it exists, and stops when the last is
-/// dropped (a connection dropped while open is first closed gracefully,
-/// if the endpoint still runs to send it).
+/// current tokio runtime. Clones share the endpoint. When the last
+/// `Endpoint` is dropped, new connections are refused and those not yet
+/// accepted are closed; its [`Connection`]s keep working. When the last
+/// `Endpoint` and `Connection` are gone (a connection dropped while open
+/// is closed gracefully), the driver runs on until every connection has
+/// drained and closed, within the protocol's deadlines (a graceful close
+/// gives up on a peer that stops acknowledging, see
+/// [`ConnectionConfig::close_drain_timeout`](crate::proto::ConnectionConfig::close_drain_timeout))
+/// and at most [`Config::drain_timeout`]; then it stops. The driver is a
+/// task of the runtime: a runtime shut down first ends it there, so a
+/// program that wants its last data delivered awaits
+/// [`wait_idle`](Self::wait_idle) before it returns.
 #[derive(Clone, Debug)]
 pub struct Endpoint {
     driver: DriverHandle<EndpointState>,
     public: Option<PublicIdentity>,
+    /// The protocol's handshake timeout: `connect`'s own deadline too.
+    handshake_timeout: Duration,
+    /// Shut when the last `Endpoint` goes.
+    _door: Arc<Door>,
+}
+
+/// Refuses new connections when the last [`Endpoint`] is dropped: nobody
+/// can accept them any more.
+#[derive(Debug)]
+struct Door(DriverHandle<EndpointState>);
+
+impl Drop for Door {
+    fn drop(&mut self) {
+        let now = self.0.now();
+        let _ = self.0.with_node(|state| state.refuse_connections(now, 0));
+    }
 }
 
 /// Figures about an endpoint: the protocol's, the driver's and the
@@ -73,17 +102,22 @@ impl Endpoint {
         )
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let public = proto.public();
+        let handshake_timeout = endpoint_config.connection.handshake_timeout;
         let (driver, handle) = Driver::bind(addr, EndpointState::new(proto), &driver_config)?;
         tokio::spawn(driver.run());
         Ok(Self {
+            _door: Arc::new(Door(handle.clone())),
             driver: handle,
             public,
+            handshake_timeout,
         })
     }
 
     /// Connects to the endpoint at `addr` whose identity is `identity`:
     /// one round trip. Fails with [`ConnectError::HandshakeTimedOut`] when
-    /// nobody answers with that key within the handshake timeout.
+    /// nobody answers with that key within the handshake timeout, and ends
+    /// with an error by then whatever happened (the protocol gave the
+    /// connection up, the endpoint stopped).
     pub async fn connect(
         &self,
         addr: SocketAddr,
@@ -97,7 +131,7 @@ impl Endpoint {
             Ok::<_, ConnectError>(state.add(handle))
         })??;
         let connection = Connection::new(self.driver.clone(), slot);
-        poll_fn(|cx| {
+        let handshake = poll_fn(|cx| {
             connection.with_slot(|slot, _| {
                 if slot.connected {
                     return Poll::Ready(Ok(()));
@@ -105,24 +139,32 @@ impl Endpoint {
                 if let Some(error) = &slot.closed {
                     return Poll::Ready(Err(ConnectError::from(error.clone())));
                 }
+                if slot.handle.is_none() {
+                    return Poll::Ready(Err(ConnectError::Abandoned));
+                }
                 slot.connect.register(cx);
                 Poll::Pending
             })?
-        })
-        .await?;
+        });
+        // The protocol's own deadline ends the handshake first; this one
+        // (a little later, for the driver's turn) holds whatever happens.
+        let deadline = self.handshake_timeout + HANDSHAKE_GRACE;
+        match tokio::time::timeout(deadline, handshake).await {
+            Ok(outcome) => outcome?,
+            Err(_) => return Err(ConnectError::HandshakeTimedOut),
+        }
         Ok(connection)
     }
 
     /// The next connection a peer opened; `None` once the endpoint has
-    /// stopped, or after [`close`](Self::close) when no connection waits
-    /// to be taken.
+    /// stopped or after [`close`](Self::close).
     pub async fn accept(&self) -> Option<Connection> {
         let slot = poll_fn(|cx| {
             let taken = self.driver.with_node_unwoken(|state| {
                 if let Some(slot) = state.incoming.pop_front() {
                     return Poll::Ready(Some(slot));
                 }
-                if state.closing {
+                if state.closing.is_some() {
                     return Poll::Ready(None);
                 }
                 state.accept.register(cx);
@@ -135,10 +177,11 @@ impl Endpoint {
     }
 
     /// Closes gracefully every connection the endpoint holds (what was
-    /// sent is delivered first), and makes [`accept`](Self::accept) return
-    /// `None` rather than wait. It does not refuse new connections: the
-    /// protocol still answers intros, and a connection a peer opens
-    /// afterwards is established, queued for `accept`, and not closed.
+    /// sent is delivered first) and refuses new ones: intros are dropped
+    /// unread (counted in [`EndpointStats::intros_declined`]), a connection
+    /// whose handshake was under way is closed when it completes, and
+    /// [`accept`](Self::accept) returns `None` from now on (connections
+    /// that waited to be accepted are closed too).
     /// [`wait_idle`](Self::wait_idle) waits until the endpoint holds no
     /// connection.
     pub fn close(&self, code: u64) {

@@ -3,7 +3,7 @@
 
 use std::io;
 
-use crate::driver::DriverStopped;
+use crate::driver::{DriverStopped, StopCause};
 use crate::proto::{self, ConnectionError, ReadError, WriteError};
 
 /// Why `connect` failed.
@@ -21,9 +21,13 @@ pub enum ConnectError {
     /// could not be made.
     #[error("{0}")]
     Start(#[from] proto::ConnectError),
-    /// The endpoint's driver has stopped.
-    #[error("the endpoint has stopped")]
-    EndpointStopped,
+    /// The endpoint's driver has ended, for this cause.
+    #[error("the endpoint has stopped: {0}")]
+    EndpointStopped(StopCause),
+    /// The protocol gave the connection up during the handshake without
+    /// reporting why (a handshake it found forged, replayed or lost).
+    #[error("the handshake was abandoned")]
+    Abandoned,
 }
 
 impl From<ConnectionError> for ConnectError {
@@ -36,8 +40,8 @@ impl From<ConnectionError> for ConnectError {
 }
 
 impl From<DriverStopped> for ConnectError {
-    fn from(_: DriverStopped) -> Self {
-        Self::EndpointStopped
+    fn from(e: DriverStopped) -> Self {
+        Self::EndpointStopped(e.cause)
     }
 }
 
@@ -63,14 +67,17 @@ pub enum Error {
     /// The connection is closing: this side called `close`.
     #[error("the connection is closing")]
     Closing,
-    /// The endpoint's driver has stopped.
-    #[error("the endpoint has stopped")]
-    EndpointStopped,
+    /// The endpoint's driver has ended, for this cause.
+    #[error("the endpoint has stopped: {0}")]
+    EndpointStopped(StopCause),
+    /// The endpoint let the connection go without reporting why.
+    #[error("the connection was abandoned")]
+    Abandoned,
 }
 
 impl From<DriverStopped> for Error {
-    fn from(_: DriverStopped) -> Self {
-        Self::EndpointStopped
+    fn from(e: DriverStopped) -> Self {
+        Self::EndpointStopped(e.cause)
     }
 }
 
@@ -94,9 +101,10 @@ impl From<Error> for io::Error {
     fn from(e: Error) -> Self {
         let kind = match &e {
             Error::Connection(ConnectionError::TimedOut) => io::ErrorKind::TimedOut,
-            Error::Connection(_) | Error::Closing | Error::EndpointStopped => {
-                io::ErrorKind::NotConnected
-            }
+            Error::Connection(_)
+            | Error::Closing
+            | Error::EndpointStopped(_)
+            | Error::Abandoned => io::ErrorKind::NotConnected,
             Error::Reset(_) | Error::Stopped(_) => io::ErrorKind::ConnectionReset,
             Error::DatagramTooLarge(_) => io::ErrorKind::InvalidInput,
             Error::UnknownStream => io::ErrorKind::BrokenPipe,

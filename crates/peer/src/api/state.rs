@@ -126,8 +126,10 @@ pub(crate) struct EndpointState {
     pub(crate) accept: Wakers,
     /// Waiters for the endpoint to hold no connection.
     pub(crate) idle: Wakers,
-    /// No more `accept`: the endpoint is shutting down.
-    pub(crate) closing: bool,
+    /// No more `accept`, and new connections are refused: the endpoint is
+    /// shutting down, and closes with this code a connection whose
+    /// handshake was under way.
+    pub(crate) closing: Option<u64>,
 }
 
 impl EndpointState {
@@ -140,7 +142,7 @@ impl EndpointState {
             incoming: VecDeque::new(),
             accept: Wakers::default(),
             idle: Wakers::default(),
-            closing: false,
+            closing: None,
         }
     }
 
@@ -172,6 +174,9 @@ impl EndpointState {
     fn detach(&mut self, id: SlotId) {
         if let Some(slot) = self.slots.get_mut(&id) {
             slot.handle = None;
+            // Whoever waits learns that it is gone, with or without the
+            // event that should have said so.
+            slot.wake_everyone();
             if slot.released {
                 self.slots.remove(&id);
             }
@@ -203,10 +208,21 @@ impl EndpointState {
         }
     }
 
+    /// Refuses new connections, and closes with `code` those that wait to
+    /// be accepted: nobody will take them. `accept` returns `None` from now
+    /// on.
+    pub(crate) fn refuse_connections(&mut self, now: Instant, code: u64) {
+        self.closing = Some(code);
+        self.proto.refuse_connections();
+        self.accept.wake_all();
+        while let Some(id) = self.incoming.pop_front() {
+            self.release(now, id, code);
+        }
+    }
+
     /// Closes every connection gracefully and refuses new ones.
     pub(crate) fn close_all(&mut self, now: Instant, code: u64) {
-        self.closing = true;
-        self.accept.wake_all();
+        self.refuse_connections(now, code);
         for &handle in self.by_handle.keys() {
             if let Some(connection) = self.proto.connection(handle) {
                 connection.close(now, code, Bytes::new());
@@ -215,7 +231,7 @@ impl EndpointState {
     }
 
     /// Takes the protocol's events and wakes whoever they concern.
-    fn dispatch(&mut self) {
+    fn dispatch(&mut self, now: Instant) {
         while let Some((handle, event)) = self.proto.poll_event() {
             let id = match self.by_handle.get(&handle) {
                 Some(&id) => id,
@@ -251,6 +267,11 @@ impl EndpointState {
         }
         while let Some(handle) = self.proto.accept() {
             if let Some(&id) = self.by_handle.get(&handle) {
+                if let Some(code) = self.closing {
+                    // Its handshake began before the endpoint closed.
+                    self.release(now, id, code);
+                    continue;
+                }
                 self.incoming.push_back(id);
                 self.accept.wake_all();
             }
@@ -277,6 +298,18 @@ impl EndpointState {
             if let Some(id) = self.by_handle.remove(&handle) {
                 self.detach(id);
             }
+        }
+    }
+}
+
+/// The driver drops the state when it ends: whoever still waits is woken
+/// and finds the endpoint stopped.
+impl Drop for EndpointState {
+    fn drop(&mut self) {
+        self.accept.wake_all();
+        self.idle.wake_all();
+        for slot in self.slots.values_mut() {
+            slot.wake_everyone();
         }
     }
 }
@@ -313,8 +346,12 @@ impl Node for EndpointState {
         self.proto.handle_send_refused(now, destination, reason);
     }
 
-    fn end_turn(&mut self, _now: Instant) {
-        self.dispatch();
+    fn end_turn(&mut self, now: Instant) {
+        self.dispatch(now);
+    }
+
+    fn is_idle(&mut self) -> bool {
+        self.proto.is_empty()
     }
 }
 

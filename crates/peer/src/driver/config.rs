@@ -18,6 +18,7 @@ pub struct DriverConfig {
     recv_batches_per_turn: usize,
     reuse_port: bool,
     busy_poll: Duration,
+    drain_timeout: Duration,
 }
 
 impl Default for DriverConfig {
@@ -33,6 +34,7 @@ impl Default for DriverConfig {
             recv_batches_per_turn: 4,
             reuse_port: false,
             busy_poll: Duration::ZERO,
+            drain_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -114,6 +116,21 @@ impl DriverConfig {
     pub fn busy_poll(mut self, time: Duration) -> Self {
         self.busy_poll = time;
         self
+    }
+
+    /// Once every handle is dropped, how long the driver may keep running
+    /// the node until it is idle ([`Node::is_idle`](crate::proto::Node::is_idle):
+    /// for an endpoint, its connections closed and drained) before it stops
+    /// anyway. Default 10 s; the protocol's own deadlines (a graceful
+    /// close's drain timeout, the closing period) normally end it sooner.
+    pub fn drain_timeout(mut self, time: Duration) -> Self {
+        self.drain_timeout = time;
+        self
+    }
+
+    /// The configured drain timeout.
+    pub fn drain_time(&self) -> Duration {
+        self.drain_timeout
     }
 
     /// The configured busy-polling time (zero: off).

@@ -5,8 +5,8 @@ use std::future::{Future, poll_fn};
 use std::io;
 use std::net::SocketAddr;
 use std::pin::pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -15,6 +15,8 @@ use tokio::sync::Notify;
 
 use crate::driver::config::DriverConfig;
 use crate::driver::send_arena::{Filled, SendArena};
+use crate::driver::stats::{DriverStats, Stats, bump};
+use crate::driver::stopped::{DriverStopped, StopCause, Stopped};
 use crate::proto::Node;
 
 /// How often the mapping from the node's clock (quanta) to tokio's timer
@@ -54,10 +56,17 @@ pub struct Driver<N> {
 
 /// What the driver and its handles share.
 struct Shared<N> {
-    /// The node; `None` once the driver has stopped and given it back.
+    /// The node; `None` once the driver has ended (and given it back, or
+    /// dropped it).
     node: Mutex<Option<N>>,
+    /// Why the driver ended, once it has.
+    cause: OnceLock<StopCause>,
     wake: Notify,
+    /// [`DriverHandle::stop`] was called: stop after this turn.
     stop: AtomicBool,
+    /// Every handle is gone: run until the node is idle or the drain
+    /// timeout passed.
+    released: AtomicBool,
     stats: Stats,
     counters: CountersHandle,
     local: SocketAddr,
@@ -69,82 +78,6 @@ impl<N> Shared<N> {
         // A handle's closure that panicked leaves the node as it was; the
         // driver carries on with it rather than spreading the panic.
         self.node.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// The driver's own counters (one relaxed add per turn each).
-#[derive(Debug, Default)]
-struct Stats {
-    turns: AtomicU64,
-    datagrams_in: AtomicU64,
-    datagrams_out: AtomicU64,
-    send_waits: AtomicU64,
-    timeouts: AtomicU64,
-    wakes: AtomicU64,
-    refusals: AtomicU64,
-}
-
-/// A copy of a driver's counters at one moment, all since it started.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct DriverStats {
-    /// Loop turns.
-    pub turns: u64,
-    /// Datagrams handed to the node's `handle_datagram`.
-    pub datagrams_in: u64,
-    /// Datagrams the node wrote in `poll_transmit` (each segment of a run counts).
-    pub datagrams_out: u64,
-    /// Times the socket was full and the driver waited for it to be writable.
-    pub send_waits: u64,
-    /// Calls of the node's `handle_timeout`.
-    pub timeouts: u64,
-    /// Wake-ups from a [`DriverHandle`].
-    pub wakes: u64,
-    /// Datagrams the kernel refused for their destination or size, reported
-    /// to the node.
-    pub refusals: u64,
-}
-
-impl Stats {
-    fn snapshot(&self) -> DriverStats {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        DriverStats {
-            turns: get(&self.turns),
-            datagrams_in: get(&self.datagrams_in),
-            datagrams_out: get(&self.datagrams_out),
-            send_waits: get(&self.send_waits),
-            timeouts: get(&self.timeouts),
-            wakes: get(&self.wakes),
-            refusals: get(&self.refusals),
-        }
-    }
-}
-
-fn bump(counter: &AtomicU64, n: u64) {
-    if n > 0 {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
-}
-
-/// What a stopped driver gives back.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct Stopped<N> {
-    /// The node, as the last turn left it.
-    pub node: N,
-    /// The socket, with its counters.
-    pub socket: UdpSocket,
-}
-
-/// The node is gone: the driver has stopped and given it back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the endpoint driver has stopped")]
-#[non_exhaustive]
-pub struct DriverStopped;
-
-impl From<DriverStopped> for io::Error {
-    fn from(e: DriverStopped) -> Self {
-        io::Error::new(io::ErrorKind::NotConnected, e)
     }
 }
 
@@ -190,8 +123,10 @@ impl<N: Node> Driver<N> {
         let local = socket.local_addr()?;
         let shared = Arc::new(Shared {
             node: Mutex::new(Some(node)),
+            cause: OnceLock::new(),
             wake: Notify::new(),
             stop: AtomicBool::new(false),
+            released: AtomicBool::new(false),
             stats: Stats::default(),
             counters: socket.counters_handle(),
             local,
@@ -213,15 +148,31 @@ impl<N: Node> Driver<N> {
         Ok((driver, handle))
     }
 
-    /// Runs until a handle calls [`DriverHandle::stop`] or every handle is
-    /// dropped, then sends what it had already taken from the node and gives
+    /// Runs until a handle calls [`DriverHandle::stop`], or, once every
+    /// handle is dropped, until the node is idle ([`Node::is_idle`]: what
+    /// it queued on the way out has left) or [`DriverConfig::drain_timeout`]
+    /// passed; then sends what it had already taken from the node and gives
     /// back the node and the socket. An error of the socket itself (not of
-    /// one datagram, which the socket skips and counts) ends it early; the
-    /// node then stays where handles can still reach it.
+    /// one datagram, which the socket skips and counts) ends it early and
+    /// is returned. However it ends (a panic, or the future dropped,
+    /// included), every handle's call from then on returns
+    /// [`DriverStopped`] with the [`StopCause`], and a node not given back
+    /// is dropped.
     ///
     /// A future to spawn (`tokio::spawn(driver.run())`) or to run on a thread
     /// of its own (`runtime.block_on(driver.run())`).
-    pub async fn run(mut self) -> io::Result<Stopped<N>> {
+    pub async fn run(self) -> io::Result<Stopped<N>> {
+        let exit = Exit(Arc::clone(&self.shared));
+        let result = self.run_loop().await;
+        let cause = match &result {
+            Ok(_) => StopCause::Stopped,
+            Err(e) => StopCause::socket(e),
+        };
+        let _ = exit.0.cause.set(cause);
+        result
+    }
+
+    async fn run_loop(mut self) -> io::Result<Stopped<N>> {
         let shared = Arc::clone(&self.shared);
         let mut timer = pin!(tokio::time::sleep(Duration::ZERO));
         let mut armed: Option<quanta::Instant> = None;
@@ -235,13 +186,19 @@ impl<N: Node> Driver<N> {
         let mut spin_until = None;
         // A run is one GSO message: at most 64 segments and 65 507 bytes.
         let max_segments_cap = (MAX_GSO_BYTES / self.config.udp_payload()).max(1);
+        // Set once every handle is gone: until when the node may drain.
+        let mut drain_until: Option<quanta::Instant> = None;
         loop {
             if shared.stop.load(Ordering::Acquire) {
                 break;
             }
             let now = quanta::Instant::now();
+            if drain_until.is_none() && shared.released.load(Ordering::Acquire) {
+                drain_until = Some(now + self.config.drain_time());
+            }
             let busy;
-            let deadline;
+            let mut deadline;
+            let idle;
             {
                 let mut guard = shared.lock();
                 let Some(node) = guard.as_mut() else {
@@ -288,12 +245,19 @@ impl<N: Node> Driver<N> {
                 // 4. The next deadline.
                 deadline = node.poll_timeout();
                 node.end_turn(now);
+                idle = drain_until.is_some() && node.is_idle();
                 busy = more_queued || more_to_send;
             }
             bump(&shared.stats.turns, 1);
             let all_sent = self.arena.try_send(&mut self.socket)?;
             if !all_sent {
                 bump(&shared.stats.send_waits, 1);
+            }
+            if let Some(until) = drain_until {
+                if idle || now >= until {
+                    break;
+                }
+                deadline = Some(deadline.map_or(until, |d| d.min(until)));
             }
             if busy && all_sent {
                 // More work is waiting: let the runtime's other tasks run,
@@ -416,7 +380,7 @@ impl<N: Node> Driver<N> {
             .shared
             .lock()
             .take()
-            .ok_or(io::Error::other(DriverStopped))?;
+            .ok_or(io::Error::other(DriverStopped::new(StopCause::Stopped)))?;
         Ok(Stopped {
             node,
             socket: self.socket,
@@ -424,19 +388,41 @@ impl<N: Node> Driver<N> {
     }
 }
 
-/// Stops the driver when the last handle goes.
+/// Ends a driver however [`Driver::run`] ends (returned, failed, panicked,
+/// dropped): the cause is recorded if `run` did not record one, and a node
+/// it did not give back is dropped outside the lock, so that every
+/// application call from then on fails with [`DriverStopped`] (a node that
+/// holds waiters wakes them when dropped).
+struct Exit<N>(Arc<Shared<N>>);
+
+impl<N> Drop for Exit<N> {
+    fn drop(&mut self) {
+        let cause = if std::thread::panicking() {
+            StopCause::Panicked
+        } else {
+            StopCause::Cancelled
+        };
+        let _ = self.0.cause.set(cause);
+        let node = self.0.lock().take();
+        drop(node);
+    }
+}
+
+/// Tells the driver when the last handle goes: it drains the node, then
+/// stops.
 struct HandleGuard<N>(Arc<Shared<N>>);
 
 impl<N> Drop for HandleGuard<N> {
     fn drop(&mut self) {
-        self.0.stop.store(true, Ordering::Release);
+        self.0.released.store(true, Ordering::Release);
         self.0.wake.notify_one();
     }
 }
 
 /// The application's side of a [`Driver`]: reach the node, wake the driver,
 /// read counters, stop it. Cheap to clone; when the last clone is dropped
-/// the driver stops as if [`stop`](Self::stop) had been called.
+/// the driver runs until the node is idle (or its drain timeout passed),
+/// then stops.
 pub struct DriverHandle<N> {
     guard: Arc<HandleGuard<N>>,
 }
@@ -477,8 +463,17 @@ impl<N> DriverHandle<N> {
     /// [`wake`](Self::wake) it.
     pub fn with_node_unwoken<R>(&self, f: impl FnOnce(&mut N) -> R) -> Result<R, DriverStopped> {
         let mut guard = self.shared().lock();
-        let node = guard.as_mut().ok_or(DriverStopped)?;
+        let Some(node) = guard.as_mut() else {
+            return Err(self.stopped());
+        };
         Ok(f(node))
+    }
+
+    /// Why the driver ended ([`StopCause::Stopped`] until it records
+    /// another).
+    fn stopped(&self) -> DriverStopped {
+        let cause = self.shared().cause.get().cloned();
+        DriverStopped::new(cause.unwrap_or(StopCause::Stopped))
     }
 
     /// The time on the clock the driver passes to the node (quanta's
@@ -494,7 +489,7 @@ impl<N> DriverHandle<N> {
         self.shared().wake.notify_one();
     }
 
-    /// Asks the driver to stop after the turn it is in; its
+    /// Asks the driver to stop after the turn it is in, drained or not; its
     /// [`run`](Driver::run) then returns the node and the socket.
     pub fn stop(&self) {
         self.shared().stop.store(true, Ordering::Release);

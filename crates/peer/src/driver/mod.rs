@@ -25,8 +25,12 @@
 //!   polling (and yielding to the runtime's other tasks) for a while after
 //!   each exchange instead of parking its thread. It needs a CPU per
 //!   spinning thread: pin each endpoint's thread to a core of its own.
-//! - [`DriverHandle::stop`], or dropping every handle, ends the loop: the
-//!   driver sends what it had already taken from the node and returns
+//! - [`DriverHandle::stop`] ends the loop after the turn it is in;
+//!   dropping every handle ends it once the node is idle
+//!   ([`Node::is_idle`](crate::proto::Node::is_idle): an endpoint's
+//!   connections closed and drained, so the Close a dropped connection
+//!   queued still leaves) or [`DriverConfig::drain_timeout`] passed. The
+//!   driver then sends what it had already taken from the node and returns
 //!   [`Stopped`], the node and the socket. No task outlives it.
 //! - [`DriverHandle::stats`] and [`DriverHandle::socket_counters`] show what
 //!   it does: turns, datagrams in and out, waits for a full socket, and
@@ -52,6 +56,10 @@
 mod config;
 mod endpoint;
 mod send_arena;
+mod stats;
+mod stopped;
 
 pub use config::DriverConfig;
-pub use endpoint::{Driver, DriverHandle, DriverStats, DriverStopped, Stopped};
+pub use endpoint::{Driver, DriverHandle};
+pub use stats::DriverStats;
+pub use stopped::{DriverStopped, StopCause, Stopped};

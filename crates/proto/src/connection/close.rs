@@ -1,6 +1,7 @@
 //! Closing: the application's graceful close (once everything sent was
-//! acknowledged) and abort, a protocol violation's transport close, and
-//! the end that is reported once.
+//! acknowledged, or when the peer stopped acknowledging for the drain
+//! timeout) and abort, a protocol violation's transport close, and the end
+//! that is reported once.
 
 use std::time::Duration;
 
@@ -11,6 +12,22 @@ use tern_wire::CloseKind;
 use super::error::{ConnectionError, ProtocolError};
 use super::event::Event;
 use super::{Connection, State};
+
+/// Probe timeouts (without back-off) a graceful close waits for the peer's
+/// next acknowledgement of data, unless the configuration says otherwise.
+const DRAIN_PTOS: u32 = 4;
+
+/// A graceful close waiting for everything sent to be acknowledged.
+#[derive(Debug)]
+pub(super) struct PendingClose {
+    code: u64,
+    reason: Bytes,
+    /// Bytes the connection held when last looked at: fewer means the peer
+    /// acknowledged (or the application read) something.
+    held: usize,
+    /// When the close gives up on what is left and sends its Close.
+    deadline: Instant,
+}
 
 /// Transport close codes Tern sends.
 mod close_code {
@@ -25,7 +42,12 @@ impl Connection {
         if matches!(self.state, State::Connecting(_)) {
             self.finish_with(ConnectionError::LocallyClosed { code });
         } else if matches!(self.state, State::Established) && self.close_when_drained.is_none() {
-            self.close_when_drained = Some((code, reason));
+            self.close_when_drained = Some(PendingClose {
+                code,
+                reason,
+                held: self.held_bytes(),
+                deadline: now + self.drain_timeout(),
+            });
             self.close_if_drained(now);
         }
     }
@@ -49,6 +71,35 @@ impl Connection {
         self.loss.pto() * 3
     }
 
+    /// The probe timeout without its back-off: what this side's close is
+    /// counted in (the drain timeout, the closing period), so that a peer
+    /// that stopped answering (which backs the probe timeout off, up to
+    /// 2^16 times) cannot stretch it.
+    fn base_pto(&self) -> Duration {
+        let loss = self.loss.config();
+        self.loss
+            .rtt()
+            .pto_base(loss.granularity, loss.peer_max_ack_delay)
+    }
+
+    /// How long a graceful close waits for progress.
+    fn drain_timeout(&self) -> Duration {
+        self.config
+            .close_drain_timeout
+            .unwrap_or_else(|| self.base_pto() * DRAIN_PTOS)
+    }
+
+    /// What the connection holds for data, sent and received: the measure
+    /// of a graceful close's progress.
+    fn held_bytes(&self) -> usize {
+        self.messages_held + self.streams.memory()
+    }
+
+    /// When a graceful close gives up waiting, if one waits.
+    pub(super) fn close_deadline(&self) -> Option<Instant> {
+        self.close_when_drained.as_ref().map(|p| p.deadline)
+    }
+
     /// Sends Close and waits three probe timeouts for stragglers.
     fn start_closing(
         &mut self,
@@ -62,7 +113,7 @@ impl Connection {
             return;
         }
         self.state = State::Closing {
-            until: now + self.three_ptos(),
+            until: now + self.base_pto() * 3,
             resend_at: now + self.loss.pto(),
         };
         self.close_frame = Some((kind, code, reason));
@@ -95,15 +146,36 @@ impl Connection {
     }
 
     /// Sends the Close of a graceful close once everything sent was
-    /// acknowledged.
+    /// acknowledged; until then, moves its deadline on when the peer made
+    /// progress.
     pub(super) fn close_if_drained(&mut self, now: Instant) {
-        if self.close_when_drained.is_none()
-            || self.messages_held > 0
-            || self.streams.has_unacked_data()
-        {
+        let Some(pending) = &self.close_when_drained else {
+            return;
+        };
+        if self.messages_held > 0 || self.streams.has_unacked_data() {
+            let held = self.held_bytes();
+            if held < pending.held {
+                let deadline = now + self.drain_timeout();
+                if let Some(pending) = self.close_when_drained.as_mut() {
+                    pending.held = held;
+                    pending.deadline = deadline;
+                }
+            }
             return;
         }
-        let Some((code, reason)) = self.close_when_drained.take() else {
+        self.send_pending_close(now);
+    }
+
+    /// A graceful close whose peer made no progress for the drain timeout
+    /// abandons what is left and sends its Close.
+    pub(super) fn close_if_stalled(&mut self, now: Instant) {
+        if self.close_deadline().is_some_and(|at| now >= at) {
+            self.send_pending_close(now);
+        }
+    }
+
+    fn send_pending_close(&mut self, now: Instant) {
+        let Some(PendingClose { code, reason, .. }) = self.close_when_drained.take() else {
             return;
         };
         self.start_closing(

@@ -199,7 +199,7 @@ pub struct Connection {
     datagrams_in: VecDeque<Bytes>,
     events: VecDeque<Event>,
     /// A graceful close waits for everything sent to be acknowledged.
-    close_when_drained: Option<(u64, Bytes)>,
+    close_when_drained: Option<close::PendingClose>,
     close_frame: Option<(CloseKind, u64, Bytes)>,
     close_due: bool,
     error: Option<ConnectionError>,

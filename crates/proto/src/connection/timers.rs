@@ -1,6 +1,6 @@
 //! The connection's timers: the next deadline, and what each does when it
 //! passes (intro deadline, close and drain periods, confirmation, idle
-//! timeout, keep-alive, pacing, old keys, path validation, loss and probe
+//! timeout, a graceful close's drain timeout, keep-alive, pacing, old keys, path validation, loss and probe
 //! timeouts).
 
 use quanta::Instant;
@@ -50,6 +50,7 @@ impl Connection {
         consider(self.path.next_challenge());
         consider(self.path.validation_deadline());
         consider(Some(self.last_received + self.config.idle_timeout));
+        consider(self.close_deadline());
         consider(self.keep_alive_at());
         consider(self.send_blocked_until);
         consider(self.discard_previous_key_at);
@@ -95,6 +96,10 @@ impl Connection {
         }
         if now >= self.last_received + self.config.idle_timeout {
             self.finish_with(ConnectionError::TimedOut);
+            return;
+        }
+        self.close_if_stalled(now);
+        if !matches!(self.state, State::Established) {
             return;
         }
         if self.keep_alive_at().is_some_and(|t| now >= t) {

@@ -77,6 +77,9 @@ pub struct EndpointStats {
     pub intros_repeated: u64,
     /// Intros that lost a simultaneous open (this side's own intro won).
     pub simultaneous_opens: u64,
+    /// Intros dropped unread because the endpoint refuses new connections
+    /// ([`Endpoint::refuse_connections`]).
+    pub intros_declined: u64,
     /// Connections freed.
     pub connections_closed: u64,
     /// Connections closed because the peer broke the protocol.
@@ -135,6 +138,8 @@ pub struct Endpoint {
     queued: FxHashSet<(u32, EventKey)>,
     /// Connections freed and not yet reported by `poll_freed`.
     freed: Vec<u32>,
+    /// New connections are refused: intros are dropped unread.
+    refusing: bool,
     stats: EndpointStats,
 }
 
@@ -194,6 +199,7 @@ impl Endpoint {
             events: VecDeque::new(),
             queued: FxHashSet::default(),
             freed: Vec::new(),
+            refusing: false,
             stats: EndpointStats::default(),
         })
     }
@@ -308,6 +314,13 @@ impl Endpoint {
     /// marking it as touched (unlike [`connection`](Self::connection)).
     pub fn holds(&self, handle: ConnectionHandle) -> bool {
         self.connections.get(handle.0).is_some()
+    }
+
+    /// From now on every intro is dropped unread (and counted), so no new
+    /// connection starts here: for an endpoint shutting down. The
+    /// connections it holds are not touched.
+    pub fn refuse_connections(&mut self) {
+        self.refusing = true;
     }
 
     /// Connections held.
@@ -464,7 +477,11 @@ impl Node for Endpoint {
         datagram: &mut [u8],
     ) {
         if datagram.first() == Some(&(PacketType::Intro as u8)) {
-            self.handle_intro(now, from, datagram);
+            if self.refusing {
+                self.stats.intros_declined += 1;
+            } else {
+                self.handle_intro(now, from, datagram);
+            }
             return;
         }
         let Some(index) = peek_receiver_index(datagram) else {
@@ -563,6 +580,11 @@ impl Node for Endpoint {
                 self.touch(index);
             }
         }
+    }
+
+    /// Idle once it holds no connection (every one closed and freed).
+    fn is_idle(&mut self) -> bool {
+        self.is_empty()
     }
 }
 

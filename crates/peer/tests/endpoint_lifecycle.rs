@@ -1,0 +1,187 @@
+//! An endpoint's life on real loopback sockets (issue #27): what is sent
+//! before the last handle goes still arrives, a closed endpoint takes no
+//! new connections, and no call waits forever.
+
+mod support;
+
+use std::time::Duration;
+
+use std::net::SocketAddr;
+
+use support::net::{client, localhost, numbered, pair, server};
+use tern_peer::driver::{Driver, DriverConfig};
+use tern_peer::proto::{Instant, Node, Transmit, TransmitLimits};
+use tern_peer::{Config, ConnectError, ConnectionError, Endpoint, Error, StopCause};
+
+/// Longer than anything below should take, shorter than the idle timeout
+/// (30 s) that would end a connection whose peer vanished.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+#[tokio::test]
+async fn dropping_every_handle_still_delivers_what_was_sent_and_the_close() {
+    let (server, client) = (server(None), client(None));
+    let (a, b) = pair(&server, &client).await;
+    // More than the driver sends in one turn, and than the socket holds.
+    let message = numbered(1, 8 << 20);
+    a.send(message.clone()).await.expect("queued");
+    drop(a);
+    drop(client);
+    let received = tokio::time::timeout(PATIENCE, b.recv())
+        .await
+        .expect("the message arrives")
+        .expect("a message");
+    assert!(received == message, "the message arrives whole");
+    let end = tokio::time::timeout(PATIENCE, b.closed())
+        .await
+        .expect("the close arrives");
+    assert!(
+        matches!(
+            end,
+            Error::Connection(ConnectionError::PeerClosed { code: 0, .. })
+        ),
+        "closed by the peer, not timed out: {end:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_closed_endpoint_refuses_intros_and_accepts_nothing() {
+    let server = server(None);
+    let public = server.public().expect("accepts").clone();
+    let client = Endpoint::bind(
+        localhost(),
+        Config::default().handshake_timeout(Duration::from_millis(500)),
+    )
+    .expect("binds");
+    server.close(0);
+    let connected = client.connect(server.local_addr(), &public).await;
+    assert!(
+        matches!(connected, Err(ConnectError::HandshakeTimedOut)),
+        "{connected:?}"
+    );
+    assert!(server.accept().await.is_none());
+    let stats = server.stats().protocol;
+    assert_eq!(stats.intros_accepted, 0);
+    assert!(stats.intros_declined >= 1, "{stats:?}");
+}
+
+#[tokio::test]
+async fn connections_waiting_to_be_accepted_are_closed_with_the_endpoint() {
+    let (server, client) = (server(None), client(None));
+    let public = server.public().expect("accepts").clone();
+    // The handshake completes without `accept`: the connection waits there.
+    let connection = client
+        .connect(server.local_addr(), &public)
+        .await
+        .expect("connects");
+    server.close(3);
+    assert!(server.accept().await.is_none(), "nothing to accept");
+    let end = tokio::time::timeout(PATIENCE, connection.closed())
+        .await
+        .expect("the close arrives");
+    assert!(
+        matches!(
+            end,
+            Error::Connection(ConnectionError::PeerClosed { code: 3, .. })
+        ),
+        "{end:?}"
+    );
+}
+
+#[tokio::test]
+async fn connecting_to_itself_ends_with_an_error_within_the_handshake_timeout() {
+    let endpoint = Endpoint::bind(
+        localhost(),
+        Config::default()
+            .identity(support::identity())
+            .handshake_timeout(Duration::from_secs(1)),
+    )
+    .expect("binds");
+    let public = endpoint.public().expect("accepts").clone();
+    let connected =
+        tokio::time::timeout(PATIENCE, endpoint.connect(endpoint.local_addr(), &public))
+            .await
+            .expect("connect ends");
+    // Its own intro reaches it as a peer's would: whatever the protocol
+    // makes of that, `connect` ends with a typed error.
+    assert!(
+        matches!(
+            connected,
+            Err(ConnectError::HandshakeTimedOut | ConnectError::Abandoned)
+        ),
+        "{connected:?}"
+    );
+}
+
+#[tokio::test]
+async fn every_waiter_and_every_later_call_learns_that_the_driver_ended_and_why() {
+    // The client's driver runs on a runtime of its own, shut down below.
+    let other = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let client = {
+        let _inside = other.enter();
+        client(None)
+    };
+    let server = server(None);
+    let (a, _b) = pair(&server, &client).await;
+    let waiting = tokio::spawn({
+        let a = a.clone();
+        async move { a.recv().await }
+    });
+    other.shutdown_background();
+    let stopped = Error::EndpointStopped(StopCause::Cancelled);
+    let woken = tokio::time::timeout(PATIENCE, waiting)
+        .await
+        .expect("the waiter is woken")
+        .expect("the waiter ends");
+    assert_eq!(woken, Err(stopped.clone()));
+    assert_eq!(a.send(numbered(1, 100)).await, Err(stopped));
+    let public = server.public().expect("accepts").clone();
+    let connected = client.connect(server.local_addr(), &public).await;
+    assert!(
+        matches!(
+            connected,
+            Err(ConnectError::EndpointStopped(StopCause::Cancelled))
+        ),
+        "{connected:?}"
+    );
+    assert!(client.accept().await.is_none());
+}
+
+/// A node that panics on any datagram.
+struct Fragile;
+
+impl Node for Fragile {
+    fn handle_datagram(&mut self, _: Instant, _: SocketAddr, _: SocketAddr, _: &mut [u8]) {
+        panic!("a bug in the node");
+    }
+
+    fn poll_transmit(&mut self, _: Instant, _: TransmitLimits, _: &mut [u8]) -> Option<Transmit> {
+        None
+    }
+
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        None
+    }
+
+    fn handle_timeout(&mut self, _: Instant) {}
+}
+
+#[tokio::test]
+async fn a_driver_that_panicked_says_so_to_every_later_call() {
+    let (driver, handle) =
+        Driver::bind(localhost(), Fragile, &DriverConfig::default()).expect("binds");
+    let task = tokio::spawn(driver.run());
+    let socket = tokio::net::UdpSocket::bind(localhost())
+        .await
+        .expect("binds");
+    socket
+        .send_to(b"boom", handle.local_addr())
+        .await
+        .expect("sends");
+    assert!(task.await.is_err(), "the driver panicked");
+    let stopped = handle.with_node(|_| ()).expect_err("the node is gone");
+    assert_eq!(stopped.cause, StopCause::Panicked);
+}
