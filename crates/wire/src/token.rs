@@ -32,6 +32,9 @@ pub const RETRY_LEN: usize = 1 + INTRO_ID_LEN + TOKEN_LEN;
 /// Length of an intro that carries a token: the intro, then the token.
 pub const INTRO_WITH_TOKEN_LEN: usize = INTRO_LEN + TOKEN_LEN;
 
+// A Retry goes to an address nobody validated: it must not amplify.
+const _: () = assert!(RETRY_LEN < INTRO_LEN);
+
 /// The label that starts a token's associated data, so a tag made for
 /// anything else under the same key never passes for a token.
 const LABEL: &[u8] = b"tern v2 token";
@@ -234,7 +237,6 @@ mod tests {
         let token = key.seal(1, &intro, addr("[2001:db8::1]:9"), &mut rng);
         let retry = write_retry(&intro, &token);
         assert_eq!(retry[0], 0x40);
-        assert!(RETRY_LEN < INTRO_LEN, "a Retry is smaller than the intro");
         assert_eq!(parse_retry(&retry), Ok((intro, token)));
         for len in 0..RETRY_LEN {
             assert_eq!(parse_retry(&retry[..len]), Err(TokenError::Malformed));
