@@ -7,6 +7,8 @@
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
+use quanta::Instant;
+
 use rand_core::CryptoRngCore;
 use tern_wire::{Accepted, Frame, INTRO_LEN, KeyConfig, PendingIntro, PublicIdentity};
 
@@ -42,6 +44,7 @@ impl Connection {
         let connecting = Connecting {
             pending: Some(pending),
             intro,
+            token: None,
             resend_at: now,
             backoff,
             deadline: now + config.handshake_timeout,
@@ -100,6 +103,33 @@ impl Connection {
     /// The reply as first built (sent once when the intro is accepted).
     pub(crate) fn stored_reply(&self) -> Option<&[u8]> {
         self.reply.as_deref()
+    }
+
+    /// A Retry from the responder's address: if it answers this side's
+    /// pending intro, the intro goes again at once with `token`, and keeps
+    /// it on later resends (which go on backing off until the handshake
+    /// deadline). Returns whether it was taken.
+    pub(crate) fn on_retry(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        intro: &tern_wire::replay::IntroId,
+        token: tern_wire::Token,
+    ) -> bool {
+        let State::Connecting(c) = &mut self.state else {
+            return false;
+        };
+        let answers = c.pending.as_ref().is_some_and(|p| p.id() == *intro);
+        if !answers || from != self.path.remote() {
+            return false;
+        }
+        // A second Retry (the first token expired, say) replaces the token
+        // but does not hasten the back-off again: answering every Retry at
+        // once would let a forger of Retries pace this side's intros.
+        if c.token.replace(token).is_none() {
+            c.resend_at = now;
+        }
+        true
     }
 
     /// The intro's id while this side still waits for its reply (for
