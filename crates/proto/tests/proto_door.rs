@@ -1,18 +1,21 @@
 //! The front door under attack, on tern-sim: intros spoofed from many
 //! addresses and from an honest peer's own address, many honest clients
-//! behind one address, and tokens forged, expired or stolen. Honest
-//! initiators must get in, and the RSA work the intros cost must stay
-//! within the configured budget.
+//! behind one address, tokens forged, expired or stolen, and an impostor's
+//! simultaneous open. Honest initiators must get in, the RSA work the
+//! intros cost must stay within the configured budget, and a connect must
+//! end with the peer it named or a typed error.
 
 mod support;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use support::{EndpointSim, OnSim, identity, seed_bytes, wall_start};
+use support::{
+    EndpointSim, OnSim, identity, other_identity, seed_bytes, third_identity, wall_start,
+};
 use tern_proto::{
-    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Event, IntroLimiterConfig, Node,
-    TransmitLimits,
+    ConnectionError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Event,
+    IntroLimiterConfig, Node, TransmitLimits,
 };
 use tern_sim::{LinkConfig, NodeId, Seed, Sim, SimConfig};
 use tern_wire::{INTRO_LEN, PublicIdentity, parse_retry};
@@ -317,4 +320,94 @@ fn forged_expired_stolen_and_truncated_tokens_are_refused_and_counted() {
     let stats = server.stats();
     assert_eq!(stats.tokens_refused, 4, "{stats:?}");
     assert_eq!(stats.intros_decrypted, 3);
+}
+
+/// An endpoint at `addr` with `identity`, seeded by `salt`.
+fn endpoint(
+    seed: u64,
+    salt: u64,
+    identity: tern_wire::IdentityKey,
+    now: quanta::Instant,
+) -> Endpoint {
+    Endpoint::new(
+        EndpointConfig::default(),
+        Some(identity),
+        seed_bytes(seed, salt),
+        now,
+        wall_start(),
+    )
+    .expect("config")
+}
+
+/// The first datagram `endpoint` sends (its intro).
+fn first_transmit(endpoint: &mut Endpoint, now: quanta::Instant) -> Vec<u8> {
+    let mut buf = vec![0u8; 2048];
+    let sent = endpoint
+        .poll_transmit(now, TransmitLimits::new(1, 1452), &mut buf)
+        .expect("the intro");
+    buf.truncate(sent.len);
+    buf
+}
+
+#[test]
+fn a_simultaneous_open_from_an_impostor_does_not_take_over_the_connect() {
+    let seed = Seed::from_env_or(2405);
+    let a_addr: SocketAddr = "10.0.4.1:4000".parse().expect("address");
+    let m_addr: SocketAddr = "10.0.4.2:5000".parse().expect("address");
+    let mut sim: EndpointSim = Sim::new(SimConfig::seeded(seed.value()).with_default_link(
+        LinkConfig {
+            delay: Duration::from_millis(10),
+            ..LinkConfig::default()
+        },
+    ));
+    let now = sim.now();
+    // A believes B, holding `expected`, is at `m_addr`; M is there, with
+    // another key, and opens a connection to A at the same moment. M's
+    // intro is chosen to have the smaller id: the one that would win a
+    // tie-break between the two opens.
+    let expected = third_identity().public();
+    let (mut a, mut m, a_intro, m_intro, a_handle) = (0..64u64)
+        .find_map(|salt| {
+            let mut a = endpoint(seed.value(), salt, identity(), now);
+            let mut m = endpoint(seed.value(), 1_000 + salt, other_identity(), now);
+            let a_handle = a.connect(now, m_addr, &expected).expect("connect");
+            let a_public = a.public().expect("identity");
+            m.connect(now, a_addr, &a_public).expect("connect");
+            let a_intro = first_transmit(&mut a, now);
+            let m_intro = first_transmit(&mut m, now);
+            (tern_wire::intro_id(&m_intro) < tern_wire::intro_id(&a_intro))
+                .then_some((a, m, a_intro, m_intro, a_handle))
+        })
+        .expect("an impostor intro with the smaller id");
+    a.handle_datagram(now, a_addr, m_addr, &mut m_intro.clone());
+    m.handle_datagram(now, m_addr, a_addr, &mut a_intro.clone());
+    let a_node = sim.add_node(OnSim(a), &[a_addr]).expect("address");
+    sim.add_node(OnSim(m), &[m_addr]).expect("address");
+    let mut outcome = None;
+    let mut accepted = 0;
+    while outcome.is_none() && sim.elapsed() < Duration::from_secs(15) {
+        sim.run_for(Duration::from_millis(10));
+        let a = &mut sim.node_mut(a_node).0;
+        while let Some((handle, event)) = a.poll_event() {
+            if handle == a_handle {
+                match event {
+                    Event::Connected => outcome = Some(Ok(())),
+                    Event::Closed(e) => outcome = Some(Err(e)),
+                    _ => {}
+                }
+            }
+        }
+        while a.accept().is_some() {
+            accepted += 1;
+        }
+    }
+    assert_eq!(
+        outcome,
+        Some(Err(ConnectionError::HandshakeTimedOut)),
+        "the connect ends in a typed error, never in the impostor's connection"
+    );
+    assert_eq!(
+        accepted, 1,
+        "the impostor's own connection is an incoming one"
+    );
 }

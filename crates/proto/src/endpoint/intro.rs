@@ -1,7 +1,6 @@
 //! The handshake's front door: what an endpoint does with an intro, the
 //! only packet without a receiver index. A repeated intro is answered with
-//! the stored reply; a simultaneous open is settled the same way on both
-//! sides; the token an intro carries is checked and the rate limits are
+//! the stored reply; the token an intro carries is checked and the rate limits are
 //! applied before any RSA work, and an intro they refuse is answered with
 //! a Retry if its source is not validated; an accepted intro becomes a
 //! connection. The initiator's side of a Retry is here too.
@@ -42,20 +41,6 @@ impl Endpoint {
             self.stats.intros_refused += 1;
             return;
         }
-        // Simultaneous open: both sides sent an intro to each other. The
-        // intro with the smaller id wins on both sides, so both keep the
-        // same one connection.
-        let superseded = self.connecting.get(&from).copied();
-        if let Some(index) = superseded
-            && let Some(own) = self
-                .connections
-                .get(index)
-                .and_then(Connection::pending_intro_id)
-            && own < id
-        {
-            self.stats.simultaneous_opens += 1;
-            return;
-        }
         let validated = token.is_some_and(|token| {
             let checked = self.tokens.check(now, &token, &id, from);
             match checked {
@@ -91,22 +76,16 @@ impl Endpoint {
                 return;
             }
         };
-        // This side's own connect, if any, becomes the accepted connection
-        // under the same handle; otherwise it gets a fresh one.
-        let replaced = superseded.filter(|&index| self.connections.get(index).is_some());
-        let mut vacant = None;
-        if replaced.is_none() {
-            let Ok(fresh) = self.connections.vacant(&mut self.rng) else {
-                self.stats.intros_refused += 1;
-                return;
-            };
-            vacant = Some(fresh);
-        }
-        let index = match (&vacant, replaced) {
-            (Some(fresh), _) => fresh.index(),
-            (None, Some(index)) => index,
-            (None, None) => return,
+        // Always a connection of its own, even while this side connects to
+        // the same address (a simultaneous open): whoever sent this intro
+        // proved nothing about the key that connect names, so it must not
+        // take the connect's place. Each side's connect is answered by the
+        // other's responder, and each side also accepts the other's.
+        let Ok(vacant) = self.connections.vacant(&mut self.rng) else {
+            self.stats.intros_refused += 1;
+            return;
         };
+        let index = vacant.index();
         let Ok(connection) = Connection::accept(
             Self::start(&self.config, &self.controller, index, now),
             accepted,
@@ -117,17 +96,7 @@ impl Endpoint {
             self.stats.intros_refused += 1;
             return;
         };
-        match vacant {
-            Some(fresh) => {
-                fresh.insert(connection);
-            }
-            None => {
-                if let Some(slot) = self.connections.get_mut(index) {
-                    *slot = connection;
-                }
-                self.connecting.remove(&from);
-            }
-        }
+        vacant.insert(connection);
         self.touch(index);
         self.stats.intros_accepted += 1;
         self.replies.insert(id, index);

@@ -5,11 +5,12 @@
 //! (tern-wire v2), never by source address, so a connection survives its
 //! peer's address changing. Intros — the only packets without an index —
 //! go through the defences before any RSA work: a repeated intro is
-//! answered with the stored reply, simultaneous opens are settled, and the
-//! [`IntroLimiter`] bounds how many intros per second are decrypted, per
-//! unvalidated source and in total; an unvalidated intro it refuses is
-//! answered with a Retry, whose token validates the source when the intro
-//! comes back with it (`retry`).
+//! answered with the stored reply, and the [`IntroLimiter`] bounds how
+//! many intros per second are decrypted, per unvalidated source and in
+//! total; an unvalidated intro it refuses is answered with a Retry, whose
+//! token validates the source when the intro comes back with it (`retry`).
+//! An intro never takes the place of this side's own connect: a connect
+//! resolves only to the peer that proved holding the key it named.
 //!
 //! This module holds the endpoint, its commands and its turns; `intro`
 //! what it does with an intro. The receiver-index table and the intro
@@ -91,8 +92,6 @@ pub struct EndpointStats {
     pub intros_refused: u64,
     /// Repeated intros answered with the stored reply.
     pub intros_repeated: u64,
-    /// Intros that lost a simultaneous open (this side's own intro won).
-    pub simultaneous_opens: u64,
     /// Connections freed.
     pub connections_closed: u64,
     /// Connections closed because the peer broke the protocol.
@@ -118,7 +117,7 @@ pub struct Endpoint {
     /// Outgoing connections still waiting for their reply, by address.
     connecting: HashMap<SocketAddr, u32>,
     /// Connections this side asked for (announced by `Connected`, never
-    /// by `accept`), including those a simultaneous open turned around.
+    /// by `accept`).
     outgoing: FxHashSet<u32>,
     // The sets and maps keyed by connection index hash with FxHash: the
     // indices are this endpoint's own random numbers, not the peer's
