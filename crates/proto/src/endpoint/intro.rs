@@ -1,9 +1,9 @@
 //! The handshake's front door: what an endpoint does with an intro, the
 //! only packet without a receiver index. A repeated intro is answered with
-//! the stored reply; the token an intro carries is checked and the rate limits are
-//! applied before any RSA work, and an intro they refuse is answered with
-//! a Retry if its source is not validated; an accepted intro becomes a
-//! connection. The initiator's side of a Retry is here too.
+//! the stored reply; the token an intro carries is checked and the rate
+//! limits are applied before any RSA work, and an intro they refuse is
+//! answered with a Retry if its source is not validated; an accepted intro
+//! becomes a connection. The initiator's side of a Retry is here too.
 
 use std::net::SocketAddr;
 
