@@ -131,4 +131,13 @@ impl Connection {
         }
         true
     }
+
+    /// The intro's id while this side still waits for its reply: what a
+    /// Retry for this connect names.
+    pub(crate) fn pending_intro_id(&self) -> Option<tern_wire::replay::IntroId> {
+        match &self.state {
+            State::Connecting(c) => c.pending.as_ref().map(PendingIntro::id),
+            _ => None,
+        }
+    }
 }

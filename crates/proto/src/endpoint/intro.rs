@@ -126,24 +126,24 @@ impl Endpoint {
         })
     }
 
-    /// A Retry, on the initiator's side: it goes to the connect its intro
-    /// id names, if that connect is to the address it came from.
+    /// A Retry, on the initiator's side: it goes to the connect whose
+    /// intro it names, if it came from the address that connect goes to.
     pub(super) fn handle_retry(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
-        let index = self.connecting.get(&from).copied();
-        let taken = match (parse_retry(datagram), index) {
-            (Ok((id, token)), Some(index)) => self
+        let retry = parse_retry(datagram).ok();
+        let index = retry.and_then(|(id, _)| self.connecting.get(&id).copied());
+        let taken = match (retry, index) {
+            (Some((id, token)), Some(index)) => self
                 .connections
                 .get_mut(index)
                 .is_some_and(|connection| connection.on_retry(now, from, &id, token)),
             _ => false,
         };
-        if let (true, Some(index)) = (taken, index) {
-            self.touch(index);
-        }
-        if taken {
-            self.stats.retries_received += 1;
-        } else {
-            self.stats.dropped_unroutable += 1;
+        match index {
+            Some(index) if taken => {
+                self.touch(index);
+                self.stats.retries_received += 1;
+            }
+            _ => self.stats.dropped_unroutable += 1,
         }
     }
 }

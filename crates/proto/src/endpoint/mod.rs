@@ -114,8 +114,9 @@ pub struct Endpoint {
     /// Replies stored for repeated intros, until their connection is
     /// confirmed.
     replies: HashMap<IntroId, u32>,
-    /// Outgoing connections still waiting for their reply, by address.
-    connecting: HashMap<SocketAddr, u32>,
+    /// Outgoing connections still waiting for their reply, by the id of
+    /// their intro (which a Retry names): several may go to one address.
+    connecting: HashMap<IntroId, u32>,
     /// Connections this side asked for (announced by `Connected`, never
     /// by `accept`).
     outgoing: FxHashSet<u32>,
@@ -291,8 +292,10 @@ impl Endpoint {
             wall,
             &mut self.rng,
         )?;
+        if let Some(id) = connection.pending_intro_id() {
+            self.connecting.insert(id, index);
+        }
         vacant.insert(connection);
-        self.connecting.insert(remote, index);
         self.outgoing.insert(index);
         self.touch(index);
         Ok(ConnectionHandle(index))
