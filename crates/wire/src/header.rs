@@ -53,6 +53,9 @@ pub enum PacketType {
     IntroReply = 0x20,
     /// A packet of frames sealed with the connection's packet key.
     Data = 0x30,
+    /// The responder's answer to an intro it will not decrypt yet: an
+    /// address-validation token to send the intro again with.
+    Retry = 0x40,
 }
 
 impl PacketType {
@@ -62,6 +65,7 @@ impl PacketType {
             0x10 => Ok(Self::Intro),
             0x20 => Ok(Self::IntroReply),
             0x30 => Ok(Self::Data),
+            0x40 => Ok(Self::Retry),
             _ => Err(HeaderError::UnknownType(byte)),
         }
     }
@@ -170,6 +174,8 @@ impl PacketNumber {
 pub enum Header {
     /// An intro; its body is the RSA ciphertext.
     Intro,
+    /// A Retry; its body is the intro id and the token.
+    Retry,
     /// The reply to an intro. Everything here is associated data.
     IntroReply {
         /// The index the initiator chose for this connection.
@@ -198,6 +204,7 @@ impl Header {
     pub const fn packet_type(&self) -> PacketType {
         match self {
             Self::Intro => PacketType::Intro,
+            Self::Retry => PacketType::Retry,
             Self::IntroReply { .. } => PacketType::IntroReply,
             Self::Data { .. } => PacketType::Data,
         }
@@ -207,7 +214,7 @@ impl Header {
     #[must_use]
     pub const fn receiver_index(&self) -> Option<u32> {
         match self {
-            Self::Intro => None,
+            Self::Intro | Self::Retry => None,
             Self::IntroReply { receiver_index, .. } | Self::Data { receiver_index, .. } => {
                 Some(*receiver_index)
             }
@@ -218,7 +225,7 @@ impl Header {
     #[must_use]
     pub const fn packet_number(&self) -> Option<PacketNumber> {
         match self {
-            Self::Intro => None,
+            Self::Intro | Self::Retry => None,
             Self::IntroReply { packet_number, .. } | Self::Data { packet_number, .. } => {
                 Some(*packet_number)
             }
@@ -230,7 +237,7 @@ impl Header {
     #[inline]
     pub const fn len(&self) -> usize {
         match self {
-            Self::Intro => 1,
+            Self::Intro | Self::Retry => 1,
             Self::IntroReply { packet_number, .. } => {
                 1 + 4 + packet_number.len() + X25519_KEY_LEN + 4
             }
@@ -255,6 +262,7 @@ impl Header {
         })?;
         match self {
             Self::Intro => dst[0] = PacketType::Intro as u8,
+            Self::Retry => dst[0] = PacketType::Retry as u8,
             Self::IntroReply {
                 receiver_index,
                 packet_number,
@@ -292,6 +300,12 @@ impl Header {
                 return Err(HeaderError::ReservedBits(first));
             }
             return Ok((Self::Intro, 1));
+        }
+        if packet_type == PacketType::Retry {
+            if first != PacketType::Retry as u8 {
+                return Err(HeaderError::ReservedBits(first));
+            }
+            return Ok((Self::Retry, 1));
         }
         let (index, rest) = rest
             .split_first_chunk::<4>()
@@ -358,7 +372,7 @@ fn emit_index_and_number(
 pub fn peek_receiver_index(datagram: &[u8]) -> Option<u32> {
     let (&first, rest) = datagram.split_first()?;
     match PacketType::from_byte(first).ok()? {
-        PacketType::Intro => None,
+        PacketType::Intro | PacketType::Retry => None,
         PacketType::IntroReply | PacketType::Data => {
             rest.first_chunk::<4>().map(|b| u32::from_be_bytes(*b))
         }
@@ -437,6 +451,7 @@ mod tests {
     fn any_header() -> impl Strategy<Value = Header> {
         prop_oneof![
             Just(Header::Intro),
+            Just(Header::Retry),
             (any::<u32>(), any_number(), any::<[u8; 32]>(), any::<u32>()).prop_map(
                 |(receiver_index, packet_number, ephemeral, sender_index)| Header::IntroReply {
                     receiver_index,
@@ -557,6 +572,8 @@ mod tests {
             Err(HeaderError::ReservedBits(0x11))
         );
         assert_eq!(Header::parse(&[0x10, 0xaa]), Ok((Header::Intro, 1)));
+        assert_eq!(Header::parse(&[0x40, 0xaa]), Ok((Header::Retry, 1)));
+        assert_eq!(Header::parse(&[0x41]), Err(HeaderError::ReservedBits(0x41)));
         assert_eq!(peek_receiver_index(&[0x30, 0, 0, 1]), None);
         assert_eq!(peek_receiver_index(&[0x34, 0, 0, 1, 2]), Some(258));
     }

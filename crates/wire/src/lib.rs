@@ -62,6 +62,7 @@ pub mod replay;
 pub mod size;
 #[cfg(test)]
 mod test_support;
+pub mod token;
 pub mod varint;
 #[cfg(all(test, wire_format_doc))]
 mod wire_format_doc;
@@ -97,4 +98,8 @@ pub use packet::{OpenedPacket, PacketBuilder, PacketOpener, PacketSealer};
 pub use proof::IdentityProof;
 pub use replay::{DEFAULT_INTRO_RATE, DEFAULT_TIMESTAMP_WINDOW, IntroId, ReplayGuard};
 pub use size::{DEFAULT_UDP_PAYLOAD, MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, MaxUdpPayload};
+pub use token::{
+    INTRO_WITH_TOKEN_LEN, RETRY_LEN, TOKEN_LEN, Token, TokenError, TokenKey, parse_retry,
+    split_intro, token_issued, write_retry,
+};
 pub use varint::VARINT_MAX;

@@ -448,7 +448,9 @@ impl PacketOpener {
                 packet_number,
                 ..
             } => (receiver_index, packet_number, KeyPhase(false)),
-            Header::Intro => return Err(OpenError::WrongType(PacketType::Intro)),
+            Header::Intro | Header::Retry => {
+                return Err(OpenError::WrongType(header.packet_type()));
+            }
         };
         if receiver_index != self.local_index {
             return Err(OpenError::WrongReceiverIndex(receiver_index));

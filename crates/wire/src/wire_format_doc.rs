@@ -235,3 +235,42 @@ fn the_documented_capacities_are_what_size_computes() {
         assert_eq!(max.guaranteed_message_capacity(), message, "{payload}");
     }
 }
+
+/// A generator that counts: its bytes are 00, 01, 02, ... so the token key
+/// of the documented example is `000102…0f` and its nonce `101112…1b`.
+struct Counting(u8);
+
+impl rand_core::RngCore for Counting {
+    fn next_u32(&mut self) -> u32 {
+        rand_core::impls::next_u32_via_fill(self)
+    }
+    fn next_u64(&mut self) -> u64 {
+        rand_core::impls::next_u64_via_fill(self)
+    }
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        for byte in dest {
+            *byte = self.0;
+            self.0 = self.0.wrapping_add(1);
+        }
+    }
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core::Error> {
+        self.fill_bytes(dest);
+        Ok(())
+    }
+}
+
+impl rand_core::CryptoRng for Counting {}
+
+#[test]
+fn the_documented_token_and_retry_are_what_the_responder_writes() {
+    let mut rng = Counting(0);
+    let key = crate::TokenKey::random(&mut rng);
+    let intro: [u8; 16] = core::array::from_fn(|i| 0xa0 + i as u8);
+    let from = "192.0.2.1:4433".parse().expect("address");
+    let token = key.seal(42, &intro, from, &mut rng);
+    assert_eq!(token.to_vec(), doc_hex("example-token"));
+    let retry = crate::write_retry(&intro, &token);
+    assert_eq!(retry.to_vec(), doc_hex("example-retry"));
+    assert_eq!(key.open(&token, &intro, from), Ok(()));
+    assert_eq!(crate::parse_retry(&retry), Ok((intro, token)));
+}

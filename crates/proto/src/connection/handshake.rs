@@ -7,6 +7,8 @@
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
+use quanta::Instant;
+
 use rand_core::CryptoRngCore;
 use tern_wire::{Accepted, Frame, INTRO_LEN, KeyConfig, PendingIntro, PublicIdentity};
 
@@ -42,6 +44,7 @@ impl Connection {
         let connecting = Connecting {
             pending: Some(pending),
             intro,
+            token: None,
             resend_at: now,
             backoff,
             deadline: now + config.handshake_timeout,
@@ -102,8 +105,35 @@ impl Connection {
         self.reply.as_deref()
     }
 
-    /// The intro's id while this side still waits for its reply (for
-    /// simultaneous open).
+    /// A Retry from the responder's address: if it answers this side's
+    /// pending intro, the intro goes again at once with `token`, and keeps
+    /// it on later resends (which go on backing off until the handshake
+    /// deadline). Returns whether it was taken.
+    pub(crate) fn on_retry(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        intro: &tern_wire::replay::IntroId,
+        token: tern_wire::Token,
+    ) -> bool {
+        let State::Connecting(c) = &mut self.state else {
+            return false;
+        };
+        let answers = c.pending.as_ref().is_some_and(|p| p.id() == *intro);
+        if !answers || from != self.path.remote() {
+            return false;
+        }
+        // A second Retry (the first token expired, say) replaces the token
+        // but does not hasten the back-off again: answering every Retry at
+        // once would let a forger of Retries pace this side's intros.
+        if c.token.replace(token).is_none() {
+            c.resend_at = now;
+        }
+        true
+    }
+
+    /// The intro's id while this side still waits for its reply: what a
+    /// Retry for this connect names.
     pub(crate) fn pending_intro_id(&self) -> Option<tern_wire::replay::IntroId> {
         match &self.state {
             State::Connecting(c) => c.pending.as_ref().map(PendingIntro::id),

@@ -81,6 +81,9 @@ use streams::{Streams, Turn};
 struct Connecting {
     pending: Option<PendingIntro>,
     intro: Box<[u8]>,
+    /// The responder's address-validation token, from its Retry: sent
+    /// after the intro from then on.
+    token: Option<tern_wire::Token>,
     resend_at: Instant,
     backoff: Duration,
     deadline: Instant,

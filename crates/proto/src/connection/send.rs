@@ -48,13 +48,26 @@ impl Connection {
         match &mut self.state {
             State::Closed | State::Draining { .. } => return None,
             State::Connecting(c) => {
-                if now < c.resend_at || buf.len() < c.intro.len() {
+                let token = c.token.as_ref().map_or(&[][..], |t| &t[..]);
+                let len = c.intro.len() + token.len();
+                if now < c.resend_at || buf.len() < len {
                     return None;
                 }
-                c.resend_at = now + c.backoff;
+                // Once the responder asked for a token it is at its budget,
+                // and initiators that met it together would come back
+                // together: their resends are spread over the later half of
+                // the back-off.
+                let wait = if c.token.is_some() {
+                    let spread = f64::from(self.rng.next_u32()) / f64::from(u32::MAX);
+                    c.backoff / 2 + (c.backoff / 2).mul_f64(spread)
+                } else {
+                    c.backoff
+                };
+                c.resend_at = now + wait;
                 c.backoff = (c.backoff * 2).min(MAX_INTRO_BACKOFF);
-                let len = c.intro.len();
-                buf[..len].copy_from_slice(&c.intro);
+                let (intro, rest) = buf.split_at_mut(c.intro.len());
+                intro.copy_from_slice(&c.intro);
+                rest[..token.len()].copy_from_slice(token);
                 self.stats.sent_packets += 1;
                 self.stats.sent_bytes += len as u64;
                 return Some(self.transmit(len, None));

@@ -1,24 +1,31 @@
 //! The handshake's front door: what an endpoint does with an intro, the
 //! only packet without a receiver index. A repeated intro is answered with
-//! the stored reply; a simultaneous open is settled the same way on both
-//! sides; the rate limits are applied before any RSA work; and an accepted
-//! intro becomes a connection.
+//! the stored reply; the token an intro carries is checked and the rate
+//! limits are applied before any RSA work, and an intro they refuse is
+//! answered with a Retry if its source is not validated; an accepted intro
+//! becomes a connection. The initiator's side of a Retry is here too.
 
 use std::net::SocketAddr;
 
 use quanta::Instant;
-use tern_wire::{INTRO_LEN, intro_id};
+use tern_wire::replay::IntroId;
+use tern_wire::{RETRY_LEN, intro_id, parse_retry, split_intro, write_retry};
 
 use super::Endpoint;
+use crate::Transmit;
 use crate::connection::Connection;
+
+/// Retries waiting to be sent, at most: under a flood the driver may fall
+/// behind, and what is past this is not answered (its initiator resends).
+pub(super) const MAX_QUEUED_RETRIES: usize = 1024;
 
 impl Endpoint {
     pub(super) fn handle_intro(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
-        if datagram.len() != INTRO_LEN {
+        let Some((intro, token)) = split_intro(datagram) else {
             self.stats.dropped_unroutable += 1;
             return;
-        }
-        let id = intro_id(datagram);
+        };
+        let id = intro_id(intro);
         if let Some(&index) = self.replies.get(&id) {
             if let Some(connection) = self.connections.get_mut(index)
                 && connection
@@ -30,55 +37,55 @@ impl Endpoint {
             }
             return;
         }
-        let Some(responder) = self.responder.as_mut() else {
+        if self.responder.is_none() {
             self.stats.intros_refused += 1;
             return;
+        }
+        let validated = token.is_some_and(|token| {
+            let checked = self.tokens.check(now, &token, &id, from);
+            match checked {
+                Ok(()) => self.stats.tokens_accepted += 1,
+                Err(_) => self.stats.tokens_refused += 1,
+            }
+            checked.is_ok()
+        });
+        let admitted = if validated {
+            self.limiter.admit_validated(now)
+        } else {
+            self.limiter.admit(from.ip(), now)
         };
-        // Simultaneous open: both sides sent an intro to each other. The
-        // intro with the smaller id wins on both sides, so both keep the
-        // same one connection.
-        let superseded = self.connecting.get(&from).copied();
-        if let Some(index) = superseded
-            && let Some(own) = self
-                .connections
-                .get(index)
-                .and_then(Connection::pending_intro_id)
-            && own < id
-        {
-            self.stats.simultaneous_opens += 1;
-            return;
-        }
-        if self.limiter.admit(from.ip(), now).is_err() {
+        if admitted.is_err() {
             self.stats.intros_rate_limited += 1;
+            if !validated {
+                self.queue_retry(now, from, &id);
+            }
             return;
         }
+        let Some(responder) = self.responder.as_mut() else {
+            return;
+        };
         let wall = {
             let (epoch, wall) = self.wall_epoch;
             wall + now.saturating_duration_since(epoch)
         };
-        let accepted = match responder.accept(datagram, wall, &mut self.rng) {
+        self.stats.intros_decrypted += 1;
+        let accepted = match responder.accept(intro, wall, &mut self.rng) {
             Ok(accepted) => accepted,
             Err(_) => {
                 self.stats.intros_refused += 1;
                 return;
             }
         };
-        // This side's own connect, if any, becomes the accepted connection
-        // under the same handle; otherwise it gets a fresh one.
-        let replaced = superseded.filter(|&index| self.connections.get(index).is_some());
-        let mut vacant = None;
-        if replaced.is_none() {
-            let Ok(fresh) = self.connections.vacant(&mut self.rng) else {
-                self.stats.intros_refused += 1;
-                return;
-            };
-            vacant = Some(fresh);
-        }
-        let index = match (&vacant, replaced) {
-            (Some(fresh), _) => fresh.index(),
-            (None, Some(index)) => index,
-            (None, None) => return,
+        // Always a connection of its own, even while this side connects to
+        // the same address (a simultaneous open): whoever sent this intro
+        // proved nothing about the key that connect names, so it must not
+        // take the connect's place. Each side's connect is answered by the
+        // other's responder, and each side also accepts the other's.
+        let Ok(vacant) = self.connections.vacant(&mut self.rng) else {
+            self.stats.intros_refused += 1;
+            return;
         };
+        let index = vacant.index();
         let Ok(connection) = Connection::accept(
             Self::start(&self.config, &self.controller, index, now),
             accepted,
@@ -89,20 +96,54 @@ impl Endpoint {
             self.stats.intros_refused += 1;
             return;
         };
-        match vacant {
-            Some(fresh) => {
-                fresh.insert(connection);
-            }
-            None => {
-                if let Some(slot) = self.connections.get_mut(index) {
-                    *slot = connection;
-                }
-                self.connecting.remove(&from);
-            }
-        }
+        vacant.insert(connection);
         self.touch(index);
         self.stats.intros_accepted += 1;
         self.replies.insert(id, index);
         self.stored_replies.push_back((from, index));
+    }
+
+    /// Answers the intro `id` from `from` with a Retry (sent before any
+    /// connection's packets), if the queue has room.
+    fn queue_retry(&mut self, now: Instant, from: SocketAddr, id: &IntroId) {
+        if self.retries.len() >= MAX_QUEUED_RETRIES {
+            return;
+        }
+        let token = self.tokens.issue(now, id, from, &mut self.rng);
+        self.retries.push_back((from, write_retry(id, &token)));
+        self.stats.intros_retried += 1;
+    }
+
+    /// The next queued Retry, written into `buf`.
+    pub(super) fn poll_retry(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        let dst = buf.get_mut(..RETRY_LEN)?;
+        let (destination, retry) = self.retries.pop_front()?;
+        dst.copy_from_slice(&retry);
+        Some(Transmit {
+            destination,
+            len: RETRY_LEN,
+            segment_size: None,
+        })
+    }
+
+    /// A Retry, on the initiator's side: it goes to the connect whose
+    /// intro it names, if it came from the address that connect goes to.
+    pub(super) fn handle_retry(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        let retry = parse_retry(datagram).ok();
+        let index = retry.and_then(|(id, _)| self.connecting.get(&id).copied());
+        let taken = match (retry, index) {
+            (Some((id, token)), Some(index)) => self
+                .connections
+                .get_mut(index)
+                .is_some_and(|connection| connection.on_retry(now, from, &id, token)),
+            _ => false,
+        };
+        match index {
+            Some(index) if taken => {
+                self.touch(index);
+                self.stats.retries_received += 1;
+            }
+            _ => self.stats.dropped_unroutable += 1,
+        }
     }
 }

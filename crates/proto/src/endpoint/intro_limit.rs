@@ -3,21 +3,33 @@
 //! forged or replayed, would take the endpoint's CPU away from the
 //! connections it serves.
 //!
-//! Two token buckets decide, before any decryption: one per source and one
-//! for the whole endpoint. The defaults admit 200 intros per second in
-//! total — 0.36 CPU-seconds per second at worst, so a flood takes at most
-//! about a third of one core — and 10 per second (bursts of 5) from one
-//! source. Sources are IPv4 addresses and IPv6 /64 prefixes (one host
-//! usually holds a whole /64), kept in a table of bounded size: a flood
-//! from more sources than it holds evicts the sources that were idle
-//! longest, which is harmless because an idle source's bucket is full
-//! anyway, and the total limit holds whatever happens to the table.
+//! The total bucket is the budget of RSA operations: the defaults admit
+//! 200 intros per second in total — 0.36 CPU-seconds per second at worst,
+//! so a flood takes at most about a third of one core. Every decrypted
+//! intro is charged to it.
+//!
+//! Intros whose source address is not validated (they carry no valid
+//! token, wire format §6.4) pass two more buckets first: one per source,
+//! 10 per second (bursts of 5), and one for all unvalidated sources
+//! together, half the total budget. What they are refused is not dropped
+//! but answered with a Retry, so an honest initiator comes back validated:
+//! validated intros pass the total bucket alone, so neither a flood spoofed
+//! from many addresses nor one spoofed from an honest peer's own address
+//! keeps it out, and many initiators behind one address are limited only by
+//! the budget. The unvalidated half leaves the other half of the budget to
+//! validated intros whatever a spoofed flood does.
+//!
+//! Sources are IPv4 addresses and IPv6 /64 prefixes (one host usually holds
+//! a whole /64), kept in a table of bounded size: a flood from more sources
+//! than it holds evicts the sources that were idle longest, which is
+//! harmless because an idle source's bucket is full anyway, and the total
+//! limit holds whatever happens to the table.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::net::IpAddr;
 
 use quanta::Instant;
-use tern_congestion::{Take, TokenBucket};
+use tern_congestion::{Take, TokenBucket, take_all};
 
 /// The limits, in intros per second and intros of burst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +66,9 @@ pub enum IntroRefused {
     /// Its source sent more than its share.
     #[error("intro refused: its source exceeds its intro rate")]
     Source,
+    /// Unvalidated sources together sent more than their share.
+    #[error("intro refused: unvalidated sources exceed their intro rate")]
+    Unvalidated,
     /// The endpoint as a whole is at its intro rate.
     #[error("intro refused: the endpoint is at its intro rate")]
     Total,
@@ -98,6 +113,8 @@ struct Entry {
 pub struct IntroLimiter {
     config: IntroLimiterConfig,
     total: TokenBucket,
+    /// Half the total: what intros from unvalidated sources may take.
+    unvalidated: TokenBucket,
     table: Vec<Option<Entry>>,
     /// Keys the table's hash, so an attacker cannot aim many sources at
     /// one set without knowing it.
@@ -120,6 +137,7 @@ impl IntroLimiter {
         Self {
             config,
             total: bucket(config.total_rate, config.total_burst),
+            unvalidated: bucket(config.total_rate / 2, config.total_burst / 2),
             table: vec![None; sets * WAYS],
             hash_key,
         }
@@ -130,8 +148,17 @@ impl IntroLimiter {
         self.config
     }
 
-    /// Whether an intro from `ip` may be processed at `now`; if so, it is
-    /// counted against both limits.
+    /// Whether an intro from a validated source (it carried a valid token)
+    /// may be processed at `now`; if so, it is counted against the total.
+    pub fn admit_validated(&mut self, now: Instant) -> Result<(), IntroRefused> {
+        match self.total.take(1, now) {
+            Take::Now => Ok(()),
+            Take::WaitUntil(_) => Err(IntroRefused::Total),
+        }
+    }
+
+    /// Whether an intro from `ip`, not validated, may be processed at
+    /// `now`; if so, it is counted against every limit.
     pub fn admit(&mut self, ip: IpAddr, now: Instant) -> Result<(), IntroRefused> {
         let source = Source::from(ip);
         let set = self.set_of(&source);
@@ -163,7 +190,10 @@ impl IntroLimiter {
         if entry.bucket.ready_at(1, now) != Take::Now {
             return Err(IntroRefused::Source);
         }
-        if self.total.take(1, now) != Take::Now {
+        if self.unvalidated.ready_at(1, now) != Take::Now {
+            return Err(IntroRefused::Unvalidated);
+        }
+        if take_all(&mut [&mut self.total, &mut self.unvalidated], 1, now) != Take::Now {
             return Err(IntroRefused::Total);
         }
         entry.bucket.consume(1, now);
@@ -239,9 +269,10 @@ mod tests {
             let ip = IpAddr::from(Ipv4Addr::from(0x0a00_0000 | i));
             admitted += u64::from(limiter.admit(ip, clock.now()).is_ok());
         }
-        let ceiling = config.total_rate * 10 + config.total_burst;
+        // Unvalidated, they get half the budget.
+        let ceiling = config.total_rate / 2 * 10 + config.total_burst / 2;
         assert!(admitted <= ceiling, "{admitted} > {ceiling}");
-        assert!(admitted >= config.total_rate * 10 - 10, "{admitted}");
+        assert!(admitted >= config.total_rate / 2 * 10 - 10, "{admitted}");
         assert_eq!(limiter.table.len(), 4096);
     }
 
@@ -249,7 +280,7 @@ mod tests {
     fn a_refused_source_does_not_spend_the_total() {
         let (clock, _) = clock();
         let config = IntroLimiterConfig {
-            total_burst: 6,
+            total_burst: 12,
             ..IntroLimiterConfig::default()
         };
         let mut limiter = IntroLimiter::new(config, 3);
@@ -259,5 +290,43 @@ mod tests {
         }
         let honest = IpAddr::from(Ipv4Addr::new(203, 0, 113, 2));
         assert_eq!(limiter.admit(honest, clock.now()), Ok(()));
+    }
+
+    #[test]
+    fn a_spoofed_flood_leaves_validated_intros_half_the_budget() {
+        let (clock, mock) = clock();
+        let config = IntroLimiterConfig::default();
+        let mut limiter = IntroLimiter::new(config, 5);
+        let (mut spoofed, mut validated) = (0u64, 0u64);
+        // Each millisecond for 10 s: ten spoofed intros from new sources,
+        // and one validated intro.
+        for ms in 0..10_000u32 {
+            mock.increment(Duration::from_millis(1));
+            for k in 0..10 {
+                let ip = IpAddr::from(Ipv4Addr::from(0x0a00_0000 | (ms * 10 + k)));
+                spoofed += u64::from(limiter.admit(ip, clock.now()).is_ok());
+            }
+            validated += u64::from(limiter.admit_validated(clock.now()).is_ok());
+        }
+        let total = spoofed + validated;
+        assert!(
+            total <= config.total_rate * 10 + config.total_burst,
+            "{total}"
+        );
+        assert!(spoofed <= config.total_rate / 2 * 10 + config.total_burst / 2);
+        assert!(validated >= config.total_rate / 2 * 10 - 10, "{validated}");
+    }
+
+    #[test]
+    fn validated_intros_from_one_address_pass_its_source_limit() {
+        let (clock, _) = clock();
+        let mut limiter = IntroLimiter::new(IntroLimiterConfig::default(), 1);
+        let ip = IpAddr::from(Ipv4Addr::new(192, 0, 2, 9));
+        while limiter.admit(ip, clock.now()).is_ok() {}
+        assert_eq!(limiter.admit(ip, clock.now()), Err(IntroRefused::Source));
+        let validated = (0..100)
+            .filter(|_| limiter.admit_validated(clock.now()).is_ok())
+            .count();
+        assert_eq!(validated, 50 - 5, "the total burst, less the source's five");
     }
 }

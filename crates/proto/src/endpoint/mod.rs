@@ -5,9 +5,12 @@
 //! (tern-wire v2), never by source address, so a connection survives its
 //! peer's address changing. Intros — the only packets without an index —
 //! go through the defences before any RSA work: a repeated intro is
-//! answered with the stored reply, simultaneous opens are settled, and the
-//! [`IntroLimiter`] bounds how many intros per second are decrypted, per
-//! source and in total.
+//! answered with the stored reply, and the [`IntroLimiter`] bounds how
+//! many intros per second are decrypted, per unvalidated source and in
+//! total; an unvalidated intro it refuses is answered with a Retry, whose
+//! token validates the source when the intro comes back with it (`retry`).
+//! An intro never takes the place of this side's own connect: a connect
+//! resolves only to the peer that proved holding the key it named.
 //!
 //! This module holds the endpoint, its commands and its turns; `intro`
 //! what it does with an intro. The receiver-index table and the intro
@@ -16,6 +19,7 @@
 mod intro;
 pub(crate) mod intro_limit;
 pub(crate) mod receiver_index;
+mod retry;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -39,6 +43,7 @@ use crate::connection::{Connection, ConnectionError, Event, Start};
 use crate::{Node, StreamId, Transmit, TransmitLimits};
 use intro_limit::IntroLimiter;
 use receiver_index::{IndexFull, ReceiverIndex};
+use retry::Tokens;
 
 /// A connection's handle: its receiver index, stable for its lifetime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -71,12 +76,22 @@ pub struct EndpointStats {
     pub intros_accepted: u64,
     /// Intros refused by the rate limits before any decryption.
     pub intros_rate_limited: u64,
+    /// Intros decrypted: the RSA operations intros cost.
+    pub intros_decrypted: u64,
+    /// Retries sent: unvalidated intros the rate limits refused, answered
+    /// with an address-validation token.
+    pub intros_retried: u64,
+    /// Intros that carried a valid token.
+    pub tokens_accepted: u64,
+    /// Intros that carried a token that was forged, expired, or made for
+    /// another address or intro.
+    pub tokens_refused: u64,
+    /// Retries this side took for one of its connects.
+    pub retries_received: u64,
     /// Intros that failed decryption or checks (forged, replayed, stale).
     pub intros_refused: u64,
     /// Repeated intros answered with the stored reply.
     pub intros_repeated: u64,
-    /// Intros that lost a simultaneous open (this side's own intro won).
-    pub simultaneous_opens: u64,
     /// Intros dropped unread because the endpoint refuses new connections
     /// ([`Endpoint::refuse_connections`]).
     pub intros_declined: u64,
@@ -94,14 +109,19 @@ pub struct Endpoint {
     controller: AnyController,
     responder: Option<Responder>,
     limiter: IntroLimiter,
+    /// The keys of the address-validation tokens this side issues.
+    tokens: Tokens,
+    /// Retries waiting to be sent: destination and datagram.
+    retries: VecDeque<(SocketAddr, [u8; tern_wire::RETRY_LEN])>,
     connections: ReceiverIndex<Connection>,
     /// Replies stored for repeated intros, until their connection is
     /// confirmed.
     replies: HashMap<IntroId, u32>,
-    /// Outgoing connections still waiting for their reply, by address.
-    connecting: HashMap<SocketAddr, u32>,
+    /// Outgoing connections still waiting for their reply, by the id of
+    /// their intro (which a Retry names): several may go to one address.
+    connecting: HashMap<IntroId, u32>,
     /// Connections this side asked for (announced by `Connected`, never
-    /// by `accept`), including those a simultaneous open turned around.
+    /// by `accept`).
     outgoing: FxHashSet<u32>,
     // The sets and maps keyed by connection index hash with FxHash: the
     // indices are this endpoint's own random numbers, not the peer's
@@ -172,6 +192,7 @@ impl Endpoint {
             Responder::new(identity, replay, config.keys)
         });
         let limiter = IntroLimiter::new(config.intro_limits, rng.next_u64());
+        let tokens = Tokens::new(now);
         let rate_limit = config
             .rate_limit
             .and_then(|rate| TokenBucket::new(rate, (rate / 100).max(64 * 1024)).ok());
@@ -181,6 +202,8 @@ impl Endpoint {
             config,
             responder,
             limiter,
+            tokens,
+            retries: VecDeque::new(),
             replies: HashMap::new(),
             connecting: HashMap::new(),
             outgoing: FxHashSet::default(),
@@ -277,8 +300,10 @@ impl Endpoint {
             wall,
             &mut self.rng,
         )?;
+        if let Some(id) = connection.pending_intro_id() {
+            self.connecting.insert(id, index);
+        }
         vacant.insert(connection);
-        self.connecting.insert(remote, index);
         self.outgoing.insert(index);
         self.touch(index);
         Ok(ConnectionHandle(index))
@@ -476,13 +501,20 @@ impl Node for Endpoint {
         from: SocketAddr,
         datagram: &mut [u8],
     ) {
-        if datagram.first() == Some(&(PacketType::Intro as u8)) {
-            if self.refusing {
-                self.stats.intros_declined += 1;
-            } else {
-                self.handle_intro(now, from, datagram);
+        match datagram.first() {
+            Some(&first) if first == PacketType::Intro as u8 => {
+                if self.refusing {
+                    self.stats.intros_declined += 1;
+                } else {
+                    self.handle_intro(now, from, datagram);
+                }
+                return;
             }
-            return;
+            Some(&first) if first == PacketType::Retry as u8 => {
+                self.handle_retry(now, from, datagram);
+                return;
+            }
+            _ => {}
         }
         let Some(index) = peek_receiver_index(datagram) else {
             self.stats.dropped_unroutable += 1;
@@ -519,6 +551,9 @@ impl Node for Endpoint {
                 len: reply.len(),
                 segment_size: None,
             });
+        }
+        if let Some(retry) = self.poll_retry(buf) {
+            return Some(retry);
         }
         self.rate_wait = None;
         if let Some(bucket) = self.rate_limit.as_mut()

@@ -38,6 +38,12 @@ pub fn other_identity() -> IdentityKey {
     seeded_identity(&DER, 2)
 }
 
+/// A third identity: a key nobody in a test holds but one side names.
+pub fn third_identity() -> IdentityKey {
+    static DER: OnceLock<Vec<u8>> = OnceLock::new();
+    seeded_identity(&DER, 3)
+}
+
 /// The identity made from `seed`, generated once into `cell`.
 fn seeded_identity(cell: &'static OnceLock<Vec<u8>>, seed: u64) -> IdentityKey {
     let der = cell.get_or_init(|| {
