@@ -1,0 +1,41 @@
+//! [`EndpointStats`]: what an endpoint counted, above all what its door
+//! turned away and why.
+
+#[cfg(doc)]
+use super::Endpoint;
+
+/// Figures about the endpoint as a whole.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EndpointStats {
+    /// Datagrams that reached no connection: unknown or stale receiver
+    /// index, unknown type, wrong size.
+    pub dropped_unroutable: u64,
+    /// Intros decrypted and accepted.
+    pub intros_accepted: u64,
+    /// Intros refused by the rate limits before any decryption.
+    pub intros_rate_limited: u64,
+    /// Intros decrypted: the RSA operations intros cost.
+    pub intros_decrypted: u64,
+    /// Retries sent: unvalidated intros the rate limits refused, answered
+    /// with an address-validation token.
+    pub intros_retried: u64,
+    /// Intros that carried a valid token.
+    pub tokens_accepted: u64,
+    /// Intros that carried a token that was forged, expired, or made for
+    /// another address or intro.
+    pub tokens_refused: u64,
+    /// Retries this side took for one of its connects.
+    pub retries_received: u64,
+    /// Intros that failed decryption or checks (forged, replayed, stale).
+    pub intros_refused: u64,
+    /// Repeated intros answered with the stored reply.
+    pub intros_repeated: u64,
+    /// Intros dropped unread because the endpoint refuses new connections
+    /// ([`Endpoint::refuse_connections`]).
+    pub intros_declined: u64,
+    /// Connections freed.
+    pub connections_closed: u64,
+    /// Connections closed because the peer broke the protocol.
+    pub protocol_violations: u64,
+}
