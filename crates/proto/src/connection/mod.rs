@@ -68,7 +68,7 @@ pub use event::Event;
 use path::{ChallengeToken, Path};
 pub use stats::ConnectionStats;
 pub use streams::ReadOutcome;
-use streams::messages::{MessageReceiver, MessageSender};
+use streams::messages::{MESSAGE_CHARGE, MessageReceiver, MessageSender};
 use streams::scheduler::Urgency;
 use streams::{Streams, Turn};
 
@@ -353,7 +353,29 @@ impl Connection {
         stats.lost_packets = loss.lost;
         stats.spurious_losses = loss.spurious;
         stats.path_mtu = self.path.mtu().current();
+        stats.receive_memory = self.receive_memory() as u64;
         stats
+    }
+
+    /// Bytes of memory this connection holds for what the peer sent and
+    /// the application has not taken: stream pages (in use, or kept for
+    /// reuse), the records of their runs, large messages being put
+    /// together, and messages and datagrams delivered and not yet taken.
+    ///
+    /// Flow control bounds it: stream bytes and messages count against the
+    /// connection's receive window until the application takes them, so
+    /// the whole is at most the receive window, plus a page at each end of
+    /// each stream's runs of bytes, plus the records of the runs (at most
+    /// twice the bytes they hold and 256 runs per stream), plus the
+    /// datagram queue (`datagram_receive_queue` datagrams of one packet).
+    pub(crate) fn receive_memory(&self) -> usize {
+        self.streams.receive_memory()
+            + self
+                .inbox
+                .iter()
+                .map(|(m, _)| m.len() + MESSAGE_CHARGE as usize)
+                .sum::<usize>()
+            + self.datagrams_in.iter().map(Bytes::len).sum::<usize>()
     }
 
     /// Bytes this connection holds for data: stream buffers, messages held
@@ -425,7 +447,8 @@ impl Connection {
         if large {
             self.streams.on_message_taken();
         } else {
-            self.streams.on_consumed(message.len() as u64);
+            self.streams
+                .on_consumed(message.len() as u64 + MESSAGE_CHARGE);
         }
         Some(message)
     }

@@ -11,6 +11,7 @@ use tern_wire::{Frame, PacketType, PathChallenge, PathResponse};
 use super::error::{ConnectionError, ProtocolError};
 use super::event::Event;
 use super::path::Path;
+use super::streams::messages::MESSAGE_CHARGE;
 use super::{Connection, State, small_message_limit};
 use crate::{Direction, StreamId};
 
@@ -216,7 +217,7 @@ impl Connection {
                     .map_err(ProtocolError::MessageWindow)?
                 {
                     self.streams
-                        .on_message_received(m.data.len() as u64)
+                        .on_message_received(m.data.len() as u64 + MESSAGE_CHARGE)
                         .map_err(ProtocolError::FlowControl)?;
                     self.inbox
                         .push_back((Bytes::copy_from_slice(m.data), false));

@@ -42,4 +42,9 @@ pub struct ConnectionStats {
     /// Unreliable datagrams dropped: too large when sent, or the receive
     /// queue was full.
     pub datagrams_dropped: u64,
+    /// Bytes of memory held for what the peer sent and the application has
+    /// not taken (stream pages, large messages being put together,
+    /// messages and datagrams not yet taken); bounded by the receive
+    /// window plus a small slack per stream.
+    pub receive_memory: u64,
 }

@@ -71,7 +71,16 @@ impl Streams {
 
     /// Forgets every byte received and not yet read.
     pub(in crate::connection) fn discard_unread(&mut self) {
-        self.incoming.clear();
+        for (_, mut inc) in self.incoming.drain() {
+            inc.data.discard(&mut self.pages);
+        }
+    }
+
+    /// Forgets the receiving half of `id`, its pages back to the pool.
+    fn remove_incoming(&mut self, id: StreamId) {
+        if let Some(mut inc) = self.incoming.remove(&id) {
+            inc.data.discard(&mut self.pages);
+        }
     }
 
     pub(in crate::connection) fn read(
@@ -90,7 +99,7 @@ impl Streams {
             self.retire_incoming(id);
             return Err(ReadError::Reset(code));
         }
-        let n = inc.data.read(out);
+        let n = inc.data.read(&mut self.pages, out);
         if n == 0 {
             if inc.data.is_finished() {
                 self.retire_incoming(id);
@@ -119,7 +128,7 @@ impl Streams {
     /// The receiving half of `id` is done: forgotten, and once both halves
     /// are, a peer's stream counts toward the streams it may open anew.
     fn retire_incoming(&mut self, id: StreamId) {
-        self.incoming.remove(&id);
+        self.remove_incoming(id);
         self.retire_if_done(id);
     }
 
@@ -164,9 +173,11 @@ impl Streams {
         if inc.message.is_some() && end > self.max_message_size {
             return Err(ProtocolError::MessageTooLarge);
         }
+        // Both windows are checked before a byte is stored: data refused
+        // by flow control takes no memory.
         let grew = inc
             .data
-            .insert(offset, data, fin)
+            .growth(offset, data.len(), fin)
             .map_err(ProtocolError::StreamData)?;
         inc.window
             .on_received(grew)
@@ -174,6 +185,9 @@ impl Streams {
         self.window
             .on_received(grew)
             .map_err(ProtocolError::FlowControl)?;
+        inc.data
+            .insert(&mut self.pages, offset, data, fin)
+            .map_err(ProtocolError::StreamData)?;
         let Some(assembly) = inc.message.as_mut() else {
             if inc.data.readable() > 0 || inc.data.is_finished() {
                 self.readable.push(id);
@@ -184,7 +198,7 @@ impl Streams {
         if ready > 0 {
             let start = assembly.len();
             assembly.resize(start + ready, 0);
-            inc.data.read(&mut assembly[start..]);
+            inc.data.read(&mut self.pages, &mut assembly[start..]);
             inc.window.on_consumed(ready as u64);
             // A message's stream asks for more room only once the message
             // has taken half the limit every stream starts with: most
@@ -205,7 +219,7 @@ impl Streams {
             return Ok(None);
         }
         let message = assembly.split().freeze();
-        self.incoming.remove(&id);
+        self.remove_incoming(id);
         Ok(Some(Delivered { message }))
     }
 
@@ -229,12 +243,14 @@ impl Streams {
         self.window
             .on_received(grew)
             .map_err(ProtocolError::FlowControl)?;
-        // Whatever was sent and will not be read frees the connection window.
+        // Whatever was sent and will not be read frees the connection
+        // window, and the bytes held for it are let go at once.
         let unread = frame.final_size.saturating_sub(inc.data.read_offset());
         if inc.message.is_some() {
-            self.incoming.remove(&id);
+            self.remove_incoming(id);
             self.on_message_taken();
-        } else if inc.reset_code.is_none() {
+        } else {
+            inc.data.discard(&mut self.pages);
             inc.reset_code = Some(frame.error_code);
             self.readable.push(id);
         }
