@@ -189,3 +189,35 @@ fn holes_of_whole_packets_are_never_excessive_fragmentation() {
     let accounted = receive_memory(&mut attacker);
     assert!(accounted < 1 << 20, "accounted {accounted}");
 }
+
+#[test]
+fn partial_large_messages_count_against_the_connection_window() {
+    let mut config = EndpointConfig::default();
+    config.connection.receive_window = 256 * 1024;
+    let mut attacker = Attacker::connect(config);
+    let uni = |index| StreamId::new(Side::Initiator, Direction::Uni, index);
+    let chunk = [5u8; 1000];
+    let held = pinned(|| {
+        // Eight messages, 60 KiB of each and never the end: 480 KiB, past
+        // the connection's 256 KiB window. One message may grow past the
+        // window (the first, whose bytes are credited as they arrive); the
+        // others hold theirs until the application takes them.
+        'attack: for index in 0..8 {
+            for k in 0..60 {
+                attacker.send(&[stream(uni(index), k * 1000, &chunk)]);
+                if violation(&mut attacker).is_some() {
+                    break 'attack;
+                }
+            }
+        }
+    });
+    assert!(
+        matches!(
+            violation(&mut attacker),
+            Some(ProtocolError::FlowControl(_))
+        ),
+        "{:?}",
+        violation(&mut attacker)
+    );
+    assert!(held < 512 * 1024, "partial messages pinned {held} bytes");
+}

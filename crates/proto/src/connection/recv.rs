@@ -202,7 +202,8 @@ impl Connection {
                 if let Some(delivered) =
                     self.streams.on_stream_frame(id, s.offset, s.data, s.fin)?
                 {
-                    self.inbox.push_back((delivered.message, true));
+                    self.inbox
+                        .push_back((delivered.message, Some(delivered.held)));
                     self.notify(Event::MessageReceived);
                 }
                 self.flush_readable();
@@ -219,8 +220,7 @@ impl Connection {
                     self.streams
                         .on_message_received(m.data.len() as u64 + MESSAGE_CHARGE)
                         .map_err(ProtocolError::FlowControl)?;
-                    self.inbox
-                        .push_back((Bytes::copy_from_slice(m.data), false));
+                    self.inbox.push_back((Bytes::copy_from_slice(m.data), None));
                     self.notify(Event::MessageReceived);
                 }
             }

@@ -34,6 +34,7 @@
 //! ids, and the messages that fit one packet.
 
 pub(super) mod flow_control;
+mod large_messages;
 pub(crate) mod messages;
 pub(crate) mod pages;
 mod range_set;
@@ -62,6 +63,7 @@ use crate::config::{
     ConnectionConfig, INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS, INITIAL_STREAM_WINDOW,
 };
 use flow_control::{RecvWindow, SendCredit};
+use large_messages::Exempt;
 use pages::PagePool;
 use recv_stream::RecvStream;
 use scheduler::{Scheduler, Urgency};
@@ -108,6 +110,8 @@ struct Incoming {
     window: RecvWindow,
     /// A large message being reassembled (one-way streams only).
     message: Option<BytesMut>,
+    /// Bytes of `message` still counted against the connection window.
+    charged: u64,
     /// The peer reset the stream with this code.
     reset_code: Option<u64>,
     /// This side asked the peer to stop sending, with this code.
@@ -169,6 +173,17 @@ impl StreamRun {
 #[derive(Debug)]
 pub(super) struct Delivered {
     pub(super) message: Bytes,
+    pub(super) held: Held,
+}
+
+/// What a large message delivered and not yet taken holds of the
+/// connection window: see [`large_messages`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Held {
+    /// Its bytes still counted against the window.
+    charge: u64,
+    /// It was the one message let past the window.
+    exempt: bool,
 }
 
 /// Every stream of one connection.
@@ -184,6 +199,8 @@ pub(super) struct Streams {
     incoming: FxHashMap<StreamId, Incoming>,
     /// Where the incoming streams' bytes wait.
     pages: PagePool,
+    /// The large message let past the connection window, if any.
+    exempt: Exempt,
     turns: Scheduler<Turn>,
     /// What the peer lets this side send over all streams and messages.
     credit: SendCredit,
@@ -255,6 +272,7 @@ impl Streams {
             outgoing: FxHashMap::default(),
             incoming: FxHashMap::default(),
             pages: PagePool::new(config.receive_window.max(INITIAL_CONNECTION_WINDOW)),
+            exempt: Exempt::Free,
             turns: Scheduler::new(),
             credit: SendCredit::new(INITIAL_CONNECTION_WINDOW),
             window: RecvWindow::with_initial_limit(

@@ -25,6 +25,7 @@ impl Streams {
                 INITIAL_STREAM_WINDOW,
             ),
             message: message.then(BytesMut::new),
+            charged: 0,
             reset_code: None,
             stop_code: None,
         }
@@ -77,7 +78,7 @@ impl Streams {
     }
 
     /// Forgets the receiving half of `id`, its pages back to the pool.
-    fn remove_incoming(&mut self, id: StreamId) {
+    pub(super) fn remove_incoming(&mut self, id: StreamId) {
         if let Some(mut inc) = self.incoming.remove(&id) {
             inc.data.discard(&mut self.pages);
         }
@@ -188,39 +189,13 @@ impl Streams {
         inc.data
             .insert(&mut self.pages, offset, data, fin)
             .map_err(ProtocolError::StreamData)?;
-        let Some(assembly) = inc.message.as_mut() else {
+        if inc.message.is_none() {
             if inc.data.readable() > 0 || inc.data.is_finished() {
                 self.readable.push(id);
             }
             return Ok(None);
-        };
-        let ready = inc.data.readable() as usize;
-        if ready > 0 {
-            let start = assembly.len();
-            assembly.resize(start + ready, 0);
-            inc.data.read(&mut self.pages, &mut assembly[start..]);
-            inc.window.on_consumed(ready as u64);
-            // A message's stream asks for more room only once the message
-            // has taken half the limit every stream starts with: most
-            // messages fit in it, and an update would be one more
-            // ack-eliciting packet, and its ACK, in the middle of each.
-            if inc.window.received() > INITIAL_STREAM_WINDOW / 2
-                && inc.window.poll_update().is_some()
-            {
-                inc.data.set_limit(inc.window.limit());
-                self.max_stream_data_due.push(id);
-            }
-            self.window.on_consumed(ready as u64);
-            if self.window.poll_update().is_some() {
-                self.max_data_due = true;
-            }
         }
-        if !inc.data.is_finished() {
-            return Ok(None);
-        }
-        let message = assembly.split().freeze();
-        self.remove_incoming(id);
-        Ok(Some(Delivered { message }))
+        Ok(self.on_message_data(id))
     }
 
     pub(in crate::connection) fn on_reset(
@@ -247,8 +222,11 @@ impl Streams {
         // window, and the bytes held for it are let go at once.
         let unread = frame.final_size.saturating_sub(inc.data.read_offset());
         if inc.message.is_some() {
+            let charged = inc.charged;
             self.remove_incoming(id);
             self.on_message_taken();
+            self.on_consumed(charged);
+            self.on_message_gone(id);
         } else {
             inc.data.discard(&mut self.pages);
             inc.reset_code = Some(frame.error_code);
