@@ -364,11 +364,14 @@ impl Connection {
     /// together, and messages and datagrams delivered and not yet taken.
     ///
     /// Flow control bounds it: stream bytes and messages count against the
-    /// connection's receive window until the application takes them, so
-    /// the whole is at most the receive window, plus a page at each end of
-    /// each stream's runs of bytes, plus the records of the runs (at most
-    /// twice the bytes they hold and 256 runs per stream), plus the
-    /// datagram queue (`datagram_receive_queue` datagrams of one packet).
+    /// connection's receive window until the application takes them (a
+    /// small message its bytes plus `MESSAGE_CHARGE`), but for one large
+    /// message at a time, so the whole is at most the receive window, plus
+    /// one large message (`max_message_size`), plus a page at each end of
+    /// each stream's runs of bytes and the pool's spare pages (together
+    /// within the pages the window spans), plus the records of the runs
+    /// (at most twice the bytes they hold, past 256 runs per stream), plus
+    /// the datagram queue (`datagram_receive_queue` datagrams of a packet).
     pub(crate) fn receive_memory(&self) -> usize {
         self.streams.receive_memory()
             + self
