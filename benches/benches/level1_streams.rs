@@ -9,7 +9,7 @@
 use bytes::Bytes;
 use divan::counter::{BytesCount, ItemsCount};
 use divan::{Bencher, black_box};
-use tern_proto::internals::{MessageReceiver, MessageSender, RecvStream, SendStream};
+use tern_proto::internals::{MessageReceiver, MessageSender, PagePool, RecvStream, SendStream};
 
 #[global_allocator]
 static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();
@@ -30,16 +30,17 @@ fn stream_1mib(bencher: Bencher) {
     let mut out = vec![0u8; WRITE];
     let mut tx = SendStream::new(4 * MIB);
     let mut rx = RecvStream::new(u64::MAX);
+    let mut pool = PagePool::new(4 * MIB as u64);
     bencher.counter(BytesCount::new(MIB)).bench_local(|| {
         let mut written = 0;
         while written < MIB {
             written += tx.write(&data[..WRITE.min(MIB - written)]);
             while let Some(chunk) = tx.poll_chunk(CHUNK, u64::MAX) {
                 let (offset, len) = (chunk.offset, chunk.data.len() as u64);
-                let _ = rx.insert(offset, chunk.data, false);
+                let _ = rx.insert(&mut pool, offset, chunk.data, false);
                 tx.on_acked(offset, len, false);
             }
-            while rx.read(&mut out) > 0 {}
+            while rx.read(&mut pool, &mut out) > 0 {}
         }
         black_box(rx.read_offset())
     });

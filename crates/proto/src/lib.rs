@@ -99,6 +99,7 @@ pub use node::{Node, SendRefused, Transmit, TransmitLimits};
 #[doc(hidden)]
 pub mod internals {
     pub use crate::connection::streams::messages::{MessageReceiver, MessageSender};
+    pub use crate::connection::streams::pages::PagePool;
     pub use crate::connection::streams::recv_stream::RecvStream;
     pub use crate::connection::streams::send_stream::SendStream;
     pub use crate::endpoint::intro_limit::{IntroLimiter, IntroRefused};

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use tern_congestion::Controller;
 
-use super::{Connection, ConnectionStats};
+use super::{Connection, ConnectionStats, MESSAGE_CHARGE};
 
 impl Connection {
     /// Figures about the connection.
@@ -22,6 +22,7 @@ impl Connection {
         stats.reordering_window = self.loss.reordering_window();
         stats.path_mtu = self.path.mtu().current();
         stats.send_memory = self.send_memory();
+        stats.receive_memory = self.receive_memory();
         stats
     }
 
@@ -43,5 +44,29 @@ impl Connection {
             + self.streams.message_bytes()
             + self.messages_held
             + self.datagrams_out.bytes()
+    }
+
+    /// Bytes of memory this connection holds for what the peer sent and
+    /// the application has not taken: stream pages (in use, or kept for
+    /// reuse), the records of their runs, large messages being put
+    /// together, and messages and datagrams delivered and not yet taken.
+    ///
+    /// Flow control bounds it: stream bytes and messages count against the
+    /// connection's receive window until the application takes them (a
+    /// small message its bytes plus `MESSAGE_CHARGE`), but for one large
+    /// message at a time, so the whole is at most the receive window, plus
+    /// one large message (`max_message_size`), plus a page at each end of
+    /// each stream's runs of bytes and the pool's spare pages (together
+    /// within the pages the window spans), plus the records of the runs
+    /// (at most twice the bytes they hold, past 256 runs per stream), plus
+    /// the datagram queue (`datagram_receive_queue` datagrams of a packet).
+    pub(crate) fn receive_memory(&self) -> usize {
+        self.streams.receive_memory()
+            + self
+                .inbox
+                .iter()
+                .map(|(m, _)| m.len() + MESSAGE_CHARGE as usize)
+                .sum::<usize>()
+            + self.datagrams_in.iter().map(Bytes::len).sum::<usize>()
     }
 }

@@ -72,9 +72,9 @@ pub use event::Event;
 use path::{ChallengeToken, Path};
 pub use stats::ConnectionStats;
 pub use streams::ReadOutcome;
-use streams::messages::{MessageReceiver, MessageSender};
+use streams::messages::{MESSAGE_CHARGE, MessageReceiver, MessageSender};
 use streams::scheduler::Urgency;
-use streams::{Streams, Turn};
+use streams::{Held, Streams, Turn};
 
 /// The initiator's handshake until the reply arrives.
 #[derive(Debug)]
@@ -194,8 +194,9 @@ pub struct Connection {
     /// connection window (on their first send).
     messages_charged: u64,
     messages_in: MessageReceiver,
-    /// Messages delivered and not yet taken; `true` for a large one.
-    inbox: VecDeque<(Bytes, bool)>,
+    /// Messages delivered and not yet taken; a large one with what it
+    /// holds of the connection window.
+    inbox: VecDeque<(Bytes, Option<Held>)>,
     /// The application let go of it: nothing is kept for it to read.
     released: bool,
     datagrams_out: DatagramQueue,
@@ -404,10 +405,11 @@ impl Connection {
     /// The next whole message, if one arrived.
     pub fn recv_message(&mut self) -> Option<Bytes> {
         let (message, large) = self.inbox.pop_front()?;
-        if large {
-            self.streams.on_message_taken();
+        if let Some(held) = large {
+            self.streams.on_large_message_taken(held);
         } else {
-            self.streams.on_consumed(message.len() as u64);
+            self.streams
+                .on_consumed(message.len() as u64 + MESSAGE_CHARGE);
         }
         Some(message)
     }

@@ -11,6 +11,7 @@ use tern_wire::{Frame, PacketType, PathChallenge, PathResponse};
 use super::error::{ConnectionError, ProtocolError};
 use super::event::Event;
 use super::path::Path;
+use super::streams::messages::MESSAGE_CHARGE;
 use super::{Connection, State, small_message_limit};
 use crate::{Direction, StreamId};
 
@@ -201,7 +202,8 @@ impl Connection {
                 if let Some(delivered) =
                     self.streams.on_stream_frame(id, s.offset, s.data, s.fin)?
                 {
-                    self.inbox.push_back((delivered.message, true));
+                    self.inbox
+                        .push_back((delivered.message, Some(delivered.held)));
                     self.notify(Event::MessageReceived);
                 }
                 self.flush_readable();
@@ -216,10 +218,9 @@ impl Connection {
                     .map_err(ProtocolError::MessageWindow)?
                 {
                     self.streams
-                        .on_message_received(m.data.len() as u64)
+                        .on_message_received(m.data.len() as u64 + MESSAGE_CHARGE)
                         .map_err(ProtocolError::FlowControl)?;
-                    self.inbox
-                        .push_back((Bytes::copy_from_slice(m.data), false));
+                    self.inbox.push_back((Bytes::copy_from_slice(m.data), None));
                     self.notify(Event::MessageReceived);
                 }
             }

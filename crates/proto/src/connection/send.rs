@@ -14,7 +14,7 @@ use tern_wire::{
 
 use super::carried::{Carried, CarriedRecord};
 use super::handshake::MAX_INTRO_BACKOFF;
-use super::streams::messages::{MESSAGE_WINDOW, MessageSender};
+use super::streams::messages::{MESSAGE_CHARGE, MESSAGE_WINDOW, MessageSender};
 use super::streams::scheduler::Urgency;
 use super::streams::{Streams, Turn};
 use super::{Connection, State};
@@ -407,11 +407,11 @@ impl Connection {
                         let Some((id, message)) = messages.poll(|id, len| {
                             id < window_end
                                 && len <= packet.message_capacity(id)
-                                && (id < *charged || len as u64 <= credit)
+                                && (id < *charged || len as u64 + MESSAGE_CHARGE <= credit)
                         }) else {
                             break;
                         };
-                        let len = message.len() as u64;
+                        let len = message.len() as u64 + MESSAGE_CHARGE;
                         let frame = Frame::Message(tern_wire::Message { id, data: message });
                         if packet.push(&frame).is_err() {
                             messages.on_lost(id);

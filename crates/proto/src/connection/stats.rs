@@ -52,4 +52,9 @@ pub struct ConnectionStats {
     /// datagrams until sent. Bounded by the configuration whatever the peer
     /// grants (see [`ConnectionConfig`](crate::ConnectionConfig)).
     pub send_memory: usize,
+    /// Bytes of memory held for what the peer sent and the application has
+    /// not taken (stream pages, large messages being put together,
+    /// messages and datagrams not yet taken); bounded by the receive
+    /// window plus a small slack per stream.
+    pub receive_memory: usize,
 }

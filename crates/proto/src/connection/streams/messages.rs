@@ -17,6 +17,12 @@ use super::range_set::RangeSet;
 /// message: bounds what the receiver remembers to spot duplicates.
 pub(crate) const MESSAGE_WINDOW: u64 = 1 << 16;
 
+/// What a small message counts against the connection's flow-control
+/// window on top of its bytes, on both sides: what the receiver spends to
+/// hold one until the application takes it. Without it an empty message
+/// would cost nothing, and a peer could queue millions of them.
+pub(crate) const MESSAGE_CHARGE: u64 = 64;
+
 /// One message held until acknowledged.
 #[derive(Debug)]
 struct Held {

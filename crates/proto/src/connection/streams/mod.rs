@@ -34,7 +34,9 @@
 //! ids, and the messages that fit one packet.
 
 pub(super) mod flow_control;
+mod large_messages;
 pub(crate) mod messages;
+pub(crate) mod pages;
 mod range_set;
 mod recv;
 pub(crate) mod recv_stream;
@@ -61,6 +63,8 @@ use crate::config::{
     ConnectionConfig, INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS, INITIAL_STREAM_WINDOW,
 };
 use flow_control::{RecvWindow, SendCredit};
+use large_messages::Exempt;
+use pages::PagePool;
 use recv_stream::RecvStream;
 use scheduler::{Scheduler, Urgency};
 use send_budget::{Charge, SendBudget};
@@ -109,6 +113,8 @@ struct Incoming {
     window: RecvWindow,
     /// A large message being reassembled (one-way streams only).
     message: Option<BytesMut>,
+    /// Bytes of `message` still counted against the connection window.
+    charged: u64,
     /// The peer reset the stream with this code.
     reset_code: Option<u64>,
     /// This side asked the peer to stop sending, with this code.
@@ -170,6 +176,17 @@ impl StreamRun {
 #[derive(Debug)]
 pub(super) struct Delivered {
     pub(super) message: Bytes,
+    pub(super) held: Held,
+}
+
+/// What a large message delivered and not yet taken holds of the
+/// connection window: see [`large_messages`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Held {
+    /// Its bytes still counted against the window.
+    charge: u64,
+    /// It was the one message let past the window.
+    exempt: bool,
 }
 
 /// Every stream of one connection.
@@ -183,6 +200,10 @@ pub(super) struct Streams {
     // the limits this side announced.
     outgoing: FxHashMap<StreamId, Outgoing>,
     incoming: FxHashMap<StreamId, Incoming>,
+    /// Where the incoming streams' bytes wait.
+    pages: PagePool,
+    /// The large message let past the connection window, if any.
+    exempt: Exempt,
     turns: Scheduler<Turn>,
     /// What the peer lets this side send over all streams and messages.
     credit: SendCredit,
@@ -236,6 +257,10 @@ fn slot(direction: Direction) -> usize {
     }
 }
 
+/// What recording one run of received bytes costs, about: its share of a
+/// node of the ordered map that holds the runs.
+const RUN_COST: usize = 32;
+
 const DIRECTIONS: [Direction; 2] = [Direction::Bi, Direction::Uni];
 
 impl Streams {
@@ -255,6 +280,8 @@ impl Streams {
             ),
             outgoing: FxHashMap::default(),
             incoming: FxHashMap::default(),
+            pages: PagePool::new(config.receive_window.max(INITIAL_CONNECTION_WINDOW)),
+            exempt: Exempt::Free,
             turns: Scheduler::new(),
             credit: SendCredit::new(INITIAL_CONNECTION_WINDOW),
             window: RecvWindow::with_initial_limit(
@@ -498,6 +525,21 @@ impl Streams {
     /// Puts `turn` back in line (it has more to send).
     pub(super) fn schedule(&mut self, turn: Turn, urgency: Urgency) {
         self.turns.schedule(turn, urgency);
+    }
+
+    /// Bytes of memory held for what the peer sent on streams: the pages
+    /// in use or kept for reuse (at most the pages the connection window
+    /// spans, plus one partly filled page at each end of a run of bytes),
+    /// what records the runs (at most twice the bytes they hold, plus a
+    /// slack per stream: see [`recv_stream`]), and the large messages being
+    /// put together (each counted against the connection window).
+    pub(super) fn receive_memory(&self) -> usize {
+        let streams: usize = self
+            .incoming
+            .values()
+            .map(|i| i.data.runs() * RUN_COST + i.message.as_ref().map_or(0, BytesMut::capacity))
+            .sum();
+        self.pages.memory() + streams
     }
 
     /// Bytes buffered on this side for streams: sent and unacknowledged or

@@ -25,7 +25,6 @@ impl RangeSet {
     }
 
     /// How many separate ranges the set holds.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.ranges.len()
     }
@@ -105,11 +104,6 @@ impl RangeSet {
         self.ranges.iter().next().map(|(&s, &e)| s..e)
     }
 
-    /// The last range.
-    pub(crate) fn last(&self) -> Option<Range<u64>> {
-        self.ranges.last_key_value().map(|(&s, &e)| s..e)
-    }
-
     /// Removes and returns up to `max` bytes from the front of the first range.
     pub(crate) fn pop_front(&mut self, max: u64) -> Option<Range<u64>> {
         let first = self.first()?;
@@ -137,6 +131,7 @@ impl RangeSet {
     }
 
     /// Every range, in order.
+    #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = Range<u64>> + '_ {
         self.ranges.iter().map(|(&s, &e)| s..e)
     }

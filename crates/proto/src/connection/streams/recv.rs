@@ -25,6 +25,7 @@ impl Streams {
                 INITIAL_STREAM_WINDOW,
             ),
             message: message.then(BytesMut::new),
+            charged: 0,
             reset_code: None,
             stop_code: None,
         }
@@ -71,7 +72,16 @@ impl Streams {
 
     /// Forgets every byte received and not yet read.
     pub(in crate::connection) fn discard_unread(&mut self) {
-        self.incoming.clear();
+        for (_, mut inc) in self.incoming.drain() {
+            inc.data.discard(&mut self.pages);
+        }
+    }
+
+    /// Forgets the receiving half of `id`, its pages back to the pool.
+    pub(super) fn remove_incoming(&mut self, id: StreamId) {
+        if let Some(mut inc) = self.incoming.remove(&id) {
+            inc.data.discard(&mut self.pages);
+        }
     }
 
     pub(in crate::connection) fn read(
@@ -90,7 +100,7 @@ impl Streams {
             self.retire_incoming(id);
             return Err(ReadError::Reset(code));
         }
-        let n = inc.data.read(out);
+        let n = inc.data.read(&mut self.pages, out);
         if n == 0 {
             if inc.data.is_finished() {
                 self.retire_incoming(id);
@@ -119,7 +129,7 @@ impl Streams {
     /// The receiving half of `id` is done: forgotten, and once both halves
     /// are, a peer's stream counts toward the streams it may open anew.
     fn retire_incoming(&mut self, id: StreamId) {
-        self.incoming.remove(&id);
+        self.remove_incoming(id);
         self.retire_if_done(id);
     }
 
@@ -164,9 +174,11 @@ impl Streams {
         if inc.message.is_some() && end > self.max_message_size {
             return Err(ProtocolError::MessageTooLarge);
         }
+        // Both windows are checked before a byte is stored: data refused
+        // by flow control takes no memory.
         let grew = inc
             .data
-            .insert(offset, data, fin)
+            .growth(offset, data.len(), fin)
             .map_err(ProtocolError::StreamData)?;
         inc.window
             .on_received(grew)
@@ -174,39 +186,16 @@ impl Streams {
         self.window
             .on_received(grew)
             .map_err(ProtocolError::FlowControl)?;
-        let Some(assembly) = inc.message.as_mut() else {
+        inc.data
+            .insert(&mut self.pages, offset, data, fin)
+            .map_err(ProtocolError::StreamData)?;
+        if inc.message.is_none() {
             if inc.data.readable() > 0 || inc.data.is_finished() {
                 self.readable.push(id);
             }
             return Ok(None);
-        };
-        let ready = inc.data.readable() as usize;
-        if ready > 0 {
-            let start = assembly.len();
-            assembly.resize(start + ready, 0);
-            inc.data.read(&mut assembly[start..]);
-            inc.window.on_consumed(ready as u64);
-            // A message's stream asks for more room only once the message
-            // has taken half the limit every stream starts with: most
-            // messages fit in it, and an update would be one more
-            // ack-eliciting packet, and its ACK, in the middle of each.
-            if inc.window.received() > INITIAL_STREAM_WINDOW / 2
-                && inc.window.poll_update().is_some()
-            {
-                inc.data.set_limit(inc.window.limit());
-                self.max_stream_data_due.push(id);
-            }
-            self.window.on_consumed(ready as u64);
-            if self.window.poll_update().is_some() {
-                self.max_data_due = true;
-            }
         }
-        if !inc.data.is_finished() {
-            return Ok(None);
-        }
-        let message = assembly.split().freeze();
-        self.incoming.remove(&id);
-        Ok(Some(Delivered { message }))
+        Ok(self.on_message_data(id))
     }
 
     pub(in crate::connection) fn on_reset(
@@ -229,12 +218,17 @@ impl Streams {
         self.window
             .on_received(grew)
             .map_err(ProtocolError::FlowControl)?;
-        // Whatever was sent and will not be read frees the connection window.
+        // Whatever was sent and will not be read frees the connection
+        // window, and the bytes held for it are let go at once.
         let unread = frame.final_size.saturating_sub(inc.data.read_offset());
         if inc.message.is_some() {
-            self.incoming.remove(&id);
+            let charged = inc.charged;
+            self.remove_incoming(id);
             self.on_message_taken();
-        } else if inc.reset_code.is_none() {
+            self.on_consumed(charged);
+            self.on_message_gone(id);
+        } else {
+            inc.data.discard(&mut self.pages);
             inc.reset_code = Some(frame.error_code);
             self.readable.push(id);
         }

@@ -1,14 +1,29 @@
 //! The receiving half of a stream: chunks arrive in any order, any number
 //! of times, cut anywhere; the application reads one ordered byte stream.
 //!
-//! Bytes are copied once from the packet into a ring sized by the stream's
-//! flow-control window and once out to the reader. A peer that sends past
-//! the window it was given, past the stream's final size, or changes the
-//! final size, is breaking the protocol: the answer is an error for the
+//! Bytes are copied once from the packet into pages taken where they land
+//! ([`Pages`]) and once out to the reader. A peer that sends past the
+//! window it was given, past the stream's final size, or changes the final
+//! size, is breaking the protocol: the answer is an error for the
 //! connection, never a panic or an unbounded buffer.
+//!
+//! What a stream holds is bounded by its window: the pages that
+//! `read..limit` spans, a page for each run of bytes at most, plus what
+//! records the runs (at most [`MAX_RUNS_SLACK`] runs, or one per
+//! [`MIN_RUN_BYTES`] bytes buffered; past that the peer is cutting its data
+//! into slivers no honest sender sends, and the connection fails).
 
+use super::pages::{PAGE, PagePool, Pages};
 use super::range_set::RangeSet;
-use super::ring::Ring;
+
+/// Separate runs of bytes a stream holds whatever their size: holes of
+/// whole packets, from loss and reordering, never come near it.
+pub(crate) const MAX_RUNS_SLACK: usize = 256;
+
+/// Past [`MAX_RUNS_SLACK`], the bytes buffered per run at least. A run costs
+/// about 32 bytes to record (a node's share of the ordered map), so runs
+/// cost at most twice the bytes they hold.
+pub(crate) const MIN_RUN_BYTES: u64 = 16;
 
 /// A peer broke the rules of a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -23,16 +38,26 @@ pub enum StreamError {
     /// Data beyond the stream's final size, or a second, different final size.
     #[error("stream final size violated")]
     FinalSize,
+    /// Data cut into more separate runs than the bytes buffered justify.
+    #[error("stream data fragmented into {runs} runs for {bytes} bytes")]
+    Fragmented {
+        /// Runs held.
+        runs: usize,
+        /// Bytes held.
+        bytes: u64,
+    },
 }
 
 /// The receiving half of one stream.
 #[derive(Debug)]
 pub struct RecvStream {
-    ring: Ring,
-    /// Offset of the next byte the application reads (the ring's front).
+    pages: Pages,
+    /// Offset of the next byte the application reads.
     read: u64,
     /// Ranges received at or above `read`.
     received: RangeSet,
+    /// Bytes in `received`.
+    buffered: u64,
     /// The highest offset received (for connection-level flow control).
     highest: u64,
     /// The stream's length, once a fin told it.
@@ -45,9 +70,10 @@ impl RecvStream {
     /// A stream whose peer may send up to `limit` bytes for now.
     pub fn new(limit: u64) -> Self {
         Self {
-            ring: Ring::new(),
+            pages: Pages::new(),
             read: 0,
             received: RangeSet::new(),
+            buffered: 0,
             highest: 0,
             final_size: None,
             limit,
@@ -76,46 +102,79 @@ impl RecvStream {
 
     /// Bytes held for the reader (received, not yet read), in order or not.
     pub fn buffered(&self) -> u64 {
-        self.received.iter().map(|r| r.end - r.start).sum()
+        self.buffered
     }
 
-    /// `data` at `offset` arrived, with `fin` if the stream ends after it.
-    /// Returns by how much the highest received offset grew (what counts
-    /// against the connection's flow-control window).
-    pub fn insert(&mut self, offset: u64, data: &[u8], fin: bool) -> Result<u64, StreamError> {
+    /// Bytes of pages this stream holds.
+    pub fn memory(&self) -> usize {
+        self.pages.len() * PAGE
+    }
+
+    /// Separate runs of bytes held.
+    pub(crate) fn runs(&self) -> usize {
+        self.received.len()
+    }
+
+    /// By how much `data.len()` bytes at `offset` (with `fin` if the stream
+    /// ends after them) would grow the highest received offset: what counts
+    /// against the connection's window. Data the stream may not take is
+    /// refused, before anything is stored.
+    pub fn growth(&self, offset: u64, len: usize, fin: bool) -> Result<u64, StreamError> {
         let end = offset
-            .checked_add(data.len() as u64)
+            .checked_add(len as u64)
             .ok_or(StreamError::FlowControl { limit: self.limit })?;
         if end > self.limit {
             return Err(StreamError::FlowControl { limit: self.limit });
         }
         match self.final_size {
-            Some(size) if end > size || (fin && end != size) => return Err(StreamError::FinalSize),
-            None if fin && end < self.highest => return Err(StreamError::FinalSize),
-            _ => {}
+            Some(size) if end > size || (fin && end != size) => Err(StreamError::FinalSize),
+            None if fin && end < self.highest => Err(StreamError::FinalSize),
+            _ => Ok(end.saturating_sub(self.highest)),
         }
+    }
+
+    /// `data` at `offset` arrived, with `fin` if the stream ends after it;
+    /// pages come from `pool`. Returns by how much the highest received
+    /// offset grew, as [`Self::growth`].
+    pub fn insert(
+        &mut self,
+        pool: &mut PagePool,
+        offset: u64,
+        data: &[u8],
+        fin: bool,
+    ) -> Result<u64, StreamError> {
+        let grew = self.growth(offset, data.len(), fin)?;
+        let end = offset + data.len() as u64;
         if fin {
             self.final_size = Some(end);
         }
-        let grew = end.saturating_sub(self.highest);
         self.highest = self.highest.max(end);
         let start = offset.max(self.read);
         if start < end {
-            let window = (self.limit - self.read) as usize;
-            let live = self
-                .received
-                .last()
-                .map_or(0, |r| (r.end - self.read) as usize);
-            self.ring.reserve((end - self.read) as usize, window, live);
             for gap in self.received.gaps(start..end) {
                 let from = (gap.start - offset) as usize;
                 let to = (gap.end - offset) as usize;
-                self.ring
-                    .write_at((gap.start - self.read) as usize, &data[from..to]);
+                self.pages.write(pool, gap.start, &data[from..to]);
+                self.buffered += gap.end - gap.start;
             }
             self.received.insert(start..end);
+            let runs = self.received.len();
+            if runs > MAX_RUNS_SLACK && runs as u64 > self.buffered / MIN_RUN_BYTES {
+                return Err(StreamError::Fragmented {
+                    runs,
+                    bytes: self.buffered,
+                });
+            }
         }
         Ok(grew)
+    }
+
+    /// Forgets every byte held, giving its pages back to `pool`; the bytes
+    /// will never be read (the stream was reset).
+    pub fn discard(&mut self, pool: &mut PagePool) {
+        self.pages.clear(pool);
+        self.received = RangeSet::new();
+        self.buffered = 0;
     }
 
     /// The peer reset the stream, which ends at `final_size`. Returns by
@@ -144,18 +203,17 @@ impl RecvStream {
     }
 
     /// Copies the next bytes, in order, into `out`; returns how many.
-    pub fn read(&mut self, out: &mut [u8]) -> usize {
+    /// Pages the reader passed go back to `pool`.
+    pub fn read(&mut self, pool: &mut PagePool, out: &mut [u8]) -> usize {
         let n = (self.readable() as usize).min(out.len());
         if n == 0 {
             return 0;
         }
-        self.ring.read_at(0, &mut out[..n]);
-        self.ring.advance(n);
+        self.pages.read(self.read, &mut out[..n]);
         self.received.pop_front(n as u64);
         self.read += n as u64;
-        if self.received.is_empty() {
-            self.ring.restart();
-        }
+        self.buffered -= n as u64;
+        self.pages.release_before(pool, self.read);
         n
     }
 

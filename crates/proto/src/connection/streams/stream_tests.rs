@@ -4,6 +4,7 @@
 
 use proptest::prelude::*;
 
+use super::pages::{PAGE, PagePool};
 use super::recv_stream::{RecvStream, StreamError};
 use super::send_stream::SendStream;
 
@@ -70,8 +71,9 @@ proptest! {
         let mut flight: Vec<Packet> = Vec::new();
         let mut out = Vec::new();
         let mut buf = [0u8; 4000];
-        let deliver = |rx: &mut RecvStream, p: &Packet| -> Result<(), StreamError> {
-            rx.insert(p.offset, &p.data, p.fin).map(|_| ())
+        let mut pool = PagePool::new(WINDOW);
+        let deliver = |rx: &mut RecvStream, pool: &mut PagePool, p: &Packet| -> Result<(), StreamError> {
+            rx.insert(pool, p.offset, &p.data, p.fin).map(|_| ())
         };
         // The script, then a clean finish: everything delivered and read.
         let finale = (0..2000).flat_map(|_| [Net::Write(4096), Net::Send(1200), Net::Deliver(0), Net::Read(4000)]);
@@ -93,9 +95,9 @@ proptest! {
                 }
                 Net::Deliver(i) | Net::Duplicate(i) | Net::DeliverUnacked(i) if !flight.is_empty() => {
                     let p = flight.remove(i % flight.len());
-                    deliver(&mut rx, &p).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    deliver(&mut rx, &mut pool, &p).map_err(|e| TestCaseError::fail(e.to_string()))?;
                     if matches!(step, Net::Duplicate(_)) {
-                        deliver(&mut rx, &p).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                        deliver(&mut rx, &mut pool, &p).map_err(|e| TestCaseError::fail(e.to_string()))?;
                     }
                     if matches!(step, Net::DeliverUnacked(_)) {
                         tx.on_lost(p.offset, p.data.len() as u64, p.fin);
@@ -108,7 +110,7 @@ proptest! {
                     tx.on_lost(p.offset, p.data.len() as u64, p.fin);
                 }
                 Net::Read(n) => {
-                    let got = rx.read(&mut buf[..n.min(4000)]);
+                    let got = rx.read(&mut pool, &mut buf[..n.min(4000)]);
                     out.extend_from_slice(&buf[..got]);
                     // The reader's window slides as it reads.
                     rx.set_limit(rx.read_offset() + WINDOW);
@@ -117,6 +119,11 @@ proptest! {
             }
             prop_assert!(tx.buffered() <= 4096);
             prop_assert!(rx.buffered() <= WINDOW);
+            // Memory follows the bytes held: their pages, and at most a
+            // partly filled page at each end of each run and the reader's.
+            let pages = rx.buffered() as usize / PAGE + 2 * rx.runs() + 1;
+            prop_assert!(pool.live_memory() <= pages * PAGE, "{} bytes held in {} runs", rx.buffered(), rx.runs());
+            prop_assert_eq!(pool.live_memory(), rx.memory());
             if tx.is_done() && rx.is_finished() {
                 break;
             }
@@ -130,29 +137,36 @@ proptest! {
 
 #[test]
 fn a_peer_that_breaks_the_window_or_the_final_size_is_refused() {
+    let mut pool = PagePool::new(1 << 20);
     let mut rx = RecvStream::new(100);
     assert_eq!(
-        rx.insert(90, &[0; 11], false),
+        rx.insert(&mut pool, 90, &[0; 11], false),
         Err(StreamError::FlowControl { limit: 100 })
     );
     assert_eq!(
-        rx.insert(u64::MAX - 1, &[0; 4], false),
+        rx.insert(&mut pool, u64::MAX - 1, &[0; 4], false),
         Err(StreamError::FlowControl { limit: 100 })
     );
-    assert_eq!(rx.insert(0, &[1; 10], false), Ok(10));
-    assert_eq!(rx.insert(20, &[2; 10], true), Ok(20));
-    assert_eq!(rx.insert(25, &[2; 10], false), Err(StreamError::FinalSize));
-    assert_eq!(rx.insert(0, &[1; 5], true), Err(StreamError::FinalSize));
-    assert_eq!(rx.insert(10, &[3; 10], false), Ok(0));
+    assert_eq!(rx.insert(&mut pool, 0, &[1; 10], false), Ok(10));
+    assert_eq!(rx.insert(&mut pool, 20, &[2; 10], true), Ok(20));
+    assert_eq!(
+        rx.insert(&mut pool, 25, &[2; 10], false),
+        Err(StreamError::FinalSize)
+    );
+    assert_eq!(
+        rx.insert(&mut pool, 0, &[1; 5], true),
+        Err(StreamError::FinalSize)
+    );
+    assert_eq!(rx.insert(&mut pool, 10, &[3; 10], false), Ok(0));
     let mut out = [0; 64];
-    assert_eq!(rx.read(&mut out), 30);
+    assert_eq!(rx.read(&mut pool, &mut out), 30);
     assert!(rx.is_finished());
     let mut early = RecvStream::new(100);
     early
-        .insert(50, &[0; 10], false)
+        .insert(&mut pool, 50, &[0; 10], false)
         .expect("within the window");
     assert_eq!(
-        early.insert(0, &[0; 10], true),
+        early.insert(&mut pool, 0, &[0; 10], true),
         Err(StreamError::FinalSize),
         "a fin below data already seen"
     );
@@ -160,16 +174,23 @@ fn a_peer_that_breaks_the_window_or_the_final_size_is_refused() {
 
 #[test]
 fn a_reset_fixes_the_final_size_and_a_different_one_is_refused() {
+    let mut pool = PagePool::new(1 << 20);
     let mut rx = RecvStream::new(100);
-    rx.insert(0, &[1; 30], false).expect("within the window");
+    rx.insert(&mut pool, 0, &[1; 30], false)
+        .expect("within the window");
     assert_eq!(rx.reset(20), Err(StreamError::FinalSize), "below data seen");
     assert_eq!(rx.reset(101), Err(StreamError::FlowControl { limit: 100 }));
     assert_eq!(rx.reset(50), Ok(20), "the window is charged up to the end");
     assert_eq!(rx.reset(50), Ok(0), "a repeat charges nothing");
     assert_eq!(rx.reset(60), Err(StreamError::FinalSize));
-    assert_eq!(rx.insert(50, &[1; 1], false), Err(StreamError::FinalSize));
+    assert_eq!(
+        rx.insert(&mut pool, 50, &[1; 1], false),
+        Err(StreamError::FinalSize)
+    );
     let mut finished = RecvStream::new(100);
-    finished.insert(0, &[1; 10], true).expect("a fin");
+    finished
+        .insert(&mut pool, 0, &[1; 10], true)
+        .expect("a fin");
     assert_eq!(finished.reset(10), Ok(0));
     assert_eq!(finished.reset(11), Err(StreamError::FinalSize));
 }
@@ -192,4 +213,69 @@ fn a_full_buffer_takes_nothing_until_the_peer_acknowledges() {
         None,
         "a reset stream sends nothing more"
     );
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u64, usize),
+    Read(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0u64..40_000, 1usize..6_000).prop_map(|(at, len)| Op::Insert(at, len)),
+        1 => (1usize..9_000).prop_map(Op::Read),
+    ]
+}
+
+proptest! {
+    /// Chunks anywhere, overlapping, in any order, read at random: the
+    /// reader gets exactly the bytes written, and the pages held follow the
+    /// bytes buffered (a partly filled page at each end of each run, and
+    /// the reader's), never the offsets seen.
+    #[test]
+    fn pages_deliver_what_was_written_and_follow_the_bytes(
+        ops in proptest::collection::vec(op(), 0..200),
+    ) {
+        const LEN: usize = 48_000;
+        let data = source(LEN, 3);
+        let mut pool = PagePool::new(1 << 20);
+        let mut rx = RecvStream::new(LEN as u64);
+        let mut model = vec![false; LEN];
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 9_000];
+        let fin = [Op::Insert(0, LEN), Op::Read(LEN)];
+        for op in ops.into_iter().chain(fin) {
+            match op {
+                Op::Insert(at, len) => {
+                    let at = at as usize;
+                    let end = (at + len).min(LEN);
+                    if at >= end {
+                        continue;
+                    }
+                    rx.insert(&mut pool, at as u64, &data[at..end], end == LEN)
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    model[at..end].fill(true);
+                }
+                Op::Read(n) => {
+                    while out.len() < LEN {
+                        let n = n.min(buf.len());
+                        let got = rx.read(&mut pool, &mut buf[..n]);
+                        if got == 0 {
+                            break;
+                        }
+                        out.extend_from_slice(&buf[..got]);
+                    }
+                }
+            }
+            let held = model[out.len()..].iter().filter(|b| **b).count() as u64;
+            prop_assert_eq!(rx.buffered(), held);
+            let pages = rx.buffered() as usize / PAGE + 2 * rx.runs() + 1;
+            prop_assert!(pool.live_memory() <= pages * PAGE);
+            prop_assert_eq!(pool.live_memory(), rx.memory());
+        }
+        prop_assert!(out == data, "bytes differ");
+        prop_assert!(rx.is_finished());
+        prop_assert!(pool.live_memory() <= PAGE, "one page at most after the last read");
+    }
 }

@@ -183,7 +183,8 @@ fn each_side_announces_a_bidirectional_streams_window_as_soon_as_it_knows_it() {
 }
 
 /// Hands the peer's large message `len` bytes long to `streams` in
-/// packet-sized Stream frames; whether it was delivered whole.
+/// packet-sized Stream frames; whether it was delivered whole (and then
+/// taken by the application).
 fn receive_message(streams: &mut Streams, index: u64, len: usize) -> bool {
     let id = StreamId::new(Side::Responder, Direction::Uni, index);
     let data = vec![7u8; len];
@@ -195,7 +196,11 @@ fn receive_message(streams: &mut Streams, index: u64, len: usize) -> bool {
             .on_stream_frame(id, offset, chunk, fin)
             .expect("a valid frame");
     }
-    delivered.is_some_and(|d| d.message.len() == len)
+    let Some(delivered) = delivered else {
+        return false;
+    };
+    streams.on_large_message_taken(delivered.held);
+    delivered.message.len() == len
 }
 
 #[test]

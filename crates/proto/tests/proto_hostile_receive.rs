@@ -1,0 +1,223 @@
+//! A peer that lies (issue #23), receive side: an authenticated attacker
+//! must not make the endpoint hold memory beyond what flow control grants.
+//! `allocation_counter` installs a counting global allocator in this test
+//! binary: the bytes the test's own thread leaves on the heap while the
+//! attacker sends are what the attack pins (the endpoint runs on that
+//! thread); the connection's own accounting (`receive_memory`) must agree.
+
+mod support;
+
+use support::attacker::Attacker;
+use tern_proto::{ConnectionError, Direction, EndpointConfig, ProtocolError, Side, StreamId};
+use tern_wire::{Frame, Message, ResetStream, Stream};
+
+/// Runs `attack` and returns the bytes it left allocated.
+fn pinned(attack: impl FnOnce()) -> u64 {
+    allocation_counter::measure(attack).bytes_current.max(0) as u64
+}
+
+fn receive_memory(attacker: &mut Attacker) -> u64 {
+    attacker.connection().expect("open").stats().receive_memory as u64
+}
+
+fn bi(index: u64) -> StreamId {
+    StreamId::new(Side::Initiator, Direction::Bi, index)
+}
+
+fn stream(id: StreamId, offset: u64, data: &[u8]) -> Frame<'_> {
+    Frame::Stream(Stream {
+        id: id.0,
+        offset,
+        fin: false,
+        data,
+    })
+}
+
+/// Before its first window update, the connection lets the peer send this
+/// much (the initial connection window, 256 KiB), whatever the streams.
+const EARLY: u64 = 200 * 1024;
+
+#[test]
+fn a_byte_far_ahead_holds_a_page_not_the_distance() {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    let held = pinned(|| {
+        attacker.send(&[stream(bi(0), EARLY, b"x")]);
+    });
+    assert!(attacker.connection().expect("open").error().is_none());
+    assert!(held < 32 * 1024, "a byte pinned {held} bytes");
+    let accounted = receive_memory(&mut attacker);
+    assert!(accounted <= 8 * 1024, "accounted {accounted}");
+}
+
+#[test]
+fn data_refused_by_flow_control_takes_no_memory() {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    let window = EndpointConfig::default().connection.stream_receive_window;
+    // Within the stream's window (announced whole), past the connection's.
+    let held = pinned(|| {
+        attacker.send(&[stream(bi(0), window - 1, b"x")]);
+    });
+    assert!(attacker.connection().expect("open").error().is_some());
+    assert!(held < 64 * 1024, "a refused byte pinned {held} bytes");
+    assert_eq!(receive_memory(&mut attacker), 0);
+}
+
+#[test]
+fn a_reset_lets_go_of_the_bytes_it_credits() {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    let window = EndpointConfig::default().connection.stream_receive_window;
+    // Each stream: a byte at each end of its window, then a reset that
+    // credits the whole window to the connection's (the first stream stays
+    // within the connection's initial window; its credit opens the rest);
+    // the application does not read, so the streams stay until it looks.
+    let held = pinned(|| {
+        for index in 0..8 {
+            let id = bi(index);
+            let end = if index == 0 { EARLY } else { window - 1 };
+            attacker.send(&[stream(id, 0, b"x"), stream(id, end, b"x")]);
+            attacker.send(&[Frame::ResetStream(ResetStream {
+                id: id.0,
+                error_code: 1,
+                final_size: end + 1,
+            })]);
+        }
+    });
+    assert!(attacker.connection().expect("open").error().is_none());
+    assert!(held < 256 * 1024, "reset streams pinned {held} bytes");
+    let accounted = receive_memory(&mut attacker);
+    assert!(accounted <= 64 * 1024, "accounted {accounted}");
+}
+
+/// The connection's end, once it closed for a violation.
+fn violation(attacker: &mut Attacker) -> Option<ProtocolError> {
+    match attacker.connection().and_then(|c| c.error().cloned()) {
+        Some(ConnectionError::Protocol(e)) => Some(e),
+        _ => None,
+    }
+}
+
+#[test]
+fn empty_messages_the_application_does_not_take_are_bounded() {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    let mut next = 0u64;
+    let held = pinned(|| {
+        // 40 000 empty messages, 100 a packet; the application takes none.
+        for _ in 0..400 {
+            let frames: Vec<Frame<'_>> = (next..next + 100)
+                .map(|id| Frame::Message(Message { id, data: &[] }))
+                .collect();
+            next += 100;
+            attacker.send(&frames);
+        }
+    });
+    // Each message counts against the connection window until taken:
+    // past the 256 KiB the peer was allowed, it broke flow control.
+    assert!(
+        matches!(
+            violation(&mut attacker),
+            Some(ProtocolError::FlowControl(_))
+        ),
+        "{:?}",
+        violation(&mut attacker)
+    );
+    let connection = attacker.connection().expect("still held");
+    let mut taken = 0;
+    while connection.recv_message().is_some() {
+        taken += 1;
+    }
+    assert!(taken <= 4096, "{taken} messages held");
+    assert!(held < 512 * 1024, "empty messages pinned {held} bytes");
+}
+
+#[test]
+fn messages_taken_by_the_application_free_their_charge() {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    // Ten times what the window would hold untaken, taken as they come.
+    for batch in 0..400u64 {
+        let frames: Vec<Frame<'_>> = (batch * 100..batch * 100 + 100)
+            .map(|id| Frame::Message(Message { id, data: b"m" }))
+            .collect();
+        attacker.send(&frames);
+        let connection = attacker.connection().expect("open");
+        while connection.recv_message().is_some() {}
+        // The window update the taking earned reaches the attacker.
+        attacker.turn();
+    }
+    assert_eq!(violation(&mut attacker), None);
+    assert_eq!(receive_memory(&mut attacker), 0);
+}
+
+#[test]
+fn one_byte_fragments_at_alternate_offsets_are_a_violation() {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    let held = pinned(|| {
+        for packet in 0..200u64 {
+            let frames: Vec<Frame<'_>> = (0..100u64)
+                .map(|k| stream(bi(0), 2 * (packet * 100 + k) + 1, b"x"))
+                .collect();
+            attacker.send(&frames);
+        }
+    });
+    assert!(
+        matches!(
+            violation(&mut attacker),
+            Some(ProtocolError::StreamData(e)) if e.to_string().contains("fragmented")
+        ),
+        "{:?}",
+        violation(&mut attacker)
+    );
+    assert!(held < 256 * 1024, "fragments pinned {held} bytes");
+    while attacker.endpoint.poll_event().is_some() {}
+    assert_eq!(attacker.endpoint.stats().protocol_violations, 1);
+}
+
+#[test]
+fn holes_of_whole_packets_are_never_excessive_fragmentation() {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    // 1 100 runs of 100 bytes (small packets, every other one lost), and
+    // 18 of a full packet's data on a second stream (all within the 256 KiB
+    // the connection allows before its first update).
+    let small = [3u8; 100];
+    for k in 0..1100u64 {
+        attacker.send(&[stream(bi(0), 200 * k + 1, &small)]);
+    }
+    let full = [4u8; 1100];
+    for k in 0..18u64 {
+        attacker.send(&[stream(bi(1), 2200 * k + 1, &full)]);
+    }
+    assert_eq!(violation(&mut attacker), None);
+    let accounted = receive_memory(&mut attacker);
+    assert!(accounted < 1 << 20, "accounted {accounted}");
+}
+
+#[test]
+fn partial_large_messages_count_against_the_connection_window() {
+    let mut config = EndpointConfig::default();
+    config.connection.receive_window = 256 * 1024;
+    let mut attacker = Attacker::connect(config);
+    let uni = |index| StreamId::new(Side::Initiator, Direction::Uni, index);
+    let chunk = [5u8; 1000];
+    let held = pinned(|| {
+        // Eight messages, 60 KiB of each and never the end: 480 KiB, past
+        // the connection's 256 KiB window. One message may grow past the
+        // window (the first, whose bytes are credited as they arrive); the
+        // others hold theirs until the application takes them.
+        'attack: for index in 0..8 {
+            for k in 0..60 {
+                attacker.send(&[stream(uni(index), k * 1000, &chunk)]);
+                if violation(&mut attacker).is_some() {
+                    break 'attack;
+                }
+            }
+        }
+    });
+    assert!(
+        matches!(
+            violation(&mut attacker),
+            Some(ProtocolError::FlowControl(_))
+        ),
+        "{:?}",
+        violation(&mut attacker)
+    );
+    assert!(held < 512 * 1024, "partial messages pinned {held} bytes");
+}
