@@ -2,7 +2,12 @@
 //! sending a large message the application never takes, against one
 //! endpoint with a small budget. What the endpoint's connections hold
 //! together never passes the budget, the greediest is closed first, and an
-//! honest peer on the same endpoint still completes its transfer.
+//! honest peer on the same endpoint still completes its transfer. And an
+//! authenticated attacker that keeps to flow control is stopped at the
+//! budget: the most the heap held while it sent (`allocation_counter`
+//! installs a counting global allocator in this test binary; the endpoint
+//! and the attacker run on the test's thread) stays within it but for the
+//! copy of one growing message buffer.
 
 mod support;
 
@@ -10,11 +15,14 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use support::attacker::{Attacker, Limits};
 use support::{EndpointSim, OnSim, Outbox, drive, message, seed_bytes, wall_start};
 use tern_proto::{
-    ConnectionError, ConnectionHandle, Endpoint, EndpointConfig, Event, ReadOutcome, StreamId,
+    ConnectionError, ConnectionHandle, Direction, Endpoint, EndpointConfig, Event,
+    INITIAL_CONNECTION_WINDOW, INITIAL_STREAM_WINDOW, ReadOutcome, Side, StreamId,
 };
 use tern_sim::{LinkConfig, NodeId, Sim, SimConfig};
+use tern_wire::{Frame, Stream};
 
 const GREEDY: usize = 8;
 const BUDGET: u64 = 8 << 20;
@@ -253,4 +261,75 @@ fn without_pressure_a_large_budget_closes_nobody() {
     assert!(outcome.closed.is_empty(), "{:?}", outcome.closed);
     assert!(outcome.peak_held >= (GREEDY * GREEDY_MESSAGE) as u64);
     assert_eq!(outcome.honest_read, HONEST_BYTES);
+}
+
+#[test]
+fn an_attacker_that_keeps_to_flow_control_never_takes_more_than_the_budget() {
+    let budget: u64 = 2 << 20;
+    let mut config = EndpointConfig::default();
+    config.connection.receive_window = 256 * 1024;
+    config.memory_budget = budget;
+    let mut attacker = Attacker::connect(config);
+    // One large message the application never takes: its bytes are
+    // credited as they arrive, so only the budget stops it short of
+    // `max_message_size`.
+    let id = StreamId::new(Side::Initiator, Direction::Uni, 0);
+    let mut limits = Limits {
+        data: INITIAL_CONNECTION_WINDOW,
+        ..Limits::default()
+    };
+    let chunk = [9u8; 1000];
+    let mut sent = 0u64;
+    let pinned = allocation_counter::measure(|| {
+        while sent < 4 * budget {
+            let stream = limits
+                .streams
+                .get(&id.0)
+                .copied()
+                .unwrap_or(INITIAL_STREAM_WINDOW);
+            if sent + chunk.len() as u64 > limits.data.min(stream) {
+                let before = limits.clone();
+                attacker.turn();
+                attacker.take_limits(&mut limits);
+                if limits == before {
+                    break;
+                }
+                continue;
+            }
+            attacker.send(&[Frame::Stream(Stream {
+                id: id.0,
+                offset: sent,
+                fin: false,
+                data: &chunk,
+            })]);
+            sent += chunk.len() as u64;
+        }
+        attacker.turn();
+    })
+    .bytes_max;
+    let charged = attacker.endpoint.stats().memory_charged;
+    let closes = attacker.endpoint.stats().memory_budget_closes;
+    let connection = attacker
+        .connection()
+        .expect("held until the application looks");
+    // Held back by flow control, or, once what the message's buffer took
+    // past its bytes brought the connection to the budget, closed for it:
+    // never for breaking flow control.
+    let error = connection.error().cloned();
+    assert!(
+        matches!(error, None | Some(ConnectionError::MemoryBudget)),
+        "{error:?}"
+    );
+    assert_eq!(closes, u64::from(error.is_some()));
+    let held = connection.stats().receive_memory as u64;
+    eprintln!(
+        "budget {budget}: sent {sent}, pinned {pinned}, held {held}, charged {charged}, {error:?}"
+    );
+    assert!(sent < budget, "sent {sent}: not stopped");
+    // The accounting stays within the budget; the heap's peak goes past
+    // it by the message buffer's last doubling, which holds the old and
+    // the new buffer at once while it copies (1 MiB and 2 MiB here).
+    assert!(pinned <= 2 * budget, "pinned {pinned}");
+    assert!(held <= budget, "held {held}");
+    assert!(charged <= budget, "charged {charged}");
 }
