@@ -296,7 +296,21 @@ pub struct EndpointConfig {
     /// A cap on the whole endpoint's sending rate in bytes per second
     /// (token bucket; default none).
     pub rate_limit: Option<u64>,
+    /// Bytes all connections may hold together, counting the flow-control
+    /// credit granted to peers and not used yet (see
+    /// [`EndpointStats::memory_charged`](crate::EndpointStats::memory_charged)).
+    /// Past seven eighths of it no connection grants more credit; past it,
+    /// the connections charged the most are closed. The default,
+    /// [`DEFAULT_MEMORY_BUDGET`] (6 GiB), holds the 256 KiB every
+    /// connection grants at its start for `max_connections` connections
+    /// (4 GiB), and beyond that 64 connections' full receive windows
+    /// (32 MiB each). Less holds fewer: give it at least a few times
+    /// `receive_window`, or no connection gets its full window.
+    pub memory_budget: u64,
 }
+
+/// The default [`EndpointConfig::memory_budget`]: 6 GiB (see there).
+pub const DEFAULT_MEMORY_BUDGET: u64 = 6 << 30;
 
 impl Default for EndpointConfig {
     fn default() -> Self {
@@ -306,6 +320,7 @@ impl Default for EndpointConfig {
             max_connections: 16_384,
             keys: KeyConfig::default(),
             rate_limit: None,
+            memory_budget: DEFAULT_MEMORY_BUDGET,
         }
     }
 }

@@ -12,6 +12,12 @@
 //! crate builds without either, for other event loops and simulators (its
 //! own tests run it in tern-sim, in virtual time).
 //!
+//! What an endpoint's connections hold together is bounded by one memory
+//! budget ([`EndpointConfig::memory_budget`]): past seven eighths of it no
+//! connection grants its peer more flow-control credit, and the
+//! connections holding the most are closed before it is passed
+//! ([`ConnectionError::MemoryBudget`]).
+//!
 //! [`Node`] is the contract between the protocol and the I/O: the calls a
 //! driver makes, in the order it makes them. [`Connection`]'s documentation
 //! gives the order of a connection's calls within a turn.
@@ -81,8 +87,8 @@ pub use tern_congestion::{
 pub use tern_wire::{CloseKind, IdentityKey, KeyConfig, PublicIdentity};
 
 pub use config::{
-    ConfigError, CongestionConfig, CongestionKind, ConnectionConfig, EndpointConfig,
-    INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS, INITIAL_STREAM_WINDOW,
+    ConfigError, CongestionConfig, CongestionKind, ConnectionConfig, DEFAULT_MEMORY_BUDGET,
+    EndpointConfig, INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS, INITIAL_STREAM_WINDOW,
 };
 pub use connection::streams::stream_id::{Direction, Side, StreamId};
 pub use connection::{

@@ -33,6 +33,9 @@ pub(super) struct PendingClose {
 mod close_code {
     /// A peer broke the protocol.
     pub(super) const PROTOCOL_VIOLATION: u64 = 1;
+    /// The endpoint's memory budget was reached and this connection held
+    /// the most.
+    pub(super) const MEMORY_BUDGET: u64 = 2;
 }
 
 impl Connection {
@@ -64,6 +67,27 @@ impl Connection {
             code,
             reason,
             ConnectionError::LocallyClosed { code },
+        );
+    }
+
+    /// Closes at once to give back what the connection holds: the
+    /// endpoint's memory budget was reached and this connection held the
+    /// most. What the peer sent and the application did not take is
+    /// dropped; the peer is told with a transport close.
+    pub(crate) fn close_for_memory(&mut self, now: Instant) {
+        self.inbox.clear();
+        self.datagrams_in.clear();
+        self.streams.discard_received();
+        if matches!(self.state, State::Connecting(_)) {
+            self.finish_with(ConnectionError::MemoryBudget);
+            return;
+        }
+        self.start_closing(
+            now,
+            CloseKind::Transport,
+            close_code::MEMORY_BUDGET,
+            Bytes::from_static(b"memory budget"),
+            ConnectionError::MemoryBudget,
         );
     }
 

@@ -47,6 +47,10 @@ pub enum ConnectionError {
     /// transport error.
     #[error("protocol violation: {0}")]
     Protocol(#[from] ProtocolError),
+    /// The endpoint's memory budget was reached and this connection held
+    /// the most of it: it was closed, and what it held dropped.
+    #[error("closed to keep the endpoint within its memory budget")]
+    MemoryBudget,
 }
 
 /// A rule of the protocol that the peer broke (after its packet was

@@ -1,11 +1,12 @@
 //! What a connection reports about itself: its figures
 //! ([`ConnectionStats`]) and the bytes it holds for data, to send and
-//! received — what an endpoint-wide budget sums over its connections.
+//! received — what an endpoint-wide budget sums over its connections —
+//! and the hooks that budget acts through.
 
 use bytes::Bytes;
 use tern_congestion::Controller;
 
-use super::{Connection, ConnectionStats, MESSAGE_CHARGE};
+use super::{Connection, ConnectionStats, MESSAGE_CHARGE, State};
 
 impl Connection {
     /// Figures about the connection.
@@ -68,5 +69,44 @@ impl Connection {
                 .map(|(m, _)| m.len() + MESSAGE_CHARGE as usize)
                 .sum::<usize>()
             + self.datagrams_in.iter().map(Bytes::len).sum::<usize>()
+    }
+}
+
+/// A connection's part in its endpoint's memory budget (see
+/// `endpoint::budget`).
+impl Connection {
+    /// What the connection is charged against the endpoint's budget:
+    /// the memory it holds to send and received, and the connection credit
+    /// granted to the peer and not used yet (a promise: the peer may send
+    /// it without asking), in bytes. Receive memory grows only into credit
+    /// already charged, but for page and record overheads and datagrams. A
+    /// connection that closed grants nothing more.
+    pub(crate) fn memory_charge(&self) -> (u64, u64) {
+        let held = self.send_memory().saturating_add(self.receive_memory());
+        let open = matches!(self.state, State::Connecting(_) | State::Established);
+        let credit = if open {
+            self.streams.unused_credit()
+        } else {
+            0
+        };
+        (held as u64, credit)
+    }
+
+    /// Lends the connection `room` bytes of credit it may grant its peer
+    /// until the next call; an update that waited for room is granted if
+    /// it now fits.
+    pub(crate) fn lend_credit_room(&mut self, room: u64) {
+        self.streams.lend_credit_room(room);
+    }
+
+    /// Credit granted to the peer since the last call, in bytes.
+    pub(crate) fn take_granted(&mut self) -> u64 {
+        self.streams.take_granted()
+    }
+
+    /// Whether the application read enough to earn the peer more credit,
+    /// and the update waits for room in the budget.
+    pub(crate) fn credit_wanted(&self) -> bool {
+        self.streams.credit_wanted() && matches!(self.state, State::Established)
     }
 }

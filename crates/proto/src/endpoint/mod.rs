@@ -14,8 +14,10 @@
 //!
 //! This module holds the endpoint, its commands and its turns; `intro`
 //! what it does with an intro. The receiver-index table and the intro
-//! limiter are its building blocks.
+//! limiter are its building blocks; `budget` keeps its connections within
+//! one memory budget.
 
+mod budget;
 mod intro;
 pub(crate) mod intro_limit;
 pub(crate) mod receiver_index;
@@ -44,6 +46,7 @@ use tern_wire::{
 use crate::config::{ConfigError, CongestionConfig, EndpointConfig};
 use crate::connection::{Connection, ConnectionError, Event, Start};
 use crate::{Node, StreamId, Transmit, TransmitLimits};
+use budget::MemoryBudget;
 use intro_limit::IntroLimiter;
 use receiver_index::{IndexFull, ReceiverIndex};
 use retry::Tokens;
@@ -127,6 +130,7 @@ pub struct Endpoint {
     freed: Vec<u32>,
     /// New connections are refused: intros are dropped unread.
     refusing: bool,
+    budget: MemoryBudget,
     stats: EndpointStats,
 }
 
@@ -190,6 +194,7 @@ impl Endpoint {
             queued: FxHashSet::default(),
             freed: Vec::new(),
             refusing: false,
+            budget: MemoryBudget::new(config.memory_budget),
             stats: EndpointStats::default(),
         })
     }
@@ -286,9 +291,10 @@ impl Endpoint {
 
     /// A connection, to use its commands.
     pub fn connection(&mut self, handle: ConnectionHandle) -> Option<&mut Connection> {
-        if self.connections.get(handle.0).is_some() {
-            self.touch(handle.0);
-        }
+        self.settle_lent();
+        let connection = self.connections.get_mut(handle.0)?;
+        self.budget.lend_to_application(handle.0, connection);
+        self.touch(handle.0);
         self.connections.get_mut(handle.0)
     }
 
@@ -327,7 +333,10 @@ impl Endpoint {
 
     /// Figures about the endpoint.
     pub fn stats(&self) -> EndpointStats {
-        self.stats
+        EndpointStats {
+            memory_charged: self.budget.total(),
+            ..self.stats
+        }
     }
 
     /// The next event of any connection. A connection's last event is
@@ -374,6 +383,7 @@ impl Endpoint {
     /// Looks at every touched connection: takes its events, frees it if it
     /// is over, and re-arms its timer.
     fn flush(&mut self) {
+        self.settle_lent();
         let mut closed = 0;
         // Taken for the loop and put back empty, so its buffer is reused.
         let mut dirty = std::mem::take(&mut self.dirty);
@@ -401,11 +411,13 @@ impl Endpoint {
             }
             if connection.is_done() {
                 self.connections.remove(index);
+                self.budget.remove(index);
                 self.armed.remove(&index);
                 self.freed.push(index);
                 closed += 1;
                 continue;
             }
+            self.budget.look(index, connection);
             let deadline = connection.poll_timeout();
             if deadline != self.armed.get(&index).copied() {
                 match deadline {
@@ -420,6 +432,7 @@ impl Endpoint {
             }
         }
         self.dirty = dirty;
+        self.keep_to_budget();
         if closed > 0 {
             self.stats.connections_closed += closed;
             let live = |i: &u32| self.connections.get(*i).is_some();
@@ -487,9 +500,13 @@ impl Node for Endpoint {
             self.stats.dropped_unroutable += 1;
             return;
         };
+        self.budget.saw(now);
+        self.settle_lent();
         match self.connections.get_mut(index) {
             Some(connection) => {
+                self.budget.lend(connection);
                 connection.handle_datagram(now, from, datagram);
+                self.budget.settle(index, connection);
                 self.touch(index);
             }
             None => self.stats.dropped_unroutable += 1,
@@ -566,6 +583,7 @@ impl Node for Endpoint {
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        self.budget.saw(now);
         self.flush();
         loop {
             self.prune_timers();

@@ -38,4 +38,11 @@ pub struct EndpointStats {
     pub connections_closed: u64,
     /// Connections closed because the peer broke the protocol.
     pub protocol_violations: u64,
+    /// Connections closed to keep the endpoint within its memory budget
+    /// (the greediest first).
+    pub memory_budget_closes: u64,
+    /// Bytes the connections are charged against the memory budget, when
+    /// the endpoint last looked: what they hold plus the credit granted to
+    /// their peers and not used yet.
+    pub memory_charged: u64,
 }

@@ -40,6 +40,16 @@ impl Tally {
     }
 }
 
+/// The flow-control limits the endpoint granted the attacker, as far as
+/// it has read them ([`Attacker::take_limits`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// The connection's limit (MaxData).
+    pub data: u64,
+    /// Each stream's limit (MaxStreamData), by stream id.
+    pub streams: HashMap<u64, u64>,
+}
+
 /// An endpoint under attack, and the authenticated peer attacking it.
 pub struct Attacker {
     /// The endpoint under attack (it has the shared test identity).
@@ -236,6 +246,27 @@ impl Attacker {
             .map(|f| f.frame_type())
             .collect();
         Some((opened.packet_number(), types))
+    }
+
+    /// Takes the datagrams in `inbox` and raises `limits` to the
+    /// flow-control limits they carry: the connection's (MaxData) and each
+    /// stream's (MaxStreamData, by stream id).
+    pub fn take_limits(&mut self, limits: &mut Limits) {
+        for mut datagram in std::mem::take(&mut self.inbox) {
+            let Ok(opened) = self.keys.opener.open(&mut datagram) else {
+                continue;
+            };
+            for frame in opened.frames().filter_map(Result::ok) {
+                match frame {
+                    Frame::MaxData(m) => limits.data = limits.data.max(m.max),
+                    Frame::MaxStreamData(m) => {
+                        let stream = limits.streams.entry(m.id).or_default();
+                        *stream = (*stream).max(m.max);
+                    }
+                    _ => {}
+                }
+            }
+        }
     }
 
     /// Opens a datagram the endpoint sent to the attacker and gives its

@@ -84,12 +84,24 @@ impl RecvWindow {
     /// A new limit to advertise, when half the window has been read since
     /// the last one.
     pub(crate) fn poll_update(&mut self) -> Option<u64> {
-        let next = self.consumed.saturating_add(self.window);
-        if next.saturating_sub(self.limit) >= self.window / 2 && next > self.limit {
-            self.limit = next;
-            return Some(next);
-        }
-        None
+        let raise = self.raise_due()?;
+        self.limit += raise;
+        Some(self.limit)
+    }
+
+    /// How far the limit is to move, when half the window has been read
+    /// since the last update: the credit the next update grants.
+    pub(crate) fn raise_due(&self) -> Option<u64> {
+        let raise = self
+            .consumed
+            .saturating_add(self.window)
+            .saturating_sub(self.limit);
+        (raise > 0 && raise >= self.window / 2).then_some(raise)
+    }
+
+    /// Credit granted and not used: what the peer may still send.
+    pub(crate) fn unused(&self) -> u64 {
+        self.limit - self.received
     }
 }
 
@@ -148,6 +160,22 @@ impl SendCredit {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_raise_due_is_what_the_update_grants_and_unused_credit_follows() {
+        let mut window = RecvWindow::with_initial_limit(1000, 256);
+        assert_eq!(window.unused(), 256);
+        window.on_received(200).expect("within");
+        assert_eq!(window.unused(), 56);
+        // Nothing read: an update would raise the limit by 744 (past half
+        // the window), to 1000.
+        assert_eq!(window.raise_due(), Some(744));
+        window.on_consumed(100);
+        assert_eq!(window.raise_due(), Some(844));
+        assert_eq!(window.poll_update(), Some(1100));
+        assert_eq!(window.raise_due(), None);
+        assert_eq!(window.unused(), 900);
+    }
 
     #[test]
     fn the_window_slides_after_half_of_it_is_read() {

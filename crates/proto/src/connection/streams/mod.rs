@@ -209,6 +209,13 @@ pub(super) struct Streams {
     credit: SendCredit,
     /// What this side lets the peer send over all streams and messages.
     window: RecvWindow,
+    /// Credit the window may still grant: what the endpoint's memory
+    /// budget lent for this turn (unbounded for a connection on its own).
+    credit_room: u64,
+    /// Credit granted since the endpoint last looked.
+    granted: u64,
+    /// An update of the window waits for room in the budget.
+    credit_wanted: bool,
     stream_send_buffer: usize,
     /// Bytes the application's streams may hold together.
     budget: SendBudget,
@@ -288,6 +295,9 @@ impl Streams {
                 config.receive_window.max(INITIAL_CONNECTION_WINDOW),
                 INITIAL_CONNECTION_WINDOW,
             ),
+            credit_room: u64::MAX,
+            granted: 0,
+            credit_wanted: false,
             stream_send_buffer: config.stream_send_buffer,
             budget: SendBudget::new(config.send_buffer),
             waiting: Vec::new(),

@@ -57,6 +57,11 @@ impl PagePool {
         }
     }
 
+    /// Returns the pages kept for reuse to the allocator.
+    pub fn trim(&mut self) {
+        self.free = Vec::new();
+    }
+
     /// Bytes of every page the pool handed out or keeps.
     pub fn memory(&self) -> usize {
         (self.live + self.free.len()) * PAGE

@@ -77,6 +77,13 @@ impl Streams {
         }
     }
 
+    /// Drops every received byte and the spare pages kept for the next:
+    /// for a connection closed to give its memory back.
+    pub(in crate::connection) fn discard_received(&mut self) {
+        self.discard_unread();
+        self.pages.trim();
+    }
+
     /// Forgets the receiving half of `id`, its pages back to the pool.
     pub(super) fn remove_incoming(&mut self, id: StreamId) {
         if let Some(mut inc) = self.incoming.remove(&id) {
@@ -119,11 +126,51 @@ impl Streams {
 
     /// Bytes of all streams and messages the application took: the
     /// connection window moves on.
+    ///
+    /// The update is granted only within `credit_room` (what the endpoint's
+    /// memory budget lends, see [`Streams::lend_credit_room`]); one that
+    /// does not fit waits, and `credit_wanted` says so.
     pub(in crate::connection) fn on_consumed(&mut self, bytes: u64) {
         self.window.on_consumed(bytes);
+        let Some(raise) = self.window.raise_due() else {
+            return;
+        };
+        if raise > self.credit_room {
+            self.credit_wanted = true;
+            return;
+        }
+        self.credit_room -= raise;
+        self.granted += raise;
+        self.credit_wanted = false;
         if self.window.poll_update().is_some() {
             self.max_data_due = true;
         }
+    }
+
+    /// Lets the connection window grant up to `room` more bytes of credit
+    /// until the next call (the endpoint lends its memory budget's room
+    /// before each of the connection's turns), and grants an update that
+    /// was waiting for room, if it now fits.
+    pub(in crate::connection) fn lend_credit_room(&mut self, room: u64) {
+        self.credit_room = room;
+        if self.credit_wanted {
+            self.on_consumed(0);
+        }
+    }
+
+    /// Credit granted since the last call, in bytes.
+    pub(in crate::connection) fn take_granted(&mut self) -> u64 {
+        std::mem::take(&mut self.granted)
+    }
+
+    /// Whether an update of the connection window waits for room.
+    pub(in crate::connection) fn credit_wanted(&self) -> bool {
+        self.credit_wanted
+    }
+
+    /// Connection credit granted to the peer and not used yet.
+    pub(in crate::connection) fn unused_credit(&self) -> u64 {
+        self.window.unused()
     }
 
     /// The receiving half of `id` is done: forgotten, and once both halves

@@ -416,3 +416,29 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_window_update_waits_for_room_in_the_memory_budget() {
+    let mut streams = streams(1 << 20, 4 << 20);
+    let window = ConnectionConfig::default().receive_window;
+    streams.max_data_due = false;
+    streams
+        .window
+        .on_received(INITIAL_CONNECTION_WINDOW)
+        .expect("within the initial window");
+    // The application read everything, but the budget lends too little
+    // for the update: it waits, and the peer has no credit left.
+    streams.lend_credit_room(1000);
+    streams.on_consumed(INITIAL_CONNECTION_WINDOW);
+    assert!(streams.credit_wanted());
+    assert!(!streams.max_data_due);
+    assert_eq!(streams.take_granted(), 0);
+    assert_eq!(streams.unused_credit(), 0);
+    // Room enough: the update is granted as soon as it is lent.
+    streams.lend_credit_room(window);
+    assert!(!streams.credit_wanted());
+    assert!(streams.max_data_due);
+    assert_eq!(streams.take_granted(), window);
+    assert_eq!(streams.take_granted(), 0);
+    assert_eq!(streams.unused_credit(), window);
+}
