@@ -33,6 +33,8 @@ pub(super) struct PendingClose {
 mod close_code {
     /// A peer broke the protocol.
     pub(super) const PROTOCOL_VIOLATION: u64 = 1;
+    /// The connection was evicted from a full table for a new peer.
+    pub(super) const EVICTED: u64 = 2;
 }
 
 impl Connection {
@@ -64,6 +66,20 @@ impl Connection {
             code,
             reason,
             ConnectionError::LocallyClosed { code },
+        );
+    }
+
+    /// Closes at once, with a transport Close, to make room for a new
+    /// connection: the endpoint's table is full and this one carried no
+    /// application data for the longest. What it still held is abandoned
+    /// (it was idle), and the endpoint frees it at once.
+    pub(crate) fn evict(&mut self, now: Instant) {
+        self.start_closing(
+            now,
+            CloseKind::Transport,
+            close_code::EVICTED,
+            Bytes::from_static(b"evicted: idle while the table was full"),
+            ConnectionError::Evicted,
         );
     }
 
