@@ -289,8 +289,26 @@ pub struct EndpointConfig {
     /// How many intros (each an RSA decryption) are processed, per source
     /// and in total.
     pub intro_limits: IntroLimiterConfig,
-    /// Connections held at once (default 16 384).
+    /// Connections held at once (default 16 384). When the table is full,
+    /// a new peer takes the place of the incoming connection that carried
+    /// no application data for the longest, if that was at least
+    /// `evict_idle_after` ago; otherwise its intro is refused.
     pub max_connections: usize,
+    /// Incoming connections held at once from one source IP address
+    /// (default 1 024): enough for a large NAT's clients, a sixteenth of
+    /// the table. An intro past it is refused before any RSA work.
+    pub max_connections_per_address: usize,
+    /// Incoming connections held at once from one network: a /24 for IPv4,
+    /// a /48 for IPv6 (default 4 096, a quarter of the table), so that a
+    /// few hosts cannot take the table by using many addresses of their
+    /// own network. An intro past it is refused before any RSA work.
+    pub max_connections_per_prefix: usize,
+    /// How long an incoming connection must have carried no application
+    /// data (stream bytes, messages, datagrams; keep-alives do not count)
+    /// before a new peer may take its place in a full table (default
+    /// 10 s; `None`: never, a full table refuses every intro). A connection
+    /// carrying traffic is never evicted, nor one this side opened.
+    pub evict_idle_after: Option<Duration>,
     /// Packet protection limits (the key update interval).
     pub keys: KeyConfig,
     /// A cap on the whole endpoint's sending rate in bytes per second
@@ -318,6 +336,9 @@ impl Default for EndpointConfig {
             connection: ConnectionConfig::default(),
             intro_limits: IntroLimiterConfig::default(),
             max_connections: 16_384,
+            max_connections_per_address: 1_024,
+            max_connections_per_prefix: 4_096,
+            evict_idle_after: Some(Duration::from_secs(10)),
             keys: KeyConfig::default(),
             rate_limit: None,
             memory_budget: DEFAULT_MEMORY_BUDGET,

@@ -36,6 +36,8 @@ mod close_code {
     /// The endpoint's memory budget was reached and this connection held
     /// the most.
     pub(super) const MEMORY_BUDGET: u64 = 2;
+    /// The connection was evicted from a full table for a new peer.
+    pub(super) const EVICTED: u64 = 3;
 }
 
 impl Connection {
@@ -88,6 +90,20 @@ impl Connection {
             close_code::MEMORY_BUDGET,
             Bytes::from_static(b"memory budget"),
             ConnectionError::MemoryBudget,
+        );
+    }
+
+    /// Closes at once, with a transport Close, to make room for a new
+    /// connection: the endpoint's table is full and this one carried no
+    /// application data for the longest. What it still held is abandoned
+    /// (it was idle), and the endpoint frees it at once.
+    pub(crate) fn evict(&mut self, now: Instant) {
+        self.start_closing(
+            now,
+            CloseKind::Transport,
+            close_code::EVICTED,
+            Bytes::from_static(b"evicted: idle while the table was full"),
+            ConnectionError::Evicted,
         );
     }
 

@@ -43,6 +43,12 @@ pub enum ConnectionError {
         /// The application's code.
         code: u64,
     },
+    /// The endpoint's connection table was full and a new peer came: this
+    /// connection, the one that had carried no application data for the
+    /// longest, was closed to make room (the peer is told with a transport
+    /// Close).
+    #[error("evicted: idle while the connection table was full")]
+    Evicted,
     /// The peer broke the protocol; the connection was closed with a
     /// transport error.
     #[error("protocol violation: {0}")]

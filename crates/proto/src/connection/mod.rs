@@ -160,6 +160,10 @@ pub struct Connection {
     /// A challenge for the current path, to send with the next packet.
     challenge_due: Option<ChallengeToken>,
     last_received: Instant,
+    /// When application data (stream bytes, messages, datagrams) last went
+    /// either way: a full endpoint evicts the connection for which it is
+    /// the oldest. Keep-alives and acknowledgements do not count.
+    last_data: Instant,
     discard_previous_key_at: Option<Instant>,
     /// The first packet number seen under the peer's current key.
     peer_key_phase_start: u64,
@@ -260,6 +264,7 @@ impl Connection {
             path_response_due: None,
             challenge_due: None,
             last_received: now,
+            last_data: now,
             discard_previous_key_at: None,
             peer_key_phase_start: 0,
             largest_ack_sent: None,
@@ -343,6 +348,11 @@ impl Connection {
     /// initiator has shown it has them).
     pub fn is_established(&self) -> bool {
         matches!(self.state, State::Established) && self.reply.is_none() && self.keys.is_some()
+    }
+
+    /// When application data last went either way (see `last_data`).
+    pub(crate) fn last_data(&self) -> Instant {
+        self.last_data
     }
 
     /// Why it closed, once it has.

@@ -194,6 +194,12 @@ impl Connection {
     }
 
     fn handle_frame(&mut self, now: Instant, frame: &Frame<'_>) -> Result<(), ProtocolError> {
+        if matches!(
+            frame,
+            Frame::Stream(_) | Frame::Message(_) | Frame::Datagram(_)
+        ) {
+            self.last_data = now;
+        }
         match frame {
             Frame::Padding(_) | Frame::Ping => {}
             Frame::Ack(ack) => self.handle_ack(now, ack)?,

@@ -351,15 +351,19 @@ impl Connection {
                     break;
                 }
                 self.datagrams_out.pop();
+                self.last_data = now;
                 ack_eliciting = true;
             }
-            ack_eliciting |= Self::write_data(
+            if Self::write_data(
                 &mut self.streams,
                 &mut self.messages_out,
                 &mut self.messages_charged,
                 &mut packet,
                 &mut record,
-            );
+            ) {
+                self.last_data = now;
+                ack_eliciting = true;
+            }
             if (self.ping_due || probing) && !ack_eliciting && packet.push(&Frame::Ping).is_ok() {
                 record.push(Carried::Ping);
                 ack_eliciting = true;

@@ -1,7 +1,8 @@
 //! The handshake's front door: what an endpoint does with an intro, the
 //! only packet without a receiver index. A repeated intro is answered with
-//! the stored reply; the token an intro carries is checked and the rate
-//! limits are applied before any RSA work, and an intro they refuse is
+//! the stored reply; the caps per address and network (`admission`), the
+//! token an intro carries, the rate limits and the room in the table are
+//! checked before any RSA work, and an intro the rate limits refuse is
 //! answered with a Retry if its source is not validated; an accepted intro
 //! becomes a connection. The initiator's side of a Retry is here too.
 
@@ -12,6 +13,7 @@ use tern_wire::replay::IntroId;
 use tern_wire::{RETRY_LEN, intro_id, parse_retry, split_intro, write_retry};
 
 use super::Endpoint;
+use super::admission::Refusal;
 use crate::Transmit;
 use crate::connection::Connection;
 
@@ -41,6 +43,17 @@ impl Endpoint {
             self.stats.intros_refused += 1;
             return;
         }
+        match self.admission.check(from.ip()) {
+            Ok(()) => {}
+            Err(Refusal::Address) => {
+                self.stats.intros_address_capped += 1;
+                return;
+            }
+            Err(Refusal::Prefix) => {
+                self.stats.intros_prefix_capped += 1;
+                return;
+            }
+        }
         let validated = token.is_some_and(|token| {
             let checked = self.tokens.check(now, &token, &id, from);
             match checked {
@@ -61,6 +74,9 @@ impl Endpoint {
             }
             return;
         }
+        let Ok(evict) = self.room(now) else {
+            return;
+        };
         let Some(responder) = self.responder.as_mut() else {
             return;
         };
@@ -76,6 +92,9 @@ impl Endpoint {
                 return;
             }
         };
+        if let Some(index) = evict {
+            self.evict(now, index);
+        }
         // Always a connection of its own, even while this side connects to
         // the same address (a simultaneous open): whoever sent this intro
         // proved nothing about the key that connect names, so it must not
@@ -97,6 +116,7 @@ impl Endpoint {
             return;
         };
         vacant.insert(connection);
+        self.admission.count(index, from.ip());
         self.touch(index);
         self.stats.intros_accepted += 1;
         self.replies.insert(id, index);

@@ -13,10 +13,12 @@
 //! resolves only to the peer that proved holding the key it named.
 //!
 //! This module holds the endpoint, its commands and its turns; `intro`
-//! what it does with an intro. The receiver-index table and the intro
-//! limiter are its building blocks; `budget` keeps its connections within
-//! one memory budget.
+//! what it does with an intro; `admission` who may take a place in the
+//! table (caps per address and network, eviction of the idlest); `budget`
+//! keeps its connections within one memory budget. The receiver-index
+//! table and the intro limiter are its building blocks.
 
+mod admission;
 mod budget;
 mod intro;
 pub(crate) mod intro_limit;
@@ -46,6 +48,7 @@ use tern_wire::{
 use crate::config::{ConfigError, CongestionConfig, EndpointConfig};
 use crate::connection::{Connection, ConnectionError, Event, Start};
 use crate::{Node, StreamId, Transmit, TransmitLimits};
+use admission::Admission;
 use budget::MemoryBudget;
 use intro_limit::IntroLimiter;
 use receiver_index::{IndexFull, ReceiverIndex};
@@ -79,6 +82,7 @@ pub struct Endpoint {
     controller: AnyController,
     responder: Option<Responder>,
     limiter: IntroLimiter,
+    admission: Admission,
     /// The keys of the address-validation tokens this side issues.
     tokens: Tokens,
     /// Retries waiting to be sent: destination and datagram.
@@ -164,6 +168,7 @@ impl Endpoint {
         });
         let limiter = IntroLimiter::new(config.intro_limits, rng.next_u64());
         let tokens = Tokens::new(now);
+        let admission = Admission::new(&config);
         let rate_limit = config
             .rate_limit
             .and_then(|rate| TokenBucket::new(rate, (rate / 100).max(64 * 1024)).ok());
@@ -173,6 +178,7 @@ impl Endpoint {
             config,
             responder,
             limiter,
+            admission,
             tokens,
             retries: VecDeque::new(),
             replies: HashMap::new(),
@@ -412,6 +418,7 @@ impl Endpoint {
             if connection.is_done() {
                 self.connections.remove(index);
                 self.budget.remove(index);
+                self.admission.release(index);
                 self.armed.remove(&index);
                 self.freed.push(index);
                 closed += 1;
@@ -538,6 +545,9 @@ impl Node for Endpoint {
         }
         if let Some(retry) = self.poll_retry(buf) {
             return Some(retry);
+        }
+        if let Some(close) = self.poll_evicted(buf) {
+            return Some(close);
         }
         self.rate_wait = None;
         if let Some(bucket) = self.rate_limit.as_mut()

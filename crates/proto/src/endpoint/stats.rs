@@ -34,8 +34,20 @@ pub struct EndpointStats {
     /// Intros dropped unread because the endpoint refuses new connections
     /// ([`Endpoint::refuse_connections`]).
     pub intros_declined: u64,
+    /// Intros refused before any RSA work because their source address
+    /// holds `max_connections_per_address` connections.
+    pub intros_address_capped: u64,
+    /// Intros refused before any RSA work because their source network
+    /// (/24, /48) holds `max_connections_per_prefix` connections.
+    pub intros_prefix_capped: u64,
+    /// Intros refused before any RSA work because the table was full and
+    /// no connection was idle long enough to make room.
+    pub intros_table_full: u64,
     /// Connections freed.
     pub connections_closed: u64,
+    /// Idle connections closed to make room for a new peer in a full
+    /// table (counted in `connections_closed` too).
+    pub connections_evicted: u64,
     /// Connections closed because the peer broke the protocol.
     pub protocol_violations: u64,
     /// Connections closed to keep the endpoint within its memory budget
