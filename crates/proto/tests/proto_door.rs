@@ -11,7 +11,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use support::{
-    EndpointSim, OnSim, identity, other_identity, seed_bytes, third_identity, wall_start,
+    EndpointSim, OnSim, client_connecting, identity, many_clients_server, other_identity,
+    seed_bytes, server_on_sim, third_identity, wall_start,
 };
 use tern_proto::{
     ConnectionError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Event,
@@ -19,12 +20,6 @@ use tern_proto::{
 };
 use tern_sim::{LinkConfig, NodeId, Seed, Sim, SimConfig};
 use tern_wire::{INTRO_LEN, PublicIdentity, parse_retry};
-
-const SERVER: &str = "10.0.0.2:5000";
-
-fn server_addr() -> SocketAddr {
-    SERVER.parse().expect("address")
-}
 
 /// A server and honest clients on one simulated network.
 struct Door {
@@ -36,23 +31,7 @@ struct Door {
 
 impl Door {
     fn new(seed: u64, server_config: EndpointConfig) -> Self {
-        let link = LinkConfig {
-            delay: Duration::from_millis(5),
-            ..LinkConfig::default()
-        };
-        let mut sim = Sim::new(SimConfig::seeded(seed).with_default_link(link));
-        let endpoint = Endpoint::new(
-            server_config,
-            Some(identity()),
-            seed_bytes(seed, 2),
-            sim.now(),
-            wall_start(),
-        )
-        .expect("config");
-        let public = endpoint.public().expect("identity");
-        let server = sim
-            .add_node(OnSim(endpoint), &[server_addr()])
-            .expect("address");
+        let (sim, server, public) = server_on_sim(seed, server_config);
         Self {
             sim,
             server,
@@ -64,22 +43,13 @@ impl Door {
     /// A new client endpoint at `addr` that connects to the server now.
     fn connect_from(&mut self, addr: SocketAddr) {
         let salt = 100 + self.clients.len() as u64;
-        let now = self.sim.now();
-        let mut endpoint = Endpoint::new(
+        let (node, handle) = client_connecting(
+            &mut self.sim,
+            addr,
+            salt,
             EndpointConfig::default(),
-            None,
-            seed_bytes(salt, salt),
-            now,
-            wall_start(),
-        )
-        .expect("config");
-        let handle = endpoint
-            .connect(now, server_addr(), &self.public)
-            .expect("connect");
-        let node = self
-            .sim
-            .add_node(OnSim(endpoint), &[addr])
-            .expect("address");
+            &self.public,
+        );
         self.clients.push((node, handle));
     }
 
@@ -90,7 +60,7 @@ impl Door {
         let public = self.public.clone();
         let endpoint = &mut self.sim.node_mut(node).0;
         let handle = endpoint
-            .connect(now, server_addr(), &public)
+            .connect(now, many_clients_server(), &public)
             .expect("connect");
         self.clients.push((node, handle));
     }
@@ -137,7 +107,7 @@ impl Door {
     fn inject(&mut self, from: SocketAddr, datagram: &mut [u8]) {
         let now = self.sim.now();
         let server = &mut self.sim.node_mut(self.server).0;
-        server.handle_datagram(now, server_addr(), from, datagram);
+        server.handle_datagram(now, many_clients_server(), from, datagram);
     }
 }
 
@@ -352,8 +322,8 @@ fn forged_expired_stolen_and_truncated_tokens_are_refused_and_counted() {
     // source's refilled burst is spent first, so it is not let in anyway.
     let late = door.sim.now() + Duration::from_secs(11);
     let server = &mut door.sim.node_mut(door.server).0;
-    server.handle_datagram(late, server_addr(), from, &mut noise.intro());
-    server.handle_datagram(late, server_addr(), from, &mut with(&intro, &token));
+    server.handle_datagram(late, many_clients_server(), from, &mut noise.intro());
+    server.handle_datagram(late, many_clients_server(), from, &mut with(&intro, &token));
     let stats = server.stats();
     assert_eq!(stats.tokens_refused, 4, "{stats:?}");
     assert_eq!(stats.intros_decrypted, 3);

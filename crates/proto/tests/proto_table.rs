@@ -9,22 +9,16 @@ mod support;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use support::{EndpointSim, OnSim, identity, seed_bytes, wall_start};
+use support::{EndpointSim, client_connecting, server_on_sim};
 use tern_proto::{
     Bytes, CloseKind, ConnectionError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats,
     Event, IntroLimiterConfig,
 };
-use tern_sim::{LinkConfig, NodeId, Seed, Sim, SimConfig};
+use tern_sim::{NodeId, Seed};
 use tern_wire::PublicIdentity;
-
-const SERVER: &str = "10.0.0.2:5000";
 
 /// The table's size in these tests: small, to stay fast.
 const TABLE: usize = 64;
-
-fn server_addr() -> SocketAddr {
-    SERVER.parse().expect("address")
-}
 
 /// How a client's connect ended, if it did.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,23 +41,7 @@ struct Table {
 
 impl Table {
     fn new(seed: u64, config: EndpointConfig) -> Self {
-        let link = LinkConfig {
-            delay: Duration::from_millis(5),
-            ..LinkConfig::default()
-        };
-        let mut sim = Sim::new(SimConfig::seeded(seed).with_default_link(link));
-        let endpoint = Endpoint::new(
-            config,
-            Some(identity()),
-            seed_bytes(seed, 2),
-            sim.now(),
-            wall_start(),
-        )
-        .expect("config");
-        let public = endpoint.public().expect("identity");
-        let server = sim
-            .add_node(OnSim(endpoint), &[server_addr()])
-            .expect("address");
+        let (sim, server, public) = server_on_sim(seed, config);
         Self {
             sim,
             server,
@@ -78,18 +56,9 @@ impl Table {
     /// after two seconds without an answer. Returns its number.
     fn connect_from(&mut self, addr: SocketAddr) -> usize {
         let salt = 100 + self.clients.len() as u64;
-        let now = self.sim.now();
         let mut config = EndpointConfig::default();
         config.connection.handshake_timeout = Duration::from_secs(2);
-        let mut endpoint =
-            Endpoint::new(config, None, seed_bytes(salt, salt), now, wall_start()).expect("config");
-        let handle = endpoint
-            .connect(now, server_addr(), &self.public)
-            .expect("connect");
-        let node = self
-            .sim
-            .add_node(OnSim(endpoint), &[addr])
-            .expect("address");
+        let (node, handle) = client_connecting(&mut self.sim, addr, salt, config, &self.public);
         self.clients.push((node, handle));
         self.outcomes.push(Outcome::Pending);
         self.clients.len() - 1

@@ -20,7 +20,7 @@ use tern_proto::{
     Connection, ConnectionHandle, Endpoint, EndpointConfig, Event, ReadOutcome, SendError, StreamId,
 };
 use tern_sim::{LinkConfig, NodeId, Sim, SimConfig};
-use tern_wire::IdentityKey;
+use tern_wire::{IdentityKey, PublicIdentity};
 
 /// An RSA-2048 identity, generated once per test binary (about 250 ms)
 /// from a fixed seed. The key must be the same in every run: the
@@ -365,4 +365,56 @@ impl Outbox {
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
+}
+
+/// The server of the tests with one server and many clients.
+pub const MANY_CLIENTS_SERVER: &str = "10.0.0.2:5000";
+
+/// A simulation with 5 ms links holding one server endpoint (the test
+/// identity, `config`) at [`MANY_CLIENTS_SERVER`]; returns it, the server's
+/// node and its public key.
+pub fn server_on_sim(seed: u64, config: EndpointConfig) -> (EndpointSim, NodeId, PublicIdentity) {
+    let link = LinkConfig {
+        delay: Duration::from_millis(5),
+        ..LinkConfig::default()
+    };
+    let mut sim = Sim::new(SimConfig::seeded(seed).with_default_link(link));
+    let endpoint = Endpoint::new(
+        config,
+        Some(identity()),
+        seed_bytes(seed, 2),
+        sim.now(),
+        wall_start(),
+    )
+    .expect("config");
+    let public = endpoint.public().expect("identity");
+    let server = sim
+        .add_node(OnSim(endpoint), &[many_clients_server()])
+        .expect("address");
+    (sim, server, public)
+}
+
+/// The address of [`MANY_CLIENTS_SERVER`].
+pub fn many_clients_server() -> SocketAddr {
+    MANY_CLIENTS_SERVER.parse().expect("address")
+}
+
+/// A new client endpoint (`config`, RNG seeded from `salt`) at `addr` in
+/// `sim`, connecting now to the server of [`server_on_sim`] with key
+/// `public`; returns its node and the connection's handle.
+pub fn client_connecting(
+    sim: &mut EndpointSim,
+    addr: SocketAddr,
+    salt: u64,
+    config: EndpointConfig,
+    public: &PublicIdentity,
+) -> (NodeId, ConnectionHandle) {
+    let now = sim.now();
+    let mut endpoint =
+        Endpoint::new(config, None, seed_bytes(salt, salt), now, wall_start()).expect("config");
+    let handle = endpoint
+        .connect(now, many_clients_server(), public)
+        .expect("connect");
+    let node = sim.add_node(OnSim(endpoint), &[addr]).expect("address");
+    (node, handle)
 }
