@@ -96,6 +96,15 @@ fn violation(attacker: &mut Attacker) -> Option<ProtocolError> {
     }
 }
 
+/// The attacker's connection was closed for breaking flow control.
+fn assert_broke_flow_control(attacker: &mut Attacker) {
+    let violation = violation(attacker);
+    assert!(
+        matches!(violation, Some(ProtocolError::FlowControl(_))),
+        "{violation:?}"
+    );
+}
+
 #[test]
 fn empty_messages_the_application_does_not_take_are_bounded() {
     let mut attacker = Attacker::connect(EndpointConfig::default());
@@ -112,14 +121,7 @@ fn empty_messages_the_application_does_not_take_are_bounded() {
     });
     // Each message counts against the connection window until taken:
     // past the 256 KiB the peer was allowed, it broke flow control.
-    assert!(
-        matches!(
-            violation(&mut attacker),
-            Some(ProtocolError::FlowControl(_))
-        ),
-        "{:?}",
-        violation(&mut attacker)
-    );
+    assert_broke_flow_control(&mut attacker);
     let connection = attacker.connection().expect("still held");
     let mut taken = 0;
     while connection.recv_message().is_some() {
@@ -211,13 +213,6 @@ fn partial_large_messages_count_against_the_connection_window() {
             }
         }
     });
-    assert!(
-        matches!(
-            violation(&mut attacker),
-            Some(ProtocolError::FlowControl(_))
-        ),
-        "{:?}",
-        violation(&mut attacker)
-    );
+    assert_broke_flow_control(&mut attacker);
     assert!(held < 512 * 1024, "partial messages pinned {held} bytes");
 }
