@@ -3,7 +3,6 @@
 //! received — what an endpoint-wide budget sums over its connections —
 //! and the hooks that budget acts through.
 
-use bytes::Bytes;
 use tern_congestion::Controller;
 
 use super::{Connection, ConnectionStats, MESSAGE_CHARGE, State};
@@ -32,8 +31,8 @@ impl Connection {
     pub fn buffered_bytes(&self) -> usize {
         self.streams.memory()
             + self.messages_held
-            + self.inbox.iter().map(|(m, _)| m.len()).sum::<usize>()
-            + self.datagrams_in.iter().map(Bytes::len).sum::<usize>()
+            + self.inbox.bytes()
+            + self.datagrams_in.bytes()
             + self.datagrams_out.bytes()
     }
 
@@ -63,12 +62,9 @@ impl Connection {
     /// the datagram queue (`datagram_receive_queue` datagrams of a packet).
     pub(crate) fn receive_memory(&self) -> usize {
         self.streams.receive_memory()
-            + self
-                .inbox
-                .iter()
-                .map(|(m, _)| m.len() + MESSAGE_CHARGE as usize)
-                .sum::<usize>()
-            + self.datagrams_in.iter().map(Bytes::len).sum::<usize>()
+            + self.inbox.bytes()
+            + self.inbox.len() * MESSAGE_CHARGE as usize
+            + self.datagrams_in.bytes()
     }
 }
 

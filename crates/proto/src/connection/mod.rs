@@ -46,6 +46,7 @@ mod send;
 mod stats;
 pub(crate) mod streams;
 mod timers;
+mod untaken;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -200,11 +201,11 @@ pub struct Connection {
     messages_in: MessageReceiver,
     /// Messages delivered and not yet taken; a large one with what it
     /// holds of the connection window.
-    inbox: VecDeque<(Bytes, Option<Held>)>,
+    inbox: untaken::Untaken<Option<Held>>,
     /// The application let go of it: nothing is kept for it to read.
     released: bool,
     datagrams_out: DatagramQueue,
-    datagrams_in: VecDeque<Bytes>,
+    datagrams_in: untaken::Untaken<()>,
     events: VecDeque<Event>,
     /// A graceful close waits for everything sent to be acknowledged.
     close_when_drained: Option<close::PendingClose>,
@@ -285,10 +286,10 @@ impl Connection {
             messages_held: 0,
             messages_charged: 0,
             messages_in: MessageReceiver::new(),
-            inbox: VecDeque::new(),
+            inbox: untaken::Untaken::new(),
             released: false,
             datagrams_out: DatagramQueue::new(config.datagram_send_queue),
-            datagrams_in: VecDeque::new(),
+            datagrams_in: untaken::Untaken::new(),
             events: VecDeque::new(),
             close_when_drained: None,
             close_frame: None,
@@ -443,7 +444,7 @@ impl Connection {
 
     /// The next unreliable datagram, if one arrived.
     pub fn recv_datagram(&mut self) -> Option<Bytes> {
-        self.datagrams_in.pop_front()
+        self.datagrams_in.pop_front().map(|(datagram, ())| datagram)
     }
 
     /// Opens a bidirectional stream; `None` while the peer allows no more

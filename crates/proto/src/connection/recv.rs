@@ -209,7 +209,7 @@ impl Connection {
                     self.streams.on_stream_frame(id, s.offset, s.data, s.fin)?
                 {
                     self.inbox
-                        .push_back((delivered.message, Some(delivered.held)));
+                        .push_back(delivered.message, Some(delivered.held));
                     self.notify(Event::MessageReceived);
                 }
                 self.flush_readable();
@@ -226,7 +226,7 @@ impl Connection {
                     self.streams
                         .on_message_received(m.data.len() as u64 + MESSAGE_CHARGE)
                         .map_err(ProtocolError::FlowControl)?;
-                    self.inbox.push_back((Bytes::copy_from_slice(m.data), None));
+                    self.inbox.push_back(Bytes::copy_from_slice(m.data), None);
                     self.notify(Event::MessageReceived);
                 }
             }
@@ -278,7 +278,8 @@ impl Connection {
                     self.datagrams_in.pop_front();
                     self.stats.datagrams_dropped += 1;
                 }
-                self.datagrams_in.push_back(Bytes::copy_from_slice(d.data));
+                self.datagrams_in
+                    .push_back(Bytes::copy_from_slice(d.data), ());
                 self.notify(Event::DatagramReceived);
             }
             Frame::Close(close) => {
