@@ -201,6 +201,15 @@ pub trait Controller {
     /// same ACK.
     fn on_persistent_congestion(&mut self, now: Instant);
 
+    /// The connection moved to a new path at `now` (its peer proved it
+    /// receives at a new address). RFC 9000 §9.4: the congestion controller
+    /// starts again from its initial values, and "packets sent on the old
+    /// path MUST NOT contribute to congestion control ... for the new
+    /// path": from now on, every report about a packet sent before `now` is
+    /// ignored. The round trip is the connection's to reset (its one RTT
+    /// estimator), as the same section asks.
+    fn on_path_change(&mut self, now: Instant);
+
     /// The congestion window: bytes that may be in flight, in bytes.
     fn window(&self) -> u64;
 
@@ -297,6 +306,10 @@ impl Controller for AnyController {
         dispatch!(self, c => c.on_persistent_congestion(now))
     }
 
+    fn on_path_change(&mut self, now: Instant) {
+        dispatch!(self, c => c.on_path_change(now))
+    }
+
     #[inline]
     fn window(&self) -> u64 {
         dispatch!(self, c => c.window())
@@ -387,5 +400,47 @@ mod tests {
         assert!(cubic.in_slow_start());
         assert_eq!(cubic.window(), 10 * 1_452);
         cubic.invariants().unwrap();
+    }
+
+    #[test]
+    fn every_controller_starts_afresh_on_a_new_path_and_ignores_the_old_one() {
+        let (clock, mock) = quanta::Clock::mock();
+        let controllers = [
+            AnyController::from(Ledbat::new(LedbatConfig::default()).unwrap()),
+            AnyController::from(Reno::new(RenoConfig::default()).unwrap()),
+            AnyController::from(Cubic::new(CubicConfig::default()).unwrap()),
+        ];
+        let rtt = Rtt::new(40 * MS, 40 * MS, 40 * MS);
+        for mut cc in controllers {
+            let initial = cc.window();
+            let sent = clock.now();
+            cc.on_sent(sent, initial);
+            mock.increment(40 * MS);
+            let acked = Acked {
+                bytes: initial,
+                largest_sent_at: sent,
+                bytes_in_flight: 0,
+                one_way_delay: Some(OneWayDelay::from_micros(20_000)),
+                app_limited: false,
+            };
+            cc.on_ack(clock.now(), &acked, &rtt);
+            assert!(cc.window() > initial);
+            let lost = Lost {
+                packets: 1,
+                bytes: 1_452,
+                largest_sent_at: sent,
+            };
+            cc.on_loss(clock.now(), &lost, &rtt);
+            mock.increment(MS);
+            cc.on_path_change(clock.now());
+            assert_eq!(cc.window(), initial, "{cc:?}");
+            assert!(cc.in_slow_start());
+            // Reports about packets sent before the move change nothing.
+            cc.on_loss(clock.now(), &lost, &rtt);
+            cc.on_ack(clock.now(), &acked, &rtt);
+            assert_eq!(cc.window(), initial, "{cc:?}");
+            assert_eq!(cc.undone_reductions(), 0);
+            cc.invariants().unwrap();
+        }
     }
 }

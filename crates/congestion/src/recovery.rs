@@ -19,6 +19,11 @@
 //! recovery period ends. One genuine loss in the event keeps the reduction.
 //! An event is undone only while it is the latest one; a spurious loss of an
 //! older event changes nothing.
+//!
+//! A new path: RFC 9000 §9.4, "Packets sent on the old path MUST NOT
+//! contribute to congestion control or RTT estimation for the new path".
+//! After [`Recovery::on_path_change`] the controller ignores every report
+//! about a packet sent before the change ([`Recovery::sent_on_old_path`]).
 
 use crate::{InvariantViolation, Lost};
 use quanta::Instant;
@@ -45,6 +50,8 @@ pub(crate) struct Recovery<B = Before> {
     spurious: u64,
     /// Reductions undone over the controller's life.
     undone: u64,
+    /// When the connection moved to the path it is on; `None` on its first.
+    path_since: Option<Instant>,
 }
 
 impl<B: Copy> Recovery<B> {
@@ -55,7 +62,25 @@ impl<B: Copy> Recovery<B> {
             lost: 0,
             spurious: 0,
             undone: 0,
+            path_since: None,
         }
+    }
+
+    /// The connection moved to a new path at `now`: the old path's
+    /// congestion event, and its undo, are over.
+    pub(crate) fn on_path_change(&mut self, now: Instant) {
+        *self = Self {
+            undone: self.undone,
+            path_since: Some(now),
+            ..Self::new()
+        };
+    }
+
+    /// Whether a packet sent at `sent_at` left before the connection moved
+    /// to the path it is on: what its acknowledgement or loss says is about
+    /// the old path, and must not change the new path's window.
+    pub(crate) fn sent_on_old_path(&self, sent_at: Instant) -> bool {
+        self.path_since.is_some_and(|since| sent_at < since)
     }
 
     /// Whether a packet sent at `sent_at` was sent before the current
@@ -105,6 +130,7 @@ impl<B: Copy> Recovery<B> {
     pub(crate) fn on_persistent_congestion(&mut self) {
         *self = Self {
             undone: self.undone,
+            path_since: self.path_since,
             ..Self::new()
         };
     }
@@ -185,6 +211,30 @@ mod tests {
         assert_eq!(recovery.on_spurious_loss(old_declared), None);
         recovery.on_persistent_congestion();
         assert_eq!(recovery.on_spurious_loss(clock.now()), None, "never undone");
+        recovery.invariants().unwrap();
+    }
+
+    #[test]
+    fn after_a_path_change_only_packets_sent_since_count() {
+        let (clock, mock) = quanta::Clock::mock();
+        let old = clock.now();
+        let mut recovery = Recovery::new();
+        assert!(!recovery.sent_on_old_path(old), "no change yet");
+        assert!(recovery.on_loss(clock.now(), &lost(1, old), BEFORE));
+        mock.increment(Duration::from_millis(10));
+        recovery.on_path_change(clock.now());
+        assert!(recovery.sent_on_old_path(old));
+        assert!(!recovery.sent_on_old_path(clock.now()));
+        assert!(
+            !recovery.covers(old),
+            "the old path's recovery period is over"
+        );
+        assert_eq!(recovery.on_spurious_loss(clock.now()), None);
+        recovery.on_persistent_congestion();
+        assert!(
+            recovery.sent_on_old_path(old),
+            "kept through persistent congestion"
+        );
         recovery.invariants().unwrap();
     }
 }

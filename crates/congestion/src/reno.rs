@@ -67,6 +67,8 @@ impl From<BoundsError> for RenoConfigError {
 /// Slow start, then one packet more per round trip, halved on loss.
 #[derive(Debug, Clone)]
 pub struct Reno {
+    /// What the controller was made with, to start again on a new path.
+    config: RenoConfig,
     mss: u64,
     min_window: u64,
     max_window: u64,
@@ -91,6 +93,7 @@ impl Reno {
             config.max_window,
         )?;
         Ok(Self {
+            config,
             mss: bounds.mss,
             min_window: bounds.min,
             max_window: bounds.max,
@@ -116,7 +119,10 @@ impl Controller for Reno {
         // application limited or flow control limited" (section 7.8), and
         // "Do not increase congestion window in recovery period" (section
         // 7.3.2).
-        if acked.app_limited || self.recovery.covers(acked.largest_sent_at) {
+        if acked.app_limited
+            || self.recovery.covers(acked.largest_sent_at)
+            || self.recovery.sent_on_old_path(acked.largest_sent_at)
+        {
             return;
         }
         if self.window < self.ssthresh {
@@ -144,7 +150,9 @@ impl Controller for Reno {
             window: self.window,
             ssthresh: self.ssthresh,
         };
-        if !self.recovery.on_loss(now, lost, before) {
+        if self.recovery.sent_on_old_path(lost.largest_sent_at)
+            || !self.recovery.on_loss(now, lost, before)
+        {
             return;
         }
         self.ssthresh = (self.window / 2).max(self.min_window);
@@ -170,6 +178,18 @@ impl Controller for Reno {
         self.window = self.min_window;
         self.acked_credit = 0;
         self.recovery.on_persistent_congestion();
+    }
+
+    /// RFC 9000 §9.4: on a new path the controller starts again from its
+    /// initial values (the new path's capacity is unknown), and ignores
+    /// from now on what is reported about packets sent on the old one.
+    fn on_path_change(&mut self, now: Instant) {
+        // `config` was accepted by `new` once, so it is again.
+        if let Ok(fresh) = Self::new(self.config) {
+            let mut recovery = self.recovery;
+            recovery.on_path_change(now);
+            *self = Self { recovery, ..fresh };
+        }
     }
 
     fn window(&self) -> u64 {

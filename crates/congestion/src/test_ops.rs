@@ -31,6 +31,7 @@ pub(crate) enum Op {
         declared_ago_micros: u64,
     },
     PersistentCongestion,
+    PathChange,
     Advance(u64),
 }
 
@@ -61,6 +62,7 @@ pub(crate) fn op(send: u32, ack: u32) -> impl Strategy<Value = Op> {
             .prop_map(|(packets, bytes, sent_ago_micros)| Op::Loss { packets, bytes, sent_ago_micros }),
         1 => (0..1_000_000u64).prop_map(|declared_ago_micros| Op::Spurious { declared_ago_micros }),
         1 => Just(Op::PersistentCongestion),
+        1 => Just(Op::PathChange),
         3 => advance.prop_map(Op::Advance),
     ]
 }
@@ -125,6 +127,7 @@ pub(crate) fn run(
                 cc.on_persistent_congestion(now);
                 prop_assert_eq!(cc.window(), min_window);
             }
+            Op::PathChange => cc.on_path_change(now),
             Op::Advance(nanos) => mock.increment(nanos),
         }
         prop_assert!(cc.invariants().is_ok(), "{:?}", cc.invariants());

@@ -55,16 +55,18 @@
 //!   RFC 9438 §4.9.2 describes; the HyStart++ state is restored with it, so a
 //!   spurious loss during the initial slow start does not end it.
 
+mod config;
 mod hystart;
 #[cfg(test)]
 mod tests;
 
+pub use config::{CubicConfig, CubicConfigError};
 pub use hystart::HyStartConfig;
 
 use crate::pacer::{PACING_GAIN_PERMILLE, SLOW_START_PACING_GAIN_PERMILLE, pacing_rate};
 use crate::recovery::Recovery;
 use crate::time::add_saturating;
-use crate::window::{BoundsError, WindowBounds};
+use crate::window::WindowBounds;
 use crate::{Acked, Controller, InvariantViolation, Lost, Rtt};
 use hystart::{HyStart, Step};
 use quanta::Instant;
@@ -77,88 +79,6 @@ const ONE: u64 = 1 << FRAC_BITS;
 /// Acknowledged bytes counted per call at most (a bound for the arithmetic;
 /// far above any real window).
 const MAX_ACKED: u64 = 1 << 40;
-
-/// Configuration of a [`Cubic`] controller.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
-pub struct CubicConfig {
-    /// The size of a full packet (SMSS), in bytes (default 1452; 1 to
-    /// 65 535).
-    pub max_datagram_size: u64,
-    /// The window a connection starts with, in packets (default 10, as
-    /// RFC 9002's kInitialWindow).
-    pub initial_window_packets: u32,
-    /// The smallest window, in packets (default 2, as RFC 9002's
-    /// kMinimumWindow and RFC 9438 §4.6's floor after a loss).
-    pub min_window_packets: u32,
-    /// The largest window, in bytes (default 64 MiB; at least the initial
-    /// window, at most [`MAX_WINDOW_LIMIT`](crate::MAX_WINDOW_LIMIT)).
-    pub max_window: u64,
-    /// C: how fast the window grows away from the last congestion event, in
-    /// packets per second³ (default 0.4, RFC 9438 §5's recommendation; in
-    /// (0, 100]).
-    pub c: f64,
-    /// β_cubic: the window after a congestion event, as a fraction of the
-    /// window before it (dimensionless, default 0.7, RFC 9438 §4.6's
-    /// recommendation; in (0, 1)).
-    pub beta: f64,
-    /// Whether a flow whose window at a congestion event is below the last
-    /// one's plateau lowers its plateau further (RFC 9438 §4.7's fast
-    /// convergence; default true).
-    pub fast_convergence: bool,
-    /// HyStart++'s constants, or `None` for RFC 5681's slow start, which
-    /// ends only at a loss (default: RFC 9406's constants).
-    pub hystart: Option<HyStartConfig>,
-}
-
-impl Default for CubicConfig {
-    fn default() -> Self {
-        Self {
-            max_datagram_size: 1_452,
-            initial_window_packets: 10,
-            min_window_packets: 2,
-            max_window: 64 << 20,
-            c: 0.4,
-            beta: 0.7,
-            fast_convergence: true,
-            hystart: Some(HyStartConfig::default()),
-        }
-    }
-}
-
-/// A [`CubicConfig`] value out of its documented range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CubicConfigError {
-    /// `max_datagram_size` is zero or above 65 535.
-    #[error("max datagram size must be 1 to 65 535 bytes")]
-    MaxDatagramSize,
-    /// A window is zero, the initial window is below the minimum, or the
-    /// maximum below the initial window or above 2^46 bytes.
-    #[error("windows must satisfy 1 packet <= min <= initial <= max <= 2^46 bytes")]
-    Window,
-    /// `c` is not in (0, 100].
-    #[error("C must be in (0, 100] packets per second cubed")]
-    C,
-    /// `beta` is not in (0, 1).
-    #[error("beta must be in (0, 1)")]
-    Beta,
-    /// A HyStart++ constant is out of its range.
-    #[error("HyStart++ constants out of range")]
-    HyStart,
-}
-
-// What failed in the window bounds' check the controllers share, as this
-// error (hidden: the check is private to the crate).
-#[doc(hidden)]
-impl From<BoundsError> for CubicConfigError {
-    fn from(error: BoundsError) -> Self {
-        match error {
-            BoundsError::MaxDatagramSize => Self::MaxDatagramSize,
-            BoundsError::Window | BoundsError::MaxWindow => Self::Window,
-        }
-    }
-}
 
 /// The current congestion avoidance stage.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -189,6 +109,8 @@ struct Undo {
 /// what it implements, and what it chose.
 #[derive(Debug, Clone)]
 pub struct Cubic {
+    /// What the controller was made with, to start again on a new path.
+    config: CubicConfig,
     mss: u64,
     min_window: u64,
     max_window: u64,
@@ -255,6 +177,7 @@ impl Cubic {
         // enough and cannot saturate.
         let to_fixed = |value: f64| (value * ONE as f64).round() as u64;
         Ok(Self {
+            config,
             mss: bounds.mss,
             min_window: bounds.min,
             max_window: bounds.max,
@@ -452,6 +375,9 @@ impl Controller for Cubic {
     /// sent after the current recovery period began (RFC 9002 §7.3.2) and
     /// the sender not to be application-limited (RFC 9438 §5.8).
     fn on_ack(&mut self, now: Instant, acked: &Acked, rtt: &Rtt) {
+        if self.recovery.sent_on_old_path(acked.largest_sent_at) {
+            return;
+        }
         let since_last_ack = self
             .last_ack
             .replace(now)
@@ -482,7 +408,9 @@ impl Controller for Cubic {
     fn on_loss(&mut self, now: Instant, lost: &Lost, _rtt: &Rtt) {
         // RFC 9002, section 7.3.2: "The recovery period aims to limit
         // congestion window reduction to once per round trip."
-        if !self.recovery.on_loss(now, lost, self.undo_state()) {
+        if self.recovery.sent_on_old_path(lost.largest_sent_at)
+            || !self.recovery.on_loss(now, lost, self.undo_state())
+        {
             return;
         }
         let cwnd = self.window_bytes();
@@ -554,6 +482,18 @@ impl Controller for Cubic {
         self.epoch = None;
         self.hystart = None;
         self.recovery.on_persistent_congestion();
+    }
+
+    /// RFC 9000 §9.4: on a new path the controller starts again from its
+    /// initial values (the new path's capacity is unknown), and ignores
+    /// from now on what is reported about packets sent on the old one.
+    fn on_path_change(&mut self, now: Instant) {
+        // `config` was accepted by `new` once, so it is again.
+        if let Ok(fresh) = Self::new(self.config) {
+            let mut recovery = self.recovery;
+            recovery.on_path_change(now);
+            *self = Self { recovery, ..fresh };
+        }
     }
 
     fn window(&self) -> u64 {
