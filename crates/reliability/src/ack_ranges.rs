@@ -47,6 +47,8 @@ impl Arrival {
 #[derive(Debug, Clone)]
 pub struct AckRanges {
     /// Inclusive `(start, end)` pairs, ascending, disjoint and non-adjacent.
+    /// It grows with the gaps actually seen, not to `max_ranges` up front:
+    /// most connections, idle ones above all, hold one range.
     ranges: VecDeque<(u64, u64)>,
     /// Most ranges kept.
     max_ranges: usize,
@@ -70,7 +72,7 @@ impl AckRanges {
     pub fn new(max_ranges: usize) -> Self {
         let max_ranges = max_ranges.max(1);
         Self {
-            ranges: VecDeque::with_capacity(max_ranges + 1),
+            ranges: VecDeque::new(),
             max_ranges,
             largest: None,
             floor: 0,

@@ -9,8 +9,11 @@
 //! under the current key stops at the key's limit.
 //!
 //! A [`PacketOpener`] holds the peer's keys: the current one, the previous
-//! one for packets reordered across a key update, and the next one, derived
-//! ahead. It rebuilds full packet numbers from the largest one it opened and
+//! one for packets reordered across a key update, and the next one's secret.
+//! An expanded key is about 500 bytes and most connections never update
+//! theirs, so the next key is expanded only when a packet first claims the
+//! next phase, and it and the previous key are kept out of line: an idle
+//! connection holds one expanded key per direction. It rebuilds full packet numbers from the largest one it opened and
 //! opens Data packets only; an IntroReply is opened by the handshake. It does
 //! not track which numbers it has seen (the replay window lives in
 //! tern-reliability) but refuses any packet whose header, ciphertext or tag
@@ -366,9 +369,12 @@ pub struct PacketOpener {
     current_phase: KeyPhase,
     /// The smallest packet number opened under the current key.
     current_start: Option<u64>,
-    previous: Option<PacketKey>,
-    next: PacketKey,
-    /// The secret of `next`, from which the one after is derived.
+    previous: Option<Box<PacketKey>>,
+    /// The next phase's key, expanded from `next_secret` when a packet
+    /// first claims that phase (and kept: a forged phase bit costs one
+    /// expansion, not one per packet).
+    next: Option<Box<PacketKey>>,
+    /// The secret of the next phase, from which the one after is derived.
     next_secret: TrafficSecret,
     largest_received: Option<u64>,
 }
@@ -378,7 +384,6 @@ impl PacketOpener {
     /// connection this side knows as `local_index`.
     #[must_use]
     pub(crate) fn new(secret: TrafficSecret, local_index: u32, config: KeyConfig) -> Self {
-        let next_secret = secret.next();
         Self {
             local_index,
             config,
@@ -386,8 +391,8 @@ impl PacketOpener {
             current_phase: KeyPhase(false),
             current_start: None,
             previous: None,
-            next: next_secret.packet_key(config.backend),
-            next_secret,
+            next: None,
+            next_secret: secret.next(),
             largest_received: None,
         }
     }
@@ -478,7 +483,11 @@ impl PacketOpener {
         } else {
             // A new phase: only a packet that authenticates under the next
             // key moves the opener to it.
-            self.next.open_in_place(packet_number, aad, payload, tag)?;
+            let backend = self.config.backend;
+            let next_secret = &self.next_secret;
+            self.next
+                .get_or_insert_with(|| Box::new(next_secret.packet_key(backend)))
+                .open_in_place(packet_number, aad, payload, tag)?;
             self.rotate(packet_number);
             true
         };
@@ -497,11 +506,14 @@ impl PacketOpener {
 
     /// The peer switched to the next key with `packet_number`.
     fn rotate(&mut self, packet_number: u64) {
-        let next_secret = self.next_secret.next();
-        let next = next_secret.packet_key(self.config.backend);
-        let current = core::mem::replace(&mut self.next, next);
-        self.previous = Some(core::mem::replace(&mut self.current, current));
-        self.next_secret = next_secret;
+        // The next key's box takes the current key: no allocation here.
+        let mut key = self
+            .next
+            .take()
+            .unwrap_or_else(|| Box::new(self.next_secret.packet_key(self.config.backend)));
+        core::mem::swap(&mut self.current, &mut key);
+        self.previous = Some(key);
+        self.next_secret = self.next_secret.next();
         self.current_phase = self.current_phase.flipped();
         self.current_start = Some(packet_number);
     }

@@ -95,6 +95,9 @@ pub struct LossDetector<T> {
     /// When the first RTT sample was taken: persistent congestion only
     /// considers packets sent after it (RFC 9002 §7.6.2).
     first_rtt_sample: Option<Instant>,
+    /// When the connection moved to the path it is on (`None` on its first):
+    /// packets sent before it give no RTT sample.
+    path_since: Option<Instant>,
     /// Largest packet number the peer has acknowledged.
     largest_acked: Option<u64>,
     /// When the oldest unacked packet below `largest_acked` crosses the time threshold.
@@ -115,6 +118,7 @@ impl<T> LossDetector<T> {
             sent: SentPackets::new(),
             rtt: RttEstimator::new(config.initial_rtt),
             first_rtt_sample: None,
+            path_since: None,
             largest_acked: None,
             loss_time: None,
             pto_count: 0,
@@ -212,8 +216,11 @@ impl<T> LossDetector<T> {
             // ACK frame that meets the following two conditions: the largest
             // acknowledged packet number is newly acknowledged, and at least one
             // of the newly acknowledged packets was ack-eliciting."
+            // RFC 9000 §9.4: "Packets sent on the old path MUST NOT
+            // contribute to ... RTT estimation for the new path."
             if let Some(sent_at) = largest_sent_at
                 && any_ack_eliciting
+                && self.path_since.is_none_or(|since| sent_at >= since)
             {
                 let latest = now.saturating_duration_since(sent_at);
                 // RFC 9002 §5.3: an endpoint "MUST use the lesser of the
@@ -285,6 +292,17 @@ impl<T> LossDetector<T> {
         base.saturating_mul(1 << self.pto_count.min(MAX_PTO_BACKOFF_EXPONENT))
     }
 
+    /// The connection moved to a new path at `now`. RFC 9000 §9.4: the RTT
+    /// estimator starts again from its initial value, and packets sent
+    /// before `now` give it no sample. Persistent congestion again waits
+    /// for a first sample, so losses on the old path cannot establish it
+    /// on the new one.
+    pub fn on_path_change(&mut self, now: Instant) {
+        self.rtt.reset();
+        self.first_rtt_sample = None;
+        self.path_since = Some(now);
+    }
+
     /// The connection's one RTT estimator (ACK delay subtracted): loss
     /// detection, pacing and congestion control all read it.
     #[must_use]
@@ -300,6 +318,12 @@ impl<T> LossDetector<T> {
         self.rtt
             .pto_base(self.config.granularity, self.config.peer_max_ack_delay)
             .saturating_mul(PERSISTENT_CONGESTION_THRESHOLD)
+    }
+
+    /// Gives the sent-packet ring's memory back when it tracks nothing
+    /// (see [`SentPackets::shrink_when_empty`]).
+    pub fn shrink_when_empty(&mut self) {
+        self.sent.shrink_when_empty();
     }
 
     /// Bytes of unacknowledged packets that count toward the congestion window.

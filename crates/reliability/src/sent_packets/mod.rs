@@ -484,6 +484,19 @@ impl<T> SentPackets<T> {
         }
     }
 
+    /// Gives the ring's memory back when it tracks nothing (every packet
+    /// resolved and released): for a sender gone quiet. The next packet
+    /// pushed allocates it again, so a caller does this at most now and
+    /// then, not each time the ring empties.
+    pub fn shrink_when_empty(&mut self) {
+        if self.slots.is_empty() {
+            self.slots = VecDeque::new();
+        }
+        if self.skipped.is_empty() {
+            self.skipped = VecDeque::new();
+        }
+    }
+
     /// The unacked packet with this number, if any.
     #[must_use]
     pub fn get(&self, packet_number: u64) -> Option<&SentPacket<T>> {

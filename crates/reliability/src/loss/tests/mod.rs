@@ -256,6 +256,28 @@ fn ack_of_only_non_ack_eliciting_packets_gives_no_rtt_sample() {
 }
 
 #[test]
+fn after_a_path_change_only_packets_sent_on_the_new_path_give_rtt_samples() {
+    let mut h = Harness::new();
+    h.send(0);
+    h.advance(20 * MS);
+    h.ack(&[0..=0], Duration::ZERO).unwrap();
+    assert_eq!(h.detector.rtt().min(), Some(20 * MS));
+    h.send(1);
+    h.advance(MS);
+    let moved = h.now();
+    h.detector.on_path_change(moved);
+    assert!(!h.detector.rtt().has_sample(), "the estimator starts again");
+    h.send(2);
+    h.advance(100 * MS);
+    // Packet 1 left on the old path: its ACK is no sample of the new one.
+    let summary = h.ack(&[1..=1], Duration::ZERO).unwrap();
+    assert_eq!((summary.newly_acked, summary.rtt_sample), (1, None));
+    let summary = h.ack(&[1..=2], Duration::ZERO).unwrap();
+    assert_eq!(summary.rtt_sample, Some(100 * MS));
+    assert_eq!(h.detector.rtt().min(), Some(100 * MS));
+}
+
+#[test]
 fn ack_delay_is_capped_at_peer_max_ack_delay() {
     let mut h = Harness::new();
     h.send(0);
