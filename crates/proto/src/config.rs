@@ -24,9 +24,10 @@ pub const INITIAL_MAX_STREAMS: u64 = 8;
 ///
 /// What a connection holds to send is bounded by this side alone, whatever
 /// streams and credit the peer grants: stream bytes until acknowledged by
-/// `send_buffer`, messages until acknowledged by `message_send_buffer` (one
+/// `send_buffer` (grown with the congestion window to at most four times
+/// its value), messages until acknowledged by `message_send_buffer` (one
 /// message larger than it is taken alone), datagrams not yet sent by
-/// `datagram_send_queue`. By default that is at most 4 + 16 MiB and
+/// `datagram_send_queue`. By default that is at most 16 + 16 MiB and
 /// 1 024 datagrams (about 1.1 MiB), plus one message beyond the bound.
 /// A write then takes less, and `send_message` refuses, until the peer
 /// acknowledges; the queued datagrams are let go, oldest first.
@@ -44,14 +45,18 @@ pub struct ConnectionConfig {
     /// of what the application has taken (default 32 MiB).
     pub receive_window: u64,
     /// Bytes a stream holds until the peer acknowledges them (default 4 MiB);
-    /// a write takes what fits.
+    /// a write takes what fits. While the congestion window is larger than
+    /// half of it, the stream may hold twice the window, up to four times
+    /// this value: the bytes sent after a lost packet wait for its repair,
+    /// and a buffer of one window would stop the sender until it came.
     pub stream_send_buffer: usize,
     /// Bytes all streams of the connection hold together until the peer
     /// acknowledges them (default 4 MiB: one stream alone may fill its
     /// buffer, while several share the same memory, each entitled to an
     /// equal part). Fewer bytes to copy from keeps the copies into packets
-    /// in cache. Messages, even those on streams of their own, count
-    /// against `message_send_buffer` instead.
+    /// in cache. It follows the congestion window as `stream_send_buffer`
+    /// does, up to four times this value. Messages, even those on streams
+    /// of their own, count against `message_send_buffer` instead.
     pub send_buffer: usize,
     /// Bytes of messages held until acknowledged before `send_message`
     /// refuses more (default 16 MiB: a 1 GB/s path with 16 ms of round
@@ -66,7 +71,8 @@ pub struct ConnectionConfig {
     pub datagram_send_queue: usize,
     /// The largest message accepted from the peer (default 1 GiB).
     pub max_message_size: u64,
-    /// Bidirectional streams the peer may have open at once (default 100).
+    /// Application streams of each kind (bidirectional, one-way) the peer
+    /// may have open at once (default 100).
     pub max_concurrent_streams: u64,
     /// Large messages (each travels on a one-way stream of its own) the peer
     /// may have in flight, or delivered and not yet taken, at once
@@ -105,6 +111,23 @@ pub struct ConnectionConfig {
     /// A cap on this connection's sending rate in bytes per second
     /// (token bucket; default none).
     pub rate_limit: Option<u64>,
+    /// Whether this side, as the initiator, proves its own identity to the
+    /// responder (default on). It applies only when the endpoint has an
+    /// identity: an endpoint that accepts connections is a peer that others
+    /// know by its key, and the responder learns who connected at the cost
+    /// of one RSA signature here (about a millisecond, once per connect)
+    /// and 555 bytes in the first packet. An endpoint without an identity
+    /// stays anonymous whatever this says.
+    pub prove_identity: bool,
+    /// Whether this side, as the responder, requires the initiator to prove
+    /// its identity (default off). Until the proof verifies, a packet that
+    /// carries application data is dropped unacknowledged (the initiator
+    /// sends it again, so nothing is lost and nothing is buffered for an
+    /// unknown peer) and the application is not told of the connection; a
+    /// connection without a valid proof within `handshake_timeout` is
+    /// closed ([`ConnectionError::IdentityNotProven`](crate::ConnectionError::IdentityNotProven)),
+    /// and an invalid proof is a protocol violation.
+    pub require_identity: bool,
 }
 
 impl Default for ConnectionConfig {
@@ -129,6 +152,8 @@ impl Default for ConnectionConfig {
             max_ack_delay: Duration::from_millis(25),
             congestion: CongestionConfig::default(),
             rate_limit: None,
+            prove_identity: true,
+            require_identity: false,
         }
     }
 }

@@ -18,6 +18,14 @@
 //! connections holding the most are closed before it is passed
 //! ([`ConnectionError::MemoryBudget`]).
 //!
+//! Each connection reports who is at the other end
+//! ([`Connection::peer_identity`]): on a connect, the key it named, which
+//! the handshake proved; on an accepted connection, the key the initiator
+//! proved, if it proved one ([`ConnectionConfig::prove_identity`], on by
+//! default for an endpoint with an identity). A responder may require the
+//! proof ([`ConnectionConfig::require_identity`]), and the application may
+//! refuse a connection after seeing who opened it ([`Endpoint::refuse`]).
+//!
 //! [`Node`] is the contract between the protocol and the I/O: the calls a
 //! driver makes, in the order it makes them. [`Connection`]'s documentation
 //! gives the order of a connection's calls within a turn.

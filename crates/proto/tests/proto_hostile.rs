@@ -112,30 +112,20 @@ fn pings_acknowledged(attacker: &mut Attacker) {
     attacker.inbox.clear();
 }
 
-/// The attacker's sealer moves to its next key whether or not the endpoint
-/// acknowledged anything under the current one (it fakes the ACK an
-/// honest sealer waits for).
-fn update_key(attacker: &mut Attacker) {
-    let sealer = attacker.sealer();
-    let last = sealer.next_packet_number() - 1;
-    sealer.on_ack(last);
-    sealer.update_key().expect("key update");
-}
-
 #[test]
 fn a_key_update_before_the_last_was_acknowledged_is_a_violation() {
     let mut attacker = Attacker::connect(EndpointConfig::default());
     pings_acknowledged(&mut attacker);
     // Honest updates: each after the endpoint acknowledged the phase before.
     for _ in 0..3 {
-        update_key(&mut attacker);
+        assert!(attacker.force_key_update());
         pings_acknowledged(&mut attacker);
         assert_eq!(error(&mut attacker), None, "an acknowledged phase");
     }
     // Then one on every packet.
-    update_key(&mut attacker);
+    assert!(attacker.force_key_update());
     attacker.send(&[Frame::Ping]);
-    update_key(&mut attacker);
+    assert!(attacker.force_key_update());
     attacker.send(&[Frame::Ping]);
     assert_refused(&mut attacker, |e| *e == ProtocolError::KeyUpdateTooSoon);
 }
@@ -270,4 +260,38 @@ fn ack_ranges_the_peer_knows_of_are_not_reported_again() {
     }
     let &(_, ranges) = acks.last().expect("the endpoint acknowledged");
     assert_eq!(ranges, 1, "only what the peer has not seen acknowledged");
+}
+
+#[test]
+fn a_close_the_forged_path_has_no_room_for_goes_to_the_path_the_peer_left() {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    pings_acknowledged(&mut attacker);
+    // A packet from a victim's address: the connection moves there, and
+    // spends all that allows on its challenge and on stream data its
+    // application writes.
+    let victim: SocketAddr = "203.0.113.99:443".parse().expect("address");
+    attacker.send_from(victim, &[Frame::Ping]);
+    let connection = attacker.connection().expect("open");
+    let id = connection.open_stream().expect("a stream");
+    connection.write(id, &[1; 20_000]).expect("open");
+    attacker.run_for(Duration::from_millis(50), Duration::from_millis(5));
+    attacker.inbox.clear();
+    let before = attacker.sent_to.get(&victim).copied().unwrap_or_default();
+    // Then a violation from the attacker's own address (the validated
+    // path it left): the connection closes.
+    let too_large = vec![7; max_datagram() + 1];
+    attacker.send(&[Frame::Datagram(Datagram { data: &too_large })]);
+    assert!(matches!(
+        error(&mut attacker),
+        Some(ConnectionError::Protocol(ProtocolError::DatagramTooLarge))
+    ));
+    attacker.turn();
+    let to_victim = attacker.sent_to.get(&victim).copied().unwrap_or_default();
+    let from_victim = attacker.received_from[&victim];
+    assert_eq!(to_victim, before, "nothing more to the victim");
+    assert!(to_victim.bytes <= 3 * from_victim.bytes);
+    assert!(
+        sent_transport_close(&mut attacker),
+        "the Close went to the validated path the peer left"
+    );
 }

@@ -140,18 +140,7 @@ fn a_sixty_second_partition_ends_the_connection_cleanly_on_both_sides() {
 fn a_simultaneous_open_resolves_each_connect_to_the_peer_it_named() {
     let seed = Seed::from_env_or(45);
     let mut pair = Pair::symmetric(seed.value(), link(20));
-    let now = pair.sim.now();
-    let (client_addr, server_addr) = (pair.client_addr, pair.server_addr);
-    let server_key = pair.server().public().expect("identity");
-    let client_key = pair.client().public().expect("identity");
-    let a = pair
-        .client()
-        .connect(now, server_addr, &server_key)
-        .expect("connect");
-    let b = pair
-        .server()
-        .connect(now, client_addr, &client_key)
-        .expect("connect");
+    let (a, b) = pair.open_both_ways();
     let (client_node, server_node) = (pair.client, pair.server);
     // Each side's connect is answered by the other's responder, which
     // proves the key it named; each side also accepts the other's. A

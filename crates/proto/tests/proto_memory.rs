@@ -1,7 +1,14 @@
 //! An endpoint holds a thousand connections at a bounded cost each.
 //! `allocation_counter` installs a counting global allocator in this test
 //! binary; the bytes the test's own thread leaves on the heap are what the
-//! connections cost (the simulator runs both endpoints on that thread).
+//! connections cost (the simulator runs both endpoints on that thread):
+//! each connection inline in its endpoint's table, what it holds on the
+//! heap once its handshake is over, and what the endpoint's tables grew by.
+//!
+//! The bounds are the figures measured when they were set (see
+//! docs/benchmarks.md, level 3, memory per idle connection) with about
+//! 5 % of room, so that a change that makes every idle connection larger
+//! fails here rather than in a level-3 run nobody makes.
 
 mod support;
 
@@ -12,7 +19,7 @@ use tern_proto::{EndpointConfig, Event};
 use tern_sim::{LinkConfig, Seed};
 
 #[test]
-fn a_thousand_connections_on_one_endpoint_cost_at_most_16_kib_each_when_idle() {
+fn a_thousand_idle_connections_cost_at_most_their_measured_bound_each() {
     let seed = Seed::from_env_or(63);
     let link = LinkConfig {
         delay: Duration::from_millis(1),
@@ -54,10 +61,18 @@ fn a_thousand_connections_on_one_endpoint_cost_at_most_16_kib_each_when_idle() {
     })
     .bytes_current;
     let per_connection = live / 2_000;
+    let inline = size_of::<tern_proto::Connection>();
     assert_eq!(pair.sim.node(server_node).0.len(), 1_000);
+    // Measured 4 960 bytes inline (6 896 before the keys, configuration,
+    // RNG and rare paths moved out of line) and 7 561 bytes in all
+    // (11 824 before; 8 921 before the scratch memory was given back);
+    // then 5 248 inline and 8 105 in all once the identity proof (the
+    // responder keeps the transcript until its handshake timeout), the
+    // one-way streams and the path-change state came in beside it: 5 360
+    // and 8 220 where the workspace builds tern-wire with ring's keys too.
+    assert!(inline <= 5_400, "a connection is {inline} bytes inline");
     assert!(
-        per_connection <= 16 * 1024,
-        "an idle connection costs {per_connection} bytes ({} of them inline)",
-        size_of::<tern_proto::Connection>()
+        per_connection <= 8_400,
+        "an idle connection costs {per_connection} bytes ({inline} of them inline)"
     );
 }

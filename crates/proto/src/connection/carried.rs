@@ -47,6 +47,8 @@ pub(crate) enum Carried {
     PathChallenge,
     /// A ping: nothing to resend.
     Ping,
+    /// The initiator's proof of identity (resent as the same proof).
+    Identity,
 }
 
 impl Carried {

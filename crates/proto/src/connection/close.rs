@@ -12,6 +12,7 @@ use tern_wire::CloseKind;
 use super::error::{ConnectionError, ProtocolError};
 use super::event::Event;
 use super::{Connection, State};
+use crate::{Transmit, TransmitLimits};
 
 /// Probe timeouts (without back-off) a graceful close waits for the peer's
 /// next acknowledgement of data, unless the configuration says otherwise.
@@ -38,6 +39,9 @@ mod close_code {
     pub(super) const MEMORY_BUDGET: u64 = 2;
     /// The connection was evicted from a full table for a new peer.
     pub(super) const EVICTED: u64 = 3;
+    /// The responder requires a proof of identity and none came within
+    /// the handshake.
+    pub(super) const IDENTITY_REQUIRED: u64 = 4;
 }
 
 impl Connection {
@@ -104,6 +108,18 @@ impl Connection {
             close_code::EVICTED,
             Bytes::from_static(b"evicted: idle while the table was full"),
             ConnectionError::Evicted,
+        );
+    }
+
+    /// Closes at once, with a transport Close: this side requires a proof
+    /// of the peer's identity and none came within the handshake.
+    pub(super) fn close_unproven(&mut self, now: Instant) {
+        self.start_closing(
+            now,
+            CloseKind::Transport,
+            close_code::IDENTITY_REQUIRED,
+            Bytes::from_static(b"identity proof required"),
+            ConnectionError::IdentityNotProven,
         );
     }
 
@@ -204,6 +220,41 @@ impl Connection {
             return;
         }
         self.send_pending_close(now);
+    }
+
+    /// The Close of a closing connection, into `buf`. To a path not yet
+    /// validated (the peer may have forged the address it moved to) it is
+    /// held to three times what came from there; when that allowance is
+    /// spent, it goes to the path the peer left, if that one was
+    /// validated, rather than nowhere: the peer learns why, and the
+    /// forged address gets nothing more.
+    pub(super) fn poll_close(
+        &mut self,
+        limits: TransmitLimits,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        let allowance = usize::try_from(self.path.allowance()).unwrap_or(usize::MAX);
+        let size = self.datagram_size(limits).min(buf.len());
+        if let Some(len) = self.build_close(&mut buf[..size.min(allowance)]) {
+            self.path.on_sent(len);
+            return Some(Transmit {
+                destination: self.path.remote(),
+                len,
+                segment_size: None,
+            });
+        }
+        let destination = self
+            .previous_path
+            .as_ref()
+            .filter(|path| path.is_validated())?
+            .remote();
+        let size = size.min(self.previous_path.as_ref()?.mtu().current());
+        let len = self.build_close(&mut buf[..size])?;
+        Some(Transmit {
+            destination,
+            len,
+            segment_size: None,
+        })
     }
 
     /// A graceful close whose peer made no progress for the drain timeout

@@ -2,7 +2,8 @@
 //! a bounded queue that lets the oldest go when full. A datagram is never
 //! re-sent, so one that waited behind a full congestion window (or a peer
 //! that acknowledges nothing) is worth less than a newer one, and the
-//! application is never made to wait for it.
+//! application is never made to wait for it — unless it asks to: a
+//! sender that would rather wait than drop is told when one left.
 
 use std::collections::VecDeque;
 
@@ -15,6 +16,10 @@ pub(super) struct DatagramQueue {
     /// Their bytes together.
     bytes: usize,
     capacity: usize,
+    /// A sender found it full and waits for room.
+    wanted: bool,
+    /// One left since a sender found it full.
+    room_released: bool,
 }
 
 impl DatagramQueue {
@@ -24,6 +29,8 @@ impl DatagramQueue {
             queue: VecDeque::new(),
             bytes: 0,
             capacity: capacity.max(1),
+            wanted: false,
+            room_released: false,
         }
     }
 
@@ -43,10 +50,27 @@ impl DatagramQueue {
         self.queue.front()
     }
 
+    /// Whether another datagram would push out the oldest.
+    pub(super) fn is_full(&self) -> bool {
+        self.queue.len() >= self.capacity
+    }
+
+    /// A sender found the queue full and waits: the next one to leave
+    /// releases room for it.
+    pub(super) fn want_room(&mut self) {
+        self.wanted = true;
+    }
+
+    /// Whether room was released for a waiting sender since the last look.
+    pub(super) fn take_room_released(&mut self) -> bool {
+        std::mem::take(&mut self.room_released)
+    }
+
     /// The next datagram went out.
     pub(super) fn pop(&mut self) {
         if let Some(sent) = self.queue.pop_front() {
             self.bytes -= sent.len();
+            self.room_released |= std::mem::take(&mut self.wanted);
         }
     }
 
@@ -78,5 +102,21 @@ mod tests {
         assert_eq!(queue.bytes(), 0);
         queue.pop();
         assert_eq!(queue.bytes(), 0);
+    }
+
+    #[test]
+    fn a_waiting_sender_learns_of_room_once_a_datagram_left() {
+        let mut queue = DatagramQueue::new(1);
+        queue.push(Bytes::from_static(b"a"));
+        assert!(queue.is_full());
+        queue.want_room();
+        assert!(!queue.take_room_released(), "nothing left yet");
+        queue.pop();
+        assert!(!queue.is_full());
+        assert!(queue.take_room_released());
+        assert!(!queue.take_room_released(), "told once");
+        queue.push(Bytes::from_static(b"b"));
+        queue.pop();
+        assert!(!queue.take_room_released(), "nobody waited for this one");
     }
 }

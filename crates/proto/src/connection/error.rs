@@ -57,6 +57,12 @@ pub enum ConnectionError {
     /// the most of it: it was closed, and what it held dropped.
     #[error("closed to keep the endpoint within its memory budget")]
     MemoryBudget,
+    /// This side requires the initiator to prove its identity
+    /// ([`ConnectionConfig::require_identity`](crate::ConnectionConfig::require_identity))
+    /// and no proof came within the handshake timeout (the peer is told
+    /// with a transport Close).
+    #[error("the peer did not prove its identity within the handshake")]
+    IdentityNotProven,
 }
 
 /// A rule of the protocol that the peer broke (after its packet was
@@ -94,6 +100,11 @@ pub enum ProtocolError {
     /// KEY_UPDATE_ERROR).
     #[error("key update before the previous one was acknowledged")]
     KeyUpdateTooSoon,
+    /// The initiator's identity proof did not verify for this session:
+    /// not an RSA-2048 key, or a signature forged, altered or made for
+    /// another session.
+    #[error("the identity proof does not verify")]
+    IdentityProof,
 }
 
 /// Why a write, finish or reset on a stream failed.
@@ -130,7 +141,8 @@ pub enum ReadError {
 #[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SendError {
-    /// The send buffer is full: try again after [`Event::MessagesWritable`].
+    /// The send buffer is full: try again after [`Event::MessagesWritable`]
+    /// (a message) or [`Event::DatagramsWritable`] (a datagram).
     #[error("the send buffer is full")]
     Blocked(Bytes),
     /// A datagram larger than a packet can carry.

@@ -17,17 +17,23 @@ pub enum Event {
     MessageReceived,
     /// A datagram arrived ([`Connection::recv_datagram`]).
     DatagramReceived,
-    /// The peer opened a stream ([`Connection::accept_stream`]).
+    /// The peer opened a stream ([`Connection::accept_stream`],
+    /// [`Connection::accept_uni`]).
     StreamOpened,
     /// A stream has bytes to read, ended, or was reset by the peer.
     StreamReadable(StreamId),
     /// A stream whose last write took less than it was given has room
-    /// again, or the peer asked it to stop.
+    /// again, the peer asked it to stop, or its sending half is done with
+    /// ([`Connection::stopped`]).
     StreamWritable(StreamId),
     /// Messages were acknowledged, or the peer allows more large ones:
     /// `send_message` has room again.
     MessagesWritable,
-    /// The peer allows more bidirectional streams: `open_stream` may succeed.
+    /// A datagram left the full send queue that
+    /// [`Connection::try_send_datagram`] found.
+    DatagramsWritable,
+    /// The peer allows more application streams: `open_stream` or
+    /// `open_uni` may succeed.
     StreamsAvailable,
     /// The connection ended for the application: closed by either side,
     /// timed out, or failed. After a local close the endpoint still holds

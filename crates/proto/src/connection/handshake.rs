@@ -13,6 +13,7 @@ use rand_core::CryptoRngCore;
 use tern_wire::{Accepted, Frame, INTRO_LEN, KeyConfig, PendingIntro, PublicIdentity};
 
 use super::carried::{Carried, CarriedRecord};
+use super::identity::PeerIdentity;
 use super::path::Path;
 use super::{Connecting, Connection, Start, State};
 use crate::Side;
@@ -33,7 +34,7 @@ impl Connection {
         rng: &mut impl CryptoRngCore,
     ) -> Result<Self, tern_wire::IntroError> {
         let Start {
-            config,
+            ref config,
             local_index,
             now,
             ..
@@ -50,13 +51,16 @@ impl Connection {
             deadline: now + config.handshake_timeout,
         };
         let path = Path::validated(remote, config.path_mtu());
-        Ok(Self::new(
+        let identity = PeerIdentity::initiator(responder, config.prove_identity);
+        let mut connection = Self::new(
             Side::Initiator,
             State::Connecting(Box::new(connecting)),
             path,
             start,
             rng,
-        ))
+        );
+        connection.identity = identity;
+        Ok(connection)
     }
 
     /// An incoming connection from an accepted intro of `intro_len` bytes
@@ -73,6 +77,10 @@ impl Connection {
         let mut path = Path::unconfirmed(remote, start.config.path_mtu());
         path.on_received(intro_len);
         let mut connection = Self::new(Side::Responder, State::Established, path, start, rng);
+        connection.identity = PeerIdentity::responder(connection.config.require_identity);
+        // What the initiator's proof of identity, if one comes, is checked
+        // against.
+        connection.transcript = Some(Box::new(accepted.transcript(local_index)?));
         let mut buf = vec![0u8; accepted.max_reply_len()];
         let (len, keys) = accepted.reply(local_index, &[Frame::Ping], &mut buf)?;
         buf.truncate(len);

@@ -24,7 +24,8 @@
 //!
 //! This module holds the struct, its calling contract, the application's
 //! commands and the event queue. The rest of the `impl` is split by
-//! concern, one file each, over this module's fields: `handshake`, `recv`
+//! concern, one file each, over this module's fields: `handshake`,
+//! `identity` (the identity each side proved, and the proof it owes), `recv`
 //! (datagrams in, frame dispatch), `recovery` (ACKs and losses), `send`
 //! (packet assembly), `timers`, `close` and `figures` (stats and the
 //! bytes held). The types the application sees are in `error`, `event`
@@ -39,9 +40,11 @@ mod error;
 mod event;
 mod figures;
 mod handshake;
+mod identity;
 pub(crate) mod path;
 mod recovery;
 mod recv;
+mod rng;
 mod send;
 mod stats;
 pub(crate) mod streams;
@@ -51,12 +54,11 @@ mod untaken;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use quanta::Instant;
-use rand_chacha::ChaCha8Rng;
-use rand_chacha::rand_core::SeedableRng;
 use rand_core::CryptoRngCore;
 use tern_congestion::{AnyController, Pacer, PacerConfig, TokenBucket};
 use tern_reliability::{
@@ -110,8 +112,8 @@ enum State {
 /// What every new connection starts from.
 #[derive(Debug)]
 pub(crate) struct Start {
-    /// Its configuration.
-    pub(crate) config: ConnectionConfig,
+    /// Its configuration, shared by every connection of the endpoint.
+    pub(crate) config: Arc<ConnectionConfig>,
     /// Its congestion controller, fresh.
     pub(crate) controller: AnyController,
     /// This side's receiver index for it.
@@ -126,16 +128,22 @@ pub struct Connection {
     side: Side,
     /// Path challenges and skipped packet numbers: unpredictable to anyone
     /// without the endpoint's RNG, from which it is seeded.
-    rng: ChaCha8Rng,
+    rng: rng::ConnectionRng,
     /// The next packet number to skip: a peer that acknowledges it claims
     /// a packet it never received (RFC 9000 §21.4).
     next_skip: u64,
-    config: ConnectionConfig,
+    /// The endpoint's, shared: 300 bytes a connection need not copy.
+    config: Arc<ConnectionConfig>,
     state: State,
     /// This side's receiver index (the endpoint's key for it).
     local_index: u32,
     keys: Option<ConnectionKeys>,
-    transcript: Option<Transcript>,
+    /// The handshake transcript: the initiator's, to recognise a repeated
+    /// reply; the responder's until the initiator's identity proof is
+    /// checked against it (out of line: most connections drop it early).
+    transcript: Option<Box<Transcript>>,
+    /// Who the peer proved to be, and the proof this side owes.
+    identity: identity::PeerIdentity,
     /// The reply to resend when the intro is repeated (responder, until the
     /// initiator's first packet confirms the handshake).
     reply: Option<Box<[u8]>>,
@@ -143,8 +151,9 @@ pub struct Connection {
     /// application never saw it).
     confirm_deadline: Option<Instant>,
     path: Path,
-    /// The path before a migration, kept until the new one is validated.
-    previous_path: Option<Path>,
+    /// The path before a migration, kept until the new one is validated
+    /// (out of line: most connections never migrate).
+    previous_path: Option<Box<Path>>,
     /// The origin of the receive times this side reports in ACKs.
     epoch: Instant,
 
@@ -183,6 +192,9 @@ pub struct Connection {
     probes_due: u8,
     ping_due: bool,
     last_ack_eliciting_sent: Instant,
+    /// When the connection last gave back its scratch memory (see
+    /// `recovery::QUIET_RELEASE_INTERVAL`).
+    released_scratch_at: Option<Instant>,
 
     /// Sequence of the next ACK-frequency request.
     ack_frequency_sequence: u64,
@@ -238,9 +250,9 @@ impl Connection {
         let rate_limit = config
             .rate_limit
             .and_then(|rate| TokenBucket::new(rate, (rate / 100).max(64 * 1024)).ok());
-        let mut rng = ChaCha8Rng::from_rng(rng)
-            .unwrap_or_else(|_| ChaCha8Rng::seed_from_u64(u64::from(local_index)));
+        let mut rng = rng::ConnectionRng::from_rng(rng, u64::from(local_index));
         let next_skip = send::skip_gap(&mut rng);
+        let datagrams_out = DatagramQueue::new(config.datagram_send_queue);
         Self {
             side,
             rng,
@@ -251,6 +263,7 @@ impl Connection {
             local_index,
             keys: None,
             transcript: None,
+            identity: identity::PeerIdentity::default(),
             reply: None,
             confirm_deadline: None,
             path,
@@ -279,6 +292,7 @@ impl Connection {
             probes_due: 0,
             ping_due: false,
             last_ack_eliciting_sent: now,
+            released_scratch_at: None,
             ack_frequency_sequence: 0,
             ack_frequency_sent: None,
             ack_frequency_due: false,
@@ -288,7 +302,7 @@ impl Connection {
             messages_in: MessageReceiver::new(),
             inbox: untaken::Untaken::new(),
             released: false,
-            datagrams_out: DatagramQueue::new(config.datagram_send_queue),
+            datagrams_out,
             datagrams_in: untaken::Untaken::new(),
             events: VecDeque::new(),
             close_when_drained: None,
@@ -442,6 +456,24 @@ impl Connection {
         Ok(())
     }
 
+    /// Queues an unreliable datagram like [`send_datagram`](Self::send_datagram),
+    /// but gives it back (as [`SendError::Blocked`]) rather than drop the
+    /// oldest when `datagram_send_queue` are already waiting;
+    /// [`Event::DatagramsWritable`] follows once one has left.
+    pub fn try_send_datagram(&mut self, datagram: Bytes) -> Result<(), SendError> {
+        if self.is_open_for_data() && self.datagrams_out.is_full() {
+            self.datagrams_out.want_room();
+            return Err(SendError::Blocked(datagram));
+        }
+        self.send_datagram(datagram)
+    }
+
+    /// The largest datagram [`send_datagram`](Self::send_datagram) takes:
+    /// what one packet carries on any path (its 1 200-byte minimum).
+    pub fn max_datagram_size(&self) -> usize {
+        small_message_limit()
+    }
+
     /// The next unreliable datagram, if one arrived.
     pub fn recv_datagram(&mut self) -> Option<Bytes> {
         self.datagrams_in.pop_front().map(|(datagram, ())| datagram)
@@ -459,6 +491,22 @@ impl Connection {
     /// The next stream the peer opened.
     pub fn accept_stream(&mut self) -> Option<StreamId> {
         self.streams.accept()
+    }
+
+    /// Opens a one-way stream to the peer (this side writes, the peer
+    /// reads); `None` while the peer allows no more (it raises the limit as
+    /// its streams finish: [`Event::StreamsAvailable`]) or before the
+    /// handshake.
+    pub fn open_uni(&mut self) -> Option<StreamId> {
+        if !self.is_open_for_data() {
+            return None;
+        }
+        self.streams.open_one_way()
+    }
+
+    /// The next one-way stream the peer opened ([`Event::StreamOpened`]).
+    pub fn accept_uni(&mut self) -> Option<StreamId> {
+        self.streams.accept_one_way()
     }
 
     /// Copies what fits of `data` into the stream's send buffer: no more
@@ -509,6 +557,14 @@ impl Connection {
         reset
     }
 
+    /// The code the peer gave when it asked this side to stop sending on
+    /// the stream, `None` while it has not; [`WriteError::UnknownStream`]
+    /// once the sending half is done with (every byte, or its reset,
+    /// acknowledged: [`Event::StreamWritable`] says when).
+    pub fn stopped(&self, id: StreamId) -> Result<Option<u64>, WriteError> {
+        self.streams.stop_code(id)
+    }
+
     /// Asks the peer to stop sending on the stream.
     pub fn stop_sending(&mut self, id: StreamId, code: u64) -> Result<(), ReadError> {
         if self.error.is_some() {
@@ -540,6 +596,9 @@ impl Connection {
         }
         if self.streams.take_message_room_released() {
             self.notify(Event::MessagesWritable);
+        }
+        if self.datagrams_out.take_room_released() {
+            self.notify(Event::DatagramsWritable);
         }
     }
 }

@@ -82,6 +82,11 @@ impl Connection {
         frames: tern_wire::Frames<'_>,
     ) {
         self.on_authenticated(now, from, pn, len);
+        if self.holds_back(&frames) {
+            // Not recorded as received: never acknowledged, so resent.
+            self.stats.held_before_proof += 1;
+            return;
+        }
         let mut ack_eliciting = false;
         for frame in frames {
             let frame = match frame {
@@ -136,7 +141,8 @@ impl Connection {
         let pn = established.reply.packet_number();
         let frames = established.reply.frames();
         self.keys = Some(established.keys);
-        self.transcript = Some(established.transcript);
+        self.transcript = Some(Box::new(established.transcript));
+        self.on_responder_proven();
         self.state = State::Established;
         self.notify(Event::Connected);
         if self.replay.accept(pn).is_err() {
@@ -161,7 +167,7 @@ impl Connection {
             // The initiator's first packet: it holds the keys, so it got the
             // reply at this address.
             self.path.confirm();
-            self.notify(Event::Connected);
+            self.announce_confirmed();
         }
         if from == self.path.remote() {
             self.path.on_received(len);
@@ -179,7 +185,7 @@ impl Connection {
             path.on_received(len);
             let old = std::mem::replace(&mut self.path, path);
             if old.is_validated() {
-                self.previous_path = Some(old);
+                self.previous_path = Some(Box::new(old));
             }
             self.challenge_due = self.path.poll_challenge(now, &mut self.rng);
         }
@@ -236,7 +242,7 @@ impl Connection {
                 self.flush_readable();
             }
             Frame::MaxStreams(m) => match self.streams.on_max_streams(m) {
-                Some(Direction::Bi) => self.notify(Event::StreamsAvailable),
+                Some(Direction::Bi | Direction::OneWay) => self.notify(Event::StreamsAvailable),
                 Some(Direction::Uni) => self.notify(Event::MessagesWritable),
                 None => {}
             },
@@ -259,15 +265,13 @@ impl Connection {
                     },
                 );
             }
-            // This side does not ask the initiator to prove its identity;
-            // an unrequested proof changes nothing.
-            Frame::Identity(_) => {}
+            Frame::Identity(proof) => self.on_identity_frame(proof)?,
             Frame::PathChallenge(PathChallenge { data }) => {
                 self.path_response_due = Some(*data);
             }
             Frame::PathResponse(PathResponse { data }) => {
-                if self.path.on_response(*data) && self.previous_path.take().is_some() {
-                    self.stats.migrations += 1;
+                if self.path.on_response(*data) {
+                    self.on_path_validated(now);
                 }
             }
             Frame::Datagram(d) => {

@@ -77,13 +77,7 @@ impl Connection {
                     return None;
                 }
                 self.close_due = false;
-                // To a path not yet validated (the peer may have forged the
-                // address it moved to), within three times what came from it.
-                let allowance = usize::try_from(self.path.allowance()).unwrap_or(usize::MAX);
-                let max = self.datagram_size(limits).min(buf.len()).min(allowance);
-                let len = self.build_close(&mut buf[..max])?;
-                self.path.on_sent(len);
-                return Some(self.transmit(len, None));
+                return self.poll_close(limits, buf);
             }
             State::Established => {}
         }
@@ -98,7 +92,11 @@ impl Connection {
         if size < MIN_PACKET {
             return None;
         }
-        if let Some(len) = self.poll_mtu_probe(now, limits, buf) {
+        // A due proof of identity goes first: the responder may announce
+        // the connection on the first packet it gets.
+        if !self.proof_is_due()
+            && let Some(len) = self.poll_mtu_probe(now, limits, buf)
+        {
             return Some(self.transmit(len, None));
         }
         let data_allowed = self.may_send_data(now, size);
@@ -151,7 +149,7 @@ impl Connection {
     }
 
     /// The largest datagram for this path now.
-    fn datagram_size(&self, limits: TransmitLimits) -> usize {
+    pub(super) fn datagram_size(&self, limits: TransmitLimits) -> usize {
         self.path.mtu().current().min(limits.max_datagram_size)
     }
 
@@ -218,6 +216,7 @@ impl Connection {
             || !self.datagrams_out.is_empty()
             || self.ping_due
             || self.path_response_due.is_some()
+            || self.proof_is_due()
     }
 
     /// An MTU probe, alone in its datagram, when one is due.
@@ -249,7 +248,7 @@ impl Connection {
         Some(len)
     }
 
-    fn build_close(&mut self, buf: &mut [u8]) -> Option<usize> {
+    pub(super) fn build_close(&mut self, buf: &mut [u8]) -> Option<usize> {
         let (kind, code, reason) = self.close_frame.as_ref()?;
         let keys = self.keys.as_mut()?;
         let mut packet = keys.sealer.start(buf).ok()?;
@@ -326,6 +325,16 @@ impl Connection {
             ack_eliciting = true;
         }
         if data_allowed {
+            // The proof goes ahead of any data: a responder that requires
+            // it reads a packet only if the proof comes first.
+            if let Some(proof) = self.identity.due_proof()
+                && !record.is_full()
+                && packet.push(&proof).is_ok()
+            {
+                self.identity.on_proof_sent();
+                record.push(Carried::Identity);
+                ack_eliciting = true;
+            }
             if self.ack_frequency_due
                 && let Some(request) = self.ack_frequency_sent
                 && !record.is_full()

@@ -57,4 +57,8 @@ pub struct ConnectionStats {
     /// messages and datagrams not yet taken); bounded by the receive
     /// window plus a small slack per stream.
     pub receive_memory: usize,
+    /// Authenticated packets dropped unacknowledged because they carried
+    /// application data before the identity proof this side requires
+    /// (the peer sends the data again).
+    pub held_before_proof: u64,
 }

@@ -54,6 +54,7 @@ impl Connection {
         consider(self.keep_alive_at());
         consider(self.send_blocked_until);
         consider(self.discard_previous_key_at);
+        consider(self.proof_deadline());
         next
     }
 
@@ -98,6 +99,7 @@ impl Connection {
             self.finish_with(ConnectionError::TimedOut);
             return;
         }
+        self.check_proof_deadline(now);
         self.close_if_stalled(now);
         if !matches!(self.state, State::Established) {
             return;
@@ -120,7 +122,7 @@ impl Connection {
         if self.path.handle_timeout(now) == PathTimeout::ValidationFailed {
             // The new address never answered: back to the one that worked.
             if let Some(previous) = self.previous_path.take() {
-                self.path = previous;
+                self.path = *previous;
             } else {
                 self.finish_with(ConnectionError::TimedOut);
                 return;

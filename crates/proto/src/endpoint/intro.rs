@@ -4,18 +4,22 @@
 //! token an intro carries, the rate limits and the room in the table are
 //! checked before any RSA work, and an intro the rate limits refuse is
 //! answered with a Retry if its source is not validated; an accepted intro
-//! becomes a connection. The initiator's side of a Retry is here too.
+//! becomes a connection, which the application may still refuse once it
+//! knows who opened it. The initiator's side of a Retry is here too.
 
 use std::net::SocketAddr;
 
+use bytes::Bytes;
 use quanta::Instant;
 use tern_wire::replay::IntroId;
 use tern_wire::{RETRY_LEN, intro_id, parse_retry, split_intro, write_retry};
 
-use super::Endpoint;
 use super::admission::Refusal;
+use super::{ConnectionHandle, Endpoint};
 use crate::Transmit;
 use crate::connection::Connection;
+#[cfg(doc)]
+use crate::{ConnectionError, EndpointStats};
 
 /// Retries waiting to be sent, at most: under a flood the driver may fall
 /// behind, and what is past this is not answered (its initiator resends).
@@ -106,7 +110,7 @@ impl Endpoint {
         };
         let index = vacant.index();
         let Ok(connection) = Connection::accept(
-            Self::start(&self.config, &self.controller, index, now),
+            Self::start(&self.connection_config, &self.controller, index, now),
             accepted,
             datagram.len(),
             from,
@@ -121,6 +125,20 @@ impl Endpoint {
         self.stats.intros_accepted += 1;
         self.replies.insert(id, index);
         self.stored_replies.push_back((from, index));
+    }
+
+    /// Refuses a connection a peer opened, after looking at who it is
+    /// ([`Connection::remote`], [`Connection::peer_identity`]): it is
+    /// closed at once with the application's `code` (the peer reads it in
+    /// its [`ConnectionError::PeerClosed`]), what it holds is dropped, and
+    /// it is counted in [`EndpointStats::connections_refused`].
+    pub fn refuse(&mut self, now: Instant, handle: ConnectionHandle, code: u64) {
+        if let Some(connection) = self.connections.get_mut(handle.0) {
+            connection.abort(now, code, Bytes::from_static(b"refused"));
+            connection.release(now, code);
+            self.stats.connections_refused += 1;
+            self.touch(handle.0);
+        }
     }
 
     /// Answers the intro `id` from `from` with a Retry (sent before any

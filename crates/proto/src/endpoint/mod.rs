@@ -33,6 +33,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use quanta::Instant;
@@ -45,7 +46,7 @@ use tern_wire::{
     IdentityKey, PacketType, PublicIdentity, ReplayGuard, Responder, peek_receiver_index,
 };
 
-use crate::config::{ConfigError, CongestionConfig, EndpointConfig};
+use crate::config::{ConfigError, CongestionConfig, ConnectionConfig, EndpointConfig};
 use crate::connection::{Connection, ConnectionError, Event, Start};
 use crate::{Node, StreamId, Transmit, TransmitLimits};
 use admission::Admission;
@@ -80,7 +81,12 @@ pub struct Endpoint {
     config: EndpointConfig,
     /// Every connection starts with a copy of it (checked once, here).
     controller: AnyController,
+    /// `config.connection`, which every connection shares.
+    connection_config: Arc<ConnectionConfig>,
     responder: Option<Responder>,
+    /// The endpoint's key, kept to sign the proofs of identity of its
+    /// connects (when they make one, see `ConnectionConfig::prove_identity`).
+    prover: Option<IdentityKey>,
     limiter: IntroLimiter,
     admission: Admission,
     /// The keys of the address-validation tokens this side issues.
@@ -159,6 +165,7 @@ impl Endpoint {
             .congestion
             .controller(connection.max_udp_payload as u64)?;
         let mut rng = ChaCha20Rng::from_seed(seed);
+        let prover = identity.clone().filter(|_| connection.prove_identity);
         let responder = identity.map(|identity| {
             let replay = ReplayGuard::for_intro_rate(
                 u32::try_from(config.intro_limits.total_rate).unwrap_or(u32::MAX),
@@ -174,9 +181,11 @@ impl Endpoint {
             .and_then(|rate| TokenBucket::new(rate, (rate / 100).max(64 * 1024)).ok());
         Ok(Self {
             controller,
+            connection_config: Arc::new(config.connection),
             connections: ReceiverIndex::with_capacity(config.max_connections),
             config,
             responder,
+            prover,
             limiter,
             admission,
             tokens,
@@ -211,13 +220,13 @@ impl Endpoint {
     }
 
     fn start(
-        config: &EndpointConfig,
+        config: &Arc<ConnectionConfig>,
         controller: &AnyController,
         local_index: u32,
         now: Instant,
     ) -> Start {
         Start {
-            config: config.connection,
+            config: Arc::clone(config),
             controller: controller.clone(),
             local_index,
             now,
@@ -238,7 +247,7 @@ impl Endpoint {
         remote: SocketAddr,
         responder: &PublicIdentity,
     ) -> Result<ConnectionHandle, ConnectError> {
-        let start = Self::start(&self.config, &self.controller, 0, now);
+        let start = Self::start(&self.connection_config, &self.controller, 0, now);
         self.connect_from(start, remote, responder)
     }
 
@@ -254,9 +263,9 @@ impl Endpoint {
         responder: &PublicIdentity,
         congestion: CongestionConfig,
     ) -> Result<ConnectionHandle, ConnectError> {
-        let mut start = Self::start(&self.config, &self.controller, 0, now);
+        let mut start = Self::start(&self.connection_config, &self.controller, 0, now);
         start.controller = congestion.controller(start.config.max_udp_payload as u64)?;
-        start.config.congestion = congestion;
+        Arc::make_mut(&mut start.config).congestion = congestion;
         self.connect_from(start, remote, responder)
     }
 
@@ -400,8 +409,14 @@ impl Endpoint {
                 continue;
             };
             while let Some(event) = connection.poll_event() {
-                if matches!(event, Event::Closed(ConnectionError::Protocol(_))) {
-                    self.stats.protocol_violations += 1;
+                match event {
+                    Event::Closed(ConnectionError::Protocol(_)) => {
+                        self.stats.protocol_violations += 1;
+                    }
+                    Event::Closed(ConnectionError::IdentityNotProven) => {
+                        self.stats.identities_unproven += 1;
+                    }
+                    _ => {}
                 }
                 if event == Event::Connected {
                     self.connecting.retain(|_, i| *i != index);
@@ -513,6 +528,11 @@ impl Node for Endpoint {
             Some(connection) => {
                 self.budget.lend(connection);
                 connection.handle_datagram(now, from, datagram);
+                if connection.wants_to_prove()
+                    && let Some(key) = &self.prover
+                {
+                    connection.prove(key, &mut self.rng);
+                }
                 self.budget.settle(index, connection);
                 self.touch(index);
             }

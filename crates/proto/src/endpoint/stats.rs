@@ -48,6 +48,13 @@ pub struct EndpointStats {
     /// Idle connections closed to make room for a new peer in a full
     /// table (counted in `connections_closed` too).
     pub connections_evicted: u64,
+    /// Connections the application refused after seeing who opened them
+    /// ([`Endpoint::refuse`]).
+    pub connections_refused: u64,
+    /// Connections closed because the peer did not prove its identity
+    /// within the handshake, where this side requires it
+    /// ([`ConnectionConfig::require_identity`](crate::ConnectionConfig::require_identity)).
+    pub identities_unproven: u64,
     /// Connections closed because the peer broke the protocol.
     pub protocol_violations: u64,
     /// Connections closed to keep the endpoint within its memory budget

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,9 +18,10 @@ use quanta::{Clock, Mock};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
 use tern_proto::{
-    Connection, ConnectionHandle, Endpoint, EndpointConfig, Instant, Node, TransmitLimits,
+    Connection, ConnectionHandle, Direction, Endpoint, EndpointConfig, Instant, Node, StreamId,
+    TransmitLimits,
 };
-use tern_wire::{ConnectionKeys, Frame, INTRO_LEN, PacketSealer, PendingIntro};
+use tern_wire::{ConnectionKeys, Frame, INTRO_LEN, PacketSealer, PendingIntro, Transcript};
 
 use super::{identity, seed_bytes, wall_start};
 
@@ -48,6 +50,8 @@ pub struct Limits {
     pub data: u64,
     /// Each stream's limit (MaxStreamData), by stream id.
     pub streams: HashMap<u64, u64>,
+    /// How many two-way streams the attacker may open (MaxStreams).
+    pub bi_streams: u64,
 }
 
 /// An endpoint under attack, and the authenticated peer attacking it.
@@ -61,6 +65,8 @@ pub struct Attacker {
     /// The attacker's own address (where its handshake came from).
     pub addr: SocketAddr,
     keys: ConnectionKeys,
+    /// The session's transcript, which a proof of identity signs.
+    pub transcript: Transcript,
     clock: Clock,
     mock: Arc<Mock>,
     /// What the endpoint sent, by destination.
@@ -70,6 +76,13 @@ pub struct Attacker {
     /// The datagrams the endpoint sent to `addr` that the attacker has not
     /// looked at yet.
     pub inbox: Vec<Vec<u8>>,
+    /// The datagrams the endpoint sent elsewhere (to its other peers, or
+    /// to forged addresses), with their destination, while `keep_elsewhere`
+    /// is set: for a test that carries them to an honest peer.
+    pub elsewhere: Vec<(SocketAddr, Vec<u8>)>,
+    /// Whether `elsewhere` keeps what the endpoint sends to addresses
+    /// other than the attacker's (off: only counted).
+    pub keep_elsewhere: bool,
 }
 
 impl Attacker {
@@ -119,11 +132,14 @@ impl Attacker {
             endpoint_addr,
             addr,
             keys: established.keys,
+            transcript: established.transcript,
             clock,
             mock,
             sent_to: HashMap::new(),
             received_from: HashMap::new(),
             inbox: Vec::new(),
+            elsewhere: Vec::new(),
+            keep_elsewhere: false,
         };
         attacker
             .received_from
@@ -171,15 +187,43 @@ impl Attacker {
     /// Seals `frames` into one packet and hands it to the endpoint as if
     /// it came from `from` (a forged source address). Returns its length.
     pub fn send_from(&mut self, from: SocketAddr, frames: &[Frame<'_>]) -> usize {
+        let (mut datagram, pushed) = self.seal(frames);
+        assert_eq!(pushed, frames.len(), "the frames fit");
+        let len = datagram.len();
+        self.deliver(from, &mut datagram);
+        len
+    }
+
+    /// Seals the first of `frames` that fit into one packet under the
+    /// attacker's keys, without sending it (to send it later, or twice).
+    /// Returns the datagram and how many frames it holds.
+    pub fn seal(&mut self, frames: &[Frame<'_>]) -> (Vec<u8>, usize) {
         let mut buf = vec![0; MAX_DATAGRAM];
         let mut packet = self.keys.sealer.start(&mut buf).expect("packet");
+        let mut pushed = 0;
         for frame in frames {
-            packet.push(frame).expect("the frame fits");
+            if packet.push(frame).is_err() {
+                break;
+            }
+            pushed += 1;
+        }
+        if pushed == 0 {
+            packet.push(&Frame::Ping).expect("a ping fits");
         }
         let (len, _) = packet.finish().expect("sealed");
         buf.truncate(len);
-        self.deliver(from, &mut buf);
-        len
+        (buf, pushed)
+    }
+
+    /// Moves the attacker's sealer to its next key whether or not the
+    /// endpoint acknowledged anything under the current one (it fakes the
+    /// ACK an honest sealer waits for). False when even that does not
+    /// do: no packet was sealed under the current key yet.
+    pub fn force_key_update(&mut self) -> bool {
+        let sealer = &mut self.keys.sealer;
+        let last = sealer.next_packet_number().saturating_sub(1);
+        sealer.on_ack(last);
+        sealer.update_key().is_ok()
     }
 
     /// Hands the endpoint a datagram from `from`.
@@ -195,7 +239,7 @@ impl Attacker {
 
     /// One turn of the endpoint: its timers if due, then everything it
     /// sends, recorded by destination (what goes to the attacker's address
-    /// also lands in `inbox`). Returns the number of datagrams sent.
+    /// also lands in `inbox`, what goes elsewhere in `elsewhere` if kept). Returns the number of datagrams sent.
     pub fn turn(&mut self) -> usize {
         let now = self.now();
         if self.endpoint.poll_timeout().is_some_and(|at| at <= now) {
@@ -209,8 +253,12 @@ impl Attacker {
                 .entry(transmit.destination)
                 .or_default()
                 .add(transmit.len);
+            let datagram = &buf[..transmit.len];
             if transmit.destination == self.addr {
-                self.inbox.push(buf[..transmit.len].to_vec());
+                self.inbox.push(datagram.to_vec());
+            } else if self.keep_elsewhere {
+                self.elsewhere
+                    .push((transmit.destination, datagram.to_vec()));
             }
             sent += 1;
         }
@@ -249,8 +297,9 @@ impl Attacker {
     }
 
     /// Takes the datagrams in `inbox` and raises `limits` to the
-    /// flow-control limits they carry: the connection's (MaxData) and each
-    /// stream's (MaxStreamData, by stream id).
+    /// flow-control limits they carry: the connection's (MaxData), each
+    /// stream's (MaxStreamData, by stream id) and the two-way streams'
+    /// count (MaxStreams).
     pub fn take_limits(&mut self, limits: &mut Limits) {
         for mut datagram in std::mem::take(&mut self.inbox) {
             let Ok(opened) = self.keys.opener.open(&mut datagram) else {
@@ -262,6 +311,12 @@ impl Attacker {
                     Frame::MaxStreamData(m) => {
                         let stream = limits.streams.entry(m.id).or_default();
                         *stream = (*stream).max(m.max);
+                    }
+                    Frame::MaxStreams(m) => {
+                        let bound = StreamId(m.max);
+                        if bound.direction() == Direction::Bi {
+                            limits.bi_streams = limits.bi_streams.max(bound.index());
+                        }
                     }
                     _ => {}
                 }
@@ -278,5 +333,26 @@ impl Attacker {
             _ => None,
         })?;
         Some((opened.packet_number(), ranges))
+    }
+
+    /// The packet numbers of what the endpoint sent the attacker since the
+    /// last look (the inbox is emptied), as ACK ranges: largest first,
+    /// adjacent ones merged.
+    pub fn received_ranges(&mut self) -> Vec<RangeInclusive<u64>> {
+        let inbox = std::mem::take(&mut self.inbox);
+        let mut numbers: Vec<u64> = inbox
+            .into_iter()
+            .filter_map(|mut datagram| self.open(&mut datagram).map(|(pn, _)| pn))
+            .collect();
+        numbers.sort_unstable_by(|a, b| b.cmp(a));
+        let mut ranges: Vec<RangeInclusive<u64>> = Vec::new();
+        for pn in numbers {
+            match ranges.last_mut() {
+                Some(last) if *last.start() == pn + 1 => *last = pn..=*last.end(),
+                Some(last) if *last.start() == pn => {}
+                _ => ranges.push(pn..=pn),
+            }
+        }
+        ranges
     }
 }

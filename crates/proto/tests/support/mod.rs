@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod attacker;
+pub mod greedy;
 mod on_sim;
 
 pub use on_sim::OnSim;
@@ -92,6 +93,23 @@ impl Pair {
         Self::build(seed, link, config, config, Some(other_identity()))
     }
 
+    /// [`with_configs`](Self::with_configs), the client with an identity
+    /// of its own ([`other_identity`]) to prove.
+    pub fn with_client_identity(
+        seed: u64,
+        link: LinkConfig,
+        client_config: EndpointConfig,
+        server_config: EndpointConfig,
+    ) -> Self {
+        Self::build(
+            seed,
+            link,
+            client_config,
+            server_config,
+            Some(other_identity()),
+        )
+    }
+
     fn build(
         seed: u64,
         link: LinkConfig,
@@ -140,6 +158,25 @@ impl Pair {
 
     pub fn server(&mut self) -> &mut Endpoint {
         &mut self.sim.node_mut(self.server).0
+    }
+
+    /// A simultaneous open of a [`symmetric`](Self::symmetric) pair: each
+    /// side connects to the other, naming the other's key, at the same
+    /// moment. Returns the client's connect and the server's.
+    pub fn open_both_ways(&mut self) -> (ConnectionHandle, ConnectionHandle) {
+        let now = self.sim.now();
+        let (client_addr, server_addr) = (self.client_addr, self.server_addr);
+        let server_key = self.server().public().expect("identity");
+        let client_key = self.client().public().expect("identity");
+        let a = self
+            .client()
+            .connect(now, server_addr, &server_key)
+            .expect("connect");
+        let b = self
+            .server()
+            .connect(now, client_addr, &client_key)
+            .expect("connect");
+        (a, b)
     }
 }
 

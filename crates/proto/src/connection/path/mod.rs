@@ -15,6 +15,7 @@
 
 mod amplification;
 pub(crate) mod mtu;
+mod validated;
 
 use std::net::SocketAddr;
 use std::time::Duration;

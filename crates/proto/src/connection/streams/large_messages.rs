@@ -47,9 +47,8 @@ impl Streams {
         let assembly = inc.message.as_mut()?;
         let ready = inc.data.readable() as usize;
         if ready > 0 {
-            let start = assembly.len();
-            assembly.resize(start + ready, 0);
-            inc.data.read(&mut self.pages, &mut assembly[start..]);
+            let (data, pages) = (&mut inc.data, &mut self.pages);
+            assembly.append(ready, |out| data.read(pages, out));
             inc.window.on_consumed(ready as u64);
             inc.charged += ready as u64;
             // A message's stream asks for more room only once the message
@@ -77,7 +76,7 @@ impl Streams {
             charge: inc.charged,
             exempt,
         };
-        let message = inc.message.as_mut()?.split().freeze();
+        let message = inc.message.as_mut()?.finish();
         self.remove_incoming(id);
         if exempt {
             self.exempt = Exempt::Delivered;

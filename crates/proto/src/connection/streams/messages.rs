@@ -13,6 +13,8 @@ use bytes::Bytes;
 
 use super::range_set::RangeSet;
 
+pub(crate) mod assembly;
+
 /// How far ahead of the oldest undelivered message a peer may number a
 /// message: bounds what the receiver remembers to spot duplicates.
 pub(crate) const MESSAGE_WINDOW: u64 = 1 << 16;

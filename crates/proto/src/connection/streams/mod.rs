@@ -1,6 +1,9 @@
-//! A connection's streams: the application's bidirectional streams and the
-//! one-way streams that carry messages too large for one packet, with flow
-//! control per stream and for the connection, and the stream-count limits.
+//! A connection's streams: the application's streams (bidirectional and
+//! one-way) and the one-way streams that carry messages too large for one
+//! packet, with flow control per stream and for the connection, and the
+//! stream-count limits. The two kinds of one-way stream have ids of their
+//! own ([`stream_id`]) and counts of their own: a message never takes an
+//! application stream's place, nor the other way round.
 //!
 //! Every one-way stream carries exactly one message: it is reassembled as it
 //! arrives and delivered whole when its last byte is in. So a large message
@@ -36,6 +39,8 @@
 pub(super) mod flow_control;
 mod large_messages;
 pub(crate) mod messages;
+#[cfg(test)]
+mod one_way_tests;
 pub(crate) mod pages;
 mod range_set;
 mod recv;
@@ -53,7 +58,7 @@ mod tests;
 
 use std::collections::VecDeque;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use rustc_hash::FxHashMap;
 use tern_wire::{Frame, MaxStreamData, MaxStreams, PacketBuilder, ResetStream, StopSending};
 
@@ -64,6 +69,7 @@ use crate::config::{
 };
 use flow_control::{RecvWindow, SendCredit};
 use large_messages::Exempt;
+use messages::assembly::Assembly;
 use pages::PagePool;
 use recv_stream::RecvStream;
 use scheduler::{Scheduler, Urgency};
@@ -94,6 +100,8 @@ struct Outgoing {
     /// The application's error code once it reset the stream (or the peer
     /// asked it to stop).
     reset_code: Option<u64>,
+    /// The peer's code, once it asked this side to stop sending.
+    stop_code: Option<u64>,
     /// What the stream counts against the connection's send budget (an
     /// application stream's; a message's counts nothing).
     charge: Charge,
@@ -112,7 +120,7 @@ struct Incoming {
     data: RecvStream,
     window: RecvWindow,
     /// A large message being reassembled (one-way streams only).
-    message: Option<BytesMut>,
+    message: Option<Assembly>,
     /// Bytes of `message` still counted against the connection window.
     charged: u64,
     /// The peer reset the stream with this code.
@@ -216,8 +224,7 @@ pub(super) struct Streams {
     granted: u64,
     /// An update of the window waits for room in the budget.
     credit_wanted: bool,
-    stream_send_buffer: usize,
-    /// Bytes the application's streams may hold together.
+    /// Bytes the application's streams may hold together, and each.
     budget: SendBudget,
     /// Streams whose write took less than it was given, until they get
     /// their writable event.
@@ -232,15 +239,19 @@ pub(super) struct Streams {
     message_room_released: bool,
     stream_receive_window: u64,
     max_message_size: u64,
-    concurrent: [u64; 2],
-    /// Peer-opened streams per direction: every index below was opened.
-    opened_remote: [u64; 2],
-    /// Peer-opened streams per direction that are done with.
-    retired_remote: [u64; 2],
-    /// Stream counts last advertised to the peer, per direction.
-    advertised_streams: [u64; 2],
-    /// Streams the peer opened that the application has not accepted yet.
+    /// Streams the peer may have open at once, per kind (see [`slot`]).
+    concurrent: [u64; 3],
+    /// Peer-opened streams per kind: every index below was opened.
+    opened_remote: [u64; 3],
+    /// Peer-opened streams per kind that are done with.
+    retired_remote: [u64; 3],
+    /// Stream counts last advertised to the peer, per kind.
+    advertised_streams: [u64; 3],
+    /// Bidirectional streams the peer opened that the application has not
+    /// accepted yet.
     accept_queue: VecDeque<StreamId>,
+    /// One-way application streams the peer opened, not accepted yet.
+    accept_one_way_queue: VecDeque<StreamId>,
     /// Streams whose MaxStreamData is to be sent.
     max_stream_data_due: Vec<StreamId>,
     /// Streams whose reset is to be sent (or sent again).
@@ -257,10 +268,12 @@ pub(super) struct Streams {
     opened_by_peer: bool,
 }
 
+/// Where a kind of stream is counted in the per-kind arrays.
 fn slot(direction: Direction) -> usize {
     match direction {
         Direction::Bi => 0,
         Direction::Uni => 1,
+        Direction::OneWay => 2,
     }
 }
 
@@ -268,23 +281,18 @@ fn slot(direction: Direction) -> usize {
 /// node of the ordered map that holds the runs.
 const RUN_COST: usize = 32;
 
-const DIRECTIONS: [Direction; 2] = [Direction::Bi, Direction::Uni];
+const DIRECTIONS: [Direction; 3] = [Direction::Bi, Direction::Uni, Direction::OneWay];
 
 impl Streams {
     pub(super) fn new(side: Side, config: &ConnectionConfig) -> Self {
         let concurrent = [
             config.max_concurrent_streams,
             config.max_concurrent_messages,
+            config.max_concurrent_streams,
         ];
         Self {
             side,
-            limits: StreamLimits::new(
-                side,
-                INITIAL_MAX_STREAMS,
-                INITIAL_MAX_STREAMS,
-                INITIAL_MAX_STREAMS,
-                INITIAL_MAX_STREAMS,
-            ),
+            limits: StreamLimits::new(side, [INITIAL_MAX_STREAMS; 3], [INITIAL_MAX_STREAMS; 3]),
             outgoing: FxHashMap::default(),
             incoming: FxHashMap::default(),
             pages: PagePool::new(config.receive_window.max(INITIAL_CONNECTION_WINDOW)),
@@ -298,8 +306,7 @@ impl Streams {
             credit_room: u64::MAX,
             granted: 0,
             credit_wanted: false,
-            stream_send_buffer: config.stream_send_buffer,
-            budget: SendBudget::new(config.send_buffer),
+            budget: SendBudget::new(config.send_buffer, config.stream_send_buffer),
             waiting: Vec::new(),
             room_released: false,
             message_bytes: 0,
@@ -307,10 +314,11 @@ impl Streams {
             stream_receive_window: config.stream_receive_window.max(INITIAL_STREAM_WINDOW),
             max_message_size: config.max_message_size,
             concurrent,
-            opened_remote: [0; 2],
-            retired_remote: [0; 2],
-            advertised_streams: [INITIAL_MAX_STREAMS; 2],
+            opened_remote: [0; 3],
+            retired_remote: [0; 3],
+            advertised_streams: [INITIAL_MAX_STREAMS; 3],
             accept_queue: VecDeque::new(),
+            accept_one_way_queue: VecDeque::new(),
             max_stream_data_due: Vec::new(),
             resets_due: Vec::new(),
             stops_due: Vec::new(),
@@ -340,9 +348,22 @@ impl Streams {
         Some(id)
     }
 
-    /// The next stream the peer opened.
+    /// Opens a one-way stream to the peer, if it allows one more.
+    pub(super) fn open_one_way(&mut self) -> Option<StreamId> {
+        let id = self.limits.open(Direction::OneWay)?;
+        let out = self.new_outgoing();
+        self.outgoing.insert(id, out);
+        Some(id)
+    }
+
+    /// The next bidirectional stream the peer opened.
     pub(super) fn accept(&mut self) -> Option<StreamId> {
         self.accept_queue.pop_front()
+    }
+
+    /// The next one-way stream the peer opened.
+    pub(super) fn accept_one_way(&mut self) -> Option<StreamId> {
+        self.accept_one_way_queue.pop_front()
     }
 
     /// Whether the peer opened streams since the last look.
@@ -380,15 +401,22 @@ impl Streams {
         for index in first..=id.index() {
             let new = StreamId::new(id.opener(), direction, index);
             let inc = match direction {
-                Direction::Bi => self.new_announced_incoming(new),
+                Direction::Bi | Direction::OneWay => self.new_announced_incoming(new),
                 Direction::Uni => self.new_incoming(true),
             };
             self.incoming.insert(new, inc);
-            if direction == Direction::Bi {
-                let out = self.new_outgoing();
-                self.outgoing.insert(new, out);
-                self.accept_queue.push_back(new);
-                self.opened_by_peer = true;
+            match direction {
+                Direction::Bi => {
+                    let out = self.new_outgoing();
+                    self.outgoing.insert(new, out);
+                    self.accept_queue.push_back(new);
+                    self.opened_by_peer = true;
+                }
+                Direction::OneWay => {
+                    self.accept_one_way_queue.push_back(new);
+                    self.opened_by_peer = true;
+                }
+                Direction::Uni => {}
             }
         }
         Ok(true)
@@ -542,12 +570,14 @@ impl Streams {
     /// spans, plus one partly filled page at each end of a run of bytes),
     /// what records the runs (at most twice the bytes they hold, plus a
     /// slack per stream: see [`recv_stream`]), and the large messages being
-    /// put together (each counted against the connection window).
+    /// put together (each counted against the connection window; its
+    /// chunks hold at most an eighth more than its bytes, plus 4 KiB: see
+    /// [`messages::assembly`]).
     pub(super) fn receive_memory(&self) -> usize {
         let streams: usize = self
             .incoming
             .values()
-            .map(|i| i.data.runs() * RUN_COST + i.message.as_ref().map_or(0, BytesMut::capacity))
+            .map(|i| i.data.runs() * RUN_COST + i.message.as_ref().map_or(0, Assembly::memory))
             .sum();
         self.pages.memory() + streams
     }
@@ -563,7 +593,7 @@ impl Streams {
         let inc: usize = self
             .incoming
             .values()
-            .map(|i| i.data.buffered() as usize + i.message.as_ref().map_or(0, BytesMut::len))
+            .map(|i| i.data.buffered() as usize + i.message.as_ref().map_or(0, Assembly::len))
             .sum();
         out + inc
     }

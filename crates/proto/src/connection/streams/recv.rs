@@ -4,10 +4,10 @@
 //! reassembled whole; and the window updates and stop requests to send
 //! again when lost.
 
-use bytes::BytesMut;
 use tern_wire::ResetStream;
 
 use super::flow_control::{FlowControlError, RecvWindow};
+use super::messages::assembly::Assembly;
 use super::recv_stream::RecvStream;
 use super::stream_id::{Direction, StreamId};
 use super::{Delivered, Incoming, ReadOutcome, Streams, slot};
@@ -24,7 +24,7 @@ impl Streams {
                 self.stream_receive_window,
                 INITIAL_STREAM_WINDOW,
             ),
-            message: message.then(BytesMut::new),
+            message: message.then(Assembly::new),
             charged: 0,
             reset_code: None,
             stop_code: None,
@@ -59,11 +59,11 @@ impl Streams {
         Ok(())
     }
 
-    /// Whether a bidirectional stream holds bytes, or an end, the
+    /// Whether an application stream holds bytes, or an end, the
     /// application has not read yet.
     pub(in crate::connection) fn has_unread(&self) -> bool {
         self.incoming.iter().any(|(id, inc)| {
-            id.direction() == Direction::Bi
+            id.direction().is_application()
                 && (inc.data.readable() > 0
                     || inc.data.final_size().is_some()
                     || inc.reset_code.is_some())
@@ -96,7 +96,7 @@ impl Streams {
         id: StreamId,
         out: &mut [u8],
     ) -> Result<ReadOutcome, ReadError> {
-        if id.direction() != Direction::Bi {
+        if !id.direction().is_application() {
             return Err(ReadError::UnknownStream(id));
         }
         let inc = self

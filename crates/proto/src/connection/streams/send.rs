@@ -23,11 +23,12 @@ impl Streams {
 
     pub(super) fn new_outgoing(&self) -> Outgoing {
         Outgoing {
-            data: SendStream::new(self.stream_send_buffer),
+            data: SendStream::new(self.budget.stream_limit()),
             credit: SendCredit::new(INITIAL_STREAM_WINDOW),
             credit_announced: false,
             message: None,
             reset_code: None,
+            stop_code: None,
             charge: Charge::default(),
             message_held: 0,
             wants_room: false,
@@ -160,12 +161,16 @@ impl Streams {
     }
 
     /// Forgets the sending half of `id`, and what it counted against the
-    /// budget.
+    /// budget. An application stream's half gets a writable event: whoever
+    /// waits for it to be stopped learns it is done with instead.
     fn remove_outgoing(&mut self, id: StreamId) {
         if let Some(out) = self.outgoing.remove(&id) {
             self.room_released |= self.budget.recharge(out.charge, Charge::default());
             self.message_bytes -= out.message_held;
             self.message_room_released |= out.message_held > 0;
+            if id.direction().is_application() {
+                self.writable.push(id);
+            }
         }
         self.turns.remove(Turn::Stream(id));
     }
@@ -209,7 +214,7 @@ impl Streams {
         outgoing: &mut FxHashMap<StreamId, Outgoing>,
         id: StreamId,
     ) -> Result<&mut Outgoing, WriteError> {
-        if id.direction() != Direction::Bi {
+        if !id.direction().is_application() {
             return Err(WriteError::UnknownStream(id));
         }
         outgoing.get_mut(&id).ok_or(WriteError::UnknownStream(id))
@@ -219,12 +224,22 @@ impl Streams {
     pub(in crate::connection) fn writable(&self, id: StreamId) -> usize {
         self.outgoing
             .get(&id)
-            .filter(|o| id.direction() == Direction::Bi && o.reset_code.is_none())
+            .filter(|o| id.direction().is_application() && o.reset_code.is_none())
             .map_or(0, |o| Self::room(o, &self.budget))
     }
 
-    /// The next stream that gained room to write, or was stopped, since
-    /// the last look.
+    /// The code the peer gave when it asked this side to stop sending on
+    /// `id` (`None` while it has not); an error once the sending half is
+    /// done with (every byte, or its reset, acknowledged) or never was.
+    pub(in crate::connection) fn stop_code(&self, id: StreamId) -> Result<Option<u64>, WriteError> {
+        match self.outgoing.get(&id) {
+            Some(out) if id.direction().is_application() => Ok(out.stop_code),
+            _ => Err(WriteError::UnknownStream(id)),
+        }
+    }
+
+    /// The next stream that gained room to write, was stopped, or whose
+    /// sending half is done with, since the last look.
     pub(in crate::connection) fn poll_writable(&mut self) -> Option<StreamId> {
         self.writable.pop()
     }
@@ -241,6 +256,7 @@ impl Streams {
             && out.reset_code.is_none()
         {
             out.reset_code = Some(frame.error_code);
+            out.stop_code = Some(frame.error_code);
             out.data.reset();
             if id.direction() == Direction::Uni {
                 // A large message the peer refuses: its bytes go at once.
@@ -309,7 +325,7 @@ impl Streams {
                 self.turns.schedule(Turn::Stream(id), Urgency::New);
             }
         }
-        if id.direction() == Direction::Bi {
+        if id.direction().is_application() {
             self.room_released |= Self::settle(out, &mut self.budget);
         } else {
             self.message_room_released |= Self::settle_message(out, &mut self.message_bytes);

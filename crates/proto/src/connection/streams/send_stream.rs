@@ -76,7 +76,15 @@ impl SendStream {
         if !self.is_open() {
             return 0;
         }
-        self.capacity - (self.end - self.base) as usize
+        self.capacity
+            .saturating_sub((self.end - self.base) as usize)
+    }
+
+    /// From now on the stream buffers up to `capacity` unacknowledged
+    /// bytes; what it holds beyond a smaller one stays until acknowledged,
+    /// and no write is taken until then.
+    pub fn set_capacity(&mut self, capacity: usize) {
+        self.capacity = capacity.max(1);
     }
 
     /// Copies as much of `data` as fits; returns how much.

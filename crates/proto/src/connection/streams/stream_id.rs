@@ -1,12 +1,15 @@
 //! Stream numbers and how many each side may open.
 //!
-//! A stream id carries who opened it and whether it flows both ways, in its
-//! two low bits (as in RFC 9000 §2.1), so both peers open streams at once
+//! A stream id carries who opened it and what kind of stream it is, in its
+//! low bits (as in RFC 9000 §2.1), so both peers open streams at once
 //! without ever picking the same number: bit 0 is the opener (0: the
 //! connection's initiator, 1: its responder), bit 1 the direction (0: both
-//! ways, 1: one way, from the opener). Each side tells the other how many
-//! streams of each direction it may open ([`StreamLimits`]); a frame for a
-//! stream beyond that, or flowing the wrong way, is a protocol error.
+//! ways, 1: one way, from the opener). A one-way stream's bit 2 says whose
+//! it is (0: it carries one large message, 1: the application's), so the
+//! two kinds keep apart and are counted apart; its index is above that
+//! bit. Each side tells the other how many streams of each kind it may
+//! open ([`StreamLimits`]); a frame for a stream beyond that, or flowing
+//! the wrong way, is a protocol error.
 
 /// Which side of the connection an endpoint is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,14 +20,25 @@ pub enum Side {
     Responder,
 }
 
-/// Whether a stream flows both ways or only from its opener.
+/// Whether a stream flows both ways or only from its opener, and whose
+/// one-way stream it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
-    /// Both ways.
+    /// Both ways: an application stream.
     Bi,
-    /// From the opener to the other side only (messages too large for a
-    /// packet travel on these).
+    /// From the opener to the other side only, carrying one message too
+    /// large for a packet.
     Uni,
+    /// From the opener to the other side only: an application stream.
+    OneWay,
+}
+
+impl Direction {
+    /// Whether the application reads and writes it (a message's stream is
+    /// the protocol's own).
+    pub fn is_application(self) -> bool {
+        self != Self::Uni
+    }
 }
 
 /// A stream's number.
@@ -35,8 +49,11 @@ impl StreamId {
     /// The `index`-th stream of its kind opened by `side`.
     pub fn new(side: Side, direction: Direction, index: u64) -> Self {
         let opener = u64::from(side == Side::Responder);
-        let uni = u64::from(direction == Direction::Uni) << 1;
-        Self(index << 2 | uni | opener)
+        Self(match direction {
+            Direction::Bi => index << 2 | opener,
+            Direction::Uni => index << 3 | 0b010 | opener,
+            Direction::OneWay => index << 3 | 0b110 | opener,
+        })
     }
 
     /// Who opened it.
@@ -48,18 +65,23 @@ impl StreamId {
         }
     }
 
-    /// Which way it flows.
+    /// Which way it flows, and whose one-way stream it is.
     pub fn direction(self) -> Direction {
-        if self.0 & 2 == 0 {
+        if self.0 & 0b010 == 0 {
             Direction::Bi
-        } else {
+        } else if self.0 & 0b100 == 0 {
             Direction::Uni
+        } else {
+            Direction::OneWay
         }
     }
 
     /// Its position among the streams of its kind and opener.
     pub fn index(self) -> u64 {
-        self.0 >> 2
+        match self.direction() {
+            Direction::Bi => self.0 >> 2,
+            Direction::Uni | Direction::OneWay => self.0 >> 3,
+        }
     }
 }
 
@@ -92,21 +114,24 @@ pub(crate) struct StreamLimits {
     side: Side,
     bi: Counts,
     uni: Counts,
+    one_way: Counts,
 }
 
 impl StreamLimits {
-    /// This side is `side`; it lets the peer open `bi` and `uni` streams,
-    /// and may open `peer_bi` and `peer_uni` until the peer says more.
-    pub(crate) fn new(side: Side, bi: u64, uni: u64, peer_bi: u64, peer_uni: u64) -> Self {
-        let counts = |allowed_remote, allowed_local| Counts {
+    /// This side is `side`; it lets the peer open `allowed` streams of
+    /// each kind (bidirectional, message, one-way), and may open
+    /// `peer_allows` until the peer says more.
+    pub(crate) fn new(side: Side, allowed: [u64; 3], peer_allows: [u64; 3]) -> Self {
+        let counts = |i: usize| Counts {
             opened_local: 0,
-            allowed_local,
-            allowed_remote,
+            allowed_local: peer_allows[i],
+            allowed_remote: allowed[i],
         };
         Self {
             side,
-            bi: counts(bi, peer_bi),
-            uni: counts(uni, peer_uni),
+            bi: counts(0),
+            uni: counts(1),
+            one_way: counts(2),
         }
     }
 
@@ -114,6 +139,7 @@ impl StreamLimits {
         match direction {
             Direction::Bi => &mut self.bi,
             Direction::Uni => &mut self.uni,
+            Direction::OneWay => &mut self.one_way,
         }
     }
 
@@ -152,13 +178,14 @@ impl StreamLimits {
         let counts = match id.direction() {
             Direction::Bi => &self.bi,
             Direction::Uni => &self.uni,
+            Direction::OneWay => &self.one_way,
         };
         if id.opener() == self.side {
             // One of ours: it must exist, and data may come back only on bi.
             if id.index() >= counts.opened_local {
                 return Err(StreamIdError::Limit(id));
             }
-            if sends_data && id.direction() == Direction::Uni {
+            if sends_data && id.direction() != Direction::Bi {
                 return Err(StreamIdError::WrongDirection(id));
             }
             return Ok(());
@@ -166,7 +193,7 @@ impl StreamLimits {
         if id.index() >= counts.allowed_remote {
             return Err(StreamIdError::Limit(id));
         }
-        if !sends_data && id.direction() == Direction::Uni {
+        if !sends_data && id.direction() != Direction::Bi {
             // The peer's one-way stream: we never send on it.
             return Err(StreamIdError::WrongDirection(id));
         }
@@ -182,7 +209,7 @@ mod tests {
     fn ids_name_their_opener_direction_and_index_without_collisions() {
         let mut seen = std::collections::HashSet::new();
         for side in [Side::Initiator, Side::Responder] {
-            for direction in [Direction::Bi, Direction::Uni] {
+            for direction in [Direction::Bi, Direction::Uni, Direction::OneWay] {
                 for index in 0..50 {
                     let id = StreamId::new(side, direction, index);
                     assert_eq!(
@@ -197,7 +224,7 @@ mod tests {
 
     #[test]
     fn opening_stops_at_the_peers_limit_until_it_raises_it() {
-        let mut limits = StreamLimits::new(Side::Initiator, 10, 10, 2, 1);
+        let mut limits = StreamLimits::new(Side::Initiator, [10; 3], [2, 1, 1]);
         assert_eq!(limits.open(Direction::Bi), Some(StreamId(0)));
         assert_eq!(limits.open(Direction::Bi), Some(StreamId(4)));
         assert_eq!(limits.open(Direction::Bi), None);
@@ -210,11 +237,15 @@ mod tests {
         assert!(limits.on_max_streams(Direction::Bi, 3));
         assert_eq!(limits.open(Direction::Bi), Some(StreamId(8)));
         assert_eq!(limits.open(Direction::Uni), Some(StreamId(2)));
+        assert_eq!(limits.open(Direction::Uni), None);
+        // The application's one-way streams are counted apart.
+        assert_eq!(limits.open(Direction::OneWay), Some(StreamId(6)));
+        assert_eq!(limits.open(Direction::OneWay), None);
     }
 
     #[test]
     fn a_peer_is_held_to_its_limit_and_to_each_streams_direction() {
-        let mut me = StreamLimits::new(Side::Responder, 2, 1, 5, 5);
+        let mut me = StreamLimits::new(Side::Responder, [2, 1, 1], [5; 3]);
         let peer_bi = |i| StreamId::new(Side::Initiator, Direction::Bi, i);
         let peer_uni = |i| StreamId::new(Side::Initiator, Direction::Uni, i);
         assert_eq!(me.check_remote(peer_bi(1), true), Ok(()));
