@@ -1,12 +1,29 @@
 //! The echo server's client: sends each word of its command line as a
 //! message and prints what comes back. See `echo_server.rs` for how to run
 //! the two.
+//!
+//! With `TERN_IDENTITY=FILE` it connects with the identity in FILE (a
+//! PKCS#8 PEM private key), made on the first run, with its public key
+//! written beside it as `FILE.pub`; it proves it to the server
+//! (`known_peers_server.rs` accepts only keys it knows).
 
 use std::error::Error;
 use std::net::SocketAddr;
 
 use bytes::Bytes;
-use tern_peer::{Config, Endpoint, PublicIdentity};
+use tern_peer::{Config, Endpoint, IdentityKey, PublicIdentity};
+
+/// The identity kept in `file`, made (and its public key written to
+/// `file.pub`) if there is none yet.
+fn identity(file: &str) -> Result<IdentityKey, Box<dyn Error>> {
+    if let Ok(pem) = std::fs::read_to_string(file) {
+        return Ok(IdentityKey::from_pkcs8_pem(&pem)?);
+    }
+    let key = IdentityKey::random()?;
+    std::fs::write(file, key.to_pkcs8_pem()?.as_bytes())?;
+    std::fs::write(format!("{file}.pub"), key.public().to_spki_pem()?)?;
+    Ok(key)
+}
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn Error>> {
@@ -15,7 +32,11 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let public_file = args.next().unwrap_or("server.pub".into());
     let public = PublicIdentity::from_spki_pem(&std::fs::read_to_string(public_file)?)?;
 
-    let endpoint = Endpoint::bind("0.0.0.0:0".parse()?, Config::default())?;
+    let mut config = Config::default();
+    if let Ok(file) = std::env::var("TERN_IDENTITY") {
+        config = config.identity(identity(&file)?);
+    }
+    let endpoint = Endpoint::bind("0.0.0.0:0".parse()?, config)?;
     let connection = endpoint.connect(server, &public).await?;
     for word in args {
         connection.send(Bytes::from(word)).await?;

@@ -27,15 +27,15 @@ async fn main() -> Result<(), Box<dyn Error>> {
         endpoint.backend()
     );
 
-    while let Some(connection) = endpoint.accept().await {
+    while let Some(connection) = endpoint.accept_connection().await {
         tokio::spawn(async move {
-            let peer = connection.remote_addr();
+            let peer = connection.remote_address();
             while let Ok(message) = connection.recv().await {
                 if connection.send(message).await.is_err() {
                     break;
                 }
             }
-            println!("{peer:?}: {}", connection.closed().await);
+            println!("{peer}: {}", connection.closed().await);
         });
     }
     Ok(())

@@ -34,7 +34,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                 runtime.block_on(async move {
                     let endpoint = Endpoint::bind(addr, config)?;
                     println!("core {core}: listening on {}", endpoint.local_addr());
-                    while let Some(connection) = endpoint.accept().await {
+                    while let Some(connection) = endpoint.accept_connection().await {
                         tokio::spawn(async move {
                             while let Ok(message) = connection.recv().await {
                                 let _ = connection.send(message).await;

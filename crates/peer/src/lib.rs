@@ -1,42 +1,61 @@
 //! Tern's connections and endpoints.
 //!
 //! An [`Endpoint`] is one UDP socket; [`Endpoint::connect`] reaches a peer
-//! by address and public key in one round trip, [`Endpoint::accept`] takes
-//! the connections peers open. A [`Connection`] carries whole messages of
+//! by address and public key in one round trip, [`Endpoint::accept`] yields
+//! the connections peers open as [`Incoming`]s, to accept or refuse by
+//! the peer's address and the identity it proved. A [`Connection`] carries whole messages of
 //! any size ([`Connection::send`], [`Connection::recv`]: each delivered
 //! once, a small one never behind a large one), unreliable datagrams, and
-//! [`Stream`]s of ordered bytes (`AsyncRead` + `AsyncWrite`) for data that
-//! should not sit in memory whole.
+//! streams of ordered bytes for data that should not sit in memory whole,
+//! in halves that two tasks may own ([`SendStream`], `AsyncWrite`;
+//! [`RecvStream`], `AsyncRead`). Each operation fails with its own typed
+//! error: a write with [`WriteError::Stopped`] when the peer stopped the
+//! stream, a read with [`ReadError::Reset`] when the peer reset it, and
+//! either with `ConnectionLost` when the connection is over.
 //!
 //! # Example
 //! ```
 //! use bytes::Bytes;
 //! use tern_peer::{Config, Endpoint, IdentityKey};
-//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let identity = IdentityKey::random()?;
 //! let public = identity.public(); // what clients need to know
 //! let server = Endpoint::bind("127.0.0.1:0".parse()?, Config::default().identity(identity))?;
-//! let client = Endpoint::bind("127.0.0.1:0".parse()?, Config::default())?;
+//! // A client with an identity of its own proves it when it connects.
+//! let client_identity = IdentityKey::random()?;
+//! let client_public = client_identity.public();
+//! let client = Endpoint::bind("127.0.0.1:0".parse()?, Config::default().identity(client_identity))?;
 //!
-//! let (to_server, from_client) =
+//! let (to_server, incoming) =
 //!     tokio::join!(client.connect(server.local_addr(), &public), server.accept());
-//! let (to_server, from_client) = (to_server?, from_client.ok_or("stopped")?);
+//! let (to_server, incoming) = (to_server?, incoming.ok_or("stopped")?);
+//! // The server sees who connected before it takes the connection.
+//! assert_eq!(incoming.identity(), Some(&client_public));
+//! assert_eq!(incoming.remote_address(), client.local_addr());
+//! let from_client = incoming.accept();
+//! assert_eq!(to_server.peer_identity(), Some(public));
 //!
 //! // Messages of any size arrive whole.
 //! to_server.send(Bytes::from(vec![7u8; 100_000])).await?;
 //! assert_eq!(from_client.recv().await?.len(), 100_000);
 //!
-//! // Streams carry bytes in order to their end.
-//! let mut upload = to_server.open_stream().await?;
+//! // Streams carry bytes in order to their end; each half has its owner.
+//! let (mut upload, _) = to_server.open_bi().await?;
 //! upload.write_all(b"a file's bytes").await?;
-//! upload.shutdown().await?;
-//! let mut download = from_client.accept_stream().await?;
-//! let mut received = Vec::new();
-//! download.read_to_end(&mut received).await?;
-//! assert_eq!(received, b"a file's bytes");
+//! upload.finish()?;
+//! let (_, mut download) = from_client.accept_bi().await?;
+//! assert_eq!(download.read_to_end(1 << 20).await?, b"a file's bytes");
+//! // Every byte arrived: the peer acknowledged them all.
+//! assert_eq!(upload.stopped().await?, None);
+//!
+//! // A one-way stream: this side writes, the peer reads.
+//! let mut log = to_server.open_uni().await?;
+//! log.write_all(b"one way").await?;
+//! log.finish()?;
+//! let mut incoming = from_client.accept_uni().await?;
+//! assert_eq!(incoming.read_to_end(1024).await?, b"one way");
 //!
 //! // Delivers what was sent first, then tells the peer; returns once the
 //! // peer has acknowledged everything (or stopped acknowledging for the
@@ -59,7 +78,7 @@
 //! socket (through tern-sockio's batched backends), reads the clock, and
 //! runs a [`proto::Node`] — the calls of the sans-IO contract, in the order
 //! the trait documents. The async API ([`Endpoint`], [`Connection`],
-//! [`Stream`]) is built on top of both: application handles share the
+//! [`SendStream`], [`RecvStream`]) is built on top of both: application handles share the
 //! protocol's state with the driver under one short lock and are woken
 //! once per driver turn, by what concerns them.
 //!
@@ -125,7 +144,10 @@ pub use tern_proto as proto;
 /// backends, counters and socket appear in the driver's API).
 pub use tern_sockio as sockio;
 
-pub use api::{Config, ConnectError, Connection, Endpoint, Error, Stats, Stream};
+pub use api::{
+    ClosedStream, Config, ConnectError, Connection, ConnectionLost, Endpoint, Incoming, ReadError,
+    ReadToEndError, RecvStream, SendDatagramError, SendError, SendStream, Stats, WriteError,
+};
 pub use bytes::Bytes;
 pub use driver::StopCause;
 pub use proto::{CongestionConfig, CongestionKind, ConnectionError, ConnectionStats, StreamId};

@@ -9,18 +9,18 @@ use std::time::Duration;
 use bytes::Bytes;
 use support::net::{BACKENDS, byte_at, client, localhost, number_of, numbered, server_with};
 use support::relay::{self, Impairment};
-use tern_peer::{Config, ConnectionError, Endpoint, Error};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tern_peer::{
+    Config, ConnectionError, ConnectionLost, Endpoint, ReadError, RecvStream, SendStream,
+};
 
 /// Reads a stream to its end, checking each byte against the pattern.
-async fn read_pattern(mut stream: tern_peer::Stream) -> u64 {
+async fn read_pattern(mut stream: RecvStream) -> u64 {
     let mut buf = vec![0u8; 64 * 1024];
     let mut offset = 0u64;
     loop {
-        let n = stream.read(&mut buf).await.expect("reads");
-        if n == 0 {
+        let Some(n) = stream.read(&mut buf).await.expect("reads") else {
             return offset;
-        }
+        };
         for (k, &b) in buf[..n].iter().enumerate() {
             assert_eq!(b, byte_at(offset + k as u64), "byte {}", offset + k as u64);
         }
@@ -28,7 +28,7 @@ async fn read_pattern(mut stream: tern_peer::Stream) -> u64 {
     }
 }
 
-async fn write_pattern(mut stream: tern_peer::Stream, len: u64) {
+async fn write_pattern(mut stream: SendStream, len: u64) {
     let mut offset = 0u64;
     while offset < len {
         let take = (len - offset).min(64 * 1024) as usize;
@@ -36,7 +36,7 @@ async fn write_pattern(mut stream: tern_peer::Stream, len: u64) {
         stream.write_all(&chunk).await.expect("writes");
         offset += take as u64;
     }
-    stream.shutdown().await.expect("finishes");
+    stream.finish().expect("finishes");
 }
 
 #[tokio::test]
@@ -53,8 +53,10 @@ async fn garbage_and_replayed_intros_during_a_transfer_are_counted_and_change_no
         let relay = relay::start(server.local_addr(), impairment).await;
         let client = client(backend);
         let public = server.public().expect("accepts").clone();
-        let (connected, accepted) =
-            tokio::join!(client.connect(relay.addr, &public), server.accept());
+        let (connected, accepted) = tokio::join!(
+            client.connect(relay.addr, &public),
+            server.accept_connection()
+        );
         let (a, b) = (connected.expect("connects"), accepted.expect("accepts"));
         let intro = relay
             .first
@@ -65,7 +67,7 @@ async fn garbage_and_replayed_intros_during_a_transfer_are_counted_and_change_no
 
         const LEN: u64 = 8 << 20;
         let writer = tokio::spawn(async move {
-            write_pattern(a.open_stream().await.expect("opens"), LEN).await;
+            write_pattern(a.open_bi().await.expect("opens").0, LEN).await;
             a
         });
         let attacker = tokio::net::UdpSocket::bind(localhost())
@@ -86,7 +88,7 @@ async fn garbage_and_replayed_intros_during_a_transfer_are_counted_and_change_no
                 }
             }
         });
-        let got = read_pattern(b.accept_stream().await.expect("accepts")).await;
+        let got = read_pattern(b.accept_bi().await.expect("accepts").1).await;
         assert_eq!(got, LEN);
         attack.await.expect("the attack ran");
         let a = writer.await.expect("the writer finishes");
@@ -129,7 +131,7 @@ async fn a_peer_that_dies_mid_transfer_ends_in_a_timeout_and_frees_everything() 
             runtime.block_on(async {
                 let endpoint = client(backend);
                 let connection = endpoint.connect(addr, &public).await.expect("connects");
-                let mut stream = connection.open_stream().await.expect("opens");
+                let (mut stream, _) = connection.open_bi().await.expect("opens");
                 stream.write_all(&[7u8; 256 * 1024]).await.expect("writes");
                 ready_tx.send(()).expect("the test waits");
                 // Keep writing until the runtime goes.
@@ -138,34 +140,29 @@ async fn a_peer_that_dies_mid_transfer_ends_in_a_timeout_and_frees_everything() 
             });
             drop(runtime);
         });
-        let connection = server.accept().await.expect("accepts");
-        let mut stream = connection.accept_stream().await.expect("accepts a stream");
+        let connection = server.accept_connection().await.expect("accepts");
+        let (_, mut stream) = connection.accept_bi().await.expect("accepts a stream");
         ready_rx.recv().expect("the peer started");
         peer.join().expect("the peer thread ends");
         let mut buf = vec![0u8; 64 * 1024];
         let outcome = tokio::time::timeout(Duration::from_secs(20), async {
             loop {
                 match stream.read(&mut buf).await {
-                    Ok(0) => break Ok(()),
-                    Ok(_) => continue,
+                    Ok(None) => break Ok(()),
+                    Ok(Some(_)) => continue,
                     Err(e) => break Err(e),
                 }
             }
         })
         .await
         .expect("the read ends within the idle timeout, not never");
-        let error = outcome.expect_err("the stream cannot end cleanly");
-        let inner = error
-            .into_inner()
-            .expect("a Tern error")
-            .downcast::<Error>();
         assert_eq!(
-            *inner.expect("a Tern error"),
-            Error::Connection(ConnectionError::TimedOut)
+            outcome.expect_err("the stream cannot end cleanly"),
+            ReadError::ConnectionLost(ConnectionLost::Connection(ConnectionError::TimedOut))
         );
         assert!(matches!(
             connection.recv().await,
-            Err(Error::Connection(ConnectionError::TimedOut))
+            Err(ConnectionLost::Connection(ConnectionError::TimedOut))
         ));
         drop((stream, connection));
         tokio::time::timeout(Duration::from_secs(5), server.wait_idle())
@@ -187,7 +184,10 @@ async fn messages_and_a_stream_cross_a_lossy_reordering_relay_intact() {
     let relay = relay::start(server.local_addr(), impairment).await;
     let client = Endpoint::bind(localhost(), Config::default()).expect("binds");
     let public = server.public().expect("accepts").clone();
-    let (connected, accepted) = tokio::join!(client.connect(relay.addr, &public), server.accept());
+    let (connected, accepted) = tokio::join!(
+        client.connect(relay.addr, &public),
+        server.accept_connection()
+    );
     let (a, b) = (connected.expect("connects"), accepted.expect("accepts"));
 
     const LEN: u64 = 4 << 20;
@@ -199,12 +199,12 @@ async fn messages_and_a_stream_cross_a_lossy_reordering_relay_intact() {
                     .await
                     .expect("sends");
             }
-            write_pattern(a.open_stream().await.expect("opens"), LEN).await;
+            write_pattern(a.open_bi().await.expect("opens").0, LEN).await;
         })
     };
     let reader = {
         let b = b.clone();
-        tokio::spawn(async move { read_pattern(b.accept_stream().await.expect("accepts")).await })
+        tokio::spawn(async move { read_pattern(b.accept_bi().await.expect("accepts").1).await })
     };
     let mut seen = [false; 200];
     for _ in 0..200 {
@@ -223,7 +223,9 @@ async fn messages_and_a_stream_cross_a_lossy_reordering_relay_intact() {
     assert!(
         matches!(
             end,
-            Err(Error::Connection(ConnectionError::PeerClosed { .. }))
+            Err(ConnectionLost::Connection(
+                ConnectionError::PeerClosed { .. }
+            ))
         ),
         "{end:?}"
     );

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use support::net::{client, localhost, numbered, pair, server};
 use tern_peer::driver::{Driver, DriverConfig};
 use tern_peer::proto::{Instant, Node, Transmit, TransmitLimits};
-use tern_peer::{Config, ConnectError, ConnectionError, Endpoint, Error, StopCause};
+use tern_peer::{Config, ConnectError, ConnectionError, ConnectionLost, Endpoint, StopCause};
 
 /// Longer than anything below should take, shorter than the idle timeout
 /// (30 s) that would end a connection whose peer vanished.
@@ -37,7 +37,7 @@ async fn dropping_every_handle_still_delivers_what_was_sent_and_the_close() {
     assert!(
         matches!(
             end,
-            Error::Connection(ConnectionError::PeerClosed { code: 0, .. })
+            ConnectionLost::Connection(ConnectionError::PeerClosed { code: 0, .. })
         ),
         "closed by the peer, not timed out: {end:?}"
     );
@@ -81,7 +81,7 @@ async fn connections_waiting_to_be_accepted_are_closed_with_the_endpoint() {
     assert!(
         matches!(
             end,
-            Error::Connection(ConnectionError::PeerClosed { code: 3, .. })
+            ConnectionLost::Connection(ConnectionError::PeerClosed { code: 3, .. })
         ),
         "{end:?}"
     );
@@ -105,7 +105,7 @@ async fn connecting_to_itself_ends_within_the_handshake_timeout_with_a_working_c
     // of its own connect: the endpoint accepts it as an incoming
     // connection, whose reply proves the key the connect named (its own).
     let outgoing = connected.expect("the endpoint holds the key it named");
-    let incoming = tokio::time::timeout(PATIENCE, endpoint.accept())
+    let incoming = tokio::time::timeout(PATIENCE, endpoint.accept_connection())
         .await
         .expect("accept ends")
         .expect("the other half");
@@ -136,13 +136,13 @@ async fn every_waiter_and_every_later_call_learns_that_the_driver_ended_and_why(
         async move { a.recv().await }
     });
     other.shutdown_background();
-    let stopped = Error::EndpointStopped(StopCause::Cancelled);
+    let stopped = ConnectionLost::EndpointStopped(StopCause::Cancelled);
     let woken = tokio::time::timeout(PATIENCE, waiting)
         .await
         .expect("the waiter is woken")
         .expect("the waiter ends");
     assert_eq!(woken, Err(stopped.clone()));
-    assert_eq!(a.send(numbered(1, 100)).await, Err(stopped));
+    assert_eq!(a.send(numbered(1, 100)).await, Err(stopped.into()));
     let public = server.public().expect("accepts").clone();
     let connected = client.connect(server.local_addr(), &public).await;
     assert!(

@@ -9,14 +9,13 @@ use bytes::Bytes;
 use sha2::{Digest, Sha256};
 use support::net::{BACKENDS, client, number_of, numbered, pair, server, server_with};
 use tern_peer::proto::EndpointConfig;
-use tern_peer::{Config, Connection, Endpoint, Stream};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tern_peer::{Config, Connection, Endpoint, RecvStream, SendStream};
 
 /// Bytes of one write: a block whose first eight bytes are its number.
 const BLOCK: usize = 64 * 1024;
 
 /// Writes `len` bytes of numbered blocks, finishes, and returns their hash.
-async fn write_blocks(mut stream: Stream, len: u64) -> [u8; 32] {
+async fn write_blocks(mut stream: SendStream, len: u64) -> [u8; 32] {
     let mut block: Vec<u8> = (0..BLOCK).map(|k| (k * 7 + 3) as u8).collect();
     let mut hash = Sha256::new();
     let mut written = 0u64;
@@ -29,20 +28,19 @@ async fn write_blocks(mut stream: Stream, len: u64) -> [u8; 32] {
         written += take as u64;
         n += 1;
     }
-    stream.shutdown().await.expect("finishes");
+    stream.finish().expect("finishes");
     hash.finalize().into()
 }
 
 /// Reads a stream to its end; its length and hash.
-async fn read_all(mut stream: Stream) -> (u64, [u8; 32]) {
+async fn read_all(mut stream: RecvStream) -> (u64, [u8; 32]) {
     let mut buf = vec![0u8; BLOCK];
     let mut hash = Sha256::new();
     let mut len = 0u64;
     loop {
-        let n = stream.read(&mut buf).await.expect("reads");
-        if n == 0 {
+        let Some(n) = stream.read(&mut buf).await.expect("reads") else {
             return (len, hash.finalize().into());
-        }
+        };
         hash.update(&buf[..n]);
         len += n as u64;
     }
@@ -50,9 +48,9 @@ async fn read_all(mut stream: Stream) -> (u64, [u8; 32]) {
 
 /// One stream from `a` to `b` of `len` bytes, hash-checked.
 async fn transfer(a: &Connection, b: &Connection, len: u64) {
-    let stream = a.open_stream().await.expect("opens");
+    let (stream, _) = a.open_bi().await.expect("opens");
     let writer = tokio::spawn(write_blocks(stream, len));
-    let (got, received) = read_all(b.accept_stream().await.expect("accepts")).await;
+    let (got, received) = read_all(b.accept_bi().await.expect("accepts").1).await;
     let sent = writer.await.expect("the writer finishes");
     assert_eq!(got, len);
     assert_eq!(received, sent, "the {len}-byte stream's hash differs");
@@ -85,12 +83,12 @@ async fn four_concurrent_streams_each_deliver_their_bytes() {
         const LEN: u64 = 8 << 20;
         let mut writers = Vec::new();
         for _ in 0..4 {
-            let stream = a.open_stream().await.expect("opens");
+            let (stream, _) = a.open_bi().await.expect("opens");
             writers.push(tokio::spawn(write_blocks(stream, LEN)));
         }
         let mut readers = Vec::new();
         for _ in 0..4 {
-            let stream = b.accept_stream().await.expect("accepts");
+            let (_, stream) = b.accept_bi().await.expect("accepts");
             readers.push(tokio::spawn(read_all(stream)));
         }
         let mut sent = Vec::new();
@@ -148,13 +146,21 @@ async fn two_hundred_connections_to_one_endpoint_each_get_their_answer() {
         protocol.intro_limits.per_source_burst = 200;
         protocol.intro_limits.total_rate = 1000;
         protocol.intro_limits.total_burst = 200;
+        // A connection grants its peer the whole connection window (32 MiB
+        // by default) at its first update, so 200 connections that each
+        // carried one message promise 6.4 GiB, past the default memory
+        // budget's high water, and the budget then closes connections that
+        // hold nothing (found with this test; issue #23: the window is to
+        // grow with use). Until it does, this server's windows are small.
+        protocol.connection.receive_window = 4 << 20;
+        protocol.connection.stream_receive_window = 2 << 20;
         let server = server_with(Config::default().backend(backend).protocol(protocol));
         let public = server.public().expect("accepts").clone();
         let addr = server.local_addr();
         let echo = {
             let server = server.clone();
             tokio::spawn(async move {
-                while let Some(connection) = server.accept().await {
+                while let Some(connection) = server.accept_connection().await {
                     tokio::spawn(async move {
                         while let Ok(message) = connection.recv().await {
                             if connection.send(message).await.is_err() {
@@ -212,7 +218,7 @@ async fn endpoints_sharing_a_port_split_the_clients_between_them() {
         let server = server.clone();
         accepted.push(tokio::spawn(async move {
             let mut count = 0;
-            while let Some(connection) = server.accept().await {
+            while let Some(connection) = server.accept_connection().await {
                 count += 1;
                 tokio::spawn(async move {
                     while let Ok(message) = connection.recv().await {

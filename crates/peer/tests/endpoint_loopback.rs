@@ -10,9 +10,8 @@ use support::net::{
     BACKENDS, client, localhost, number_of, numbered, pair, pattern, server, server_with,
 };
 use tern_peer::{
-    Config, CongestionConfig, CongestionKind, ConnectError, Connection, Endpoint, Error,
+    Config, CongestionConfig, CongestionKind, ConnectError, Connection, ConnectionLost, Endpoint,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test]
 async fn messages_of_every_size_arrive_whole_and_once_both_ways() {
@@ -78,15 +77,14 @@ async fn a_stream_carries_a_megabyte_in_order_to_its_end() {
 /// while `b` reads it to its end; checks every byte and gives `a` back.
 async fn stream_across(a: Connection, b: &Connection, len: usize) -> Connection {
     let writer = tokio::spawn(async move {
-        let mut stream = a.open_stream().await.expect("opens");
+        let (mut stream, _) = a.open_bi().await.expect("opens");
         stream.write_all(&pattern(0, len)).await.expect("writes");
-        stream.shutdown().await.expect("finishes");
+        stream.finish().expect("finishes");
         a
     });
-    let mut stream = b.accept_stream().await.expect("accepts");
-    let mut got = Vec::new();
-    stream
-        .read_to_end(&mut got)
+    let (_, mut stream) = b.accept_bi().await.expect("accepts");
+    let got = stream
+        .read_to_end(usize::MAX)
         .await
         .expect("reads to the end");
     assert_eq!(got.len(), len);
@@ -138,25 +136,23 @@ async fn four_writers_sharing_a_small_send_budget_all_finish() {
         for i in 0..4u64 {
             let a = a.clone();
             writers.push(tokio::spawn(async move {
-                let mut stream = a.open_stream().await.expect("opens");
+                let (mut stream, _) = a.open_bi().await.expect("opens");
                 stream
                     .write_all(&pattern(i * START_APART, LEN))
                     .await
                     .expect("writes");
-                stream.shutdown().await.expect("finishes");
+                stream.finish().expect("finishes");
                 stream
             }));
         }
         let readers = (0..4).map(|_| {
             let b = b.clone();
             tokio::spawn(async move {
-                let mut stream = b.accept_stream().await.expect("accepts");
-                let mut got = Vec::new();
+                let (_, mut stream) = b.accept_bi().await.expect("accepts");
                 stream
-                    .read_to_end(&mut got)
+                    .read_to_end(usize::MAX)
                     .await
-                    .expect("reads to the end");
-                got
+                    .expect("reads to the end")
             })
         });
         let readers: Vec<_> = readers.collect();
@@ -239,7 +235,9 @@ async fn messages_sent_before_a_close_are_all_read_after_it() {
         assert!(!std::mem::replace(&mut seen[i], true), "message {i} twice");
     }
     match b.recv().await {
-        Err(Error::Connection(tern_peer::ConnectionError::PeerClosed { code: 7, .. })) => {}
+        Err(ConnectionLost::Connection(tern_peer::ConnectionError::PeerClosed {
+            code: 7, ..
+        })) => {}
         other => panic!("expected the peer's close, got {other:?}"),
     }
 }

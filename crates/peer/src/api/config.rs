@@ -38,6 +38,28 @@ impl Config {
         self
     }
 
+    /// Whether this endpoint, when it connects, proves its identity to the
+    /// peer (default on; only with an [`identity`](Self::identity)): one
+    /// RSA signature per connect (about a millisecond) and 555 bytes in
+    /// the first packet, and the peer learns who connected
+    /// ([`Incoming::identity`](crate::Incoming::identity)). See
+    /// [`ConnectionConfig::prove_identity`](crate::proto::ConnectionConfig::prove_identity).
+    pub fn prove_identity(mut self, on: bool) -> Self {
+        self.endpoint.connection.prove_identity = on;
+        self
+    }
+
+    /// Whether this endpoint accepts only peers that prove their identity
+    /// (default off). [`Endpoint::accept`](crate::Endpoint::accept) then
+    /// yields a connection only once its proof verified; data sent before
+    /// the proof is not delivered (the peer sends it again), and a peer
+    /// that proves nothing within the handshake timeout is closed. See
+    /// [`ConnectionConfig::require_identity`](crate::proto::ConnectionConfig::require_identity).
+    pub fn require_identity(mut self, on: bool) -> Self {
+        self.endpoint.connection.require_identity = on;
+        self
+    }
+
     /// Forces a tern-sockio backend. Default `None`: the one named by the
     /// `TERN_SOCKIO_BACKEND` environment variable if set, else the best the
     /// kernel offers.
@@ -190,7 +212,56 @@ impl Config {
         self
     }
 
+    /// Incoming connections held at once from one source IP address
+    /// (default 1 024: a large NAT's clients, a sixteenth of the default
+    /// table). An intro past it is refused before any RSA work, and its
+    /// initiator's `connect` times out; connections this endpoint opened
+    /// do not count.
+    pub fn max_connections_per_address(mut self, connections: usize) -> Self {
+        self.endpoint.max_connections_per_address = connections;
+        self
+    }
+
+    /// Incoming connections held at once from one network, a /24 for IPv4
+    /// or a /48 for IPv6 (default 4 096, a quarter of the default table),
+    /// so that a few hosts cannot take the table with many addresses of
+    /// their own network. An intro past it is refused before any RSA work.
+    pub fn max_connections_per_prefix(mut self, connections: usize) -> Self {
+        self.endpoint.max_connections_per_prefix = connections;
+        self
+    }
+
+    /// How long an incoming connection must have carried no application
+    /// data before a new peer may take its place in a full table (default
+    /// 10 s). `None`: never; a full table then refuses every new peer.
+    /// A connection carrying traffic is never evicted, nor one this
+    /// endpoint opened; an evicted one fails with
+    /// [`ConnectionError::Evicted`](crate::ConnectionError).
+    pub fn evict_idle_after(mut self, idle: Option<Duration>) -> Self {
+        self.endpoint.evict_idle_after = idle;
+        self
+    }
+
+    /// The intro budget: how many intros per second the endpoint decrypts
+    /// at most, each an RSA operation of about 1-2 ms of CPU, and how many
+    /// at once after a quiet period (defaults 200 per second and 50; zero
+    /// counts as one). Under a flood, intros past it are answered with a
+    /// Retry (a stateless token, no RSA), so honest initiators come back
+    /// with a validated address and need no more than their share of it;
+    /// sources not validated get half of it at most. It bounds what an
+    /// intro flood costs, and how many new peers per second get in.
+    /// The limits per unvalidated source are in
+    /// [`IntroLimiterConfig`](crate::proto::IntroLimiterConfig), through
+    /// [`protocol`](Self::protocol).
+    pub fn intro_budget(mut self, per_second: u64, burst: u64) -> Self {
+        self.endpoint.intro_limits.total_rate = per_second;
+        self.endpoint.intro_limits.total_burst = burst;
+        self
+    }
+
     /// Every protocol setting at once, for what the builder does not name.
+    /// It replaces what the protocol setters before it chose: call it
+    /// first.
     pub fn protocol(mut self, endpoint: EndpointConfig) -> Self {
         self.endpoint = endpoint;
         self.driver = self
@@ -238,5 +309,82 @@ mod tests {
             panic!("ledbat_target chooses LEDBAT");
         };
         assert_eq!(ledbat.target, target);
+    }
+
+    #[test]
+    fn the_door_setters_reach_the_protocol_and_default_to_its_defaults() {
+        let defaults = EndpointConfig::default();
+        let config = Config::default().endpoint;
+        assert_eq!(config.max_connections_per_address, 1_024);
+        assert_eq!(config.max_connections_per_prefix, 4_096);
+        assert_eq!(config.evict_idle_after, Some(Duration::from_secs(10)));
+        assert_eq!(config.intro_limits, defaults.intro_limits);
+        assert_eq!(
+            (
+                config.intro_limits.total_rate,
+                config.intro_limits.total_burst
+            ),
+            (200, 50)
+        );
+
+        let config = Config::default()
+            .max_connections_per_address(3)
+            .max_connections_per_prefix(7)
+            .evict_idle_after(None)
+            .intro_budget(40, 8)
+            .endpoint;
+        assert_eq!(config.max_connections_per_address, 3);
+        assert_eq!(config.max_connections_per_prefix, 7);
+        assert_eq!(config.evict_idle_after, None);
+        assert_eq!(config.intro_limits.total_rate, 40);
+        assert_eq!(config.intro_limits.total_burst, 8);
+        assert_eq!(
+            config.intro_limits.per_source_rate, defaults.intro_limits.per_source_rate,
+            "the budget leaves the limits per source alone"
+        );
+    }
+
+    #[test]
+    fn a_server_capped_at_one_connection_per_address_refuses_a_second_before_any_rsa() {
+        use crate::{ConnectError, Endpoint};
+        use rand_core::OsRng;
+        use std::net::SocketAddr;
+
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let localhost = SocketAddr::from(([127, 0, 0, 1], 0));
+            let key = IdentityKey::generate(&mut OsRng).expect("RSA key generation");
+            let server = Endpoint::bind(
+                localhost,
+                Config::default()
+                    .identity(key)
+                    .max_connections_per_address(1),
+            )
+            .expect("binds");
+            let public = server.public().expect("an identity").clone();
+            // A short handshake timeout: the refused connect is expected
+            // to end with it (a bound on the test, not a measurement).
+            let client = || {
+                let config = Config::default().handshake_timeout(Duration::from_millis(500));
+                Endpoint::bind(localhost, config).expect("binds")
+            };
+            let (first, second) = (client(), client());
+            let (held, accepted) =
+                tokio::join!(first.connect(server.local_addr(), &public), server.accept());
+            let (held, _accepted) = (held.expect("connects"), accepted.expect("accepted"));
+            let refused = second.connect(server.local_addr(), &public).await;
+            assert!(
+                matches!(refused, Err(ConnectError::HandshakeTimedOut)),
+                "{refused:?}"
+            );
+            let stats = server.stats().protocol;
+            assert!(stats.intros_address_capped >= 1, "{stats:?}");
+            assert_eq!(stats.intros_decrypted, 1, "the refused intros cost no RSA");
+            assert_eq!(stats.intros_accepted, 1);
+            drop(held);
+        });
     }
 }

@@ -7,15 +7,18 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 
-use super::error::Error;
-use super::state::{EndpointState, Slot, SlotId};
-use super::stream::Stream;
+use super::error::{ConnectionLost, SendDatagramError, SendError};
+use super::recv_stream::RecvStream;
+use super::send_stream::SendStream;
+use super::state::{EndpointState, Slot, SlotId, Wakers};
 use crate::driver::{DriverHandle, DriverStopped, StopCause};
-use crate::proto::{Connection as ProtoConnection, ConnectionStats, SendError};
+use crate::proto::{
+    self, Connection as ProtoConnection, ConnectionStats, PublicIdentity, StreamId,
+};
 
 /// One connection: whole messages of any size, unreliable datagrams, and
-/// streams. Clones share it; when the last clone (and every [`Stream`] of
-/// it) is dropped, the connection is closed gracefully with code 0.
+/// streams. Clones share it; when the last clone (and every [`SendStream`]
+/// and [`RecvStream`] of it) is dropped, the connection is closed gracefully with code 0.
 ///
 /// Each call takes the endpoint's lock for a few microseconds and wakes the
 /// driver only when it changed something the driver must act on.
@@ -28,6 +31,9 @@ pub struct Connection {
 struct Inner {
     driver: DriverHandle<EndpointState>,
     slot: SlotId,
+    /// The peer's address when the handle was made: what
+    /// `remote_address` reports if the endpoint stopped since.
+    remote: SocketAddr,
 }
 
 impl Drop for Inner {
@@ -39,11 +45,11 @@ impl Drop for Inner {
 }
 
 /// Why an operation on a connection that is over failed.
-pub(crate) fn ended(slot: &Slot, connection: Option<&ProtoConnection>) -> Error {
+pub(crate) fn ended(slot: &Slot, connection: Option<&ProtoConnection>) -> ConnectionLost {
     match (&slot.closed, connection.and_then(ProtoConnection::error)) {
-        (Some(error), _) | (None, Some(error)) => Error::Connection(error.clone()),
-        (None, None) if connection.is_some() => Error::Closing,
-        (None, None) => Error::Abandoned,
+        (Some(error), _) | (None, Some(error)) => ConnectionLost::Connection(error.clone()),
+        (None, None) if connection.is_some() => ConnectionLost::Closing,
+        (None, None) => ConnectionLost::Abandoned,
     }
 }
 
@@ -71,9 +77,17 @@ impl<R> Step<R> {
 }
 
 impl Connection {
-    pub(crate) fn new(driver: DriverHandle<EndpointState>, slot: SlotId) -> Self {
+    pub(crate) fn new(
+        driver: DriverHandle<EndpointState>,
+        slot: SlotId,
+        remote: SocketAddr,
+    ) -> Self {
         Self {
-            inner: Arc::new(Inner { driver, slot }),
+            inner: Arc::new(Inner {
+                driver,
+                slot,
+                remote,
+            }),
         }
     }
 
@@ -90,12 +104,17 @@ impl Connection {
             .ok_or(DriverStopped::new(StopCause::Stopped))
     }
 
+    /// Wakes the driver: something was queued it must act on.
+    pub(crate) fn wake_driver(&self) {
+        self.inner.driver.wake();
+    }
+
     /// One poll of an operation: `f` decides, and the driver is woken if it
     /// asks for it. A stopped endpoint ends the operation.
-    pub(crate) fn poll_step<R>(
+    pub(crate) fn poll_step<R, E: From<ConnectionLost>>(
         &self,
-        f: impl FnOnce(&mut Slot, Option<&mut ProtoConnection>) -> Step<Result<R, Error>>,
-    ) -> Poll<Result<R, Error>> {
+        f: impl FnOnce(&mut Slot, Option<&mut ProtoConnection>) -> Step<Result<R, E>>,
+    ) -> Poll<Result<R, E>> {
         match self.with_slot(f) {
             Ok(step) => {
                 if step.wake {
@@ -103,7 +122,7 @@ impl Connection {
                 }
                 step.poll
             }
-            Err(stopped) => Poll::Ready(Err(stopped.into())),
+            Err(stopped) => Poll::Ready(Err(ConnectionLost::from(stopped).into())),
         }
     }
 
@@ -116,7 +135,7 @@ impl Connection {
     /// more such streams.
     /// Any `Into<Bytes>` will do (`Vec<u8>`, `String`, a `&'static [u8]`);
     /// a `Bytes` is sent without a copy.
-    pub async fn send(&self, message: impl Into<Bytes>) -> Result<(), Error> {
+    pub async fn send(&self, message: impl Into<Bytes>) -> Result<(), SendError> {
         let mut message = Some(message.into());
         poll_fn(|cx| {
             self.poll_step(|slot, connection| {
@@ -124,19 +143,16 @@ impl Connection {
                     return Step::ready(Ok(()), false);
                 };
                 let Some(connection) = connection else {
-                    return Step::ready(Err(ended(slot, None)), false);
+                    return Step::ready(Err(ended(slot, None).into()), false);
                 };
                 match connection.send_message(taken) {
                     Ok(()) => Step::ready(Ok(()), true),
-                    Err(SendError::Blocked(back)) => {
+                    Err(proto::SendError::Blocked(back)) => {
                         message = Some(back);
                         slot.send.register(cx);
                         Step::pending()
                     }
-                    Err(SendError::TooLarge(len)) => {
-                        Step::ready(Err(Error::DatagramTooLarge(len)), false)
-                    }
-                    Err(_) => Step::ready(Err(ended(slot, Some(connection))), false),
+                    Err(_) => Step::ready(Err(ended(slot, Some(connection)).into()), false),
                 }
             })
         })
@@ -145,7 +161,7 @@ impl Connection {
 
     /// The next whole message from the peer. Messages delivered before the
     /// peer closed are all returned before the error that says it closed.
-    pub async fn recv(&self) -> Result<Bytes, Error> {
+    pub async fn recv(&self) -> Result<Bytes, ConnectionLost> {
         poll_fn(|cx| {
             self.poll_step(|slot, connection| {
                 let Some(connection) = connection else {
@@ -164,29 +180,74 @@ impl Connection {
         .await
     }
 
-    /// Sends an unreliable datagram: once, never re-sent, dropped by the
-    /// network or the peer's full queue without notice.
-    pub fn send_datagram(&self, datagram: impl Into<Bytes>) -> Result<(), Error> {
+    /// Queues an unreliable datagram: sent once, never re-sent, dropped by
+    /// the network or the peer's full queue without notice. When
+    /// [`ConnectionConfig::datagram_send_queue`](crate::proto::ConnectionConfig::datagram_send_queue)
+    /// datagrams already wait to be sent (the congestion window is full,
+    /// or the path is slower than the application), the oldest is dropped
+    /// for it and counted in [`ConnectionStats::datagrams_dropped`]:
+    /// [`send_datagram_wait`](Self::send_datagram_wait) waits instead.
+    pub fn send_datagram(&self, datagram: impl Into<Bytes>) -> Result<(), SendDatagramError> {
         let datagram = datagram.into();
         match self.poll_step(|slot, connection| {
             let Some(connection) = connection else {
-                return Step::ready(Err(ended(slot, None)), false);
+                return Step::ready(Err(ended(slot, None).into()), false);
             };
-            match connection.send_datagram(datagram) {
-                Ok(()) => Step::ready(Ok(()), true),
-                Err(SendError::TooLarge(len)) => {
-                    Step::ready(Err(Error::DatagramTooLarge(len)), false)
-                }
-                Err(_) => Step::ready(Err(ended(slot, Some(connection))), false),
-            }
+            let queued = connection.send_datagram(datagram);
+            let queued = datagram_sent(slot, connection, queued);
+            let wake = queued.is_ok();
+            Step::ready(queued, wake)
         }) {
             Poll::Ready(result) => result,
-            Poll::Pending => Err(Error::Closing),
+            Poll::Pending => Err(ConnectionLost::Closing.into()),
         }
     }
 
+    /// Queues an unreliable datagram like [`send_datagram`](Self::send_datagram),
+    /// but waits while the send queue is full rather than drop the oldest:
+    /// for a sender that would rather slow down than lose datagrams before
+    /// they leave (the network may still drop them).
+    pub async fn send_datagram_wait(
+        &self,
+        datagram: impl Into<Bytes>,
+    ) -> Result<(), SendDatagramError> {
+        let mut datagram = Some(datagram.into());
+        poll_fn(|cx| {
+            self.poll_step(|slot, connection| {
+                let Some(taken) = datagram.take() else {
+                    return Step::ready(Ok(()), false);
+                };
+                let Some(connection) = connection else {
+                    return Step::ready(Err(ended(slot, None).into()), false);
+                };
+                match connection.try_send_datagram(taken) {
+                    Err(proto::SendError::Blocked(back)) => {
+                        datagram = Some(back);
+                        slot.datagram_room.register(cx);
+                        Step::pending()
+                    }
+                    queued => {
+                        let queued = datagram_sent(slot, connection, queued);
+                        let wake = queued.is_ok();
+                        Step::ready(queued, wake)
+                    }
+                }
+            })
+        })
+        .await
+    }
+
+    /// The largest datagram [`send_datagram`](Self::send_datagram) takes:
+    /// what one packet carries on any path (`None` once the endpoint freed
+    /// the connection).
+    pub fn max_datagram_size(&self) -> Option<usize> {
+        self.with_slot(|_, connection| connection.map(|c| c.max_datagram_size()))
+            .ok()
+            .flatten()
+    }
+
     /// The next unreliable datagram from the peer.
-    pub async fn recv_datagram(&self) -> Result<Bytes, Error> {
+    pub async fn recv_datagram(&self) -> Result<Bytes, ConnectionLost> {
         poll_fn(|cx| {
             self.poll_step(|slot, connection| {
                 let Some(connection) = connection else {
@@ -205,46 +266,73 @@ impl Connection {
         .await
     }
 
-    /// Opens a bidirectional stream, waiting while the peer allows no more.
-    pub async fn open_stream(&self) -> Result<Stream, Error> {
-        let id = poll_fn(|cx| {
-            self.poll_step(|slot, connection| {
-                let Some(connection) = connection else {
-                    return Step::ready(Err(ended(slot, None)), false);
-                };
-                if let Some(id) = connection.open_stream() {
-                    return Step::ready(Ok(id), false);
-                }
-                if slot.closed.is_some() || connection.is_closed() {
-                    return Step::ready(Err(ended(slot, Some(connection))), false);
-                }
-                slot.open_stream.register(cx);
-                Step::pending()
-            })
-        })
-        .await?;
-        Ok(Stream::new(self.clone(), id))
+    /// Opens a bidirectional stream, waiting while the peer allows no more:
+    /// its sending half and its receiving half, which two tasks may own.
+    /// The peer learns of it with the first bytes sent on it.
+    pub async fn open_bi(&self) -> Result<(SendStream, RecvStream), ConnectionLost> {
+        let id = self
+            .next_stream(ProtoConnection::open_stream, |slot| &mut slot.open_stream)
+            .await?;
+        Ok((
+            SendStream::new(self.clone(), id),
+            RecvStream::new(self.clone(), id),
+        ))
     }
 
-    /// The next stream the peer opened.
-    pub async fn accept_stream(&self) -> Result<Stream, Error> {
-        let id = poll_fn(|cx| {
+    /// The next bidirectional stream the peer opened, as its two halves.
+    pub async fn accept_bi(&self) -> Result<(SendStream, RecvStream), ConnectionLost> {
+        let id = self
+            .next_stream(ProtoConnection::accept_stream, |slot| {
+                &mut slot.accept_stream
+            })
+            .await?;
+        Ok((
+            SendStream::new(self.clone(), id),
+            RecvStream::new(self.clone(), id),
+        ))
+    }
+
+    /// Opens a one-way stream to the peer, waiting while the peer allows no
+    /// more: this side writes, the peer reads. The peer learns of it with
+    /// the first bytes sent on it.
+    pub async fn open_uni(&self) -> Result<SendStream, ConnectionLost> {
+        let id = self
+            .next_stream(ProtoConnection::open_uni, |slot| &mut slot.open_stream)
+            .await?;
+        Ok(SendStream::new(self.clone(), id))
+    }
+
+    /// The next one-way stream the peer opened.
+    pub async fn accept_uni(&self) -> Result<RecvStream, ConnectionLost> {
+        let id = self
+            .next_stream(ProtoConnection::accept_uni, |slot| &mut slot.accept_stream)
+            .await?;
+        Ok(RecvStream::new(self.clone(), id))
+    }
+
+    /// Waits until `take` gives a stream (opened here or by the peer),
+    /// registered with the `waiters` that are woken when it may.
+    async fn next_stream(
+        &self,
+        take: fn(&mut ProtoConnection) -> Option<StreamId>,
+        waiters: fn(&mut Slot) -> &mut Wakers,
+    ) -> Result<StreamId, ConnectionLost> {
+        poll_fn(|cx| {
             self.poll_step(|slot, connection| {
                 let Some(connection) = connection else {
                     return Step::ready(Err(ended(slot, None)), false);
                 };
-                if let Some(id) = connection.accept_stream() {
+                if let Some(id) = take(connection) {
                     return Step::ready(Ok(id), false);
                 }
                 if slot.closed.is_some() || connection.is_closed() {
                     return Step::ready(Err(ended(slot, Some(connection))), false);
                 }
-                slot.accept_stream.register(cx);
+                waiters(slot).register(cx);
                 Step::pending()
             })
         })
-        .await?;
-        Ok(Stream::new(self.clone(), id))
+        .await
     }
 
     /// Closes gracefully: what was sent is delivered first, then the peer
@@ -269,7 +357,7 @@ impl Connection {
         let _ = self.poll_step(|_, connection| match connection {
             Some(connection) => {
                 connection.close(now, code, reason);
-                Step::ready(Ok(()), true)
+                Step::ready(Ok::<_, ConnectionLost>(()), true)
             }
             None => Step::ready(Ok(()), false),
         });
@@ -283,7 +371,7 @@ impl Connection {
         let _ = self.poll_step(|_, connection| match connection {
             Some(connection) => {
                 connection.abort(now, code, reason);
-                Step::ready(Ok(()), true)
+                Step::ready(Ok::<_, ConnectionLost>(()), true)
             }
             None => Step::ready(Ok(()), false),
         });
@@ -295,28 +383,51 @@ impl Connection {
     /// acknowledged and the Close is queued; after an [`abort`](Self::abort),
     /// at the driver's next turn). No more data is sent or delivered on it
     /// then, but what a peer delivered before it closed can still be read.
-    pub async fn closed(&self) -> Error {
+    pub async fn closed(&self) -> ConnectionLost {
         poll_fn(|cx| self.poll_closed(cx)).await
     }
 
-    fn poll_closed(&self, cx: &Context<'_>) -> Poll<Error> {
+    fn poll_closed(&self, cx: &Context<'_>) -> Poll<ConnectionLost> {
         match self.poll_step(|slot, connection| {
             if slot.closed.is_some() {
                 return Step::ready(Err(ended(slot, connection.as_deref())), false);
             }
             slot.connect.register(cx);
-            Step::<Result<(), Error>>::pending()
+            Step::<Result<(), ConnectionLost>>::pending()
         }) {
             Poll::Ready(Err(error)) => Poll::Ready(error),
             Poll::Ready(Ok(())) | Poll::Pending => Poll::Pending,
         }
     }
 
-    /// The peer's address now (it may change when the peer roams).
-    pub fn remote_addr(&self) -> Option<SocketAddr> {
-        self.with_slot(|_, connection| connection.map(|c| c.remote()))
+    /// The peer's address: where the connection's current path goes (it
+    /// changes when the peer roams and the new path is taken up), or the
+    /// last one it went to once the connection is over.
+    pub fn remote_address(&self) -> SocketAddr {
+        self.with_slot(|slot, connection| slot.refresh(connection.as_deref()).0)
+            .unwrap_or(self.inner.remote)
+    }
+
+    /// The identity the peer proved: on a connection from
+    /// [`Endpoint::connect`](crate::Endpoint::connect) the key it was given
+    /// (the handshake proved it, on a simultaneous open too); on one a
+    /// peer opened, the key its proof verified for, or `None` for an
+    /// anonymous initiator (see [`Incoming`](crate::Incoming)). Once
+    /// proven, it stays reported after the connection is over.
+    pub fn peer_identity(&self) -> Option<PublicIdentity> {
+        self.with_slot(|slot, connection| slot.refresh(connection.as_deref()).1.cloned())
             .ok()
             .flatten()
+    }
+
+    /// Refuses a connection a peer opened (see [`Incoming::refuse`](crate::Incoming::refuse)).
+    pub(crate) fn refuse(&self, code: u64) {
+        let now = self.inner.driver.now();
+        let slot = self.inner.slot;
+        let _ = self
+            .inner
+            .driver
+            .with_node(|state| state.refuse(now, slot, code));
     }
 
     /// Figures about the connection: RTT, window, bytes, losses, path MTU,
@@ -326,5 +437,21 @@ impl Connection {
         self.with_slot(|_, connection| connection.map(|c| c.stats()))
             .ok()
             .flatten()
+    }
+}
+
+/// What a datagram handed to the protocol became.
+fn datagram_sent(
+    slot: &Slot,
+    connection: &ProtoConnection,
+    queued: Result<(), proto::SendError>,
+) -> Result<(), SendDatagramError> {
+    match queued {
+        Ok(()) => Ok(()),
+        Err(proto::SendError::TooLarge(size)) => Err(SendDatagramError::TooLarge {
+            size,
+            max: connection.max_datagram_size(),
+        }),
+        Err(_) => Err(ended(slot, Some(connection)).into()),
     }
 }

@@ -14,6 +14,7 @@ use tern_wire::PublicIdentity;
 use super::config::Config;
 use super::connection::Connection;
 use super::error::ConnectError;
+use super::incoming::Incoming;
 use super::state::EndpointState;
 use crate::driver::{Driver, DriverHandle, DriverStats};
 use crate::proto::{self, EndpointStats};
@@ -128,9 +129,9 @@ impl Endpoint {
                 .proto
                 .connect(self.driver.now(), addr, identity)
                 .map_err(ConnectError::Start)?;
-            Ok::<_, ConnectError>(state.add(handle))
+            Ok::<_, ConnectError>(state.add(handle, addr))
         })??;
-        let connection = Connection::new(self.driver.clone(), slot);
+        let connection = Connection::new(self.driver.clone(), slot, addr);
         let handshake = poll_fn(|cx| {
             connection.with_slot(|slot, _| {
                 if slot.connected {
@@ -156,13 +157,31 @@ impl Endpoint {
         Ok(connection)
     }
 
-    /// The next connection a peer opened; `None` once the endpoint has
-    /// stopped or after [`close`](Self::close).
-    pub async fn accept(&self) -> Option<Connection> {
-        let slot = poll_fn(|cx| {
+    /// The next connection a peer opened, for the application to accept or
+    /// refuse once it knows the peer's address and proven identity (see
+    /// [`Incoming`]); `None` once the endpoint has stopped or after
+    /// [`close`](Self::close).
+    ///
+    /// ```no_run
+    /// # async fn serve(server: tern_peer::Endpoint, known: Vec<tern_peer::PublicIdentity>) {
+    /// while let Some(incoming) = server.accept().await {
+    ///     if incoming.identity().is_some_and(|id| known.contains(id)) {
+    ///         let connection = incoming.accept();
+    ///         # drop(connection);
+    ///     } else {
+    ///         incoming.refuse(1);
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub async fn accept(&self) -> Option<Incoming> {
+        let (slot, remote, identity) = poll_fn(|cx| {
             let taken = self.driver.with_node_unwoken(|state| {
-                if let Some(slot) = state.incoming.pop_front() {
-                    return Poll::Ready(Some(slot));
+                while let Some(slot) = state.incoming.pop_front() {
+                    // A slot dropped since it was queued: the next one.
+                    if let Some((remote, identity)) = state.peer(slot) {
+                        return Poll::Ready(Some((slot, remote, identity)));
+                    }
                 }
                 if state.closing.is_some() {
                     return Poll::Ready(None);
@@ -173,7 +192,14 @@ impl Endpoint {
             taken.unwrap_or(Poll::Ready(None))
         })
         .await?;
-        Some(Connection::new(self.driver.clone(), slot))
+        let connection = Connection::new(self.driver.clone(), slot, remote);
+        Some(Incoming::new(connection, remote, identity))
+    }
+
+    /// The next connection a peer opened, accepted whoever opened it:
+    /// [`accept`](Self::accept) and [`Incoming::accept`] in one.
+    pub async fn accept_connection(&self) -> Option<Connection> {
+        self.accept().await.map(Incoming::accept)
     }
 
     /// Closes gracefully every connection the endpoint holds (what was

@@ -1,10 +1,12 @@
-//! The async API's errors: typed, with `io::Error` only at the edge
-//! (stream reads and writes, which tokio's traits require).
+//! The async API's errors: one small enum per operation, each naming the
+//! causes that operation can meet, with `io::Error` only at the edge (the
+//! streams' `AsyncRead` and `AsyncWrite`, which tokio's traits require; the
+//! typed error travels inside it, for `get_ref().downcast_ref()`).
 
 use std::io;
 
 use crate::driver::{DriverStopped, StopCause};
-use crate::proto::{self, ConnectionError, ReadError, WriteError};
+use crate::proto::{self, ConnectionError};
 
 /// Why `connect` failed.
 #[derive(Debug, thiserror::Error)]
@@ -45,25 +47,14 @@ impl From<DriverStopped> for ConnectError {
     }
 }
 
-/// Why a message, datagram or stream operation failed.
+/// Why a connection can no longer be used: what ends every operation on
+/// it once it is over.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
-    /// The connection is over.
+pub enum ConnectionLost {
+    /// The connection is over: closed by the peer, timed out, or failed.
     #[error("{0}")]
     Connection(#[from] ConnectionError),
-    /// A datagram larger than a packet can carry.
-    #[error("datagram of {0} bytes does not fit a packet")]
-    DatagramTooLarge(usize),
-    /// The peer reset the stream.
-    #[error("stream reset by the peer (code {0})")]
-    Reset(u64),
-    /// The peer asked this side to stop sending on the stream.
-    #[error("stream stopped by the peer (code {0})")]
-    Stopped(u64),
-    /// The stream is no longer known (finished, or never opened here).
-    #[error("unknown stream")]
-    UnknownStream,
     /// The connection is closing: this side called `close`.
     #[error("the connection is closing")]
     Closing,
@@ -75,39 +66,115 @@ pub enum Error {
     Abandoned,
 }
 
-impl From<DriverStopped> for Error {
+impl From<DriverStopped> for ConnectionLost {
     fn from(e: DriverStopped) -> Self {
         Self::EndpointStopped(e.cause)
     }
 }
 
-impl Error {
-    pub(crate) fn from_write(e: WriteError) -> Self {
-        match e {
-            WriteError::Stopped(code) => Self::Stopped(code),
-            _ => Self::UnknownStream,
-        }
-    }
+/// Why [`Connection::send`](crate::Connection::send) did not send a message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError {
+    /// The connection is over.
+    #[error(transparent)]
+    ConnectionLost(#[from] ConnectionLost),
+}
 
-    pub(crate) fn from_read(e: ReadError) -> Self {
-        match e {
-            ReadError::Reset(code) => Self::Reset(code),
-            _ => Self::UnknownStream,
-        }
+/// Why a datagram was not queued.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendDatagramError {
+    /// Larger than one packet carries
+    /// ([`Connection::max_datagram_size`](crate::Connection::max_datagram_size)).
+    #[error("datagram of {size} bytes is over the {max}-byte limit")]
+    TooLarge {
+        /// The datagram's length.
+        size: usize,
+        /// The largest datagram sent.
+        max: usize,
+    },
+    /// The connection is over.
+    #[error(transparent)]
+    ConnectionLost(#[from] ConnectionLost),
+}
+
+/// Why a write on a [`SendStream`](crate::SendStream) failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WriteError {
+    /// The peer asked this side to stop sending, with this code.
+    #[error("stream stopped by the peer (code {0})")]
+    Stopped(u64),
+    /// The stream was finished or reset here: nothing more goes on it.
+    #[error("the stream was finished or reset")]
+    ClosedStream,
+    /// The connection is over.
+    #[error(transparent)]
+    ConnectionLost(#[from] ConnectionLost),
+}
+
+/// Why a read on a [`RecvStream`](crate::RecvStream) failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// The peer abandoned sending (reset the stream), with this code.
+    #[error("stream reset by the peer (code {0})")]
+    Reset(u64),
+    /// This side asked the peer to stop, or read to the end already.
+    #[error("the stream was stopped or read to its end")]
+    ClosedStream,
+    /// The connection is over.
+    #[error(transparent)]
+    ConnectionLost(#[from] ConnectionLost),
+}
+
+/// Why [`RecvStream::read_to_end`](crate::RecvStream::read_to_end) failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadToEndError {
+    /// A read failed.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// The stream holds more than the limit the caller gave.
+    #[error("the stream is longer than {limit} bytes")]
+    TooLong {
+        /// The limit given.
+        limit: usize,
+    },
+}
+
+/// A finish, reset or stop on a stream half that is already closed (or
+/// whose connection is over): there is nothing left to do to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the stream is closed")]
+pub struct ClosedStream;
+
+/// The kind an `io::Error` gets for a connection that is over.
+fn lost_kind(lost: &ConnectionLost) -> io::ErrorKind {
+    match lost {
+        ConnectionLost::Connection(ConnectionError::TimedOut) => io::ErrorKind::TimedOut,
+        _ => io::ErrorKind::NotConnected,
     }
 }
 
-impl From<Error> for io::Error {
-    fn from(e: Error) -> Self {
+impl From<WriteError> for io::Error {
+    fn from(e: WriteError) -> Self {
         let kind = match &e {
-            Error::Connection(ConnectionError::TimedOut) => io::ErrorKind::TimedOut,
-            Error::Connection(_)
-            | Error::Closing
-            | Error::EndpointStopped(_)
-            | Error::Abandoned => io::ErrorKind::NotConnected,
-            Error::Reset(_) | Error::Stopped(_) => io::ErrorKind::ConnectionReset,
-            Error::DatagramTooLarge(_) => io::ErrorKind::InvalidInput,
-            Error::UnknownStream => io::ErrorKind::BrokenPipe,
+            WriteError::Stopped(_) => io::ErrorKind::ConnectionReset,
+            WriteError::ClosedStream => io::ErrorKind::BrokenPipe,
+            WriteError::ConnectionLost(lost) => lost_kind(lost),
+        };
+        io::Error::new(kind, e)
+    }
+}
+
+impl From<ReadError> for io::Error {
+    fn from(e: ReadError) -> Self {
+        let kind = match &e {
+            ReadError::Reset(_) => io::ErrorKind::ConnectionReset,
+            ReadError::ClosedStream => io::ErrorKind::BrokenPipe,
+            ReadError::ConnectionLost(lost) => lost_kind(lost),
         };
         io::Error::new(kind, e)
     }

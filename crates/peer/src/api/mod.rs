@@ -1,4 +1,5 @@
-//! The async API: [`Endpoint`], [`Connection`] and [`Stream`] on tokio.
+//! The async API: [`Endpoint`], [`Incoming`], [`Connection`], [`SendStream`]
+//! and [`RecvStream`] on tokio.
 //!
 //! An [`Endpoint`] is one UDP socket run by one driver task
 //! ([`crate::driver`]) over the protocol ([`crate::proto`]). Application
@@ -11,11 +12,18 @@ mod config;
 mod connection;
 mod endpoint;
 mod error;
+mod incoming;
+mod recv_stream;
+mod send_stream;
 mod state;
-mod stream;
 
 pub use config::Config;
 pub use connection::Connection;
 pub use endpoint::{Endpoint, Stats};
-pub use error::{ConnectError, Error};
-pub use stream::Stream;
+pub use error::{
+    ClosedStream, ConnectError, ConnectionLost, ReadError, ReadToEndError, SendDatagramError,
+    SendError, WriteError,
+};
+pub use incoming::Incoming;
+pub use recv_stream::RecvStream;
+pub use send_stream::SendStream;

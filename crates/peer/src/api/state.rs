@@ -16,7 +16,7 @@ use quanta::Instant;
 
 use crate::proto::{
     Connection as ProtoConnection, ConnectionError, ConnectionHandle, Endpoint, Event, Node,
-    SendRefused, StreamId, Transmit, TransmitLimits,
+    PublicIdentity, SendRefused, StreamId, Transmit, TransmitLimits,
 };
 
 /// Tasks waiting for the same thing; all are woken when it happens.
@@ -38,11 +38,17 @@ impl Wakers {
     }
 }
 
-/// Who waits on one stream: its reader and its writer.
+/// What the application side keeps of one stream while it holds a half
+/// of it: who waits on it (its reader and its writer), and the peer's stop
+/// code once it asked to stop, which the protocol forgets once the reset
+/// that answers it is acknowledged.
 #[derive(Debug, Default)]
 pub(crate) struct StreamWaiters {
     pub(crate) read: Wakers,
     pub(crate) write: Wakers,
+    pub(crate) stopped: Option<u64>,
+    /// Halves the application holds (one or two).
+    halves: u8,
 }
 
 /// What the application side knows of one connection.
@@ -54,12 +60,19 @@ pub(crate) struct Slot {
     pub(crate) closed: Option<ConnectionError>,
     /// The handshake finished.
     pub(crate) connected: bool,
+    /// The peer's address, as last seen: kept when the protocol frees the
+    /// connection.
+    remote: SocketAddr,
+    /// The identity the peer proved, as last seen (kept likewise).
+    identity: Option<PublicIdentity>,
     /// Every application handle is gone.
     released: bool,
     pub(crate) connect: Wakers,
     pub(crate) recv: Wakers,
     pub(crate) send: Wakers,
     pub(crate) datagrams: Wakers,
+    /// Senders waiting for room in the datagram send queue.
+    pub(crate) datagram_room: Wakers,
     pub(crate) accept_stream: Wakers,
     pub(crate) open_stream: Wakers,
     pub(crate) streams: HashMap<StreamId, StreamWaiters>,
@@ -68,21 +81,41 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
-    fn new(handle: ConnectionHandle, span: tracing::Span) -> Self {
+    fn new(handle: ConnectionHandle, remote: SocketAddr, span: tracing::Span) -> Self {
         Self {
             span,
             handle: Some(handle),
             closed: None,
             connected: false,
+            remote,
+            identity: None,
             released: false,
             connect: Wakers::default(),
             recv: Wakers::default(),
             send: Wakers::default(),
             datagrams: Wakers::default(),
+            datagram_room: Wakers::default(),
             accept_stream: Wakers::default(),
             open_stream: Wakers::default(),
             streams: HashMap::new(),
         }
+    }
+
+    /// The peer's address and proven identity: the protocol's while it
+    /// holds the `connection`, else the last seen.
+    pub(crate) fn refresh(
+        &mut self,
+        connection: Option<&ProtoConnection>,
+    ) -> (SocketAddr, Option<&PublicIdentity>) {
+        if let Some(connection) = connection {
+            self.remote = connection.remote();
+            if let Some(identity) = connection.peer_identity()
+                && self.identity.as_ref() != Some(identity)
+            {
+                self.identity = Some(identity.clone());
+            }
+        }
+        (self.remote, self.identity.as_ref())
     }
 
     fn wake_stream(&mut self, id: StreamId, read: bool) {
@@ -95,11 +128,33 @@ impl Slot {
         }
     }
 
+    /// The application took a half of stream `id`.
+    pub(crate) fn hold_stream(&mut self, id: StreamId) {
+        self.streams.entry(id).or_default().halves += 1;
+    }
+
+    /// The application let a half of stream `id` go: its waiters go, and
+    /// the stream's record once no half is held.
+    pub(crate) fn release_stream(&mut self, id: StreamId, read: bool) {
+        if let Some(waiters) = self.streams.get_mut(&id) {
+            if read {
+                waiters.read = Wakers::default();
+            } else {
+                waiters.write = Wakers::default();
+            }
+            waiters.halves = waiters.halves.saturating_sub(1);
+            if waiters.halves == 0 {
+                self.streams.remove(&id);
+            }
+        }
+    }
+
     fn wake_everyone(&mut self) {
         self.connect.wake_all();
         self.recv.wake_all();
         self.send.wake_all();
         self.datagrams.wake_all();
+        self.datagram_room.wake_all();
         self.accept_stream.wake_all();
         self.open_stream.wake_all();
         for waiters in self.streams.values_mut() {
@@ -146,11 +201,13 @@ impl EndpointState {
         }
     }
 
-    /// Gives a new protocol connection its slot.
-    pub(crate) fn add(&mut self, handle: ConnectionHandle) -> SlotId {
+    /// Gives a new protocol connection, with the peer at `remote`, its
+    /// slot.
+    pub(crate) fn add(&mut self, handle: ConnectionHandle, remote: SocketAddr) -> SlotId {
         let id = self.next_slot;
         self.next_slot += 1;
-        let span = match self.proto.connection(handle) {
+        let connection = self.proto.connection(handle);
+        let span = match &connection {
             Some(c) => tracing::debug_span!(
                 "tern_connection",
                 remote = %c.remote(),
@@ -159,13 +216,37 @@ impl EndpointState {
             ),
             None => tracing::Span::none(),
         };
-        self.slots.insert(id, Slot::new(handle, span));
+        let mut slot = Slot::new(handle, remote, span);
+        slot.refresh(connection.as_deref());
+        self.slots.insert(id, slot);
         if let Some(stale) = self.by_handle.insert(handle, id) {
             // The protocol freed a connection and gave its handle to this
             // one within the turn, before `forget_freed` saw it go.
             self.detach(stale);
         }
         id
+    }
+
+    /// The peer's address and proven identity of the connection of `id`.
+    pub(crate) fn peer(&mut self, id: SlotId) -> Option<(SocketAddr, Option<PublicIdentity>)> {
+        let (slot, connection) = self.connection(id)?;
+        let (remote, identity) = slot.refresh(connection.as_deref());
+        Some((remote, identity.cloned()))
+    }
+
+    /// Refuses the connection a peer opened that `id` names: closed at
+    /// once with `code`, counted, its slot gone when it is over.
+    pub(crate) fn refuse(&mut self, now: Instant, id: SlotId, code: u64) {
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return;
+        };
+        slot.released = true;
+        match slot.handle {
+            Some(handle) => self.proto.refuse(now, handle, code),
+            None => {
+                self.slots.remove(&id);
+            }
+        }
     }
 
     /// Unties a slot from the protocol connection its handle named, which
@@ -236,7 +317,15 @@ impl EndpointState {
             let id = match self.by_handle.get(&handle) {
                 Some(&id) => id,
                 // A connection a peer opened: its first event is `Connected`.
-                None => self.add(handle),
+                None if event == Event::Connected => {
+                    match self.proto.connection(handle).map(|c| c.remote()) {
+                        Some(remote) => self.add(handle, remote),
+                        None => continue,
+                    }
+                }
+                // One that ended before it was announced (its identity
+                // proof never came, or did not verify): nobody knew of it.
+                None => continue,
             };
             let Some(slot) = self.slots.get_mut(&id) else {
                 continue;
@@ -252,8 +341,19 @@ impl EndpointState {
                 Event::DatagramReceived => slot.datagrams.wake_all(),
                 Event::StreamOpened => slot.accept_stream.wake_all(),
                 Event::StreamReadable(stream) => slot.wake_stream(stream, true),
-                Event::StreamWritable(stream) => slot.wake_stream(stream, false),
+                Event::StreamWritable(stream) => {
+                    // A stop is recorded while the protocol still knows it.
+                    if let Some(waiters) = slot.streams.get_mut(&stream)
+                        && waiters.stopped.is_none()
+                        && let Some(connection) = self.proto.connection(handle)
+                        && let Ok(Some(code)) = connection.stopped(stream)
+                    {
+                        waiters.stopped = Some(code);
+                    }
+                    slot.wake_stream(stream, false);
+                }
                 Event::MessagesWritable => slot.send.wake_all(),
+                Event::DatagramsWritable => slot.datagram_room.wake_all(),
                 Event::StreamsAvailable => slot.open_stream.wake_all(),
                 Event::Closed(error) => {
                     slot.span.in_scope(|| tracing::debug!(%error, "closed"));
@@ -427,7 +527,7 @@ mod tests {
         let slots: Vec<SlotId> = (0..CONNECTIONS)
             .map(|_| {
                 let handle = client.proto.connect(now, SERVER, &public).expect("connect");
-                client.add(handle)
+                client.add(handle, SERVER)
             })
             .collect();
         shuttle(&mut client, &mut server, now);
@@ -485,7 +585,7 @@ mod tests {
         // The protocol may hand a freed connection's index to a new
         // connection before the turn ends; the new record takes the handle.
         let (&reused, &old) = client.by_handle.iter().next().expect("not yet forgotten");
-        let new = client.add(reused);
+        let new = client.add(reused, SERVER);
         assert_eq!(client.by_handle[&reused], new);
         assert!(
             !client.slots.contains_key(&old),

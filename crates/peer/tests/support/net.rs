@@ -33,7 +33,7 @@ pub async fn pair(server: &Endpoint, client: &Endpoint) -> (Connection, Connecti
     let public = server.public().expect("the server has an identity").clone();
     let (connected, accepted) = tokio::join!(
         client.connect(server.local_addr(), &public),
-        server.accept()
+        server.accept_connection()
     );
     (
         connected.expect("connects"),

@@ -5,6 +5,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,7 +32,18 @@ pub struct Relay {
     pub addr: SocketAddr,
     /// The first datagram the client sent (its intro), for replay attacks.
     pub first: Arc<Mutex<Option<Vec<u8>>>>,
+    /// Set to have the relay move to a new socket on the server's side
+    /// before it forwards the next datagram: the server sees its client's
+    /// address change, as after a NAT rebinding.
+    rebind: Arc<AtomicBool>,
     task: JoinHandle<()>,
+}
+
+impl Relay {
+    /// The relay forwards from a new address from its next datagram on.
+    pub fn rebind(&self) {
+        self.rebind.store(true, Ordering::Relaxed);
+    }
 }
 
 impl Drop for Relay {
@@ -68,10 +80,12 @@ impl Ord for Due {
 /// Starts a relay in front of `server` (one client at a time).
 pub async fn start(server: SocketAddr, impairment: Impairment) -> Relay {
     let front = UdpSocket::bind("127.0.0.1:0").await.expect("binds");
-    let back = UdpSocket::bind("127.0.0.1:0").await.expect("binds");
+    let mut back = UdpSocket::bind("127.0.0.1:0").await.expect("binds");
     let addr = front.local_addr().expect("bound");
     let first = Arc::new(Mutex::new(None));
     let seen_first = Arc::clone(&first);
+    let rebind = Arc::new(AtomicBool::new(false));
+    let rebind_asked = Arc::clone(&rebind);
     let task = tokio::spawn(async move {
         let mut rng = ChaCha8Rng::seed_from_u64(impairment.seed);
         let mut chance = move || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
@@ -110,6 +124,9 @@ pub async fn start(server: SocketAddr, impairment: Impairment) -> Relay {
                     bytes,
                 }));
             }
+            if rebind_asked.swap(false, Ordering::Relaxed) {
+                back = UdpSocket::bind("127.0.0.1:0").await.expect("binds");
+            }
             let now = Instant::now();
             while queue.peek().is_some_and(|Reverse(d)| d.at <= now) {
                 let Some(Reverse(due)) = queue.pop() else {
@@ -123,5 +140,10 @@ pub async fn start(server: SocketAddr, impairment: Impairment) -> Relay {
             }
         }
     });
-    Relay { addr, first, task }
+    Relay {
+        addr,
+        first,
+        rebind,
+        task,
+    }
 }

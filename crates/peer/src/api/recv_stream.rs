@@ -1,0 +1,184 @@
+//! [`RecvStream`]: the receiving half of a stream.
+
+use std::future::poll_fn;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, ReadBuf};
+
+use super::connection::{Connection, Step, ended};
+use super::error::{ClosedStream, ReadError, ReadToEndError};
+use crate::proto::{self, ReadOutcome, StreamId};
+
+/// The receiving half of a stream: the peer's bytes in order, to their end
+/// (`AsyncRead` too). Bytes are copied once out of the stream's receive
+/// buffer; a read waits while nothing arrived, and the peer's flow control
+/// follows what is read.
+///
+/// [`stop`](Self::stop) (or dropping the half before its end) asks the
+/// peer to stop sending.
+#[derive(Debug)]
+pub struct RecvStream {
+    connection: Connection,
+    id: StreamId,
+    /// Read to its end, reset by the peer, or stopped here.
+    done: bool,
+    /// Read to its end: a read says so again.
+    finished: bool,
+}
+
+impl RecvStream {
+    pub(crate) fn new(connection: Connection, id: StreamId) -> Self {
+        let _ = connection.with_slot(|slot, _| slot.hold_stream(id));
+        Self {
+            connection,
+            id,
+            done: false,
+            finished: false,
+        }
+    }
+
+    /// The stream's id on its connection.
+    pub fn id(&self) -> StreamId {
+        self.id
+    }
+
+    /// The connection it belongs to.
+    pub fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
+    /// Reads the next bytes into `buf`, waiting while none arrived: how
+    /// many, or `None` at the stream's end (and at every read after it).
+    pub async fn read(&mut self, buf: &mut [u8]) -> Result<Option<usize>, ReadError> {
+        poll_fn(|cx| self.poll_read_bytes(cx, buf)).await
+    }
+
+    /// Reads the stream to its end, refusing to hold more than `limit`
+    /// bytes (the peer chooses how much it sends: the caller chooses how
+    /// much it keeps).
+    pub async fn read_to_end(&mut self, limit: usize) -> Result<Vec<u8>, ReadToEndError> {
+        let mut out = Vec::new();
+        let mut chunk = vec![0; 64 * 1024];
+        while let Some(n) = self.read(&mut chunk).await? {
+            if out.len() + n > limit {
+                // The rest is not wanted: the peer may stop sending it.
+                let _ = self.stop(0);
+                return Err(ReadToEndError::TooLong { limit });
+            }
+            out.extend_from_slice(&chunk[..n]);
+        }
+        Ok(out)
+    }
+
+    /// Asks the peer to stop sending, with `code` (its writes fail with
+    /// [`WriteError::Stopped`](crate::WriteError::Stopped)); what arrives
+    /// from now on is discarded.
+    pub fn stop(&mut self, code: u64) -> Result<(), ClosedStream> {
+        if std::mem::replace(&mut self.done, true) {
+            return Err(ClosedStream);
+        }
+        let id = self.id;
+        let stopped = self
+            .connection
+            .with_slot(|_, connection| connection.map(|c| c.stop_sending(id, code).is_ok()));
+        if !matches!(stopped, Ok(Some(true))) {
+            return Err(ClosedStream);
+        }
+        self.connection.wake_driver();
+        Ok(())
+    }
+
+    fn poll_read_bytes(
+        &mut self,
+        cx: &Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<Result<Option<usize>, ReadError>> {
+        if self.finished {
+            return Poll::Ready(Ok(None));
+        }
+        if self.done {
+            return Poll::Ready(Err(ReadError::ClosedStream));
+        }
+        if buf.is_empty() {
+            return Poll::Ready(Ok(Some(0)));
+        }
+        let id = self.id;
+        let polled = self.connection.poll_step(|slot, connection| {
+            let Some(connection) = connection else {
+                return Step::ready(Err(ended(slot, None).into()), false);
+            };
+            match connection.read(id, buf) {
+                Ok(ReadOutcome::Read(0)) => {
+                    if slot.closed.is_some() || connection.error().is_some() {
+                        return Step::ready(Err(ended(slot, Some(connection)).into()), false);
+                    }
+                    slot.streams.entry(id).or_default().read.register(cx);
+                    Step::pending()
+                }
+                Ok(ReadOutcome::Read(n)) => Step::ready(Ok(Some(n)), true),
+                Ok(ReadOutcome::Finished) => Step::ready(Ok(None), true),
+                Err(proto::ReadError::Reset(code)) => {
+                    Step::ready(Err(ReadError::Reset(code)), false)
+                }
+                Err(proto::ReadError::Closed) => {
+                    Step::ready(Err(ended(slot, Some(connection)).into()), false)
+                }
+                Err(_) if slot.closed.is_some() => {
+                    Step::ready(Err(ended(slot, Some(connection)).into()), false)
+                }
+                Err(_) => Step::ready(Err(ReadError::ClosedStream), false),
+            }
+        });
+        match polled {
+            Poll::Ready(Ok(Some(n))) => Poll::Ready(Ok(Some(n))),
+            Poll::Ready(done) => {
+                // The end, or an error: the stream has nothing more.
+                self.done = true;
+                self.finished = matches!(done, Ok(None));
+                Poll::Ready(done)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncRead for RecvStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        match this.poll_read_bytes(cx, buf.initialize_unfilled()) {
+            Poll::Ready(Ok(Some(n))) => {
+                buf.advance(n);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Ok(None)) => Poll::Ready(Ok(())),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e.into())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// Dropping the half before its end asks the peer to stop sending.
+impl Drop for RecvStream {
+    fn drop(&mut self) {
+        let (id, done) = (self.id, self.done);
+        let stopped = self.connection.with_slot(|slot, connection| {
+            slot.release_stream(id, true);
+            match connection {
+                Some(connection) if !done => connection.stop_sending(id, 0).is_ok(),
+                _ => false,
+            }
+        });
+        if matches!(stopped, Ok(true)) {
+            self.connection.wake_driver();
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! Streams in halves and the typed errors of each operation, and the
+//! datagram send queue's limits, on real loopback sockets.
+
+mod support;
+
+use std::time::Duration;
+
+use support::net::{client, pair, pattern, server, server_with};
+use tern_peer::proto::EndpointConfig;
+use tern_peer::{
+    ClosedStream, Config, ConnectionError, ConnectionLost, ReadError, ReadToEndError,
+    SendDatagramError, WriteError,
+};
+use tokio::io::AsyncWriteExt;
+
+/// A generous bound on what must happen on loopback: a hang guard, not a
+/// timing assertion.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+#[tokio::test]
+async fn the_halves_of_a_stream_work_from_two_tasks_each_way() {
+    let (server, client) = (server(None), client(None));
+    let (a, b) = pair(&server, &client).await;
+    let (mut a_send, mut a_recv) = a.open_bi().await.expect("opens");
+    a_send.write_all(b"ping").await.expect("writes");
+    let (mut b_send, mut b_recv) = b.accept_bi().await.expect("accepts");
+    assert_eq!(a_send.id(), b_recv.id());
+    // The peer echoes from one task while another reads.
+    let echo = tokio::spawn(async move {
+        let got = b_recv.read_to_end(1 << 20).await.expect("reads");
+        b_send.write_all(&got).await.expect("echoes");
+        b_send.finish().expect("finishes");
+        b_send
+    });
+    let reader = tokio::spawn(async move { a_recv.read_to_end(1 << 20).await });
+    a_send
+        .write_all(&pattern(0, 100_000))
+        .await
+        .expect("writes");
+    a_send.finish().expect("finishes");
+    let echoed = tokio::time::timeout(PATIENCE, reader)
+        .await
+        .expect("the echo ends")
+        .expect("the reader ends")
+        .expect("reads the echo");
+    let mut sent = b"ping".to_vec();
+    sent.extend(pattern(0, 100_000));
+    assert!(echoed == sent, "the echo differs");
+    let b_send = echo.await.expect("the echo task ends");
+    // Every byte of both halves arrived: stopped() says so with no code.
+    assert_eq!(a_send.stopped().await, Ok(None));
+    assert_eq!(b_send.stopped().await, Ok(None));
+    assert_eq!(a_send.finish(), Err(ClosedStream), "finished already");
+    assert_eq!(
+        a_send.write(b"late").await,
+        Err(WriteError::ClosedStream),
+        "nothing goes on a finished stream"
+    );
+}
+
+#[tokio::test]
+async fn a_stopped_stream_fails_its_writer_with_the_peers_code() {
+    let (server, client) = (server(None), client(None));
+    let (a, b) = pair(&server, &client).await;
+    let (mut send, _) = a.open_bi().await.expect("opens");
+    send.write_all(b"first bytes").await.expect("writes");
+    let (_, mut recv) = b.accept_bi().await.expect("accepts");
+    recv.stop(42).expect("stops");
+    assert_eq!(recv.stop(43), Err(ClosedStream), "stopped once");
+    assert_eq!(
+        tokio::time::timeout(PATIENCE, send.stopped())
+            .await
+            .expect("the stop arrives"),
+        Ok(Some(42))
+    );
+    // Writes fail with the code, typed, and inside the io::Error of
+    // AsyncWrite too.
+    assert_eq!(send.write(b"more").await, Err(WriteError::Stopped(42)));
+    let error = AsyncWriteExt::write(&mut send, b"more")
+        .await
+        .expect_err("stopped");
+    assert_eq!(error.kind(), std::io::ErrorKind::ConnectionReset);
+    let inner = error.get_ref().and_then(|e| e.downcast_ref::<WriteError>());
+    assert_eq!(inner, Some(&WriteError::Stopped(42)));
+}
+
+#[tokio::test]
+async fn a_reset_stream_fails_its_reader_with_the_peers_code() {
+    let (server, client) = (server(None), client(None));
+    let (a, b) = pair(&server, &client).await;
+    let (mut send, _) = a.open_bi().await.expect("opens");
+    send.write_all(&pattern(0, 10_000)).await.expect("writes");
+    let (_, mut recv) = b.accept_bi().await.expect("accepts");
+    send.reset(7).expect("resets");
+    assert_eq!(send.reset(8), Err(ClosedStream), "reset once");
+    let outcome = tokio::time::timeout(PATIENCE, async {
+        let mut buf = vec![0; 4096];
+        loop {
+            match recv.read(&mut buf).await {
+                Ok(Some(_)) => continue,
+                other => break other,
+            }
+        }
+    })
+    .await
+    .expect("the reset arrives");
+    assert_eq!(outcome, Err(ReadError::Reset(7)));
+}
+
+#[tokio::test]
+async fn read_to_end_refuses_a_stream_over_its_limit() {
+    let (server, client) = (server(None), client(None));
+    let (a, b) = pair(&server, &client).await;
+    let (mut send, _) = a.open_bi().await.expect("opens");
+    send.write_all(&pattern(0, 200_000)).await.expect("writes");
+    send.finish().expect("finishes");
+    let (_, mut recv) = b.accept_bi().await.expect("accepts");
+    assert_eq!(
+        recv.read_to_end(100_000).await,
+        Err(ReadToEndError::TooLong { limit: 100_000 })
+    );
+}
+
+#[tokio::test]
+async fn stream_operations_on_a_closed_connection_name_its_end() {
+    let (server, client) = (server(None), client(None));
+    let (a, b) = pair(&server, &client).await;
+    let (mut send, _) = a.open_bi().await.expect("opens");
+    send.write_all(b"x").await.expect("writes");
+    let (_, mut recv) = b.accept_bi().await.expect("accepts");
+    let mut buf = [0u8; 8];
+    assert_eq!(recv.read(&mut buf).await, Ok(Some(1)));
+    a.close(9, "bye").await;
+    let read = tokio::time::timeout(PATIENCE, recv.read(&mut buf))
+        .await
+        .expect("the close arrives");
+    assert!(
+        matches!(
+            read,
+            Err(ReadError::ConnectionLost(ConnectionLost::Connection(
+                ConnectionError::PeerClosed { code: 9, .. }
+            )))
+        ),
+        "{read:?}"
+    );
+    let write = send.write(b"y").await;
+    assert!(
+        matches!(
+            write,
+            Err(WriteError::ConnectionLost(ConnectionLost::Connection(
+                ConnectionError::LocallyClosed { code: 9, .. }
+            )))
+        ),
+        "{write:?}"
+    );
+}
+
+/// An endpoint whose connections queue at most `queue` datagrams to send.
+fn with_datagram_queue(queue: usize) -> Config {
+    let mut protocol = EndpointConfig::default();
+    protocol.connection.datagram_send_queue = queue;
+    Config::default().protocol(protocol)
+}
+
+#[tokio::test]
+async fn an_oversized_datagram_is_refused_with_the_limit_and_the_connection_lives() {
+    let (server, client) = (server(None), client(None));
+    let (a, b) = pair(&server, &client).await;
+    let max = a.max_datagram_size().expect("open");
+    assert!(max >= 1000, "a packet carries at least {max} bytes");
+    assert_eq!(
+        a.send_datagram(vec![0u8; max + 1]),
+        Err(SendDatagramError::TooLarge { size: max + 1, max })
+    );
+    a.send_datagram(vec![1u8; max]).expect("the largest fits");
+    let got = tokio::time::timeout(PATIENCE, b.recv_datagram())
+        .await
+        .expect("arrives on loopback")
+        .expect("open");
+    assert_eq!(got.len(), max);
+}
+
+#[tokio::test]
+async fn a_full_datagram_queue_drops_its_oldest_but_send_datagram_wait_waits() {
+    const QUEUE: usize = 4;
+    const SENT: u64 = 200;
+    let server = server_with(with_datagram_queue(QUEUE));
+    let client = tern_peer::Endpoint::bind(support::net::localhost(), with_datagram_queue(QUEUE))
+        .expect("binds");
+    let (a, _b) = pair(&server, &client).await;
+    // Without a pause the driver cannot send between them: all but the
+    // last few are pushed out of the queue, and counted.
+    for i in 0..SENT {
+        a.send_datagram(i.to_le_bytes().to_vec()).expect("queued");
+    }
+    let dropped = a.stats().expect("open").datagrams_dropped;
+    assert_eq!(dropped, SENT - QUEUE as u64);
+    // Waiting for room instead loses none before they leave.
+    tokio::time::timeout(PATIENCE, async {
+        for i in 0..SENT {
+            a.send_datagram_wait(i.to_le_bytes().to_vec())
+                .await
+                .expect("queued");
+        }
+    })
+    .await
+    .expect("the queue drains");
+    assert_eq!(a.stats().expect("open").datagrams_dropped, dropped);
+}
+
+#[tokio::test]
+async fn one_way_streams_are_accepted_apart_from_bidirectional_ones() {
+    let (server, client) = (server(None), client(None));
+    let (a, b) = pair(&server, &client).await;
+    let mut one_way = a.open_uni().await.expect("opens");
+    one_way
+        .write_all(&pattern(0, 50_000))
+        .await
+        .expect("writes");
+    one_way.finish().expect("finishes");
+    let (mut both, _) = a.open_bi().await.expect("opens");
+    both.write_all(b"two-way").await.expect("writes");
+    both.finish().expect("finishes");
+    let (_, mut from_both) = tokio::time::timeout(PATIENCE, b.accept_bi())
+        .await
+        .expect("arrives")
+        .expect("accepts");
+    let mut from_one_way = tokio::time::timeout(PATIENCE, b.accept_uni())
+        .await
+        .expect("arrives")
+        .expect("accepts");
+    assert_eq!(
+        (from_both.id(), from_one_way.id()),
+        (both.id(), one_way.id())
+    );
+    assert!(from_one_way.read_to_end(1 << 20).await.expect("reads") == pattern(0, 50_000));
+    assert_eq!(
+        from_both.read_to_end(1 << 20).await.expect("reads"),
+        b"two-way"
+    );
+    assert_eq!(one_way.stopped().await, Ok(None), "every byte arrived");
+}
+
+#[tokio::test]
+async fn a_one_way_stream_stopped_by_its_reader_fails_the_writer() {
+    let (server, client) = (server(None), client(None));
+    let (a, b) = pair(&server, &client).await;
+    let mut send = a.open_uni().await.expect("opens");
+    send.write_all(b"unwanted").await.expect("writes");
+    let mut recv = b.accept_uni().await.expect("accepts");
+    recv.stop(11).expect("stops");
+    assert_eq!(
+        tokio::time::timeout(PATIENCE, send.stopped())
+            .await
+            .expect("the stop arrives"),
+        Ok(Some(11))
+    );
+    assert_eq!(send.write(b"more").await, Err(WriteError::Stopped(11)));
+}
+
+#[tokio::test]
+async fn a_stop_is_still_reported_after_the_protocol_let_the_stream_go() {
+    let (server, client) = (server(None), client(None));
+    let (a, b) = pair(&server, &client).await;
+    let (mut send, _) = a.open_bi().await.expect("opens");
+    send.write_all(b"first bytes").await.expect("writes");
+    let (_, mut recv) = b.accept_bi().await.expect("accepts");
+    recv.stop(42).expect("stops");
+    // Round trips after the stop: the reset that answers it is sent and
+    // acknowledged, and the protocol forgets the stream's sending half.
+    for i in 0..5u8 {
+        b.send(vec![i; 10]).await.expect("sends");
+        assert_eq!(a.recv().await.expect("receives")[0], i);
+        a.send(vec![i; 10]).await.expect("sends");
+        assert_eq!(b.recv().await.expect("receives")[0], i);
+    }
+    assert_eq!(send.stopped().await, Ok(Some(42)));
+    assert_eq!(send.write(b"more").await, Err(WriteError::Stopped(42)));
+}
