@@ -165,7 +165,7 @@ pub(crate) async fn send(connection: &Connection, message: &Control) -> Result<(
     connection
         .send(message.encode())
         .await
-        .map_err(|e| CliError::connection(connection, e))
+        .map_err(|e| CliError::send(connection, &e))
 }
 
 /// The next control message from the peer.
@@ -173,9 +173,9 @@ pub(crate) async fn recv(connection: &Connection) -> Result<Control, CliError> {
     let bytes = connection
         .recv()
         .await
-        .map_err(|e| CliError::connection(connection, e))?;
+        .map_err(|e| CliError::connection(connection, &e))?;
     Control::decode(&bytes).map_err(|reason| CliError::Protocol {
-        peer: connection.remote_addr(),
+        peer: Some(connection.remote_address()),
         reason,
     })
 }

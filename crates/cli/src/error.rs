@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tern_peer::{Connection, ConnectionError};
+use tern_peer::{Connection, ConnectionError, ConnectionLost, ReadError, SendError, WriteError};
 
 /// An error of the `tern` command, printed as one line before a non-zero exit.
 #[derive(Debug, thiserror::Error)]
@@ -108,24 +108,35 @@ impl CliError {
         }
     }
 
-    /// An operation on `connection` failed with `error`: said in words
-    /// (an idle timeout means the peer went away, a peer's close carries
-    /// its reason).
-    pub(crate) fn connection(connection: &Connection, error: tern_peer::Error) -> Self {
+    /// An operation on `connection` failed because the connection is
+    /// over: said in words (an idle timeout means the peer went away, a
+    /// peer's close carries its reason).
+    pub(crate) fn connection(connection: &Connection, lost: &ConnectionLost) -> Self {
         Self::Connection {
-            peer: connection.remote_addr(),
-            reason: describe(&error),
+            peer: Some(connection.remote_address()),
+            reason: describe(lost),
+        }
+    }
+
+    /// A message to the peer could not be sent.
+    pub(crate) fn send(connection: &Connection, error: &SendError) -> Self {
+        match error {
+            SendError::ConnectionLost(lost) => Self::connection(connection, lost),
+            other => Self::Connection {
+                peer: Some(connection.remote_address()),
+                reason: other.to_string(),
+            },
         }
     }
 }
 
-/// A connection error in words a user can act on.
-pub(crate) fn describe(error: &tern_peer::Error) -> String {
-    match error {
-        tern_peer::Error::Connection(ConnectionError::TimedOut) => {
+/// Why a connection ended, in words a user can act on.
+pub(crate) fn describe(lost: &ConnectionLost) -> String {
+    match lost {
+        ConnectionLost::Connection(ConnectionError::TimedOut) => {
             "the peer stopped answering (it went away, or the path broke)".to_owned()
         }
-        tern_peer::Error::Connection(ConnectionError::PeerClosed { code, reason, .. }) => {
+        ConnectionLost::Connection(ConnectionError::PeerClosed { code, reason, .. }) => {
             if *code == crate::net::STOPPED && reason.is_empty() {
                 "the peer was stopped by its user".to_owned()
             } else if reason.is_empty() {
@@ -141,15 +152,21 @@ pub(crate) fn describe(error: &tern_peer::Error) -> String {
     }
 }
 
-/// An error from a stream read or write in words: Tern's own errors travel
-/// inside `io::Error`.
-pub(crate) fn stream_error(e: &std::io::Error) -> String {
-    match e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<tern_peer::Error>())
-    {
-        Some(tern) => describe(tern),
-        None => e.to_string(),
+/// Why a write on a stream failed, in words.
+pub(crate) fn write_error(error: &WriteError) -> String {
+    match error {
+        WriteError::ConnectionLost(lost) => describe(lost),
+        WriteError::Stopped(code) => format!("the peer stopped reading (code {code})"),
+        other => other.to_string(),
+    }
+}
+
+/// Why a read on a stream failed, in words.
+pub(crate) fn read_error(error: &ReadError) -> String {
+    match error {
+        ReadError::ConnectionLost(lost) => describe(lost),
+        ReadError::Reset(code) => format!("the peer abandoned the stream (code {code})"),
+        other => other.to_string(),
     }
 }
 

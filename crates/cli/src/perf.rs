@@ -15,14 +15,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use clap::Args;
 use serde::Serialize;
-use tern_peer::{Connection, ConnectionStats, Endpoint, Stream};
+use tern_peer::{Connection, ConnectionStats, Endpoint, RecvStream, SendStream};
 use tern_sockio::CounterSnapshot;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::control::{self, Control, Direction, Limit, PerfParams, SideReport};
-use crate::error::{CliError, printable, stream_error};
+use crate::error::{CliError, printable, read_error, write_error};
 use crate::net::{self, NetOptions};
 use crate::{keys, units};
 
@@ -174,10 +173,11 @@ async fn exchange(
                 ),
                 Limit::Millis(ms) => (None, Some(start + Duration::from_millis(ms))),
             };
-            let stream = connection
-                .open_stream()
+            // The peer sends nothing back on it.
+            let (stream, _) = connection
+                .open_bi()
                 .await
-                .map_err(|e| CliError::connection(connection, e))?;
+                .map_err(|e| CliError::connection(connection, &e))?;
             let writer = Writer {
                 write_size: usize::try_from(params.write_size).unwrap_or(usize::MAX),
                 budget,
@@ -189,21 +189,21 @@ async fn exchange(
     }
     if role.receives {
         for _ in 0..streams {
-            let stream = connection
-                .accept_stream()
+            let (_, stream) = connection
+                .accept_bi()
                 .await
-                .map_err(|e| CliError::connection(connection, e))?;
+                .map_err(|e| CliError::connection(connection, &e))?;
             tasks.spawn(read_stream(stream, Arc::clone(counters)));
         }
     }
     while let Some(done) = tasks.join_next().await {
         let ended = |reason: String| CliError::Connection {
-            peer: connection.remote_addr(),
+            peer: Some(connection.remote_address()),
             reason,
         };
         match done {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(ended(stream_error(&e))),
+            Ok(Err(reason)) => return Err(ended(reason)),
             Err(e) => return Err(ended(e.to_string())),
         }
     }
@@ -223,7 +223,19 @@ struct Writer {
 }
 
 impl Writer {
-    async fn run(self, mut stream: Stream, counters: Arc<Counters>) -> std::io::Result<()> {
+    /// Writes until the budget or deadline; why it could not, in words.
+    async fn run(self, mut stream: SendStream, counters: Arc<Counters>) -> Result<(), String> {
+        self.write(&mut stream, &counters)
+            .await
+            .map_err(|e| write_error(&e))?;
+        stream.finish().map_err(|e| e.to_string())
+    }
+
+    async fn write(
+        self,
+        stream: &mut SendStream,
+        counters: &Counters,
+    ) -> Result<(), tern_peer::WriteError> {
         let buf = vec![0x5a_u8; self.write_size];
         let began = Instant::now();
         let mut written: u64 = 0;
@@ -257,20 +269,18 @@ impl Writer {
                 break;
             }
         }
-        stream.shutdown().await
+        Ok(())
     }
 }
 
-/// Reads one of the peer's streams to its end, counting.
-async fn read_stream(mut stream: Stream, counters: Arc<Counters>) -> std::io::Result<()> {
+/// Reads one of the peer's streams to its end, counting; why it could
+/// not, in words.
+async fn read_stream(mut stream: RecvStream, counters: Arc<Counters>) -> Result<(), String> {
     let mut buf = vec![0u8; READ_SIZE];
-    loop {
-        let n = stream.read(&mut buf).await?;
-        if n == 0 {
-            return Ok(());
-        }
+    while let Some(n) = stream.read(&mut buf).await.map_err(|e| read_error(&e))? {
         counters.received.fetch_add(n as u64, Ordering::Relaxed);
     }
+    Ok(())
 }
 
 /// What one end looked like at one moment.
@@ -582,13 +592,12 @@ pub(crate) async fn server(args: ServerArgs) -> Result<(), CliError> {
     );
     loop {
         tokio::select! {
-            accepted = endpoint.accept() => {
+            accepted = endpoint.accept_connection() => {
                 let Some(connection) = accepted else { break };
-                tracing::info!(peer = ?connection.remote_addr(), "client connected");
+                tracing::info!(peer = %connection.remote_address(), "client connected");
                 let endpoint = endpoint.clone();
                 tokio::spawn(async move {
-                    let peer = connection.remote_addr();
-                    let who = peer.map_or_else(|| "a client".to_owned(), |p| p.to_string());
+                    let who = connection.remote_address().to_string();
                     let served = serve(&endpoint, &connection).await;
                     match net::close_on_error(&connection, served).await {
                         Ok(lines) => {
@@ -611,7 +620,7 @@ pub(crate) async fn server(args: ServerArgs) -> Result<(), CliError> {
 
 /// Serves one perf client; returns the summary lines.
 async fn serve(endpoint: &Endpoint, connection: &Connection) -> Result<Vec<String>, CliError> {
-    let peer = connection.remote_addr();
+    let peer = Some(connection.remote_address());
     let first = tokio::time::timeout(START_TIMEOUT, control::recv(connection))
         .await
         .map_err(|_| CliError::Protocol {

@@ -17,13 +17,12 @@ use bytes::{Bytes, BytesMut};
 use clap::Args;
 use rand_core::{OsRng, RngCore};
 use tern_peer::Connection;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinSet;
 
 use crate::disk::{CHUNK, ReadAhead, WriteBehind};
 
 use crate::control::{self, Control};
-use crate::error::{CliError, printable, stream_error};
+use crate::error::{CliError, printable, read_error, write_error};
 use crate::net::{self, NetOptions};
 use crate::progress::Progress;
 use crate::{keys, names, units};
@@ -181,16 +180,17 @@ async fn send_file(
         other => return Err(unexpected(addr, "an answer to the offer", &other)),
     }
     let started = Instant::now();
-    let mut stream = connection
-        .open_stream()
+    // The receiver sends nothing back on it.
+    let (mut stream, _) = connection
+        .open_bi()
         .await
-        .map_err(|e| CliError::connection(connection, e))?;
+        .map_err(|e| CliError::connection(connection, &e))?;
     let mut progress = Progress::new(&name, size);
     let mut chunks = ReadAhead::start(file);
     let streamed: Result<(), CliError> = async {
         while let Some(chunk) = chunks.next().await {
             if let Err(e) = stream.write_all(&chunk).await {
-                return Err(stream_failed(connection, Some(addr), &name, &e).await);
+                return Err(stream_failed(connection, Some(addr), &name, write_error(&e)).await);
             }
             progress.advance(chunk.len() as u64);
         }
@@ -209,8 +209,8 @@ async fn send_file(
             )),
         ));
     }
-    if let Err(e) = stream.shutdown().await {
-        return Err(stream_failed(connection, Some(addr), &name, &e).await);
+    if let Err(e) = stream.finish() {
+        return Err(stream_failed(connection, Some(addr), &name, e.to_string()).await);
     }
     let sha256 = read.sha256;
     tracing::info!(%name, size, %sha256, "file streamed; waiting for the receiver's verdict");
@@ -249,17 +249,17 @@ async fn send_file(
     Ok(())
 }
 
-/// A stream that failed mid-transfer: the connection's end says why
-/// better than the stream (which only knows it is gone).
+/// A stream that failed mid-transfer (the stream's own account of it is
+/// `failure`): when the connection ends too, its end says why better.
 async fn stream_failed(
     connection: &Connection,
     peer: Option<SocketAddr>,
     name: &str,
-    e: &std::io::Error,
+    failure: String,
 ) -> CliError {
     let reason = match tokio::time::timeout(Duration::from_millis(200), connection.closed()).await {
         Ok(ended) => crate::error::describe(&ended),
-        Err(_) => stream_error(e),
+        Err(_) => failure,
     };
     CliError::Connection {
         peer,
@@ -328,7 +328,7 @@ pub(crate) async fn recv(args: RecvArgs) -> Result<(), CliError> {
     let mut transfers = JoinSet::new();
     loop {
         tokio::select! {
-            accepted = endpoint.accept() => {
+            accepted = endpoint.accept_connection() => {
                 let Some(connection) = accepted else { return Ok(()) };
                 if args.once {
                     let received = receive(&connection, &store);
@@ -378,8 +378,8 @@ async fn receive(connection: &Connection, store: &Store) -> Result<String, CliEr
 }
 
 async fn receive_file(connection: &Connection, store: &Store) -> Result<String, CliError> {
-    let peer = connection.remote_addr();
-    let who = peer.map_or_else(|| "the peer".to_owned(), |p| p.to_string());
+    let peer = Some(connection.remote_address());
+    let who = connection.remote_address().to_string();
     let offer = tokio::time::timeout(OFFER_TIMEOUT, control::recv(connection))
         .await
         .map_err(|_| CliError::Protocol {
@@ -423,10 +423,10 @@ async fn receive_file(connection: &Connection, store: &Store) -> Result<String, 
     };
     control::send(connection, &Control::Accept).await?;
     let started = Instant::now();
-    let mut stream = connection
-        .accept_stream()
+    let (_, mut stream) = connection
+        .accept_bi()
         .await
-        .map_err(|e| in_transfer(&name, CliError::connection(connection, e)))?;
+        .map_err(|e| in_transfer(&name, CliError::connection(connection, &e)))?;
     let mut writer = WriteBehind::start(file);
     let mut received: u64 = 0;
     let mut progress = Progress::new(&format!("{name} from {who}"), size);
@@ -438,13 +438,15 @@ async fn receive_file(connection: &Connection, store: &Store) -> Result<String, 
             if buf.capacity() < CHUNK / 4 {
                 buf.reserve(CHUNK);
             }
-            let n = match stream.read_buf(&mut buf).await {
-                Ok(n) => n,
-                Err(e) => return Err(stream_failed(connection, peer, &name, &e).await),
+            buf.resize(buf.capacity(), 0);
+            let n = match stream.read(&mut buf).await {
+                Ok(Some(n)) => n,
+                Ok(None) => return Ok(()),
+                Err(e) => {
+                    return Err(stream_failed(connection, peer, &name, read_error(&e)).await);
+                }
             };
-            if n == 0 {
-                return Ok(());
-            }
+            buf.truncate(n);
             received += n as u64;
             if received > size {
                 connection.abort(

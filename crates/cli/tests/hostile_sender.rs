@@ -10,23 +10,8 @@ use std::path::Path;
 
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
-use support::{Server, keys, path};
+use support::{Server, keys, receiver};
 use tern_peer::{Config, Connection, Endpoint, PublicIdentity};
-use tokio::io::AsyncWriteExt;
-
-fn receiver(out: &Path) -> Server {
-    let keys = keys();
-    Server::start(&[
-        "recv",
-        "--listen",
-        "127.0.0.1:0",
-        "--key",
-        path(&keys.private),
-        "--out",
-        path(out),
-        "--once",
-    ])
-}
 
 /// A connection to `receiver` from a sender this test writes by hand.
 async fn connect(receiver: &Server) -> (Endpoint, Connection) {
@@ -68,9 +53,9 @@ async fn offer(
     if answer["type"] != "accept" {
         return Some(answer);
     }
-    let mut stream = connection.open_stream().await.ok()?;
+    let (mut stream, _) = connection.open_bi().await.ok()?;
     stream.write_all(content).await.ok()?;
-    stream.shutdown().await.ok()?;
+    stream.finish().ok()?;
     send_json(
         &connection,
         serde_json::json!({"type": "digest", "sha256": digest}),
@@ -104,7 +89,7 @@ fn entries(dir: &Path) -> Vec<String> {
 async fn a_name_that_climbs_out_of_the_directory_is_stored_inside_it() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let out = dir.path().join("a/out");
-    let mut receiver = receiver(&out);
+    let mut receiver = receiver(&out, &["--once"]);
     let content = b"hello";
     let verdict = offer(
         &receiver,
@@ -127,7 +112,7 @@ async fn a_name_that_climbs_out_of_the_directory_is_stored_inside_it() {
 async fn a_name_with_nothing_usable_is_refused() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let out = dir.path().join("out");
-    let mut receiver = receiver(&out);
+    let mut receiver = receiver(&out, &["--once"]);
     let answer = offer(&receiver, "../..", 1, b"x", &sha256_hex(b"x"))
         .await
         .expect("an answer");
@@ -140,7 +125,7 @@ async fn a_name_with_nothing_usable_is_refused() {
 async fn more_bytes_than_offered_are_refused_and_nothing_is_stored() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let out = dir.path().join("out");
-    let mut receiver = receiver(&out);
+    let mut receiver = receiver(&out, &["--once"]);
     let content = vec![7u8; 100_000];
     let verdict = offer(&receiver, "short.bin", 10, &content, &sha256_hex(&content)).await;
     assert!(
@@ -160,7 +145,7 @@ async fn more_bytes_than_offered_are_refused_and_nothing_is_stored() {
 async fn a_wrong_digest_is_refused_and_nothing_is_stored() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let out = dir.path().join("out");
-    let mut receiver = receiver(&out);
+    let mut receiver = receiver(&out, &["--once"]);
     let verdict = offer(&receiver, "forged.bin", 5, b"hello", &sha256_hex(b"HELLO"))
         .await
         .expect("a verdict");
@@ -174,7 +159,7 @@ async fn a_wrong_digest_is_refused_and_nothing_is_stored() {
 async fn a_first_message_that_is_not_an_offer_ends_the_connection() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let out = dir.path().join("out");
-    let mut receiver = receiver(&out);
+    let mut receiver = receiver(&out, &["--once"]);
     let (_endpoint, connection) = connect(&receiver).await;
     connection
         .send(Bytes::from_static(b"\xff\x00 not json"))

@@ -4,76 +4,15 @@
 mod support;
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-use support::{Server, keys, path, run, stderr, stdout};
-
-/// A receiver writing into `out` with `extra` arguments.
-fn receiver(out: &Path, extra: &[&str]) -> Server {
-    let keys = keys();
-    let mut args = vec![
-        "recv",
-        "--listen",
-        "127.0.0.1:0",
-        "--key",
-        path(&keys.private),
-        "--out",
-        path(out),
-    ];
-    args.extend_from_slice(extra);
-    Server::start(&args)
-}
+use support::{Server, keys, names, path, random_file, receiver, run, sha256, stderr, stdout};
 
 fn send(file: &Path, to: &Server, extra: &[&str]) -> std::process::Output {
     let keys = keys();
     let mut args = vec!["send", path(file), &to.addr, "--key", path(&keys.public)];
     args.extend_from_slice(extra);
     run(&args)
-}
-
-/// A file of `len` pseudo-random bytes (xorshift), written in chunks.
-fn random_file(dir: &Path, name: &str, len: usize) -> PathBuf {
-    let file_path = dir.join(name);
-    let mut file = std::io::BufWriter::new(fs::File::create(&file_path).expect("creates"));
-    let mut state: u64 = 0x2545_f491_4f6c_dd1d ^ len as u64;
-    let mut chunk = vec![0u8; 1 << 20];
-    let mut left = len;
-    while left > 0 {
-        for word in chunk.chunks_exact_mut(8) {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            word.copy_from_slice(&state.to_le_bytes());
-        }
-        let n = left.min(chunk.len());
-        file.write_all(&chunk[..n]).expect("writes");
-        left -= n;
-    }
-    file.flush().expect("flushes");
-    file_path
-}
-
-fn sha256(file: &Path) -> String {
-    let mut hasher = Sha256::new();
-    let mut file = fs::File::open(file).expect("opens");
-    std::io::copy(&mut file, &mut hasher).expect("reads");
-    hex(&hasher.finalize())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The names in `dir`.
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .expect("lists")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]

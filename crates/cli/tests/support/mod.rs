@@ -4,12 +4,15 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::io::{BufRead, BufReader, Read};
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
+
+use sha2::{Digest, Sha256};
 
 /// Generous bound on waiting for a process's line or exit: a guard
 /// against a hang, never a timing assertion.
@@ -220,4 +223,64 @@ pub fn root_with(tools: &[&str]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `tern recv` on a free loopback port with the test keys, writing into
+/// `out`, with `extra` arguments.
+pub fn receiver(out: &Path, extra: &[&str]) -> Server {
+    let keys = keys();
+    let mut args = vec![
+        "recv",
+        "--listen",
+        "127.0.0.1:0",
+        "--key",
+        path(&keys.private),
+        "--out",
+        path(out),
+    ];
+    args.extend_from_slice(extra);
+    Server::start(&args)
+}
+
+/// A file of `len` pseudo-random bytes (xorshift), written in chunks.
+pub fn random_file(dir: &Path, name: &str, len: usize) -> PathBuf {
+    let file_path = dir.join(name);
+    let mut file = std::io::BufWriter::new(fs::File::create(&file_path).expect("creates"));
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d ^ len as u64;
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut left = len;
+    while left > 0 {
+        for word in chunk.chunks_exact_mut(8) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            word.copy_from_slice(&state.to_le_bytes());
+        }
+        let n = left.min(chunk.len());
+        file.write_all(&chunk[..n]).expect("writes");
+        left -= n;
+    }
+    file.flush().expect("flushes");
+    file_path
+}
+
+pub fn sha256(file: &Path) -> String {
+    let mut hasher = Sha256::new();
+    let mut file = fs::File::open(file).expect("opens");
+    std::io::copy(&mut file, &mut hasher).expect("reads");
+    hex(&hasher.finalize())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The names in `dir`.
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .expect("lists")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
