@@ -13,14 +13,20 @@
 //! copy).
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 /// The system allocator, counting allocations and reallocations (a grown
-/// block is a new one) of every thread while [`ON`] is set.
+/// block is a new one) of every thread while [`ON`] is set, and while
+/// [`WEIGHING`] is set the bytes they hold and the most they held.
 pub(crate) struct Counting;
 
 static ON: AtomicBool = AtomicBool::new(false);
 static COUNT: AtomicU64 = AtomicU64::new(0);
+static WEIGHING: AtomicBool = AtomicBool::new(false);
+/// Bytes allocated less bytes freed since weighing began (blocks from
+/// before it freed meanwhile make it lower, never a peak higher).
+static LIVE: AtomicI64 = AtomicI64::new(0);
+static PEAK: AtomicI64 = AtomicI64::new(0);
 
 fn count() {
     if ON.load(Ordering::Relaxed) {
@@ -28,22 +34,36 @@ fn count() {
     }
 }
 
+fn weigh(change: i64) {
+    if WEIGHING.load(Ordering::Relaxed) {
+        let live = LIVE.fetch_add(change, Ordering::Relaxed) + change;
+        PEAK.fetch_max(live, Ordering::Relaxed);
+    }
+}
+
+fn size(bytes: usize) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
+}
+
 // SAFETY: every call goes to the system allocator unchanged; the counter is
 // only bookkeeping.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count();
+        weigh(size(layout.size()));
         // SAFETY: the caller's layout goes to the system allocator as is.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        weigh(-size(layout.size()));
         // SAFETY: `ptr` came from `alloc` with this layout.
         unsafe { System.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count();
+        weigh(size(new_size) - size(layout.size()));
         // SAFETY: as for `dealloc` and `alloc`.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -57,6 +77,19 @@ pub(crate) fn counting<R>(f: impl FnOnce() -> R) -> (R, u64) {
     let result = f();
     ON.store(false, Ordering::Relaxed);
     (result, COUNT.load(Ordering::Relaxed) - before)
+}
+
+/// Runs `f` and returns what it returned and the most heap, in bytes, that
+/// every thread of the process held meanwhile beyond what it held when `f`
+/// began. One weighing at a time.
+pub(crate) fn heap_peak<R>(f: impl FnOnce() -> R) -> (R, u64) {
+    LIVE.store(0, Ordering::Relaxed);
+    PEAK.store(0, Ordering::Relaxed);
+    WEIGHING.store(true, Ordering::Relaxed);
+    let result = f();
+    WEIGHING.store(false, Ordering::Relaxed);
+    let peak = u64::try_from(PEAK.load(Ordering::Relaxed)).unwrap_or(0);
+    (result, peak)
 }
 
 #[cfg(test)]
@@ -75,5 +108,20 @@ mod tests {
         let outside = COUNT.load(Ordering::Relaxed);
         drop(std::hint::black_box(vec![0u8; 4096]));
         assert_eq!(COUNT.load(Ordering::Relaxed), outside);
+    }
+
+    #[test]
+    fn the_heap_peak_is_what_was_held_at_once() {
+        let (held, peak) = heap_peak(|| {
+            let a = std::hint::black_box(vec![0u8; 100_000]);
+            let b = std::hint::black_box(vec![0u8; 50_000]);
+            drop(a);
+            let c = std::hint::black_box(vec![0u8; 20_000]);
+            b.len() + c.len()
+        });
+        assert_eq!(held, 70_000);
+        // Other tests' threads allocate too: at least the 150 000 bytes
+        // held at once.
+        assert!(peak >= 150_000, "{peak}");
     }
 }

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use rand_core::OsRng;
 use tern_peer::{Config, Endpoint, IdentityKey};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cli::Args;
 use crate::report::{Better, Metric, emit, median};
@@ -90,22 +89,21 @@ fn sample(identity: &IdentityKey, mbit: u64, length: Duration) -> io::Result<f64
         let public = identity.public();
         let (connected, accepted) = tokio::join!(
             client.connect(server.local_addr(), &public),
-            server.accept()
+            server.accept_connection()
         );
         let connection = connected.map_err(io::Error::other)?;
         let accepted = accepted.ok_or_else(|| io::Error::other("not accepted"))?;
-        let mut stream = connection.open_stream().await.map_err(io::Error::other)?;
+        let (mut stream, _) = connection.open_bi().await.map_err(io::Error::other)?;
         let reader = tokio::spawn(async move {
-            let mut stream = accepted.accept_stream().await.map_err(io::Error::other)?;
+            let (_, mut stream) = accepted.accept_bi().await.map_err(io::Error::other)?;
             let mut buf = vec![0u8; 64 * 1024];
             let warm_up = Duration::from_millis(300);
             let begin = Instant::now();
             let (mut measured_from, mut bytes) = (None, 0u64);
             loop {
-                let n = stream.read(&mut buf).await?;
-                if n == 0 {
+                let Some(n) = stream.read(&mut buf).await? else {
                     break;
-                }
+                };
                 match measured_from {
                     None if begin.elapsed() >= warm_up => measured_from = Some(Instant::now()),
                     Some(_) => bytes += n as u64,

@@ -33,8 +33,9 @@ use bytes::Bytes;
 use hdrhistogram::Histogram;
 use rand_core::OsRng;
 use tern_peer::proto::EndpointConfig;
-use tern_peer::{Config, Connection, Endpoint, IdentityKey, PublicIdentity, Stream};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tern_peer::{
+    Config, Connection, Endpoint, IdentityKey, PublicIdentity, RecvStream, SendStream,
+};
 use tokio::task::JoinSet;
 
 use super::{ClientsSample, REQUEST_LEN, SocketTotals, WARM_UP, WRITE_LEN, Workloads, ask};
@@ -137,11 +138,11 @@ impl Tern {
 
 /// Accepts connections; serves their messages and their streams.
 async fn serve(endpoint: &Endpoint) {
-    while let Some(connection) = endpoint.accept().await {
+    while let Some(connection) = endpoint.accept_connection().await {
         let streams = connection.clone();
         tokio::spawn(async move {
-            while let Ok(stream) = streams.accept_stream().await {
-                tokio::spawn(serve_stream(stream));
+            while let Ok((send, recv)) = streams.accept_bi().await {
+                tokio::spawn(serve_stream(send, recv));
             }
         });
         tokio::spawn(serve_messages(connection));
@@ -150,27 +151,28 @@ async fn serve(endpoint: &Endpoint) {
 
 /// Echoes an `ECHO` stream; reads any other to its end and answers with
 /// 64 bytes.
-async fn serve_stream(mut stream: Stream) {
+async fn serve_stream(mut send: SendStream, mut recv: RecvStream) {
     let mut buf = vec![0u8; WRITE_LEN];
-    let Ok(mut n) = stream.read(&mut buf).await else {
+    let Ok(Some(mut n)) = recv.read(&mut buf).await else {
         return;
     };
     if buf[..n].first() == Some(&ask::ECHO) {
-        while n > 0 {
-            if stream.write_all(&buf[..n]).await.is_err() {
+        loop {
+            if send.write_all(&buf[..n]).await.is_err() {
                 return;
             }
-            n = match stream.read(&mut buf).await {
-                Ok(n) => n,
+            n = match recv.read(&mut buf).await {
+                Ok(Some(n)) => n,
+                Ok(None) => break,
                 Err(_) => return,
             };
         }
-        let _ = stream.shutdown().await;
+        let _ = send.finish();
         return;
     }
-    while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
-    if stream.write_all(&[0x5a; REQUEST_LEN]).await.is_ok() {
-        let _ = stream.shutdown().await;
+    while matches!(recv.read(&mut buf).await, Ok(Some(_))) {}
+    if send.write_all(&[0x5a; REQUEST_LEN]).await.is_ok() {
+        let _ = send.finish();
     }
 }
 
@@ -207,16 +209,15 @@ async fn serve_messages(connection: Connection) {
 /// for the server's answer.
 async fn send_stream(connection: Connection, bytes: u64) -> io::Result<()> {
     let chunk = vec![0xa5u8; WRITE_LEN];
-    let mut stream = connection.open_stream().await.map_err(other)?;
+    let (mut send, mut recv) = connection.open_bi().await.map_err(other)?;
     let mut left = bytes;
     while left > 0 {
         let n = left.min(WRITE_LEN as u64) as usize;
-        stream.write_all(&chunk[..n]).await?;
+        send.write_all(&chunk[..n]).await?;
         left -= n as u64;
     }
-    stream.shutdown().await?;
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).await?;
+    send.finish().map_err(other)?;
+    let answer = recv.read_to_end(REQUEST_LEN).await.map_err(other)?;
     if answer.len() != REQUEST_LEN {
         return Err(other("no answer"));
     }
@@ -227,15 +228,14 @@ async fn send_stream(connection: Connection, bytes: u64) -> io::Result<()> {
 /// and waits for the server's answer; returns the bytes written.
 async fn send_until(connection: Connection, deadline: Instant) -> io::Result<u64> {
     let chunk = vec![0xa5u8; WRITE_LEN];
-    let mut stream = connection.open_stream().await.map_err(other)?;
+    let (mut send, mut recv) = connection.open_bi().await.map_err(other)?;
     let mut written = 0;
     while Instant::now() < deadline {
-        stream.write_all(&chunk).await?;
+        send.write_all(&chunk).await?;
         written += WRITE_LEN as u64;
     }
-    stream.shutdown().await?;
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).await?;
+    send.finish().map_err(other)?;
+    let answer = recv.read_to_end(REQUEST_LEN).await.map_err(other)?;
     if answer.len() != REQUEST_LEN {
         return Err(other("no answer"));
     }
@@ -403,8 +403,7 @@ impl Workloads for Tern {
             let mut chunk = vec![0xa5u8; WRITE_LEN];
             chunk[0] = ask::ECHO;
             let start = Instant::now();
-            let stream = connection.open_stream().await.map_err(other)?;
-            let (mut reader, mut writer) = tokio::io::split(stream);
+            let (mut writer, mut reader) = connection.open_bi().await.map_err(other)?;
             let write = async {
                 let mut left = bytes;
                 while left > 0 {
@@ -412,15 +411,15 @@ impl Workloads for Tern {
                     writer.write_all(&chunk[..n]).await?;
                     left -= n as u64;
                 }
-                writer.shutdown().await
+                writer.finish().map_err(other)
             };
             let read = async {
                 let mut buf = vec![0u8; WRITE_LEN];
                 let mut echoed = 0u64;
                 loop {
                     match reader.read(&mut buf).await? {
-                        0 => return io::Result::Ok(echoed),
-                        n => echoed += n as u64,
+                        None => return io::Result::Ok(echoed),
+                        Some(n) => echoed += n as u64,
                     }
                 }
             };

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tern_peer::{Endpoint, IdentityKey};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::servers::{client_config, other, server_config};
 use crate::cli::Args;
@@ -115,7 +114,7 @@ fn sample(identity: &IdentityKey, length: Duration, seed: u64) -> io::Result<Sam
             .connect(relay.addr(), &public)
             .await
             .map_err(other)?;
-        let mut stream = connection.open_stream().await.map_err(other)?;
+        let (mut stream, mut answers) = connection.open_bi().await.map_err(other)?;
         let chunk = vec![0xa5u8; WRITE_LEN];
         let start = Instant::now();
         let mut written = 0u64;
@@ -123,9 +122,13 @@ fn sample(identity: &IdentityKey, length: Duration, seed: u64) -> io::Result<Sam
             stream.write_all(&chunk).await?;
             written += WRITE_LEN as u64;
         }
-        stream.shutdown().await?;
-        let mut answer = [0u8; 8];
-        stream.read_exact(&mut answer).await?;
+        stream.finish().map_err(other)?;
+        let answer: [u8; 8] = answers
+            .read_to_end(8)
+            .await
+            .map_err(other)?
+            .try_into()
+            .map_err(|_| other("a short count"))?;
         let elapsed = start.elapsed();
         if u64::from_le_bytes(answer) != written {
             return Err(other("the server read a different count"));
@@ -147,17 +150,17 @@ fn sample(identity: &IdentityKey, length: Duration, seed: u64) -> io::Result<Sam
 
 /// Reads every stream to its end and answers with the count, little-endian.
 async fn read_streams(endpoint: &Endpoint) {
-    while let Some(connection) = endpoint.accept().await {
+    while let Some(connection) = endpoint.accept_connection().await {
         tokio::spawn(async move {
-            while let Ok(mut stream) = connection.accept_stream().await {
+            while let Ok((mut send, mut recv)) = connection.accept_bi().await {
                 tokio::spawn(async move {
                     let mut buf = vec![0u8; WRITE_LEN];
                     let mut read = 0u64;
-                    while let Ok(n @ 1..) = stream.read(&mut buf).await {
+                    while let Ok(Some(n)) = recv.read(&mut buf).await {
                         read += n as u64;
                     }
-                    if stream.write_all(&read.to_le_bytes()).await.is_ok() {
-                        let _ = stream.shutdown().await;
+                    if send.write_all(&read.to_le_bytes()).await.is_ok() {
+                        let _ = send.finish();
                     }
                 });
             }

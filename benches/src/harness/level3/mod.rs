@@ -5,9 +5,11 @@
 //! | workload | what it measures |
 //! |---|---|
 //! | `max_datagrams` | four client connections send 64-byte messages into one server endpoint: messages/s delivered (and per CPU-second of the server's thread), and datagrams/s its socket received, beside raw tern-sockio in the same run |
-//! | `idle10k` | 10 000 idle connections to one server endpoint in a process of its own: its resident memory per connection (500 connections, `idle`, in quick mode) |
+//! | `idle10k` | 10 000 idle connections to one server endpoint in a process of its own: its resident memory per connection (500 connections, `idle`, in quick mode; 100 000, `idle100k`, in full mode) |
 //! | `churn` | four tasks connect, exchange one message, close, again and again: connections/s |
 //! | `loss1pct` | one stream through the relay, 1 ms each way and 1 % of datagrams dropped each way: goodput, and its share of the Mathis bound |
+//! | `flood` | honest connects, one every 125 ms from 127.0.0.1, while 10 000 well-formed intros per second come from 1 000 addresses of 127.1.0.0/16 that never answer a Retry: connect p50/p99 beside the same run's without a flood, the server's RSA operations per second (budget 100/s) and its CPU |
+//! | `budget` | eight greedy peers against one endpoint's 8 MiB memory budget (tern-sim, the run of `proto_budget.rs`): the most its connections held, the most its budget charged, the process's heap peak |
 //! | `reuseport` | the `max_datagrams` load from eight client endpoints into one server endpoint, then into two on one port with `SO_REUSEPORT`: messages/s of each and their ratio |
 //!
 //! The machine these figures come from has two cores, so the clients
@@ -15,7 +17,9 @@
 //! one endpoint does with a core to itself, and the `SO_REUSEPORT` scaling
 //! especially (a second server thread only gains what the clients leave).
 
+mod budget;
 mod churn;
+mod flood;
 mod idle;
 mod lossy;
 mod max_datagrams;
@@ -42,13 +46,15 @@ pub(crate) fn groups(_args: &Args) -> Vec<Box<dyn crate::Group>> {
 
 /// The names of every metric of each workload in `mode`: a workload runs
 /// when the filter wants one of them.
-fn workloads(mode: Mode) -> [Vec<String>; 5] {
+fn workloads(mode: Mode) -> [Vec<String>; 7] {
     [
         max_datagrams::names(),
         idle::names(mode),
         churn::names(),
         reuseport::names(),
         lossy::names(),
+        flood::names(),
+        budget::names(),
     ]
 }
 
@@ -70,11 +76,14 @@ impl crate::Group for Level3 {
     }
 
     fn run(&self, args: &Args) {
-        let [max_datagrams, idle, churn, reuseport, lossy] = workloads(args.mode);
+        let [max_datagrams, idle, churn, reuseport, lossy, flood, budget] = workloads(args.mode);
         if wanted(args, &idle) {
             idle::run(args);
         }
-        if ![&max_datagrams, &churn, &reuseport, &lossy]
+        if wanted(args, &budget) {
+            budget::run(args);
+        }
+        if ![&max_datagrams, &churn, &reuseport, &lossy, &flood]
             .iter()
             .any(|names| wanted(args, names))
         {
@@ -98,6 +107,9 @@ impl crate::Group for Level3 {
         }
         if wanted(args, &lossy) {
             lossy::run(args, &identity);
+        }
+        if wanted(args, &flood) {
+            flood::run(args, &identity);
         }
     }
 }
@@ -137,7 +149,7 @@ mod tests {
         }
     }
 
-    /// Which of the five workloads a filter runs.
+    /// Which of the seven workloads a filter runs.
     fn runs(args: &Args) -> Vec<bool> {
         workloads(args.mode)
             .iter()
@@ -148,30 +160,57 @@ mod tests {
     #[test]
     fn a_filter_runs_the_workloads_whose_metrics_it_names() {
         let churn = filtered("level3/churn/connections_per_s", Mode::Normal);
-        assert_eq!(runs(&churn), [false, false, true, false, false]);
+        assert_eq!(
+            runs(&churn),
+            [false, false, true, false, false, false, false]
+        );
         let ceiling = filtered("sockio_64B", Mode::Quick);
-        assert_eq!(runs(&ceiling), [true, false, false, false, false]);
+        assert_eq!(
+            runs(&ceiling),
+            [true, false, false, false, false, false, false]
+        );
         assert_eq!(
             runs(&filtered("scaling", Mode::Full)),
-            [false, false, false, true, false]
+            [false, false, false, true, false, false, false]
         );
         assert_eq!(
             runs(&filtered("mathis", Mode::Normal)),
-            [false, false, false, false, true]
+            [false, false, false, false, true, false, false]
         );
-        assert_eq!(runs(&filtered("level3/", Mode::Quick)), [true; 5]);
+        assert_eq!(
+            runs(&filtered("flood", Mode::Normal)),
+            [false, false, false, false, false, true, false]
+        );
+        assert_eq!(runs(&filtered("level3/", Mode::Quick)), [true; 7]);
     }
 
     #[test]
-    fn the_idle_metric_names_the_count_only_where_it_holds_ten_thousand() {
+    fn the_budget_workload_runs_for_its_own_metrics_only() {
         assert_eq!(
-            runs(&filtered("idle10k", Mode::Full)),
-            [false, true, false, false, false]
+            runs(&filtered("level3/budget/", Mode::Quick)),
+            [false, false, false, false, false, false, true]
         );
-        assert_eq!(runs(&filtered("idle10k", Mode::Quick)), [false; 5]);
+        assert!(!wanted(
+            &filtered("level3/budget/", Mode::Quick),
+            &idle::names(Mode::Quick)
+        ));
+    }
+
+    #[test]
+    fn the_idle_metric_names_the_count_it_holds() {
+        assert_eq!(
+            runs(&filtered("idle10k", Mode::Normal)),
+            [false, true, false, false, false, false, false]
+        );
+        assert_eq!(
+            runs(&filtered("idle100k", Mode::Full)),
+            [false, true, false, false, false, false, false]
+        );
+        assert_eq!(runs(&filtered("idle10k", Mode::Full)), [false; 7]);
+        assert_eq!(runs(&filtered("idle10k", Mode::Quick)), [false; 7]);
         assert_eq!(
             runs(&filtered("level3/idle/", Mode::Quick)),
-            [false, true, false, false, false]
+            [false, true, false, false, false, false, false]
         );
         assert!(!crate::Group::selected(
             &Level3,

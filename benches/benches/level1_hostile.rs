@@ -1,0 +1,280 @@
+//! Level 1: what an authenticated attacker costs an endpoint per byte it
+//! sends (issue #23: within 3x of honest bulk data). An attacker that
+//! finished a real handshake (tern-proto's test support, mock clock) hands
+//! the endpoint a batch of packets sealed beforehand; each benchmark is
+//! the endpoint's work on them — open, decode, act, and its own turn after
+//! (ACKs, window updates) — counted in bytes of the datagrams received.
+//! `honest_bulk` is the yardstick: full packets of stream data in order,
+//! read by the application. Each attack class keeps to the rules (an
+//! attacker closed for a violation costs nothing more), so it is the most
+//! work a class can buy: tiny stream fragments, empty messages, empty
+//! datagrams, pings, ACKs of everything, and resets.
+
+#![forbid(unsafe_code)]
+
+use std::time::Duration;
+
+use divan::counter::BytesCount;
+use divan::{Bencher, black_box};
+use tern_proto::{Direction, EndpointConfig, INITIAL_STREAM_WINDOW, ReadOutcome, Side, StreamId};
+use tern_wire::{Ack, AckFrameRanges, Datagram, Frame, Message, ResetStream, Stream};
+
+#[global_allocator]
+static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();
+
+/// The attacker of tern-proto's hostile-peer tests.
+#[path = "../../crates/proto/tests/support/mod.rs"]
+#[allow(missing_docs)]
+mod support;
+
+use support::attacker::Attacker;
+
+fn main() {
+    divan::main();
+}
+
+/// An endpoint under attack and the packets to hand it.
+struct Batch {
+    attacker: Attacker,
+    packets: Vec<Vec<u8>>,
+    bytes: usize,
+}
+
+/// An attacker connected to a fresh endpoint, and `packets` made by
+/// `seal` from it (sealed ahead, outside the measurement).
+fn batch(mut seal: impl FnMut(&mut Attacker, usize) -> Vec<u8>, packets: usize) -> Batch {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    let packets: Vec<Vec<u8>> = (0..packets).map(|k| seal(&mut attacker, k)).collect();
+    let bytes = packets.iter().map(Vec::len).sum();
+    Batch {
+        attacker,
+        packets,
+        bytes,
+    }
+}
+
+/// The endpoint's work on a batch: every packet, then its turn.
+fn deliver(mut batch: Batch) -> Batch {
+    let from = batch.attacker.addr;
+    for packet in &mut batch.packets {
+        batch.attacker.deliver(from, packet);
+    }
+    batch.attacker.turn();
+    batch
+}
+
+/// The attacker's connection is still open after the batch: the class kept
+/// to the rules, so what was measured is the endpoint acting on it.
+fn still_open(batch: &mut Batch) {
+    let connection = batch.attacker.connection().expect("open");
+    assert_eq!(connection.error(), None, "the attack broke a rule");
+}
+
+fn run(bencher: Bencher, make: fn() -> Batch, after: fn(&mut Batch)) {
+    bencher
+        .with_inputs(make)
+        .input_counter(|b: &Batch| BytesCount::new(b.bytes))
+        .bench_local_values(|b| {
+            let mut b = deliver(b);
+            after(&mut b);
+            black_box(b)
+        });
+}
+
+fn bi(index: u64) -> u64 {
+    StreamId::new(Side::Initiator, Direction::Bi, index).0
+}
+
+/// Full packets of stream data in order, read by the application: the
+/// yardstick.
+#[divan::bench]
+fn honest_bulk(bencher: Bencher) {
+    const CHUNK: usize = 1_100;
+    run(
+        bencher,
+        || {
+            let data = [0x5au8; CHUNK];
+            batch(
+                |a, k| {
+                    let frame = Frame::Stream(Stream {
+                        id: bi(0),
+                        offset: (k * CHUNK) as u64,
+                        fin: false,
+                        data: &data,
+                    });
+                    a.seal(&[frame]).0
+                },
+                // Within the 64 KiB every stream starts with.
+                (INITIAL_STREAM_WINDOW as usize - CHUNK) / CHUNK,
+            )
+        },
+        |b| {
+            still_open(b);
+            let connection = b.attacker.connection().expect("open");
+            let id = connection.accept_stream().expect("the stream");
+            let mut buf = [0u8; 4096];
+            while let Ok(ReadOutcome::Read(1..)) = connection.read(id, &mut buf) {}
+        },
+    );
+}
+
+/// One-byte stream frames in order, as many as a packet holds.
+#[divan::bench]
+fn tiny_fragments(bencher: Bencher) {
+    const PER_PACKET: usize = 100;
+    run(
+        bencher,
+        || {
+            batch(
+                |a, k| {
+                    let frames: Vec<Frame<'_>> = (0..PER_PACKET)
+                        .map(|j| {
+                            Frame::Stream(Stream {
+                                id: bi(0),
+                                offset: (k * PER_PACKET + j) as u64,
+                                fin: false,
+                                data: b"x",
+                            })
+                        })
+                        .collect();
+                    a.seal(&frames).0
+                },
+                200,
+            )
+        },
+        still_open,
+    );
+}
+
+/// Empty messages, as many as a packet holds, never taken (within the
+/// connection window they count 64 bytes against).
+#[divan::bench]
+fn empty_messages(bencher: Bencher) {
+    const PER_PACKET: u64 = 100;
+    run(
+        bencher,
+        || {
+            batch(
+                |a, k| {
+                    let first = k as u64 * PER_PACKET;
+                    let frames: Vec<Frame<'_>> = (first..first + PER_PACKET)
+                        .map(|id| Frame::Message(Message { id, data: &[] }))
+                        .collect();
+                    a.seal(&frames).0
+                },
+                30,
+            )
+        },
+        still_open,
+    );
+}
+
+/// Empty datagrams, as many as a packet holds, never taken.
+#[divan::bench]
+fn empty_datagrams(bencher: Bencher) {
+    run(
+        bencher,
+        || {
+            batch(
+                |a, _| {
+                    let frames = [Frame::Datagram(Datagram { data: &[] }); 200];
+                    a.seal(&frames).0
+                },
+                200,
+            )
+        },
+        still_open,
+    );
+}
+
+/// Packets holding one ping each: the cost of a packet and its ACK.
+#[divan::bench]
+fn pings(bencher: Bencher) {
+    run(
+        bencher,
+        || batch(|a, _| a.seal(&[Frame::Ping]).0, 400),
+        still_open,
+    );
+}
+
+/// Packets each acknowledging everything the endpoint sent (32 ranges,
+/// every packet again) and asking for an ACK.
+#[divan::bench]
+fn acks_of_everything(bencher: Bencher) {
+    run(
+        bencher,
+        || {
+            let mut ranges = Vec::new();
+            batch(
+                |a, k| {
+                    if k == 0 {
+                        ranges = sent_ranges(a);
+                    }
+                    let ack = Frame::Ack(Ack {
+                        ranges: AckFrameRanges::new(&ranges).expect("ranges"),
+                        ack_delay: Duration::ZERO,
+                        receive_time: Duration::ZERO,
+                    });
+                    a.seal(&[ack, Frame::Ping]).0
+                },
+                400,
+            )
+        },
+        still_open,
+    );
+}
+
+/// Makes the endpoint send packets (datagrams the attacker asks it to
+/// queue), of which the attacker keeps every other one: up to 32 ranges to
+/// acknowledge.
+fn sent_ranges(attacker: &mut Attacker) -> Vec<std::ops::RangeInclusive<u64>> {
+    let connection = attacker.connection().expect("open");
+    for _ in 0..64 {
+        connection
+            .send_datagram(tern_proto::Bytes::from_static(&[0; 1000]))
+            .expect("queued");
+    }
+    attacker.turn();
+    let mut numbers: Vec<u64> = attacker.received_ranges().into_iter().flatten().collect();
+    numbers.sort_unstable_by(|a, b| b.cmp(a));
+    numbers
+        .into_iter()
+        .step_by(2)
+        .take(32)
+        .map(|pn| pn..=pn)
+        .collect()
+}
+
+/// A byte a quarter into a stream's first window, then its reset: the
+/// bytes up to it credited to the connection, per stream (the eight
+/// streams a peer may open at first).
+#[divan::bench]
+fn resets(bencher: Bencher) {
+    run(
+        bencher,
+        || {
+            batch(
+                |a, k| {
+                    let id = bi(k as u64);
+                    let far = INITIAL_STREAM_WINDOW / 4;
+                    a.seal(&[
+                        Frame::Stream(Stream {
+                            id,
+                            offset: far,
+                            fin: false,
+                            data: b"x",
+                        }),
+                        Frame::ResetStream(ResetStream {
+                            id,
+                            error_code: 1,
+                            final_size: far + 1,
+                        }),
+                    ])
+                    .0
+                },
+                8,
+            )
+        },
+        still_open,
+    );
+}
