@@ -83,6 +83,10 @@ pub struct ConnectionConfig {
     pub datagram_receive_queue: usize,
     /// How long without a packet in either direction before a Ping keeps
     /// the path (and NAT mappings) alive (default 10 s; `None`: never).
+    /// Keep it below the mapping timeout of the NATs on the way, commonly
+    /// 30 s for UDP: a NAT refreshes a mapping only with what goes out
+    /// through it (RFC 4787 REQ-6), so a peer behind one that sends nothing
+    /// becomes unreachable once the mapping lapses.
     pub keep_alive: Option<Duration>,
     /// How long without any packet from the peer before the connection is
     /// given up (default 30 s).

@@ -11,7 +11,10 @@
 //! Links are per direction, each with delay, jitter, reordering, independent
 //! and bursty (Gilbert–Elliott) loss, duplication, bit corruption, a
 //! bottleneck rate with a finite tail-drop queue, and a maximum datagram
-//! size; partitions and NAT rebindings are scheduled events. A run never
+//! size; partitions and NAT rebindings are scheduled events. Nodes can sit
+//! behind NATs ([`Sim::add_nat`], [`NatConfig`]) with the mapping and
+//! filtering behaviours of RFC 4787, a mapping timeout, seeded port
+//! allocation and optional hairpinning. A run never
 //! sleeps: [`Sim::step`] jumps to the next event. Per-link counters, an
 //! optional event trace, a digest of the whole run and a pcap capture show
 //! what happened.
@@ -58,6 +61,7 @@
 #![forbid(unsafe_code)]
 
 mod link;
+mod nat;
 mod node;
 mod pcap;
 mod seed;
@@ -65,7 +69,12 @@ mod sim;
 mod trace;
 
 pub use link::{Bottleneck, DropReason, GilbertElliott, LinkConfig, LinkStats};
+pub use nat::{
+    DEFAULT_MAPPING_TIMEOUT, Filtering, Mapping, Nat, NatConfig, NatStats, PortAllocation,
+};
 pub use node::{Node, Transmit};
 pub use seed::{SEED_ENV, Seed};
-pub use sim::{AddressInUse, DeadlineReached, MAX_DATAGRAM, NodeId, Sim, SimConfig, SimStats};
+pub use sim::{
+    AddressInUse, DeadlineReached, MAX_DATAGRAM, NatId, NodeId, Sim, SimConfig, SimStats,
+};
 pub use trace::{TraceEvent, TraceKind};

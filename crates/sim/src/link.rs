@@ -111,6 +111,14 @@ pub enum DropReason {
     LinkDown,
     /// No node has the destination address.
     Unroutable,
+    /// A NAT refused it on the way in: no mapping for its port, or the
+    /// NAT's filtering rule refuses its sender.
+    NatFiltered,
+    /// Sent to the sender's own NAT's public address, and the NAT does not
+    /// hairpin.
+    NatHairpin,
+    /// The sender's NAT had no free port for a new mapping.
+    NatPortsExhausted,
 }
 
 /// The fate of one datagram offered to a link.

@@ -4,7 +4,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,9 +14,14 @@ use rand_core_010::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
 use crate::link::{DropReason, Fate, Link, LinkConfig, LinkStats};
+use crate::nat::Nat;
 use crate::node::Node;
 use crate::pcap::Capture;
 use crate::trace::{Digest, TraceEvent, TraceKind};
+
+mod nats;
+
+pub use nats::NatId;
 
 /// Largest datagram a node may send (the UDP maximum over IPv4 is 65 507;
 /// the buffer is the 16-bit maximum).
@@ -94,10 +99,18 @@ pub struct SimStats {
     pub unroutable: u64,
 }
 
+/// Where a datagram on a link is going.
+#[derive(Debug, Clone, Copy)]
+enum Hop {
+    /// Straight to a node's own address.
+    Node { node: usize, local: SocketAddr },
+    /// To a NAT's public side, which decides on arrival where it goes on.
+    Nat { nat: usize, port: u16 },
+}
+
 enum Kind {
     Deliver {
-        node: usize,
-        local: SocketAddr,
+        to: Hop,
         from: SocketAddr,
         datagram: Vec<u8>,
     },
@@ -141,6 +154,8 @@ struct Slot<N> {
     addrs: Vec<SocketAddr>,
     timer: Option<Instant>,
     dirty: bool,
+    /// The NAT the node sits behind.
+    nat: Option<usize>,
 }
 
 /// A seeded network of sans-IO nodes in virtual time.
@@ -162,6 +177,9 @@ pub struct Sim<N> {
     public: HashMap<SocketAddr, SocketAddr>,
     links: HashMap<(usize, usize), Link>,
     link_configs: HashMap<(usize, usize), LinkConfig>,
+    nats: Vec<Nat>,
+    /// A NAT's public address → the NAT.
+    nat_by_ip: HashMap<IpAddr, usize>,
     events: BinaryHeap<Reverse<Scheduled>>,
     seq: u64,
     pool: Vec<Vec<u8>>,
@@ -205,6 +223,8 @@ impl<N: Node> Sim<N> {
             public: HashMap::new(),
             links: HashMap::new(),
             link_configs: HashMap::new(),
+            nats: Vec::new(),
+            nat_by_ip: HashMap::new(),
             events: BinaryHeap::new(),
             seq: 0,
             pool: Vec::new(),
@@ -221,6 +241,15 @@ impl<N: Node> Sim<N> {
 
     /// Adds `node` with its addresses (at least one).
     pub fn add_node(&mut self, node: N, addrs: &[SocketAddr]) -> Result<NodeId, AddressInUse> {
+        self.add_node_in(None, node, addrs)
+    }
+
+    fn add_node_in(
+        &mut self,
+        nat: Option<usize>,
+        node: N,
+        addrs: &[SocketAddr],
+    ) -> Result<NodeId, AddressInUse> {
         if let Some(taken) = addrs.iter().find(|a| self.routes.contains_key(a)) {
             return Err(AddressInUse(*taken));
         }
@@ -233,6 +262,7 @@ impl<N: Node> Sim<N> {
             addrs: addrs.to_vec(),
             timer: None,
             dirty: false,
+            nat,
         });
         self.mark_dirty(id);
         Ok(NodeId(id))
@@ -491,36 +521,13 @@ impl<N: Node> Sim<N> {
 
     fn process(&mut self, kind: Kind) {
         match kind {
-            Kind::Deliver {
-                node,
-                local,
-                from,
-                mut datagram,
-            } => {
-                let now = self.now();
-                self.stats.delivered += 1;
-                self.record(TraceKind::Delivered, from, local, datagram.len());
-                if let Some(capture) = &mut self.capture {
+            Kind::Deliver { to, from, datagram } => match to {
+                Hop::Node { node, local } => {
                     let shown = self.public.get(&local).copied().unwrap_or(local);
-                    // A capture that cannot be written is given up, not the run.
-                    if capture
-                        .record(
-                            now.saturating_duration_since(self.start),
-                            from,
-                            shown,
-                            &datagram,
-                        )
-                        .is_err()
-                    {
-                        self.capture = None;
-                    }
+                    self.deliver(node, local, shown, from, datagram);
                 }
-                self.nodes[node]
-                    .node
-                    .handle_datagram(now, local, from, &mut datagram);
-                self.pool.push(datagram);
-                self.mark_dirty(node);
-            }
+                Hop::Nat { nat, port } => self.arrive_at_nat(nat, port, from, datagram),
+            },
             Kind::Rebind { local, public } => {
                 let old = self.public.get(&local).copied().unwrap_or(local);
                 if let Some(owner) = self.routes.remove(&old) {
@@ -532,6 +539,40 @@ impl<N: Node> Sim<N> {
                 self.link(from, to).down = down;
             }
         }
+    }
+
+    /// Hands `datagram` from `from` to `node` at its address `local`, which
+    /// the network shows as `shown`.
+    fn deliver(
+        &mut self,
+        node: usize,
+        local: SocketAddr,
+        shown: SocketAddr,
+        from: SocketAddr,
+        mut datagram: Vec<u8>,
+    ) {
+        let now = self.now();
+        self.stats.delivered += 1;
+        self.record(TraceKind::Delivered, from, local, datagram.len());
+        if let Some(capture) = &mut self.capture {
+            // A capture that cannot be written is given up, not the run.
+            if capture
+                .record(
+                    now.saturating_duration_since(self.start),
+                    from,
+                    shown,
+                    &datagram,
+                )
+                .is_err()
+            {
+                self.capture = None;
+            }
+        }
+        self.nodes[node]
+            .node
+            .handle_datagram(now, local, from, &mut datagram);
+        self.pool.push(datagram);
+        self.mark_dirty(node);
     }
 
     fn link(&mut self, from: usize, to: usize) -> &mut Link {
@@ -593,10 +634,18 @@ impl<N: Node> Sim<N> {
         destination: SocketAddr,
         range: std::ops::Range<usize>,
     ) {
-        let from = self.public.get(&source).copied().unwrap_or(source);
+        let shown = self.public.get(&source).copied().unwrap_or(source);
         let len = range.len();
+        let from = match self.through_nat(id, shown, destination) {
+            Ok(from) => from,
+            Err(reason) => {
+                self.record(TraceKind::Sent, shown, destination, len);
+                self.record(TraceKind::Dropped(reason), shown, destination, len);
+                return;
+            }
+        };
         self.record(TraceKind::Sent, from, destination, len);
-        let Some(&(to_node, local)) = self.routes.get(&destination) else {
+        let Some(to) = self.hop(id, destination) else {
             self.stats.unroutable += 1;
             self.record(
                 TraceKind::Dropped(DropReason::Unroutable),
@@ -607,7 +656,11 @@ impl<N: Node> Sim<N> {
             return;
         };
         let now = self.now();
-        match self.link(id, to_node).offer(now, len) {
+        let link_end = match to {
+            Hop::Node { node, .. } => node,
+            Hop::Nat { nat, .. } => nats::link_end(nat),
+        };
+        match self.link(id, link_end).offer(now, len) {
             Fate::Dropped(reason) => {
                 self.record(TraceKind::Dropped(reason), from, destination, len)
             }
@@ -627,15 +680,7 @@ impl<N: Node> Sim<N> {
                     if let Some(bit) = flip {
                         datagram[bit / 8] ^= 1 << (bit % 8);
                     }
-                    self.schedule(
-                        now + delay,
-                        Kind::Deliver {
-                            node: to_node,
-                            local,
-                            from,
-                            datagram,
-                        },
-                    );
+                    self.schedule(now + delay, Kind::Deliver { to, from, datagram });
                 }
             }
         }

@@ -26,6 +26,8 @@ use crate::frame::{
 };
 use crate::varint::{VARINT_MAX, varint_len};
 
+mod observed_address;
+
 /// Writes a byte string as one postcard length + memcpy (serde would
 /// otherwise treat `&[u8]` as a sequence and push it byte by byte; the
 /// bytes on the wire are the same).
@@ -337,6 +339,7 @@ impl<'a> Frame<'a> {
                     + varint_len(body.max_ack_delay_us)
             }
             Self::Identity(i) => bytes_len(i.public_key) + bytes_len(i.signature),
+            Self::ObservedAddress(o) => observed_address::body_len(o),
         }
     }
 
@@ -396,6 +399,7 @@ impl<'a> Frame<'a> {
             | Self::PathResponse(_)
             | Self::Datagram(_)
             | Self::Identity(_) => {}
+            Self::ObservedAddress(o) => observed_address::validate(o)?,
             Self::AckFrequency(a) => {
                 checked("ack frequency sequence", a.sequence)?;
                 if a.ack_eliciting_threshold == 0 {
@@ -518,6 +522,7 @@ impl<'a> Frame<'a> {
             | Self::PathResponse(PathResponse { data }) => {
                 body.copy_from_slice(data);
             }
+            Self::ObservedAddress(o) => observed_address::encode_body(o, body)?,
         }
         Ok(())
     }
@@ -664,6 +669,10 @@ impl<'a> Frame<'a> {
                     signature: i.signature,
                 };
                 (Self::Identity(frame), rest)
+            }
+            FrameType::ObservedAddress => {
+                let (frame, rest) = observed_address::decode_body(body)?;
+                (Self::ObservedAddress(frame), rest)
             }
         };
         let used = bytes.len() - rest.len();
@@ -817,6 +826,7 @@ pub(crate) mod tests {
             public_key: Vec<u8>,
             signature: Vec<u8>,
         },
+        ObservedAddress(crate::ObservedAddress),
     }
 
     impl OwnedFrame {
@@ -870,6 +880,7 @@ pub(crate) mod tests {
                     public_key,
                     signature,
                 }),
+                Self::ObservedAddress(o) => Frame::ObservedAddress(*o),
             }
         }
     }
@@ -966,6 +977,14 @@ pub(crate) mod tests {
                     signature
                 }
             ),
+            (varint(), any::<[u8; 4]>(), 1..=u16::MAX)
+                .prop_filter("a unicast address", |(_, ip, _)| ip[0] != 0 && ip[0] < 224)
+                .prop_map(|(sequence, ip, port)| {
+                    OwnedFrame::ObservedAddress(crate::ObservedAddress {
+                        sequence,
+                        address: core::net::SocketAddr::from((ip, port)),
+                    })
+                }),
         ]
     }
 
@@ -1127,7 +1146,7 @@ pub(crate) mod tests {
 
     #[test]
     fn unknown_frame_types_are_refused() {
-        assert_eq!(decode_err(&[0x13]), DecodeError::UnknownFrameType(0x13));
+        assert_eq!(decode_err(&[0x15]), DecodeError::UnknownFrameType(0x15));
         assert_eq!(
             decode_err(&[0xff, 1, 2]),
             DecodeError::UnknownFrameType(0xff)

@@ -57,6 +57,10 @@ pub enum EncodeError {
     /// A field that must be at least 1 is 0 (an ACK-eliciting threshold).
     #[error("{0} must not be zero")]
     Zero(&'static str),
+    /// An address no packet can come from (unspecified, multicast,
+    /// broadcast, or port 0) in an observed-address report.
+    #[error("{0} is not an address packets come from")]
+    InvalidAddress(core::net::SocketAddr),
 }
 
 /// Decoding a frame failed.

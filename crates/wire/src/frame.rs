@@ -7,6 +7,7 @@
 //! `docs/wire-format.md`.
 
 use core::fmt;
+use core::net::SocketAddr;
 use core::ops::RangeInclusive;
 use core::time::Duration;
 
@@ -62,6 +63,8 @@ pub enum FrameType {
     AckFrequency = 0x11,
     /// [`Frame::Identity`].
     Identity = 0x12,
+    /// [`Frame::ObservedAddress`].
+    ObservedAddress = 0x14,
 }
 
 impl FrameType {
@@ -88,6 +91,7 @@ impl FrameType {
             0x10 => Self::Datagram,
             0x11 => Self::AckFrequency,
             0x12 => Self::Identity,
+            0x14 => Self::ObservedAddress,
             _ => return None,
         })
     }
@@ -132,6 +136,8 @@ pub enum Frame<'a> {
     AckFrequency(AckFrequency),
     /// The initiator proves its RSA identity for this session.
     Identity(Identity<'a>),
+    /// The address the sender sees the receiver's packets come from.
+    ObservedAddress(ObservedAddress),
 }
 
 impl Frame<'_> {
@@ -164,6 +170,7 @@ impl Frame<'_> {
             Self::Datagram(_) => FrameType::Datagram,
             Self::AckFrequency(_) => FrameType::AckFrequency,
             Self::Identity(_) => FrameType::Identity,
+            Self::ObservedAddress(_) => FrameType::ObservedAddress,
         }
     }
 
@@ -550,6 +557,23 @@ pub struct Identity<'a> {
     pub public_key: &'a [u8],
     /// RSASSA-PSS (SHA-256) signature over the session's transcript.
     pub signature: &'a [u8],
+}
+
+/// The address the sender sees its peer's packets come from: behind a NAT,
+/// the peer's public address, which the peer cannot learn by itself.
+///
+/// Sent once after the handshake and again whenever the address changes.
+/// The codec refuses an address no packet can come from (an unspecified,
+/// multicast or broadcast address, or port 0); an IPv6 address's flow label
+/// and scope are not carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObservedAddress {
+    /// Grows with every new address the sender reports; a receiver keeps
+    /// the report with the largest sequence (frames may arrive out of
+    /// order, or again). At most [`VARINT_MAX`].
+    pub sequence: u64,
+    /// The address the receiver's packets come from, as the sender sees it.
+    pub address: SocketAddr,
 }
 
 #[cfg(test)]

@@ -81,8 +81,8 @@ pub use error::{
 pub use frame::{
     Ack, AckFrameRanges, AckFrameRangesIter, AckFrequency, Close, CloseKind, DataBlocked, Datagram,
     Frame, FrameType, Identity, MAX_ACK_RANGES, MAX_REQUESTED_ACK_DELAY, MaxData, MaxStreamData,
-    MaxStreams, Message, Padding, PathChallenge, PathResponse, ResetStream, StopSending, Stream,
-    StreamDataBlocked,
+    MaxStreams, Message, ObservedAddress, Padding, PathChallenge, PathResponse, ResetStream,
+    StopSending, Stream, StreamDataBlocked,
 };
 pub use handshake::{
     Accepted, ConnectionKeys, Established, INTRO_LEN, MAX_REPLY_LEN, PROTOCOL_VERSION,

@@ -9,8 +9,8 @@ use crate::keys::TrafficSecret;
 use crate::test_support::{identity, other_identity, t0};
 use crate::{
     Ack, AckFrameRanges, AckFrequency, Backend, Frame, Frames, Header, INTRO_LEN, KeyConfig,
-    KeyPhase, MaxUdpPayload, PacketKey, PacketNumber, PacketOpener, PacketSealer, PendingIntro,
-    ReplayGuard, Responder, Stream,
+    KeyPhase, MaxUdpPayload, ObservedAddress, PacketKey, PacketNumber, PacketOpener, PacketSealer,
+    PendingIntro, ReplayGuard, Responder, Stream,
 };
 use rand_core::OsRng;
 use rsa::Pss;
@@ -104,6 +104,19 @@ fn the_documented_ack_frequency_frame_is_what_the_codec_writes() {
     let mut buf = [0u8; 16];
     let len = frame.encode(&mut buf).expect("fits");
     let documented = doc_hex("example-ack-frequency");
+    assert_eq!(hex::encode(&buf[..len]), hex::encode(&documented));
+    assert_eq!(Frame::decode_exact(&documented), Ok(frame));
+}
+
+#[test]
+fn the_documented_observed_address_frame_is_what_the_codec_writes() {
+    let frame = Frame::ObservedAddress(ObservedAddress {
+        sequence: 1,
+        address: "203.0.113.7:40112".parse().expect("an address"),
+    });
+    let mut buf = [0u8; 32];
+    let len = frame.encode(&mut buf).expect("fits");
+    let documented = doc_hex("example-observed-address");
     assert_eq!(hex::encode(&buf[..len]), hex::encode(&documented));
     assert_eq!(Frame::decode_exact(&documented), Ok(frame));
 }

@@ -49,6 +49,8 @@ pub(crate) enum Carried {
     Ping,
     /// The initiator's proof of identity (resent as the same proof).
     Identity,
+    /// A report of the peer's address, by sequence (resent while current).
+    ObservedAddress(u64),
 }
 
 impl Carried {

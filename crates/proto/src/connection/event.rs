@@ -32,6 +32,10 @@ pub enum Event {
     /// A datagram left the full send queue that
     /// [`Connection::try_send_datagram`] found.
     DatagramsWritable,
+    /// The peer reported another address for this side
+    /// ([`Connection::observed_address`]): the first report, or a new NAT
+    /// mapping.
+    ObservedAddressChanged,
     /// The peer allows more application streams: `open_stream` or
     /// `open_uni` may succeed.
     StreamsAvailable,

@@ -41,6 +41,7 @@ mod event;
 mod figures;
 mod handshake;
 mod identity;
+mod observed;
 pub(crate) mod path;
 mod recovery;
 mod recv;
@@ -154,6 +155,9 @@ pub struct Connection {
     /// The path before a migration, kept until the new one is validated
     /// (out of line: most connections never migrate).
     previous_path: Option<Box<Path>>,
+    /// The peer's address as reported to it, and this side's as the peer
+    /// reported it.
+    observed: observed::ObservedAddresses,
     /// The origin of the receive times this side reports in ACKs.
     epoch: Instant,
 
@@ -268,6 +272,7 @@ impl Connection {
             confirm_deadline: None,
             path,
             previous_path: None,
+            observed: observed::ObservedAddresses::default(),
             epoch: now,
             replay: ReplayWindow::default(),
             received: AckRanges::default(),
@@ -323,6 +328,14 @@ impl Connection {
     /// The peer's address (the current path).
     pub fn remote(&self) -> SocketAddr {
         self.path.remote()
+    }
+
+    /// This side's address as the peer sees it (behind a NAT, the public
+    /// address and port of its mapping), from the peer's newest report;
+    /// `None` until the first one arrives. [`Event::ObservedAddressChanged`]
+    /// says when it changes.
+    pub fn observed_address(&self) -> Option<SocketAddr> {
+        self.observed.mine()
     }
 
     /// Which side of the handshake this is.

@@ -266,6 +266,11 @@ impl Connection {
                 );
             }
             Frame::Identity(proof) => self.on_identity_frame(proof)?,
+            Frame::ObservedAddress(report) => {
+                if self.observed.on_report(report) {
+                    self.notify(Event::ObservedAddressChanged);
+                }
+            }
             Frame::PathChallenge(PathChallenge { data }) => {
                 self.path_response_due = Some(*data);
             }

@@ -335,6 +335,15 @@ impl Connection {
                 record.push(Carried::Identity);
                 ack_eliciting = true;
             }
+            self.observed.on_peer_address(self.path.remote());
+            if let Some(report) = self.observed.due()
+                && !record.is_full()
+                && packet.push(&Frame::ObservedAddress(report)).is_ok()
+            {
+                self.observed.on_sent();
+                record.push(Carried::ObservedAddress(report.sequence));
+                ack_eliciting = true;
+            }
             if self.ack_frequency_due
                 && let Some(request) = self.ack_frequency_sent
                 && !record.is_full()
