@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use support::{Pair, StreamTransfer};
 use tern_proto::{CongestionConfig, EndpointConfig};
-use tern_sim::{Bottleneck, LinkConfig, Seed};
+use tern_sim::{Bottleneck, GilbertElliott, LinkConfig, Seed};
 
 /// One way, before the move.
 const SHORT: Duration = Duration::from_millis(20);
@@ -256,4 +256,63 @@ fn a_hole_in_a_multi_megabyte_cubic_window_does_not_stop_the_sender() {
         outcome.peak_send_memory > 4 << 20 && outcome.peak_send_memory <= 16 << 20,
         "the limit grew with the window, and no further than 4 x 4 MiB: {outcome:?}"
     );
+}
+
+/// Bursty loss of `mean` of the datagrams, in bursts of four on average.
+fn bursts(mean: f64) -> GilbertElliott {
+    let p_bad_to_good = 0.25;
+    GilbertElliott {
+        p_good_to_bad: p_bad_to_good * mean / (1.0 - mean),
+        p_bad_to_good,
+        loss_good: 0.0,
+        loss_bad: 1.0,
+    }
+}
+
+#[test]
+fn a_keep_alive_held_back_by_the_window_does_not_spin_the_driver() {
+    // A way back that loses 30 % of the ACKs in bursts leaves the sender
+    // with a window of unacknowledged packets and backed-off probe
+    // timeouts; its keep-alive ping then waits for the window. Before, its
+    // deadline stayed in the past and tern-sim stopped on ten million
+    // steps without time passing. Whether the transfer gets through such a
+    // path is another matter (docs/benchmarks.md); here time must pass.
+    let forward = LinkConfig {
+        delay: Duration::from_millis(5),
+        bottleneck: Some(Bottleneck {
+            bits_per_second: 10_000_000,
+            queue_bytes: 64_000,
+        }),
+        ..LinkConfig::default()
+    };
+    let back = LinkConfig {
+        delay: Duration::from_millis(5),
+        burst_loss: Some(bursts(0.30)),
+        ..LinkConfig::default()
+    };
+    let mut pair = Pair::new(
+        Seed::from_env_or(26).value(),
+        back,
+        EndpointConfig::default(),
+    );
+    let (client, server) = (pair.client, pair.server);
+    pair.sim.set_link(client, server, forward);
+    let mut transfer = StreamTransfer::start(&mut pair, Duration::from_secs(10));
+    let (start, mut read) = (pair.sim.elapsed(), 0);
+    while read < 4 << 20 && pair.sim.elapsed() < start + Duration::from_secs(120) {
+        let open = pair.client().connection(transfer.client).is_some()
+            && pair.server().connection(transfer.server).is_some();
+        if !open {
+            break;
+        }
+        read += transfer.turn(&mut pair);
+        if !pair.sim.step() {
+            break;
+        }
+    }
+    eprintln!(
+        "30 % of ACKs lost in bursts: {read} bytes read in {:?}",
+        pair.sim.elapsed() - start
+    );
+    assert!(read > 0);
 }
