@@ -7,8 +7,12 @@
 //! both ends can print and compare them.
 //!
 //! Transfer: the sender sends [`Control::Offer`]; the receiver answers
-//! [`Control::Accept`] or [`Control::Refuse`]; the file follows on one
-//! stream, then [`Control::Digest`] with its SHA-256; the receiver answers
+//! [`Control::Accept`] or [`Control::Refuse`], or, when it holds a verified
+//! prefix of an earlier transfer of that name and the sender asked to
+//! resume, [`Control::Partial`], which the sender answers with
+//! [`Control::Start`] (the prefix's length if its own file begins with the
+//! same bytes, else 0); the file follows on one stream from there, then
+//! [`Control::Digest`] with the whole file's SHA-256; the receiver answers
 //! [`Control::Stored`] once the file is under its final name, or
 //! [`Control::Refuse`].
 
@@ -40,10 +44,22 @@ pub(crate) enum Control {
     PerfStart(PerfParams),
     /// Either end, after its data phase: what it counted.
     PerfReport(SideReport),
-    /// Sender to receiver: a file of `size` bytes called `name`.
-    Offer { name: String, size: u64 },
-    /// Receiver to sender: send it.
+    /// Sender to receiver: a file of `size` bytes called `name`; with
+    /// `resume`, the sender would continue an interrupted transfer of it.
+    Offer {
+        name: String,
+        size: u64,
+        #[serde(default)]
+        resume: bool,
+    },
+    /// Receiver to sender: send it, from its start.
     Accept,
+    /// Receiver to sender: it holds the first `len` bytes of an earlier
+    /// transfer of that name, whose SHA-256 (hex) is `sha256`.
+    Partial { len: u64, sha256: String },
+    /// Sender to receiver, after [`Control::Partial`]: the stream carries
+    /// the file from byte `offset`, either that prefix's length or 0.
+    Start { offset: u64 },
     /// Receiver to sender: not stored, and why.
     Refuse { reason: String },
     /// Sender to receiver, after the stream: the file's SHA-256 (hex).
@@ -225,8 +241,12 @@ mod tests {
                     })
                 }
             ),
-            (".{0,64}", any::<u64>()).prop_map(|(name, size)| Control::Offer { name, size }),
+            (".{0,64}", any::<u64>(), any::<bool>())
+                .prop_map(|(name, size, resume)| Control::Offer { name, size, resume }),
             Just(Control::Accept),
+            (any::<u64>(), "[0-9a-f]{64}")
+                .prop_map(|(len, sha256)| Control::Partial { len, sha256 }),
+            any::<u64>().prop_map(|offset| Control::Start { offset }),
             ".{0,64}".prop_map(|reason| Control::Refuse { reason }),
             "[0-9a-f]{64}".prop_map(|sha256| Control::Digest { sha256 }),
             "[0-9a-f]{64}".prop_map(|sha256| Control::Stored { sha256 }),
@@ -259,6 +279,19 @@ mod tests {
                 prop_assert!(params.rate_bits != Some(0));
             }
         }
+    }
+
+    #[test]
+    fn an_offer_without_the_resume_field_asks_for_the_whole_file() {
+        let old = br#"{"type":"offer","name":"a","size":3}"#;
+        assert_eq!(
+            Control::decode(old),
+            Ok(Control::Offer {
+                name: "a".to_owned(),
+                size: 3,
+                resume: false
+            })
+        );
     }
 
     #[test]

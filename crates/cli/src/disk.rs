@@ -11,11 +11,31 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::resume::Journal;
+
 /// Bytes per chunk read from the file.
 pub(crate) const CHUNK: usize = 256 << 10;
 
 /// Chunks in flight between the disk thread and the network (4 MiB).
 const DEPTH: usize = 16;
+
+/// Bytes the receiver writes between two checkpoints of a resumable file
+/// (each one a sync): what a crash can make it receive twice.
+const CHECKPOINT_EVERY: u64 = 4 << 20;
+
+/// Reads and hashes the next `len` bytes of `file` (blocking); fails if
+/// the file ends before them.
+pub(crate) fn hash_prefix(file: &mut File, len: u64) -> io::Result<Sha256> {
+    let mut hasher = Sha256::new();
+    let copied = io::copy(&mut Read::by_ref(file).take(len), &mut hasher)?;
+    if copied != len {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("the file ends after {copied} of {len} bytes"),
+        ));
+    }
+    Ok(hasher)
+}
 
 /// What the disk thread found once the file is through: bytes and SHA-256
 /// (hex).
@@ -33,12 +53,11 @@ pub(crate) struct ReadAhead {
 }
 
 impl ReadAhead {
-    /// Starts reading `file` from its start.
-    pub(crate) fn start(mut file: File) -> Self {
+    /// Starts reading `file` from where it stands, `bytes` into it, with
+    /// `hasher` holding the digest of what came before.
+    pub(crate) fn start(mut file: File, mut hasher: Sha256, mut bytes: u64) -> Self {
         let (tx, chunks) = mpsc::channel(DEPTH);
         let reader = tokio::task::spawn_blocking(move || {
-            let mut hasher = Sha256::new();
-            let mut bytes = 0u64;
             loop {
                 let mut chunk = BytesMut::zeroed(CHUNK);
                 let n = match file.read(&mut chunk) {
@@ -80,29 +99,50 @@ impl ReadAhead {
 #[derive(Debug)]
 pub(crate) struct WriteBehind {
     chunks: mpsc::Sender<Bytes>,
-    writer: JoinHandle<io::Result<Hashed>>,
+    /// `None` once [`write`](Self::write) returned the writer's error.
+    writer: Option<JoinHandle<io::Result<Hashed>>>,
 }
 
 impl WriteBehind {
-    /// Starts writing to `file`; it is synced before
-    /// [`finish`](Self::finish) returns.
-    pub(crate) fn start(mut file: File) -> Self {
+    /// Starts writing to `file` where it stands, `bytes` into it, with
+    /// `hasher` holding the digest of what came before. The file is synced
+    /// before [`finish`](Self::finish) returns, and with a `journal`, every
+    /// [`CHECKPOINT_EVERY`] bytes and at the end (when the chunks stop
+    /// coming for any reason) a checkpoint records the synced prefix.
+    pub(crate) fn start(
+        mut file: File,
+        mut hasher: Sha256,
+        mut bytes: u64,
+        journal: Option<Journal>,
+    ) -> Self {
         let (chunks, mut rx) = mpsc::channel::<Bytes>(DEPTH);
         let writer = tokio::task::spawn_blocking(move || {
-            let mut hasher = Sha256::new();
-            let mut bytes = 0u64;
+            let mut recorded = bytes;
             while let Some(chunk) = rx.blocking_recv() {
                 hasher.update(&chunk);
                 file.write_all(&chunk)?;
                 bytes += chunk.len() as u64;
+                if let Some(journal) = &journal
+                    && bytes - recorded >= CHECKPOINT_EVERY
+                {
+                    file.sync_data()?;
+                    journal.record(bytes, &hasher)?;
+                    recorded = bytes;
+                }
             }
             file.sync_all()?;
+            if let Some(journal) = &journal {
+                journal.record(bytes, &hasher)?;
+            }
             Ok(Hashed {
                 bytes,
                 sha256: hex::encode(hasher.finalize()),
             })
         });
-        Self { chunks, writer }
+        Self {
+            chunks,
+            writer: Some(writer),
+        }
     }
 
     /// Queues `chunk`; fails with the write error once writing failed.
@@ -110,20 +150,30 @@ impl WriteBehind {
         if self.chunks.send(chunk).await.is_ok() {
             return Ok(());
         }
-        // The writer ended early: it returned its error (and this value
-        // is not used again).
-        match (&mut self.writer).await {
-            Ok(Err(e)) => Err(e),
-            Ok(Ok(_)) => Err(io::Error::other("the file writer stopped")),
-            Err(e) => Err(io::Error::other(e)),
+        // The writer ended early: it returned its error.
+        match self.writer.take() {
+            Some(writer) => match writer.await {
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(_)) => Err(stopped()),
+                Err(e) => Err(io::Error::other(e)),
+            },
+            None => Err(stopped()),
         }
     }
 
     /// Waits for every chunk to be written and the file synced.
     pub(crate) async fn finish(self) -> io::Result<Hashed> {
         drop(self.chunks);
-        self.writer.await.map_err(io::Error::other)?
+        match self.writer {
+            Some(writer) => writer.await.map_err(io::Error::other)?,
+            None => Err(stopped()),
+        }
     }
+}
+
+/// The writer's error once it was told already.
+fn stopped() -> io::Error {
+    io::Error::other("the file writer stopped")
 }
 
 #[cfg(test)]
@@ -140,8 +190,13 @@ mod tests {
         std::fs::write(&source, &content).expect("writes");
         let copy = dir.path().join("copy");
 
-        let mut reader = ReadAhead::start(File::open(&source).expect("opens"));
-        let mut writer = WriteBehind::start(File::create(&copy).expect("creates"));
+        let mut reader = ReadAhead::start(File::open(&source).expect("opens"), Sha256::new(), 0);
+        let mut writer = WriteBehind::start(
+            File::create(&copy).expect("creates"),
+            Sha256::new(),
+            0,
+            None,
+        );
         while let Some(chunk) = reader.next().await {
             writer.write(chunk).await.expect("writes");
         }
@@ -156,12 +211,60 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_copy_resumed_mid_file_has_the_whole_digest_and_its_checkpoint_says_so() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let source = dir.path().join("source");
+        let content: Vec<u8> = (0..(CHECKPOINT_EVERY as usize + 3 * CHUNK + 5))
+            .map(|i| (i * 13 % 251) as u8)
+            .collect();
+        std::fs::write(&source, &content).expect("writes");
+        // The receiver holds the first 1000 bytes already.
+        let (partial, mut copy, _) =
+            crate::resume::Partial::open(dir.path(), "copy", content.len() as u64, true)
+                .expect("opens");
+        copy.write_all(&content[..1000]).expect("writes");
+        let held = Sha256::new_with_prefix(&content[..1000]);
+
+        let mut file = File::open(&source).expect("opens");
+        let skipped = hash_prefix(&mut file, 1000).expect("hashes");
+        assert_eq!(skipped.clone().finalize(), held.clone().finalize());
+        let mut reader = ReadAhead::start(file, skipped, 1000);
+        let mut writer = WriteBehind::start(copy, held, 1000, Some(partial.journal()));
+        let mut sent = 0;
+        while let Some(chunk) = reader.next().await {
+            sent += chunk.len();
+            writer.write(chunk).await.expect("writes");
+        }
+        let read = reader.finish().await.expect("reads");
+        let written = writer.finish().await.expect("writes");
+        let expected = hex::encode(Sha256::digest(&content));
+        assert_eq!(sent, content.len() - 1000);
+        assert_eq!(
+            (read.bytes, &read.sha256),
+            (content.len() as u64, &expected)
+        );
+        assert_eq!(
+            (written.bytes, &written.sha256),
+            (content.len() as u64, &expected)
+        );
+        assert_eq!(std::fs::read(&partial.path).expect("reads"), content);
+        let checkpoint: crate::resume::Checkpoint = serde_json::from_slice(
+            &std::fs::read(dir.path().join(".copy.tern-resume")).expect("a side-car"),
+        )
+        .expect("JSON");
+        assert_eq!(checkpoint.verified, content.len() as u64);
+        assert_eq!(checkpoint.sha256, expected);
+        assert!(hash_prefix(&mut File::open(&source).expect("opens"), 1 << 30).is_err());
+    }
+
+    #[tokio::test]
     async fn a_write_error_is_returned_to_the_network_side() {
         // A file opened read-only refuses writes.
         let dir = tempfile::tempdir().expect("temporary directory");
         let path = dir.path().join("read-only");
         std::fs::write(&path, b"x").expect("writes");
-        let mut writer = WriteBehind::start(File::open(&path).expect("opens"));
+        let mut writer =
+            WriteBehind::start(File::open(&path).expect("opens"), Sha256::new(), 0, None);
         let mut failed = None;
         for _ in 0..(DEPTH + 2) {
             if let Err(e) = writer.write(Bytes::from_static(b"data")).await {
@@ -170,5 +273,7 @@ mod tests {
             }
         }
         assert!(failed.is_some(), "the error reached the writer's caller");
+        assert!(writer.write(Bytes::from_static(b"more")).await.is_err());
+        assert!(writer.finish().await.is_err(), "and finishing fails too");
     }
 }

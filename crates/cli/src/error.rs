@@ -91,7 +91,9 @@ pub(crate) enum CliError {
     #[error("{0}")]
     Mismatch(String),
     /// Interrupted by a signal while transfers were under way.
-    #[error("interrupted with {0} transfer(s) unfinished; their partial files were removed")]
+    #[error(
+        "interrupted with {0} transfer(s) unfinished; their partial files were kept for a resumed send"
+    )]
     Interrupted(usize),
 }
 

@@ -22,6 +22,7 @@ mod names;
 mod net;
 mod perf;
 mod progress;
+mod resume;
 mod transfer;
 mod units;
 

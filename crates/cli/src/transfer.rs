@@ -4,22 +4,29 @@
 //! verified.
 //!
 //! The receiver writes to a hidden temporary name beside the target
-//! (`.NAME.RANDOM.tern-partial`), removed on any failure; the final name
-//! appears by a hard link (which never replaces an existing file) or, with
-//! `--force`, by a rename.
+//! (`.NAME.tern-partial`, see [`crate::resume`]); the final name appears
+//! by a hard link (which never replaces an existing file) or, with
+//! `--force`, by a rename. An interrupted transfer leaves the temporary
+//! file and its side-car in place, and the next send of the same file
+//! continues after the receiver's verified prefix (unless the sender runs
+//! with `--restart`).
 
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{self, Seek};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use clap::Args;
-use rand_core::{OsRng, RngCore};
+use sha2::{Digest, Sha256};
 use tern_peer::Connection;
 use tokio::task::JoinSet;
 
-use crate::disk::{CHUNK, ReadAhead, WriteBehind};
+use crate::disk::{self, CHUNK, ReadAhead, WriteBehind};
+use crate::resume::Partial;
 
 use crate::control::{self, Control};
 use crate::error::{CliError, printable, read_error, write_error};
@@ -51,6 +58,13 @@ pub(crate) struct SendArgs {
     /// How long to wait for the receiver's answer to the handshake.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = units::parse_duration)]
     connect_timeout: Duration,
+    /// Continue an interrupted transfer after the bytes the receiver holds
+    /// verified (the default).
+    #[arg(long, overrides_with = "restart")]
+    resume: bool,
+    /// Send the whole file, even if the receiver holds part of it.
+    #[arg(long, overrides_with = "resume")]
+    restart: bool,
     #[command(flatten)]
     net: NetOptions,
 }
@@ -75,51 +89,6 @@ pub(crate) struct RecvArgs {
     force: bool,
     #[command(flatten)]
     net: NetOptions,
-}
-
-/// A file being received under its temporary name: removed when dropped
-/// unless [`commit`](Self::commit) put it in place (so an error, or the
-/// task being cancelled on Ctrl-C, leaves nothing behind).
-#[derive(Debug)]
-struct Partial {
-    path: PathBuf,
-}
-
-impl Partial {
-    /// Creates the temporary file for `name` in `dir`.
-    fn create(dir: &Path, name: &str) -> Result<(Self, std::fs::File), CliError> {
-        let path = dir.join(format!(".{name}.{:016x}.tern-partial", OsRng.next_u64()));
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| CliError::io(&path, e))?;
-        Ok((Self { path }, file))
-    }
-
-    /// Gives the (written and synced) file its final name `target`,
-    /// replacing an existing file only with `force`.
-    fn commit(self, target: &Path, force: bool) -> Result<(), CliError> {
-        let placed = if force {
-            std::fs::rename(&self.path, target)
-        } else {
-            std::fs::hard_link(&self.path, target).and_then(|()| std::fs::remove_file(&self.path))
-        };
-        match placed {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                Err(CliError::Exists(target.to_owned()))
-            }
-            Err(e) => Err(CliError::io(target, e)),
-        }
-    }
-}
-
-impl Drop for Partial {
-    fn drop(&mut self) {
-        // After a commit the temporary name is gone already.
-        let _ = std::fs::remove_file(&self.path);
-    }
 }
 
 /// `tern send`.
@@ -148,29 +117,68 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
     let addr = net::resolve(&args.addr).await?;
     let (_endpoint, connection) =
         net::connect(addr, &public, &net_options, args.connect_timeout).await?;
-    let sent = send_file(&connection, addr, path, file, name, size).await;
+    // `--resume` and `--restart` override each other: the last one counts.
+    let resume = args.resume || !args.restart;
+    let file = FileToSend {
+        path,
+        file,
+        name,
+        size,
+    };
+    let sent = send_file(&connection, addr, file, resume).await;
     net::close_on_error(&connection, sent).await
 }
 
-/// Offers the file, streams it, waits for the receiver's verdict.
+/// The file `tern send` sends, opened.
+struct FileToSend<'a> {
+    path: &'a Path,
+    file: File,
+    name: String,
+    size: u64,
+}
+
+/// Offers the file, streams it (from where the receiver's verified copy
+/// ends, with `resume`), waits for the receiver's verdict.
 async fn send_file(
     connection: &Connection,
     addr: SocketAddr,
-    path: &Path,
-    file: std::fs::File,
-    name: String,
-    size: u64,
+    file: FileToSend<'_>,
+    resume: bool,
 ) -> Result<(), CliError> {
+    let FileToSend {
+        path,
+        file,
+        name,
+        size,
+    } = file;
     control::send(
         connection,
         &Control::Offer {
             name: name.clone(),
             size,
+            resume,
         },
     )
     .await?;
-    match control::recv(connection).await? {
-        Control::Accept => {}
+    let (file, hasher, offset) = match control::recv(connection).await? {
+        Control::Accept => (file, Sha256::new(), 0),
+        Control::Partial { len, sha256 } => {
+            let len = if resume { len } else { 0 };
+            let (file, hasher, offset) = resume_point(file, len, sha256, size)
+                .await
+                .map_err(|e| CliError::io(path, e))?;
+            control::send(connection, &Control::Start { offset }).await?;
+            if offset > 0 {
+                println!(
+                    "resuming {name} at byte {offset} of {size}: the receiver holds the bytes before it, verified"
+                );
+            } else if resume {
+                println!(
+                    "the receiver's partial copy of {name} is not a prefix of this file; sending it whole"
+                );
+            }
+            (file, hasher, offset)
+        }
         Control::Refuse { reason } => {
             return Err(CliError::Refused {
                 name,
@@ -178,20 +186,22 @@ async fn send_file(
             });
         }
         other => return Err(unexpected(addr, "an answer to the offer", &other)),
-    }
+    };
     let started = Instant::now();
     // The receiver sends nothing back on it.
     let (mut stream, _) = connection
         .open_bi()
         .await
         .map_err(|e| CliError::connection(connection, &e))?;
-    let mut progress = Progress::new(&name, size);
-    let mut chunks = ReadAhead::start(file);
+    let mut progress = Progress::new(&name, size - offset);
+    let mut chunks = ReadAhead::start(file, hasher, offset);
+    let mut sent = 0u64;
     let streamed: Result<(), CliError> = async {
         while let Some(chunk) = chunks.next().await {
             if let Err(e) = stream.write_all(&chunk).await {
                 return Err(stream_failed(connection, Some(addr), &name, write_error(&e)).await);
             }
+            sent += chunk.len() as u64;
             progress.advance(chunk.len() as u64);
         }
         Ok(())
@@ -241,12 +251,36 @@ async fn send_file(
         .map_or("unknown", |stats| stats.congestion.name());
     connection.close(0, Bytes::from_static(b"done")).await;
     println!(
-        "sent {name} ({}) to {addr} in {:.2} s ({}, congestion {congestion}); SHA-256 {sha256} verified by the receiver",
+        "sent {name} ({}) to {addr} in {:.2} s ({}, congestion {congestion}); {sent} bytes sent from byte {offset}; SHA-256 {sha256} verified by the receiver",
         units::bytes(size),
         elapsed.as_secs_f64(),
-        units::rate(size, elapsed),
+        units::rate(sent, elapsed),
     );
     Ok(())
+}
+
+/// Where to start sending given the receiver's prefix of `len` bytes
+/// hashing to `sha256`: at `len` if this file's first `len` bytes hash the
+/// same, else at 0. Returns the file positioned there, the hash state of
+/// the bytes before it, and the offset.
+async fn resume_point(
+    mut file: File,
+    len: u64,
+    sha256: String,
+    size: u64,
+) -> io::Result<(File, Sha256, u64)> {
+    tokio::task::spawn_blocking(move || {
+        if len > 0 && len <= size {
+            let hasher = disk::hash_prefix(&mut file, len)?;
+            if hex::encode(hasher.clone().finalize()) == sha256 {
+                return Ok((file, hasher, len));
+            }
+            file.rewind()?;
+        }
+        Ok((file, Sha256::new(), 0))
+    })
+    .await
+    .map_err(io::Error::other)?
 }
 
 /// A stream that failed mid-transfer (the stream's own account of it is
@@ -301,6 +335,37 @@ fn unexpected(addr: SocketAddr, wanted: &str, got: &Control) -> CliError {
 struct Store {
     dir: PathBuf,
     force: bool,
+    /// Names being received now: each has one partial file, so one
+    /// transfer at a time.
+    busy: Mutex<HashSet<String>>,
+}
+
+impl Store {
+    /// Claims `name` for one transfer; `None` while another holds it.
+    fn claim(&self, name: &str) -> Option<Claim<'_>> {
+        let mut busy = self.busy.lock().unwrap_or_else(PoisonError::into_inner);
+        busy.insert(name.to_owned()).then(|| Claim {
+            store: self,
+            name: name.to_owned(),
+        })
+    }
+}
+
+/// A name claimed by one transfer, given back when dropped.
+struct Claim<'a> {
+    store: &'a Store,
+    name: String,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        let mut busy = self
+            .store
+            .busy
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        busy.remove(&self.name);
+    }
 }
 
 /// `tern recv`: receives files, several at once, until interrupted (or
@@ -322,6 +387,7 @@ pub(crate) async fn recv(args: RecvArgs) -> Result<(), CliError> {
     let store = Arc::new(Store {
         dir: args.out,
         force: args.force,
+        busy: Mutex::default(),
     });
     // Transfers under way; dropping the set ends them, and their
     // temporary files with them.
@@ -389,6 +455,7 @@ async fn receive_file(connection: &Connection, store: &Store) -> Result<String, 
     let Control::Offer {
         name: offered,
         size,
+        resume,
     } = offer
     else {
         connection.abort(RECEIVER_FAILED, Bytes::from_static(b"expected an offer"));
@@ -414,22 +481,21 @@ async fn receive_file(connection: &Connection, store: &Store) -> Result<String, 
         .await;
         return Err(CliError::Exists(target));
     }
-    let (partial, file) = match Partial::create(&store.dir, &name) {
-        Ok(created) => created,
-        Err(e) => {
-            refuse(connection, format!("cannot create {name} on the receiver")).await;
-            return Err(e);
-        }
+    let Some(_claim) = store.claim(&name) else {
+        let reason = format!("{name} is being received from another sender");
+        refuse(connection, reason.clone()).await;
+        return Err(CliError::Protocol { peer, reason });
     };
-    control::send(connection, &Control::Accept).await?;
+    let (partial, file, hasher, offset) =
+        agree_on_start(connection, store, &name, size, resume).await?;
     let started = Instant::now();
     let (_, mut stream) = connection
         .accept_bi()
         .await
         .map_err(|e| in_transfer(&name, CliError::connection(connection, &e)))?;
-    let mut writer = WriteBehind::start(file);
-    let mut received: u64 = 0;
-    let mut progress = Progress::new(&format!("{name} from {who}"), size);
+    let mut writer = WriteBehind::start(file, hasher, offset, Some(partial.journal()));
+    let mut received = offset;
+    let mut progress = Progress::new(&format!("{name} from {who}"), size - offset);
     let mut buf = BytesMut::new();
     let streamed: Result<(), CliError> = async {
         loop {
@@ -466,7 +532,23 @@ async fn receive_file(connection: &Connection, store: &Store) -> Result<String, 
     }
     .await;
     progress.finish();
-    streamed?;
+    if let Err(e) = streamed {
+        // What was written is recorded for a resumed send, unless it
+        // cannot be trusted (a peer breaking the offer) or written.
+        let recorded = writer.finish().await;
+        if recorded.is_err() || matches!(e, CliError::Protocol { .. }) {
+            partial.discard();
+        }
+        return Err(e);
+    }
+    let written = match writer.finish().await {
+        Ok(written) => written,
+        Err(e) => {
+            let failed = write_failed(connection, &partial.path, e);
+            partial.discard();
+            return Err(failed);
+        }
+    };
     if received != size {
         return Err(CliError::Connection {
             peer,
@@ -475,10 +557,6 @@ async fn receive_file(connection: &Connection, store: &Store) -> Result<String, 
             ),
         });
     }
-    let written = writer
-        .finish()
-        .await
-        .map_err(|e| write_failed(connection, &partial.path, e))?;
     let sha256 = written.sha256;
     tracing::info!(?peer, %name, size, %sha256, "file written and synced");
     match control::recv(connection)
@@ -487,6 +565,7 @@ async fn receive_file(connection: &Connection, store: &Store) -> Result<String, 
     {
         Control::Digest { sha256: theirs } if theirs == sha256 => {}
         Control::Digest { .. } => {
+            partial.discard();
             refuse(
                 connection,
                 "SHA-256 mismatch: the file was not stored".to_owned(),
@@ -517,10 +596,70 @@ async fn receive_file(connection: &Connection, store: &Store) -> Result<String, 
     .await?;
     let _ = tokio::time::timeout(OFFER_TIMEOUT, connection.closed()).await;
     Ok(format!(
-        "received {name} ({}) from {who} in {:.2} s ({}); SHA-256 {sha256} verified; stored as {}",
+        "received {name} ({}) from {who} in {:.2} s ({}); {} bytes received from byte {offset}; SHA-256 {sha256} verified; stored as {}",
         units::bytes(size),
         elapsed.as_secs_f64(),
-        units::rate(size, elapsed),
+        units::rate(received - offset, elapsed),
+        received - offset,
         target.display()
     ))
+}
+
+/// Opens the partial file of `name` and agrees with the sender where the
+/// stream starts: at 0, or after the verified prefix of an earlier
+/// transfer when the sender asked to `resume` and its file begins with
+/// the same bytes. Returns the file positioned there, the hash state of
+/// the bytes before it, and the offset.
+async fn agree_on_start(
+    connection: &Connection,
+    store: &Store,
+    name: &str,
+    size: u64,
+    resume: bool,
+) -> Result<(Partial, File, Sha256, u64), CliError> {
+    let dir = store.dir.clone();
+    let owned = name.to_owned();
+    let opened = tokio::task::spawn_blocking(move || Partial::open(&dir, &owned, size, resume))
+        .await
+        .map_err(|e| CliError::io(&store.dir, io::Error::other(e)))
+        .and_then(|opened| opened);
+    let (partial, mut file, prefix) = match opened {
+        Ok(opened) => opened,
+        Err(e) => {
+            refuse(connection, format!("cannot create {name} on the receiver")).await;
+            return Err(e);
+        }
+    };
+    let Some(prefix) = prefix else {
+        control::send(connection, &Control::Accept).await?;
+        return Ok((partial, file, Sha256::new(), 0));
+    };
+    control::send(
+        connection,
+        &Control::Partial {
+            len: prefix.len,
+            sha256: prefix.sha256,
+        },
+    )
+    .await?;
+    match control::recv(connection)
+        .await
+        .map_err(|e| in_transfer(name, e))?
+    {
+        Control::Start { offset } if offset == prefix.len => {
+            tracing::info!(%name, offset, "resuming after the verified prefix");
+            Ok((partial, file, prefix.hasher, offset))
+        }
+        Control::Start { offset: 0 } => {
+            partial.start_over(&mut file)?;
+            Ok((partial, file, Sha256::new(), 0))
+        }
+        other => {
+            connection.abort(RECEIVER_FAILED, Bytes::from_static(b"expected a start"));
+            Err(CliError::Protocol {
+                peer: Some(connection.remote_address()),
+                reason: format!("expected where {name} starts, got {other:?}"),
+            })
+        }
+    }
 }

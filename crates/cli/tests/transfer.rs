@@ -178,7 +178,7 @@ fn a_killed_receiver_leaves_no_file_under_the_final_name_and_the_sender_says_why
 }
 
 #[test]
-fn a_stopped_receiver_removes_its_partial_file_and_tells_the_sender() {
+fn a_stopped_receiver_keeps_its_partial_file_for_a_resumed_send_and_tells_the_sender() {
     let (output, dir, mut receiver) = interrupt_receiver("TERM");
     assert!(!output.status.success());
     assert_eq!(
@@ -192,10 +192,13 @@ fn a_stopped_receiver_removes_its_partial_file_and_tells_the_sender() {
     let errors = [vec![receiver.next_error()], receiver.errors_so_far()].concat();
     assert!(
         errors.iter().any(|e| e
-            == "tern: interrupted with 1 transfer(s) unfinished; their partial files were removed"),
+            == "tern: interrupted with 1 transfer(s) unfinished; their partial files were kept for a resumed send"),
         "{errors:?}"
     );
-    assert!(names(&dir.path().join("out")).is_empty());
+    assert_eq!(
+        names(&dir.path().join("out")),
+        [".big.bin.tern-partial", ".big.bin.tern-resume"]
+    );
 }
 
 #[test]

@@ -12,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use support::{Pair, StreamTransfer};
-use tern_proto::EndpointConfig;
+use tern_proto::{CongestionConfig, EndpointConfig};
 use tern_sim::{Bottleneck, LinkConfig, Seed};
 
 /// What one transfer saw.
@@ -49,7 +49,19 @@ fn run(seed: u64, rtt: Duration, reorder: f64, loss: f64, length: Duration) -> R
         delay: rtt / 2,
         ..LinkConfig::default()
     };
-    let mut pair = Pair::new(seed, back, EndpointConfig::default());
+    run_on(seed, EndpointConfig::default(), forward, back, length)
+}
+
+/// One stream for `length` from the client to the server over `forward`,
+/// its ACKs coming back over `back`, with `config` at both ends.
+fn run_on(
+    seed: u64,
+    config: EndpointConfig,
+    forward: LinkConfig,
+    back: LinkConfig,
+    length: Duration,
+) -> Run {
+    let mut pair = Pair::new(seed, back, config);
     let (client, server) = (pair.client, pair.server);
     pair.sim.set_link(client, server, forward);
     let mut transfer = StreamTransfer::start(&mut pair, Duration::from_secs(10));
@@ -116,6 +128,53 @@ fn reordering_is_not_declared_loss() {
         assert!(
             r.declared.saturating_sub(LEARNING) as f64 <= 1.5 * r.dropped as f64,
             "rtt {rtt_ms} ms, reorder {reorder}, loss {loss}: declared {} lost for {} dropped",
+            r.declared,
+            r.dropped
+        );
+    }
+}
+
+/// The relay of issue #26, both ways: 3 % loss, 2 % duplication, 5 %
+/// reordering, 5 ± 2 ms; the data direction through a 20 Mbit/s
+/// bottleneck.
+fn relay(bottleneck: Option<Bottleneck>) -> LinkConfig {
+    LinkConfig {
+        delay: Duration::from_millis(5),
+        jitter: Duration::from_millis(2),
+        reorder: 0.05,
+        loss: 0.03,
+        duplicate: 0.02,
+        bottleneck,
+        ..LinkConfig::default()
+    }
+}
+
+#[test]
+fn on_the_relay_path_declared_losses_stay_within_one_and_a_half_drops() {
+    let base = Seed::from_env_or(2612).value();
+    let mut cubic = EndpointConfig::default();
+    cubic.connection.congestion = CongestionConfig::cubic();
+    for (name, config, seed) in (base..base + 3)
+        .map(|seed| ("ledbat", EndpointConfig::default(), seed))
+        .chain((base..base + 3).map(|seed| ("cubic", cubic, seed)))
+    {
+        let forward = relay(Some(Bottleneck {
+            bits_per_second: 20_000_000,
+            queue_bytes: 250_000,
+        }));
+        let r = run_on(seed, config, forward, relay(None), Duration::from_secs(20));
+        eprintln!(
+            "relay, {name}, seed {seed}: declared {} lost, {} of them spurious ({} reductions undone, window {:?}), path dropped {}; {:.2} Mbit/s",
+            r.declared,
+            r.spurious,
+            r.undone,
+            r.window,
+            r.dropped,
+            r.read as f64 * 8.0 / 20e6,
+        );
+        assert!(
+            r.declared as f64 <= 1.5 * r.dropped as f64,
+            "{name}, seed {seed}: declared {} lost for {} dropped",
             r.declared,
             r.dropped
         );

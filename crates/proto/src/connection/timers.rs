@@ -58,7 +58,15 @@ impl Connection {
         next
     }
 
+    /// When a keep-alive ping is due; `None` while one waits to be sent.
+    /// A ping the congestion window holds back (a lossy way back can leave
+    /// a window of packets unacknowledged) must not leave a deadline in
+    /// the past, or the driver would be asked to call again at once,
+    /// forever; an ACK or the probe timeout opens the window again.
     fn keep_alive_at(&self) -> Option<Instant> {
+        if self.ping_due {
+            return None;
+        }
         let interval = self.config.keep_alive?;
         Some(self.last_received.max(self.last_ack_eliciting_sent) + interval)
     }

@@ -294,10 +294,12 @@ impl<T> LossDetector<T> {
 
     /// The connection moved to a new path at `now`. RFC 9000 §9.4: the RTT
     /// estimator starts again from its initial value, and packets sent
-    /// before `now` give it no sample. Persistent congestion again waits
-    /// for a first sample, so losses on the old path cannot establish it
-    /// on the new one.
+    /// before `now` give it no sample and leave bytes in flight (see
+    /// [`SentPackets::leave_flight`]); they are still re-sent if lost.
+    /// Persistent congestion again waits for a first sample, so losses on
+    /// the old path cannot establish it on the new one.
     pub fn on_path_change(&mut self, now: Instant) {
+        self.sent.leave_flight();
         self.rtt.reset();
         self.first_rtt_sample = None;
         self.path_since = Some(now);

@@ -696,5 +696,7 @@ impl<T> SentPackets<T> {
     }
 }
 
+mod path_change;
+
 #[cfg(test)]
 mod tests;

@@ -278,6 +278,26 @@ fn after_a_path_change_only_packets_sent_on_the_new_path_give_rtt_samples() {
 }
 
 #[test]
+fn after_a_path_change_packets_sent_on_the_old_path_leave_bytes_in_flight() {
+    let mut h = Harness::new();
+    h.send(0);
+    h.send(1);
+    let old_path = h.detector.bytes_in_flight();
+    assert!(old_path > 0);
+    h.advance(MS);
+    h.detector.on_path_change(h.now());
+    assert_eq!(h.detector.bytes_in_flight(), 0);
+    h.send(2);
+    let new_path = h.detector.bytes_in_flight();
+    assert_eq!(new_path, old_path / 2, "only the new path's packet");
+    // The old packets' ACK frees nothing of the new path's count.
+    h.advance(30 * MS);
+    let summary = h.ack(&[0..=1], Duration::ZERO).unwrap();
+    assert_eq!((summary.newly_acked, summary.acked_bytes), (2, 0));
+    assert_eq!(h.detector.bytes_in_flight(), new_path);
+}
+
+#[test]
 fn ack_delay_is_capped_at_peer_max_ack_delay() {
     let mut h = Harness::new();
     h.send(0);
