@@ -10,10 +10,12 @@ use zeroize::Zeroizing;
 
 use super::body::IntroBody;
 use super::schedule::{Transcript, derive_secrets, transcript};
-use super::{ConnectionKeys, INTRO_LEN, PROTOCOL_VERSION, intro_id, rsa_intro, unix_millis};
+use super::{
+    ConnectionKeys, INTRO_LEN, PROTOCOL_VERSION, intro_id, rsa_intro, unix_millis, x25519_intro,
+};
 use crate::error::{IntroError, ReplyError};
 use crate::header::{Header, PacketType};
-use crate::identity::PublicIdentity;
+use crate::identity::{IdentityKey, PublicIdentity, PublicKind};
 use crate::keys::{KeyConfig, SECRET_LEN};
 use crate::packet::{OpenedPacket, PacketOpener, PacketSealer};
 use crate::replay::IntroId;
@@ -26,7 +28,12 @@ use crate::replay::IntroId;
 pub struct PendingIntro {
     intro: Sha256,
     id: IntroId,
-    secret: Zeroizing<[u8; SECRET_LEN]>,
+    /// The salt of the session secrets: the RSA intro's secret, or the
+    /// X25519 intro's chaining key.
+    salt: Zeroizing<[u8; SECRET_LEN]>,
+    /// The X25519 identity this side proved in the intro: its exchange with
+    /// the responder's ephemeral key joins the salt.
+    initiator: Option<StaticSecret>,
     ephemeral: StaticSecret,
     index: u32,
     config: KeyConfig,
@@ -65,8 +72,26 @@ pub struct Established<'b> {
 impl PendingIntro {
     /// Writes an intro to `responder` into `buf[..INTRO_LEN]` with a fresh
     /// secret and X25519 key from `rng`, `now` as its timestamp, and
-    /// `index` as the index the responder's packets will carry.
+    /// `index` as the index the responder's packets will carry. The
+    /// responder's kind decides the intro: RSA-OAEP to an RSA identity,
+    /// the X25519 intro to an X25519 one. The initiator stays anonymous.
     pub fn write(
+        responder: &PublicIdentity,
+        index: u32,
+        config: KeyConfig,
+        now: SystemTime,
+        rng: &mut impl CryptoRngCore,
+        buf: &mut [u8],
+    ) -> Result<Self, IntroError> {
+        Self::write_as(None, responder, index, config, now, rng, buf)
+    }
+
+    /// [`PendingIntro::write`], proving the initiator's `identity` in the
+    /// intro if it is an X25519 key and the responder's is too (wire
+    /// format §6.5). An RSA identity proves itself after the reply, with
+    /// [`Transcript::prove`], to either kind of responder.
+    pub fn write_as(
+        identity: Option<&IdentityKey>,
         responder: &PublicIdentity,
         index: u32,
         config: KeyConfig,
@@ -81,20 +106,36 @@ impl PendingIntro {
         })?;
         let timestamp_ms = unix_millis(now).ok_or(IntroError::ClockBeforeEpoch)?;
         let ephemeral = StaticSecret::random_from_rng(&mut *rng);
-        let mut secret = Zeroizing::new([0u8; SECRET_LEN]);
-        rng.fill_bytes(&mut secret[..]);
-        let body = IntroBody {
-            version: PROTOCOL_VERSION,
-            timestamp_ms,
-            secret,
-            ephemeral: PublicKey::from(&ephemeral).to_bytes(),
-            initiator_index: index,
+        let (salt, initiator) = match &responder.0 {
+            PublicKind::Rsa(key) => {
+                let mut secret = Zeroizing::new([0u8; SECRET_LEN]);
+                rng.fill_bytes(&mut secret[..]);
+                let body = IntroBody {
+                    version: PROTOCOL_VERSION,
+                    timestamp_ms,
+                    secret,
+                    ephemeral: PublicKey::from(&ephemeral).to_bytes(),
+                    initiator_index: index,
+                };
+                rsa_intro::seal(key, &body, rng, dst)?;
+                (body.secret, None)
+            }
+            PublicKind::X25519(key) => {
+                let initiator = identity.and_then(IdentityKey::x25519);
+                let fields = x25519_intro::Fields {
+                    version: PROTOCOL_VERSION,
+                    timestamp_ms,
+                    initiator_index: index,
+                };
+                let chain = x25519_intro::write(key, initiator, &ephemeral, fields, dst)?;
+                (chain, initiator.cloned())
+            }
         };
-        rsa_intro::seal(responder, &body, rng, dst)?;
         Ok(Self {
             intro: Sha256::new_with_prefix(&dst[..]),
             id: intro_id(dst),
-            secret: body.secret,
+            salt,
+            initiator,
             ephemeral,
             index,
             config,
@@ -136,8 +177,17 @@ impl PendingIntro {
             return Err(refuse(self, error));
         }
         let hash = transcript(&self.intro, &datagram[..header_len]);
-        let shared = self.ephemeral.diffie_hellman(&PublicKey::from(ephemeral));
-        let Some((i2r, r2i)) = derive_secrets(&self.secret, shared.as_bytes(), &hash) else {
+        let responder_ephemeral = PublicKey::from(ephemeral);
+        let salt = match &self.initiator {
+            Some(key) => {
+                x25519_intro::mix(&self.salt, &[], &key.diffie_hellman(&responder_ephemeral))
+            }
+            None => Some(self.salt.clone()),
+        };
+        let shared = self.ephemeral.diffie_hellman(&responder_ephemeral);
+        let Some((i2r, r2i)) =
+            salt.and_then(|salt| derive_secrets(&salt, shared.as_bytes(), &hash))
+        else {
             return Err(refuse(self, ReplyError::DegenerateKey));
         };
         let mut opener = PacketOpener::new(r2i, self.index, self.config);

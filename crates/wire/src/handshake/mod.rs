@@ -69,6 +69,9 @@ mod rsa_intro;
 mod schedule;
 #[cfg(test)]
 mod tests;
+mod x25519_intro;
+#[cfg(test)]
+mod x25519_tests;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -9,7 +9,8 @@ use zeroize::Zeroizing;
 use super::body::IntroBody;
 use crate::error::{AcceptError, IntroError};
 use crate::header::PacketType;
-use crate::identity::{IdentityKey, PublicIdentity, RSA_BITS};
+use crate::identity::RSA_BITS;
+use rsa::{RsaPrivateKey, RsaPublicKey};
 
 /// RSA ciphertext size: the modulus size in bytes.
 pub(super) const RSA_CIPHERTEXT_LEN: usize = RSA_BITS / 8;
@@ -17,13 +18,12 @@ pub(super) const RSA_CIPHERTEXT_LEN: usize = RSA_BITS / 8;
 /// Writes the intro datagram carrying `body`, encrypted to `responder`,
 /// into `dst` (exactly [`super::INTRO_LEN`] bytes).
 pub(super) fn seal(
-    responder: &PublicIdentity,
+    responder: &RsaPublicKey,
     body: &IntroBody,
     rng: &mut impl CryptoRngCore,
     dst: &mut [u8],
 ) -> Result<(), IntroError> {
     let ciphertext = responder
-        .0
         .encrypt(rng, Oaep::new::<Sha256>(), &body.to_bytes()[..])
         .map_err(IntroError::Encryption)?;
     // OAEP output is always exactly the modulus size, which the key's size
@@ -40,13 +40,12 @@ pub(super) fn seal(
 /// Decrypts the body of an intro datagram of the right type and length
 /// (`rng` blinds the decryption against timing attacks).
 pub(super) fn open(
-    identity: &IdentityKey,
+    identity: &RsaPrivateKey,
     datagram: &[u8],
     rng: &mut impl CryptoRngCore,
 ) -> Result<IntroBody, AcceptError> {
     let plaintext = Zeroizing::new(
         identity
-            .0
             .decrypt_blinded(rng, Oaep::new::<Sha256>(), &datagram[1..])
             .map_err(|_| AcceptError::Decryption)?,
     );

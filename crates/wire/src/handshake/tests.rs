@@ -18,13 +18,26 @@ use super::*;
 use crate::error::{AcceptError, IntroError, OpenError, ReplyBuildError, ReplyError};
 use crate::frame::{Frame, Message, Padding};
 use crate::header::PacketType;
-use crate::identity::IdentityKey;
+use crate::identity::{IdentityKey, IdentityKind};
 use crate::keys::KeyConfig;
 use crate::replay::ReplayGuard;
-use crate::test_support::{identity, other_identity, t0};
+use crate::test_support::{identity, other_identity, other_x25519_identity, t0, x25519_identity};
 
 const INITIATOR_INDEX: u32 = 0x1111_1111;
 const RESPONDER_INDEX: u32 = 0x2222_2222;
+
+/// One identity of each kind: every test of both intros runs on both.
+fn kinds() -> [&'static IdentityKey; 2] {
+    [identity(), x25519_identity()]
+}
+
+/// Another identity of the same kind as `key`.
+fn other(key: &IdentityKey) -> &'static IdentityKey {
+    match key.kind() {
+        IdentityKind::Rsa => other_identity(),
+        IdentityKind::X25519 => other_x25519_identity(),
+    }
+}
 
 fn responder(identity: &IdentityKey) -> Responder {
     Responder::new(
@@ -71,9 +84,9 @@ fn data(keys: &mut ConnectionKeys, message: &[u8]) -> Vec<u8> {
 }
 
 /// A whole handshake: initiator's keys, responder's keys, reply bytes.
-fn handshake() -> (ConnectionKeys, ConnectionKeys, Vec<u8>, [u8; INTRO_LEN]) {
-    let (pending, intro_bytes) = intro(identity(), t0());
-    let accepted = responder(identity())
+fn handshake(key: &IdentityKey) -> (ConnectionKeys, ConnectionKeys, Vec<u8>, [u8; INTRO_LEN]) {
+    let (pending, intro_bytes) = intro(key, t0());
+    let accepted = responder(key)
         .accept(&intro_bytes, t0(), &mut OsRng)
         .unwrap();
     let (reply_bytes, responder_keys) = reply(accepted, &[]);
@@ -84,137 +97,143 @@ fn handshake() -> (ConnectionKeys, ConnectionKeys, Vec<u8>, [u8; INTRO_LEN]) {
 
 #[test]
 fn intro_reply_and_data_round_trip_in_one_round_trip() {
-    let (pending, intro_bytes) = intro(identity(), t0());
-    assert_eq!(pending.id(), intro_id(&intro_bytes));
-    let accepted = responder(identity())
-        .accept(&intro_bytes, t0(), &mut OsRng)
-        .unwrap();
-    assert_eq!(accepted.intro_id(), pending.id());
-    assert_eq!(accepted.initiator_index(), INITIATOR_INDEX);
-    let (mut reply_bytes, mut responder_keys) = reply(
-        accepted,
-        &[Frame::Message(Message {
-            id: 0,
-            data: b"welcome",
-        })],
-    );
-    let established = pending.open_reply(&mut reply_bytes).unwrap();
-    let frames: Vec<_> = established
-        .reply
-        .frames()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    assert_eq!(
-        frames,
-        [Frame::Message(Message {
-            id: 0,
-            data: b"welcome"
-        })]
-    );
-    let mut initiator = established.keys;
-    assert_eq!(initiator.sealer.peer_index(), RESPONDER_INDEX);
+    for key in kinds() {
+        let (pending, intro_bytes) = intro(key, t0());
+        assert_eq!(pending.id(), intro_id(&intro_bytes));
+        let accepted = responder(key)
+            .accept(&intro_bytes, t0(), &mut OsRng)
+            .unwrap();
+        assert_eq!(accepted.intro_id(), pending.id());
+        assert_eq!(accepted.initiator_index(), INITIATOR_INDEX);
+        let (mut reply_bytes, mut responder_keys) = reply(
+            accepted,
+            &[Frame::Message(Message {
+                id: 0,
+                data: b"welcome",
+            })],
+        );
+        let established = pending.open_reply(&mut reply_bytes).unwrap();
+        let frames: Vec<_> = established
+            .reply
+            .frames()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            frames,
+            [Frame::Message(Message {
+                id: 0,
+                data: b"welcome"
+            })]
+        );
+        let mut initiator = established.keys;
+        assert_eq!(initiator.sealer.peer_index(), RESPONDER_INDEX);
 
-    // Both directions carry data; the reply used the responder's packet 0.
-    let mut packet = data(&mut initiator, b"hi");
-    let opened = responder_keys.opener.open(&mut packet).unwrap();
-    assert_eq!(opened.packet_number(), 0);
-    let mut packet = data(&mut responder_keys, b"hello");
-    let opened = initiator.opener.open(&mut packet).unwrap();
-    assert_eq!(opened.packet_number(), 1);
+        // Both directions carry data; the reply used the responder's packet 0.
+        let mut packet = data(&mut initiator, b"hi");
+        let opened = responder_keys.opener.open(&mut packet).unwrap();
+        assert_eq!(opened.packet_number(), 0);
+        let mut packet = data(&mut responder_keys, b"hello");
+        let opened = initiator.opener.open(&mut packet).unwrap();
+        assert_eq!(opened.packet_number(), 1);
+    }
 }
 
 #[test]
 fn point_1_a_replayed_intro_to_a_restarted_responder_gets_keys_that_open_nothing_captured() {
-    let (mut initiator, _, _, intro_bytes) = handshake();
-    let captured = data(&mut initiator, b"secret");
-    // The responder restarted (fresh guard) and its clock stepped back.
-    for now in [t0(), t0() - Duration::from_secs(20)] {
-        let accepted = responder(identity())
-            .accept(&intro_bytes, now, &mut OsRng)
+    for key in kinds() {
+        let (mut initiator, _, _, intro_bytes) = handshake(key);
+        let captured = data(&mut initiator, b"secret");
+        // The responder restarted (fresh guard) and its clock stepped back.
+        for now in [t0(), t0() - Duration::from_secs(20)] {
+            let accepted = responder(key)
+                .accept(&intro_bytes, now, &mut OsRng)
+                .unwrap();
+            let (_, mut replayed_session) = reply(accepted, &[]);
+            assert_eq!(
+                replayed_session
+                    .opener
+                    .open(&mut captured.clone())
+                    .map(|_| ()),
+                Err(OpenError::Authentication)
+            );
+        }
+    }
+}
+
+#[test]
+fn point_2_the_identity_key_and_the_recording_do_not_open_the_session() {
+    for key in kinds() {
+        let (mut initiator, _, reply_bytes, intro_bytes) = handshake(key);
+        let recorded = data(&mut initiator, b"recorded");
+        // The attacker holds the RSA key: it decrypts the intro, runs the
+        // responder's side on it and even sees the genuine reply header, but
+        // lacks both X25519 private keys.
+        let accepted = Responder::new(key.clone(), ReplayGuard::default(), KeyConfig::default())
+            .accept(&intro_bytes, t0(), &mut OsRng)
             .unwrap();
-        let (_, mut replayed_session) = reply(accepted, &[]);
+        let (attacker_reply, mut attacker) = reply(accepted, &[]);
+        assert_ne!(attacker_reply[5..38], reply_bytes[5..38]);
         assert_eq!(
-            replayed_session
-                .opener
-                .open(&mut captured.clone())
-                .map(|_| ()),
+            attacker.opener.open(&mut recorded.clone()).map(|_| ()),
             Err(OpenError::Authentication)
         );
     }
 }
 
 #[test]
-fn point_2_the_rsa_key_and_the_recording_do_not_open_the_session() {
-    let (mut initiator, _, reply_bytes, intro_bytes) = handshake();
-    let recorded = data(&mut initiator, b"recorded");
-    // The attacker holds the RSA key: it decrypts the intro, runs the
-    // responder's side on it and even sees the genuine reply header, but
-    // lacks both X25519 private keys.
-    let accepted = Responder::new(
-        identity().clone(),
-        ReplayGuard::default(),
-        KeyConfig::default(),
-    )
-    .accept(&intro_bytes, t0(), &mut OsRng)
-    .unwrap();
-    let (attacker_reply, mut attacker) = reply(accepted, &[]);
-    assert_ne!(attacker_reply[5..38], reply_bytes[5..38]);
-    assert_eq!(
-        attacker.opener.open(&mut recorded.clone()).map(|_| ()),
-        Err(OpenError::Authentication)
-    );
-}
-
-#[test]
 fn point_3_a_repeated_reply_is_recognised_and_yields_no_second_key_set() {
-    let (pending, intro_bytes) = intro(identity(), t0());
-    let accepted = responder(identity())
-        .accept(&intro_bytes, t0(), &mut OsRng)
-        .unwrap();
-    let (reply_bytes, _) = reply(accepted, &[]);
-    let mut copy = reply_bytes.clone();
-    let established = pending.open_reply(&mut copy).unwrap();
-    // `pending` is consumed; the only thing a repeat can do is be
-    // recognised as one.
-    assert!(established.transcript.is_repeated_reply(&reply_bytes));
-    let mut other = reply_bytes.clone();
-    other[10] ^= 1;
-    assert!(!established.transcript.is_repeated_reply(&other));
-    assert!(!established.transcript.is_repeated_reply(&[]));
+    for key in kinds() {
+        let (pending, intro_bytes) = intro(key, t0());
+        let accepted = responder(key)
+            .accept(&intro_bytes, t0(), &mut OsRng)
+            .unwrap();
+        let (reply_bytes, _) = reply(accepted, &[]);
+        let mut copy = reply_bytes.clone();
+        let established = pending.open_reply(&mut copy).unwrap();
+        // `pending` is consumed; the only thing a repeat can do is be
+        // recognised as one.
+        assert!(established.transcript.is_repeated_reply(&reply_bytes));
+        let mut other = reply_bytes.clone();
+        other[10] ^= 1;
+        assert!(!established.transcript.is_repeated_reply(&other));
+        assert!(!established.transcript.is_repeated_reply(&[]));
+    }
 }
 
 #[test]
 fn a_forged_or_foreign_reply_leaves_the_intro_pending() {
-    let (pending, intro_bytes) = intro(identity(), t0());
-    let accepted = responder(identity())
-        .accept(&intro_bytes, t0(), &mut OsRng)
-        .unwrap();
-    let (reply_bytes, mut responder_keys) = reply(accepted, &[]);
-    let mut forged = reply_bytes.clone();
-    let last = forged.len() - 1;
-    forged[last] ^= 1;
-    let refused = pending.open_reply(&mut forged).unwrap_err();
-    assert_eq!(refused.error, ReplyError::Open(OpenError::Authentication));
-    // A data packet is not a reply (point 5, handshake side).
-    let mut packet = data(&mut responder_keys, b"x");
-    let refused = refused.pending.open_reply(&mut packet).unwrap_err();
-    assert_eq!(
-        refused.error,
-        ReplyError::Open(OpenError::WrongType(PacketType::Data))
-    );
-    // A reply to somebody else's intro does not open.
-    let (other, other_intro) = intro(identity(), t0());
-    let other_accepted = responder(identity())
-        .accept(&other_intro, t0(), &mut OsRng)
-        .unwrap();
-    let (other_reply, _) = reply(other_accepted, &[]);
-    let refused = refused
-        .pending
-        .open_reply(&mut other_reply.clone())
-        .unwrap_err();
-    assert!(other.open_reply(&mut other_reply.clone()).is_ok());
-    // The pending intro still accepts the genuine reply.
-    assert!(refused.pending.open_reply(&mut reply_bytes.clone()).is_ok());
+    for key in kinds() {
+        let (pending, intro_bytes) = intro(key, t0());
+        let accepted = responder(key)
+            .accept(&intro_bytes, t0(), &mut OsRng)
+            .unwrap();
+        let (reply_bytes, mut responder_keys) = reply(accepted, &[]);
+        let mut forged = reply_bytes.clone();
+        let last = forged.len() - 1;
+        forged[last] ^= 1;
+        let refused = pending.open_reply(&mut forged).unwrap_err();
+        assert_eq!(refused.error, ReplyError::Open(OpenError::Authentication));
+        // A data packet is not a reply (point 5, handshake side).
+        let mut packet = data(&mut responder_keys, b"x");
+        let refused = refused.pending.open_reply(&mut packet).unwrap_err();
+        assert_eq!(
+            refused.error,
+            ReplyError::Open(OpenError::WrongType(PacketType::Data))
+        );
+        // A reply to somebody else's intro does not open.
+        let (other, other_intro) = intro(key, t0());
+        let other_accepted = responder(key)
+            .accept(&other_intro, t0(), &mut OsRng)
+            .unwrap();
+        let (other_reply, _) = reply(other_accepted, &[]);
+        let refused = refused
+            .pending
+            .open_reply(&mut other_reply.clone())
+            .unwrap_err();
+        assert!(other.open_reply(&mut other_reply.clone()).is_ok());
+        // The pending intro still accepts the genuine reply.
+        assert!(refused.pending.open_reply(&mut reply_bytes.clone()).is_ok());
+    }
 }
 
 #[test]
@@ -243,7 +262,7 @@ fn point_4_degenerate_key_material_is_refused_and_reflection_does_not_open() {
     assert!(derive_secrets(&[7; 32], &[0; 32], &[1; 32]).is_none());
     // The responder's own packets, reflected back to it, do not open:
     // the two directions' keys come from distinct labels.
-    let (_, mut responder_keys, _, _) = handshake();
+    let (_, mut responder_keys, _, _) = handshake(identity());
     let mut reflected = data(&mut responder_keys, b"mirror");
     reflected[1..5].copy_from_slice(&RESPONDER_INDEX.to_be_bytes());
     assert_eq!(
@@ -254,114 +273,122 @@ fn point_4_degenerate_key_material_is_refused_and_reflection_does_not_open() {
 
 #[test]
 fn point_6_the_reply_is_bounded_by_three_times_the_intro() {
-    let (_, intro_bytes) = intro(identity(), t0());
-    let big = [0u8; 1400];
-    let accepted = responder(identity())
-        .accept(&intro_bytes, t0(), &mut OsRng)
-        .unwrap();
-    assert_eq!(accepted.max_reply_len(), 3 * INTRO_LEN);
-    let mut buf = [0u8; 1452];
-    assert!(matches!(
-        accepted.reply(
-            1,
-            &[Frame::Message(Message { id: 0, data: &big })],
-            &mut buf
-        ),
-        Err(ReplyBuildError::Encode(_))
-    ));
-    // Padding to the whole buffer stops at the bound.
-    let accepted = responder(identity())
-        .accept(&intro(identity(), t0()).1, t0(), &mut OsRng)
-        .unwrap();
-    let padding = Frame::Padding(Padding {
-        len: MAX_REPLY_LEN - 1 - 4 - 1 - 32 - 4 - 16,
-    });
-    let (len, _) = accepted.reply(1, &[padding], &mut buf).unwrap();
-    assert_eq!(len, MAX_REPLY_LEN);
+    for key in kinds() {
+        let (_, intro_bytes) = intro(key, t0());
+        let big = [0u8; 1400];
+        let accepted = responder(key)
+            .accept(&intro_bytes, t0(), &mut OsRng)
+            .unwrap();
+        assert_eq!(accepted.max_reply_len(), 3 * INTRO_LEN);
+        let mut buf = [0u8; 1452];
+        assert!(matches!(
+            accepted.reply(
+                1,
+                &[Frame::Message(Message { id: 0, data: &big })],
+                &mut buf
+            ),
+            Err(ReplyBuildError::Encode(_))
+        ));
+        // Padding to the whole buffer stops at the bound.
+        let accepted = responder(key)
+            .accept(&intro(key, t0()).1, t0(), &mut OsRng)
+            .unwrap();
+        let padding = Frame::Padding(Padding {
+            len: MAX_REPLY_LEN - 1 - 4 - 1 - 32 - 4 - 16,
+        });
+        let (len, _) = accepted.reply(1, &[padding], &mut buf).unwrap();
+        assert_eq!(len, MAX_REPLY_LEN);
+    }
 }
 
 #[test]
 fn point_8_packets_name_their_connection_by_the_receivers_index() {
-    let (mut initiator, mut responder_keys, reply_bytes, _) = handshake();
-    assert_eq!(
-        crate::header::peek_receiver_index(&reply_bytes),
-        Some(INITIATOR_INDEX)
-    );
-    // The responder's table maps its index to the connection; a packet
-    // from any address finds it, and only opens if authentic.
-    let table: HashMap<u32, usize> = HashMap::from([(RESPONDER_INDEX, 0), (9, 1)]);
-    let mut packet = data(&mut initiator, b"after rebinding");
-    let index = crate::header::peek_receiver_index(&packet).unwrap();
-    assert_eq!(table.get(&index), Some(&0));
-    assert!(responder_keys.opener.open(&mut packet).is_ok());
+    for key in kinds() {
+        let (mut initiator, mut responder_keys, reply_bytes, _) = handshake(key);
+        assert_eq!(
+            crate::header::peek_receiver_index(&reply_bytes),
+            Some(INITIATOR_INDEX)
+        );
+        // The responder's table maps its index to the connection; a packet
+        // from any address finds it, and only opens if authentic.
+        let table: HashMap<u32, usize> = HashMap::from([(RESPONDER_INDEX, 0), (9, 1)]);
+        let mut packet = data(&mut initiator, b"after rebinding");
+        let index = crate::header::peek_receiver_index(&packet).unwrap();
+        assert_eq!(table.get(&index), Some(&0));
+        assert!(responder_keys.opener.open(&mut packet).is_ok());
+    }
 }
 
 #[test]
 fn malformed_intros_are_refused_with_typed_errors() {
-    let (_, intro_bytes) = intro(identity(), t0());
-    let mut responder = responder(identity());
-    let mut flipped = intro_bytes;
-    flipped[100] ^= 0x01;
-    assert_eq!(
-        responder.accept(&flipped, t0(), &mut OsRng).map(|_| ()),
-        Err(AcceptError::Decryption)
-    );
-    assert_eq!(
-        responder
-            .accept(&intro_bytes[..INTRO_LEN - 1], t0(), &mut OsRng)
-            .map(|_| ()),
-        Err(AcceptError::WrongLength(INTRO_LEN - 1))
-    );
-    let mut data_type = intro_bytes;
-    data_type[0] = PacketType::Data as u8;
-    assert_eq!(
-        responder.accept(&data_type, t0(), &mut OsRng).map(|_| ()),
-        Err(AcceptError::NotAnIntro)
-    );
-    assert_eq!(
-        responder.accept(&[], t0(), &mut OsRng).map(|_| ()),
-        Err(AcceptError::NotAnIntro)
-    );
-    assert_eq!(
-        responder
-            .accept(
-                &intro_bytes,
-                UNIX_EPOCH - Duration::from_secs(1),
-                &mut OsRng
-            )
-            .map(|_| ()),
-        Err(AcceptError::ClockBeforeEpoch)
-    );
-    let mut wrong = Responder::new(
-        other_identity().clone(),
-        ReplayGuard::default(),
-        KeyConfig::default(),
-    );
-    assert_eq!(
-        wrong.accept(&intro_bytes, t0(), &mut OsRng).map(|_| ()),
-        Err(AcceptError::Decryption)
-    );
-    assert!(wrong.replay_guard().is_empty());
+    for key in kinds() {
+        let (_, intro_bytes) = intro(key, t0());
+        let mut responder = responder(key);
+        let mut flipped = intro_bytes;
+        flipped[100] ^= 0x01;
+        assert_eq!(
+            responder.accept(&flipped, t0(), &mut OsRng).map(|_| ()),
+            Err(AcceptError::Decryption)
+        );
+        assert_eq!(
+            responder
+                .accept(&intro_bytes[..INTRO_LEN - 1], t0(), &mut OsRng)
+                .map(|_| ()),
+            Err(AcceptError::WrongLength(INTRO_LEN - 1))
+        );
+        let mut data_type = intro_bytes;
+        data_type[0] = PacketType::Data as u8;
+        assert_eq!(
+            responder.accept(&data_type, t0(), &mut OsRng).map(|_| ()),
+            Err(AcceptError::NotAnIntro)
+        );
+        assert_eq!(
+            responder.accept(&[], t0(), &mut OsRng).map(|_| ()),
+            Err(AcceptError::NotAnIntro)
+        );
+        assert_eq!(
+            responder
+                .accept(
+                    &intro_bytes,
+                    UNIX_EPOCH - Duration::from_secs(1),
+                    &mut OsRng
+                )
+                .map(|_| ()),
+            Err(AcceptError::ClockBeforeEpoch)
+        );
+        let mut wrong = Responder::new(
+            other(key).clone(),
+            ReplayGuard::default(),
+            KeyConfig::default(),
+        );
+        assert_eq!(
+            wrong.accept(&intro_bytes, t0(), &mut OsRng).map(|_| ()),
+            Err(AcceptError::Decryption)
+        );
+        assert!(wrong.replay_guard().is_empty());
+    }
 }
 
 #[test]
 fn a_repeated_intro_is_refused_as_a_replay_naming_its_id() {
-    let (pending, intro_bytes) = intro(identity(), t0());
-    let mut responder = responder(identity());
-    responder.accept(&intro_bytes, t0(), &mut OsRng).unwrap();
-    assert_eq!(
-        responder
-            .accept(&intro_bytes, t0() + Duration::from_secs(5), &mut OsRng)
-            .map(|_| ()),
-        Err(AcceptError::Replayed {
-            intro_id: pending.id()
-        })
-    );
-    let late = t0() + Duration::from_secs(31);
-    assert!(matches!(
-        responder.accept(&intro_bytes, late, &mut OsRng),
-        Err(AcceptError::StaleTimestamp { skew_ms: 31_000 })
-    ));
+    for key in kinds() {
+        let (pending, intro_bytes) = intro(key, t0());
+        let mut responder = responder(key);
+        responder.accept(&intro_bytes, t0(), &mut OsRng).unwrap();
+        assert_eq!(
+            responder
+                .accept(&intro_bytes, t0() + Duration::from_secs(5), &mut OsRng)
+                .map(|_| ()),
+            Err(AcceptError::Replayed {
+                intro_id: pending.id()
+            })
+        );
+        let late = t0() + Duration::from_secs(31);
+        assert!(matches!(
+            responder.accept(&intro_bytes, late, &mut OsRng),
+            Err(AcceptError::StaleTimestamp { skew_ms: 31_000 })
+        ));
+    }
 }
 
 /// Encrypts an arbitrary plaintext as an intro, bypassing `PendingIntro`.
@@ -370,7 +397,8 @@ fn raw_intro(plaintext: &[u8]) -> Vec<u8> {
     let mut out = vec![PacketType::Intro as u8];
     out.extend(
         public
-            .0
+            .rsa()
+            .unwrap()
             .encrypt(&mut OsRng, Oaep::new::<Sha256>(), plaintext)
             .unwrap(),
     );
@@ -402,21 +430,23 @@ fn another_protocol_version_or_body_length_is_refused() {
 
 #[test]
 fn a_short_buffer_or_pre_epoch_clock_is_refused_when_writing_an_intro() {
-    let public = identity().public();
-    let write = |now, buf: &mut [u8]| {
-        PendingIntro::write(&public, 1, KeyConfig::default(), now, &mut OsRng, buf)
-    };
-    assert!(matches!(
-        write(t0(), &mut [0u8; INTRO_LEN - 1]),
-        Err(IntroError::BufferTooSmall {
-            needed: INTRO_LEN,
-            ..
-        })
-    ));
-    assert!(matches!(
-        write(UNIX_EPOCH - Duration::from_secs(1), &mut [0u8; INTRO_LEN]),
-        Err(IntroError::ClockBeforeEpoch)
-    ));
+    for key in kinds() {
+        let public = key.public();
+        let write = |now, buf: &mut [u8]| {
+            PendingIntro::write(&public, 1, KeyConfig::default(), now, &mut OsRng, buf)
+        };
+        assert!(matches!(
+            write(t0(), &mut [0u8; INTRO_LEN - 1]),
+            Err(IntroError::BufferTooSmall {
+                needed: INTRO_LEN,
+                ..
+            })
+        ));
+        assert!(matches!(
+            write(UNIX_EPOCH - Duration::from_secs(1), &mut [0u8; INTRO_LEN]),
+            Err(IntroError::ClockBeforeEpoch)
+        ));
+    }
 }
 
 proptest! {
