@@ -478,10 +478,31 @@ proptest! {
 
     #[test]
     fn arbitrary_intro_sized_datagrams_never_panic_and_are_refused(body in proptest::collection::vec(any::<u8>(), RSA_CIPHERTEXT_LEN)) {
-        let mut datagram = vec![PacketType::Intro as u8];
-        datagram.extend(body);
-        let mut responder = responder(identity());
-        prop_assert!(responder.accept(&datagram, t0(), &mut OsRng).is_err());
+        for (key, packet_type) in kinds().into_iter().zip([PacketType::Intro, PacketType::IntroX25519]) {
+            let mut datagram = vec![packet_type as u8];
+            datagram.extend(&body);
+            let mut responder = responder(key);
+            prop_assert!(responder.accept(&datagram, t0(), &mut OsRng).is_err());
+            prop_assert!(responder.replay_guard().is_empty());
+        }
+    }
+
+    /// A genuine X25519 intro with bits flipped anywhere is refused.
+    #[test]
+    fn mutated_x25519_intros_are_refused(
+        mutations in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..), 1..4),
+    ) {
+        let (_, intro_bytes) = intro(x25519_identity(), t0());
+        let mut mutated = intro_bytes;
+        for (index, xor) in mutations {
+            let i = index.index(mutated.len());
+            mutated[i] ^= xor;
+        }
+        // Two flips of one byte may cancel out.
+        prop_assume!(mutated != intro_bytes);
+        let mut responder = responder(x25519_identity());
+        prop_assert!(responder.accept(&mutated, t0(), &mut OsRng).is_err());
+        prop_assert!(responder.accept(&intro_bytes, t0(), &mut OsRng).is_ok());
     }
 
     #[test]
@@ -489,17 +510,19 @@ proptest! {
         mutations in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..), 1..4),
         cut in any::<prop::sample::Index>(),
     ) {
-        let (pending, intro_bytes) = intro(identity(), t0());
-        let accepted = responder(identity()).accept(&intro_bytes, t0(), &mut OsRng).unwrap();
-        let (reply_bytes, _) = reply(accepted, &[Frame::Ping]);
-        let mut mutated = reply_bytes.clone();
-        for (index, xor) in mutations {
-            let i = index.index(mutated.len());
-            mutated[i] ^= xor;
+        for key in kinds() {
+            let (pending, intro_bytes) = intro(key, t0());
+            let accepted = responder(key).accept(&intro_bytes, t0(), &mut OsRng).unwrap();
+            let (reply_bytes, _) = reply(accepted, &[Frame::Ping]);
+            let mut mutated = reply_bytes.clone();
+            for &(index, xor) in &mutations {
+                let i = index.index(mutated.len());
+                mutated[i] ^= xor;
+            }
+            let refused = pending.open_reply(&mut mutated).unwrap_err();
+            let cut = cut.index(reply_bytes.len());
+            let refused = refused.pending.open_reply(&mut reply_bytes[..cut].to_vec()).unwrap_err();
+            prop_assert!(refused.pending.open_reply(&mut reply_bytes.clone()).is_ok());
         }
-        let refused = pending.open_reply(&mut mutated).unwrap_err();
-        let cut = cut.index(reply_bytes.len());
-        let refused = refused.pending.open_reply(&mut reply_bytes[..cut].to_vec()).unwrap_err();
-        prop_assert!(refused.pending.open_reply(&mut reply_bytes.clone()).is_ok());
     }
 }
