@@ -1,6 +1,9 @@
 //! Identities on disk: the private key as PKCS#8 PEM readable by its owner
 //! only, the public key as SPKI PEM, and a one-line form of the public key
-//! that pastes into a command line.
+//! that pastes into a command line: `tern-x25519:` and the 32 key bytes of
+//! an X25519 key, `tern-pub:` and the SPKI DER of an RSA-2048 key (either
+//! prefix is read with either kind's SPKI DER, so older forms keep
+//! working).
 
 use std::fs;
 use std::io::Write;
@@ -16,8 +19,10 @@ use crate::error::CliError;
 pub(crate) const PRIVATE_FILE: &str = "tern.key";
 /// File name of the public key inside a key directory.
 pub(crate) const PUBLIC_FILE: &str = "tern.pub";
-/// Prefix of the one-line form of a public key.
+/// Prefix of the one-line form of an RSA public key (its SPKI DER).
 pub(crate) const PASTE_PREFIX: &str = "tern-pub:";
+/// Prefix of the one-line form of an X25519 public key (its 32 bytes).
+pub(crate) const X25519_PREFIX: &str = "tern-x25519:";
 
 /// Where [`write_identity`] put the two files.
 #[derive(Debug)]
@@ -83,7 +88,7 @@ pub(crate) fn read_private(path: &Path) -> Result<IdentityKey, CliError> {
     let pem = fs::read_to_string(path).map_err(|e| CliError::io(path, e))?;
     IdentityKey::from_pkcs8_pem(&pem).map_err(|e| CliError::BadKey {
         what: path.display().to_string(),
-        expected: "a Tern private key (PKCS#8 PEM, RSA-2048)",
+        expected: "a Tern private key (PKCS#8 PEM, X25519 or RSA-2048)",
         reason: e.to_string(),
     })
 }
@@ -91,8 +96,9 @@ pub(crate) fn read_private(path: &Path) -> Result<IdentityKey, CliError> {
 /// Reads a public key given as the one-line form [`paste_form`] prints, or
 /// as the path of a file holding the SPKI PEM (`tern.pub`).
 pub(crate) fn read_public(given: &str) -> Result<PublicIdentity, CliError> {
+    let pasted = given.starts_with(PASTE_PREFIX) || given.starts_with(X25519_PREFIX);
     let bad = |reason: String| CliError::BadKey {
-        what: if given.starts_with(PASTE_PREFIX) {
+        what: if pasted {
             "the pasted public key".to_owned()
         } else {
             given.to_owned()
@@ -100,6 +106,15 @@ pub(crate) fn read_public(given: &str) -> Result<PublicIdentity, CliError> {
         expected: "a Tern public key",
         reason,
     };
+    if let Some(encoded) = given.strip_prefix(X25519_PREFIX) {
+        let bytes = URL_SAFE_NO_PAD
+            .decode(encoded.trim())
+            .map_err(|e| bad(e.to_string()))?;
+        let key: [u8; 32] = bytes
+            .try_into()
+            .map_err(|b: Vec<u8>| bad(format!("{} bytes, an X25519 key has 32", b.len())))?;
+        return Ok(PublicIdentity::from_x25519_bytes(key));
+    }
     if let Some(encoded) = given.strip_prefix(PASTE_PREFIX) {
         let der = URL_SAFE_NO_PAD
             .decode(encoded.trim())
@@ -111,9 +126,13 @@ pub(crate) fn read_public(given: &str) -> Result<PublicIdentity, CliError> {
     PublicIdentity::from_spki_pem(&pem).map_err(|e| bad(e.to_string()))
 }
 
-/// The public key on one line: `tern-pub:` and its SPKI DER in URL-safe
-/// base64, so it pastes into a shell without quoting.
+/// The public key on one line, so it pastes into a shell without quoting:
+/// `tern-x25519:` and its 32 bytes, or `tern-pub:` and its SPKI DER, in
+/// URL-safe base64.
 pub(crate) fn paste_form(public: &PublicIdentity) -> Result<String, CliError> {
+    if let Some(key) = public.x25519_bytes() {
+        return Ok(format!("{X25519_PREFIX}{}", URL_SAFE_NO_PAD.encode(key)));
+    }
     let der = public
         .to_spki_der()
         .map_err(|e| CliError::KeyGeneration(e.to_string()))?;

@@ -31,7 +31,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use rand_core::OsRng;
-use tern_wire::IdentityKey;
+use tern_wire::{IdentityKey, IdentityKind};
 
 use crate::error::CliError;
 
@@ -45,7 +45,7 @@ use crate::error::CliError;
     after_help = "Try it between two machines:\n  \
         server$ tern keygen --out ~/.tern && tern pubkey --key ~/.tern/tern.pub\n  \
         server$ tern perf server --listen 0.0.0.0:5201 --key ~/.tern/tern.key\n  \
-        client$ tern perf client SERVER:5201 --key tern-pub:...   # the line pubkey printed\n\n\
+        client$ tern perf client SERVER:5201 --key tern-x25519:...   # the line pubkey printed\n\n\
         Logs: RUST_LOG=info (quiet by default)."
 )]
 struct Cli {
@@ -53,14 +53,31 @@ struct Cli {
     command: Command,
 }
 
+/// The kinds of identity `tern keygen` makes.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum KeyKind {
+    /// X25519: connects cost the server tens of microseconds.
+    X25519,
+    /// RSA-2048: connects cost the server about a millisecond.
+    Rsa,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Make an RSA-2048 identity: DIR/tern.key (private, mode 0600) and DIR/tern.pub.
-    #[command(after_help = "Example:\n  tern keygen --out ~/.tern")]
+    /// Make an identity: DIR/tern.key (private, mode 0600) and DIR/tern.pub.
+    #[command(
+        after_help = "Examples:\n  tern keygen --out ~/.tern\n  tern keygen --out ~/.tern --kind rsa\n\n\
+        x25519 (the default) costs the server tens of microseconds per connect and\n\
+        prints a short key (tern-x25519:...); rsa (RSA-2048, tern-pub:...) costs it\n\
+        about a millisecond per connect, for peers that know only RSA keys."
+    )]
     Keygen {
         /// Directory for the two files (created if missing).
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
+        /// The kind of key.
+        #[arg(long, value_enum, default_value_t = KeyKind::X25519)]
+        kind: KeyKind,
         /// Replace existing key files.
         #[arg(long)]
         force: bool,
@@ -137,8 +154,12 @@ fn run(command: Command) -> Result<(), CliError> {
         Command::Perf(PerfCommand::Client(args)) => runtime()?.block_on(perf::client(args)),
         Command::Recv(args) => runtime()?.block_on(transfer::recv(args)),
         Command::Send(args) => runtime()?.block_on(transfer::send(args)),
-        Command::Keygen { out, force } => {
-            let key = IdentityKey::generate(&mut OsRng)
+        Command::Keygen { out, kind, force } => {
+            let kind = match kind {
+                KeyKind::X25519 => IdentityKind::X25519,
+                KeyKind::Rsa => IdentityKind::Rsa,
+            };
+            let key = IdentityKey::generate_kind(kind, &mut OsRng)
                 .map_err(|e| CliError::KeyGeneration(e.to_string()))?;
             let files = keys::write_identity(&key, &out, force)?;
             println!("private key: {}", files.private.display());

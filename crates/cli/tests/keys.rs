@@ -46,9 +46,11 @@ fn keygen_writes_an_owner_only_private_key_and_a_matching_public_key_and_never_r
     let public_pem = std::fs::read_to_string(&public).expect("public key");
     assert!(public_pem.starts_with("-----BEGIN PUBLIC KEY-----"));
 
-    // keygen prints the one-line form; pubkey gives the same from either file.
+    // keygen prints the one-line form (an X25519 key by default); pubkey
+    // gives the same from either file.
     let pasted = stdout_lines(&made).last().cloned().expect("a line");
-    assert!(pasted.starts_with("tern-pub:") && !pasted.contains(char::is_whitespace));
+    assert!(pasted.starts_with("tern-x25519:") && !pasted.contains(char::is_whitespace));
+    assert_eq!(pasted.len(), "tern-x25519:".len() + 43);
     for file in [&public, &private] {
         let printed = tern(&["pubkey", "--key", path(file)]);
         assert!(printed.status.success(), "{printed:?}");
@@ -73,6 +75,24 @@ fn keygen_writes_an_owner_only_private_key_and_a_matching_public_key_and_never_r
     assert!(forced.status.success(), "{forced:?}");
     assert_ne!(std::fs::read_to_string(&private).expect("new"), private_pem);
     assert_ne!(stdout_lines(&forced).last(), Some(&pasted));
+}
+
+#[test]
+fn keygen_of_either_kind_prints_its_own_one_line_form_and_pubkey_agrees() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    for (kind, prefix) in [("rsa", "tern-pub:"), ("x25519", "tern-x25519:")] {
+        let keys = dir.path().join(kind);
+        let made = tern(&["keygen", "--out", path(&keys), "--kind", kind]);
+        assert!(made.status.success(), "{made:?}");
+        let pasted = stdout_lines(&made).last().cloned().expect("a line");
+        assert!(pasted.starts_with(prefix), "{pasted}");
+        for file in ["tern.pub", "tern.key"] {
+            let printed = tern(&["pubkey", "--key", path(&keys.join(file))]);
+            assert_eq!(stdout_lines(&printed), std::slice::from_ref(&pasted));
+        }
+    }
+    let unknown = tern(&["keygen", "--out", path(dir.path()), "--kind", "dsa"]);
+    assert!(!unknown.status.success());
 }
 
 #[test]

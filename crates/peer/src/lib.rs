@@ -152,4 +152,4 @@ pub use bytes::Bytes;
 pub use driver::StopCause;
 pub use proto::{CongestionConfig, CongestionKind, ConnectionError, ConnectionStats, StreamId};
 pub use tern_sockio::Backend;
-pub use tern_wire::{IdentityKey, PublicIdentity};
+pub use tern_wire::{IdentityKey, IdentityKind, PublicIdentity};

@@ -207,6 +207,13 @@ pub enum IntroError {
     /// The clock given is before 1970.
     #[error("the current time is before the UNIX epoch")]
     ClockBeforeEpoch,
+    /// The responder's X25519 key is a low-order point, or the
+    /// initiator's own gives an all-zero exchange with it.
+    #[error("degenerate X25519 key")]
+    DegenerateKey,
+    /// Sealing the X25519 intro failed.
+    #[error("sealing the intro failed")]
+    Sealing,
     /// RSA-OAEP encryption failed.
     #[error("RSA-OAEP encryption failed")]
     Encryption(#[source] rsa::Error),
@@ -222,7 +229,8 @@ pub enum AcceptError {
     /// An intro is exactly 257 bytes long.
     #[error("intro has {0} bytes, expected 257")]
     WrongLength(usize),
-    /// RSA-OAEP decryption failed: not encrypted to our key, or altered.
+    /// The intro does not open with our key: RSA-OAEP decryption or the
+    /// X25519 intro's seals failed (not made for our key, or altered).
     #[error("intro does not decrypt with our key")]
     Decryption,
     /// The decrypted contents are not an intro body.
@@ -253,6 +261,10 @@ pub enum AcceptError {
     /// The clock given is before 1970.
     #[error("the current time is before the UNIX epoch")]
     ClockBeforeEpoch,
+    /// An intro for the other kind of identity: an RSA intro to an X25519
+    /// responder, or the reverse.
+    #[error("intro for another kind of identity")]
+    WrongKind,
 }
 
 /// An initiator could not use a packet as the reply to its intro.
@@ -305,4 +317,8 @@ pub enum ProofError {
     /// RSA signing failed.
     #[error("RSA signing failed")]
     Signing(#[source] rsa::Error),
+    /// The key is not RSA: an X25519 identity proves itself in the intro
+    /// (wire format §6.5), never with a signature.
+    #[error("an identity proof by signature takes an RSA key")]
+    NotRsa,
 }

@@ -7,6 +7,7 @@
 //!
 //! ```text
 //! intro:       0x10 | 256 bytes RSA-OAEP ciphertext
+//! x25519 intro: 0x50 | initiator ephemeral key (32) | sealed static key (48) | sealed body (176)
 //! intro reply: 0x20|L   | receiver index (4) | packet number (L+1) | X25519 key (32) | sender index (4) | ciphertext | tag (16)
 //! data:        0x30|K|L | receiver index (4) | packet number (L+1) | ciphertext | tag (16)
 //! ```
@@ -56,6 +57,9 @@ pub enum PacketType {
     /// The responder's answer to an intro it will not decrypt yet: an
     /// address-validation token to send the intro again with.
     Retry = 0x40,
+    /// The initiator's handshake packet to an X25519 identity: its
+    /// ephemeral key, then what Diffie-Hellman exchanges sealed.
+    IntroX25519 = 0x50,
 }
 
 impl PacketType {
@@ -66,6 +70,7 @@ impl PacketType {
             0x20 => Ok(Self::IntroReply),
             0x30 => Ok(Self::Data),
             0x40 => Ok(Self::Retry),
+            0x50 => Ok(Self::IntroX25519),
             _ => Err(HeaderError::UnknownType(byte)),
         }
     }
@@ -174,6 +179,9 @@ impl PacketNumber {
 pub enum Header {
     /// An intro; its body is the RSA ciphertext.
     Intro,
+    /// An intro to an X25519 identity; its body is the initiator's
+    /// ephemeral key and what it sealed.
+    IntroX25519,
     /// A Retry; its body is the intro id and the token.
     Retry,
     /// The reply to an intro. Everything here is associated data.
@@ -204,6 +212,7 @@ impl Header {
     pub const fn packet_type(&self) -> PacketType {
         match self {
             Self::Intro => PacketType::Intro,
+            Self::IntroX25519 => PacketType::IntroX25519,
             Self::Retry => PacketType::Retry,
             Self::IntroReply { .. } => PacketType::IntroReply,
             Self::Data { .. } => PacketType::Data,
@@ -214,7 +223,7 @@ impl Header {
     #[must_use]
     pub const fn receiver_index(&self) -> Option<u32> {
         match self {
-            Self::Intro | Self::Retry => None,
+            Self::Intro | Self::IntroX25519 | Self::Retry => None,
             Self::IntroReply { receiver_index, .. } | Self::Data { receiver_index, .. } => {
                 Some(*receiver_index)
             }
@@ -225,7 +234,7 @@ impl Header {
     #[must_use]
     pub const fn packet_number(&self) -> Option<PacketNumber> {
         match self {
-            Self::Intro | Self::Retry => None,
+            Self::Intro | Self::IntroX25519 | Self::Retry => None,
             Self::IntroReply { packet_number, .. } | Self::Data { packet_number, .. } => {
                 Some(*packet_number)
             }
@@ -237,7 +246,7 @@ impl Header {
     #[inline]
     pub const fn len(&self) -> usize {
         match self {
-            Self::Intro | Self::Retry => 1,
+            Self::Intro | Self::IntroX25519 | Self::Retry => 1,
             Self::IntroReply { packet_number, .. } => {
                 1 + 4 + packet_number.len() + X25519_KEY_LEN + 4
             }
@@ -262,6 +271,7 @@ impl Header {
         })?;
         match self {
             Self::Intro => dst[0] = PacketType::Intro as u8,
+            Self::IntroX25519 => dst[0] = PacketType::IntroX25519 as u8,
             Self::Retry => dst[0] = PacketType::Retry as u8,
             Self::IntroReply {
                 receiver_index,
@@ -306,6 +316,12 @@ impl Header {
                 return Err(HeaderError::ReservedBits(first));
             }
             return Ok((Self::Retry, 1));
+        }
+        if packet_type == PacketType::IntroX25519 {
+            if first != PacketType::IntroX25519 as u8 {
+                return Err(HeaderError::ReservedBits(first));
+            }
+            return Ok((Self::IntroX25519, 1));
         }
         let (index, rest) = rest
             .split_first_chunk::<4>()
@@ -372,7 +388,7 @@ fn emit_index_and_number(
 pub fn peek_receiver_index(datagram: &[u8]) -> Option<u32> {
     let (&first, rest) = datagram.split_first()?;
     match PacketType::from_byte(first).ok()? {
-        PacketType::Intro | PacketType::Retry => None,
+        PacketType::Intro | PacketType::IntroX25519 | PacketType::Retry => None,
         PacketType::IntroReply | PacketType::Data => {
             rest.first_chunk::<4>().map(|b| u32::from_be_bytes(*b))
         }

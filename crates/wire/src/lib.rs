@@ -1,7 +1,7 @@
 //! Tern's wire format, version 2: packet layout with receiver index, key
 //! phase and truncated packet numbers, frames and their postcard codec,
 //! AES-128-GCM packet protection with counter nonces and key updates, and
-//! the RSA-2048 + X25519 handshake that delivers the keys.
+//! the handshakes (to an RSA-2048 or an X25519 identity) that deliver the keys.
 //!
 //! This crate is pure: no sockets, no threads, no clock. It turns frames into
 //! sealed datagrams and back, in buffers the caller owns, without allocating
@@ -15,7 +15,7 @@
 //! - [`keys`]: the HKDF key schedule and [`KeyConfig`].
 //! - [`packet`]: [`PacketSealer`] / [`PacketOpener`], whole packets and key updates.
 //! - [`size`]: how much data fits a datagram of a given size.
-//! - [`identity`]: RSA-2048 identities ([`IdentityKey`], [`PublicIdentity`]).
+//! - [`identity`]: RSA-2048 and X25519 identities ([`IdentityKey`], [`PublicIdentity`], [`IdentityKind`]).
 //! - [`handshake`]: the intro and its reply ([`PendingIntro`], [`Responder`]) that deliver the keys.
 //! - [`proof`]: the initiator's optional proof of its own identity ([`IdentityProof`]).
 //! - [`replay`]: the responder's [`ReplayGuard`].
@@ -92,7 +92,7 @@ pub use header::{
     Header, KeyPhase, MAX_HEADER_LEN, MAX_PACKET_NUMBER, Packet, PacketNumber, PacketType,
     peek_receiver_index,
 };
-pub use identity::{IdentityKey, PublicIdentity};
+pub use identity::{IdentityKey, IdentityKind, PublicIdentity};
 pub use keys::{KeyConfig, SECRET_LEN};
 pub use packet::{OpenedPacket, PacketBuilder, PacketOpener, PacketSealer};
 pub use proof::IdentityProof;

@@ -453,7 +453,7 @@ impl PacketOpener {
                 packet_number,
                 ..
             } => (receiver_index, packet_number, KeyPhase(false)),
-            Header::Intro | Header::Retry => {
+            Header::Intro | Header::IntroX25519 | Header::Retry => {
                 return Err(OpenError::WrongType(header.packet_type()));
             }
         };

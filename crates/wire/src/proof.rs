@@ -63,7 +63,8 @@ impl Transcript {
     ) -> Result<IdentityProof, ProofError> {
         let public_key = key.public().to_spki_der().map_err(ProofError::Key)?;
         let signature = key
-            .0
+            .rsa()
+            .ok_or(ProofError::NotRsa)?
             .sign_with_rng(rng, Pss::new::<Sha256>(), &signed_digest(self))
             .map_err(ProofError::Signing)?;
         Ok(IdentityProof {
@@ -80,22 +81,21 @@ impl Identity<'_> {
     /// that does not verify under the key.
     pub fn verify(&self, transcript: &Transcript) -> Result<PublicIdentity, ProofError> {
         let identity = PublicIdentity::from_spki_der(self.public_key).map_err(ProofError::Key)?;
+        let key = identity.rsa().ok_or(ProofError::NotRsa)?;
         // RFC 8017 §8.1.2 step 2b applies RSAVP1, whose step 1 (§5.2.2)
         // reads: "If the signature representative s is not between 0 and
         // n - 1, output 'signature representative out of range'". The `rsa`
         // crate's `Pss` verifier skips that step and reduces s mod n, so
         // s + n would pass as a second encoding of a valid signature.
-        if BigUint::from_bytes_be(self.signature) >= *identity.0.n() {
+        if BigUint::from_bytes_be(self.signature) >= *key.n() {
             return Err(ProofError::SignatureOutOfRange);
         }
-        identity
-            .0
-            .verify(
-                Pss::new::<Sha256>(),
-                &signed_digest(transcript),
-                self.signature,
-            )
-            .map_err(|_| ProofError::Signature)?;
+        key.verify(
+            Pss::new::<Sha256>(),
+            &signed_digest(transcript),
+            self.signature,
+        )
+        .map_err(|_| ProofError::Signature)?;
         Ok(identity)
     }
 }
@@ -241,6 +241,26 @@ mod tests {
     }
 
     #[test]
+    fn an_x25519_key_neither_signs_nor_verifies_a_proof() {
+        let session = session();
+        let x25519 = crate::test_support::x25519_identity();
+        assert!(matches!(
+            session.initiator_transcript.prove(x25519, &mut OsRng),
+            Err(ProofError::NotRsa)
+        ));
+        let spki = x25519.public().to_spki_der().unwrap();
+        let signature = proof(&session.initiator_transcript);
+        let claim = Identity {
+            public_key: &spki,
+            ..signature.identity()
+        };
+        assert!(matches!(
+            claim.verify(&session.responder_transcript),
+            Err(ProofError::NotRsa)
+        ));
+    }
+
+    #[test]
     fn a_proof_replayed_into_another_session_is_refused() {
         let first = session();
         let second = session();
@@ -317,6 +337,11 @@ mod tests {
         ));
     }
 
+    /// The RSA key of a test identity.
+    fn rsa(key: &IdentityKey) -> &rsa::RsaPrivateKey {
+        key.rsa().expect("an RSA identity")
+    }
+
     /// An identity whose modulus n leaves room below 2^2048 for at least
     /// one valid signature s in 16 to have s + n fit the signature's 256
     /// bytes: the test key if it does, else the first fresh key that does.
@@ -328,7 +353,7 @@ mod tests {
                 .chain(std::iter::repeat_with(|| {
                     IdentityKey::generate(&mut OsRng).expect("RSA key generation")
                 }))
-                .find(|key| (&limit - key.0.n()) * 16u8 >= *key.0.n())
+                .find(|key| (&limit - rsa(key).n()) * 16u8 >= *rsa(key).n())
                 .expect("keys never run out")
         })
     }
@@ -337,7 +362,7 @@ mod tests {
     fn a_signature_plus_the_modulus_is_refused_though_rsa_arithmetic_alone_accepts_it() {
         let session = session();
         let key = identity_with_room();
-        let n = key.0.n();
+        let n = rsa(key).n();
         let limit = BigUint::from(1u8) << RSA_BITS;
         let (proof, forged) = (0..1_000)
             .find_map(|_| {
@@ -350,8 +375,8 @@ mod tests {
         assert_eq!(forged.len(), RSA_BITS / 8);
         let transcript = &session.responder_transcript;
         // The RSA arithmetic reduces s + n mod n and takes it for s.
-        key.public()
-            .0
+        rsa(key)
+            .to_public_key()
             .verify(Pss::new::<Sha256>(), &signed_digest(transcript), &forged)
             .expect("the forged signature passes the RSA arithmetic");
         let forgery = Identity {

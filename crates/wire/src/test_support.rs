@@ -26,3 +26,15 @@ pub(crate) fn other_identity() -> &'static IdentityKey {
 pub(crate) fn t0() -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(1_750_000_000)
 }
+
+/// An X25519 responder identity (cheap to make, shared for symmetry).
+pub(crate) fn x25519_identity() -> &'static IdentityKey {
+    static KEY: OnceLock<IdentityKey> = OnceLock::new();
+    KEY.get_or_init(|| IdentityKey::generate_x25519(&mut OsRng))
+}
+
+/// A second X25519 identity, for "wrong key" tests and initiators.
+pub(crate) fn other_x25519_identity() -> &'static IdentityKey {
+    static KEY: OnceLock<IdentityKey> = OnceLock::new();
+    KEY.get_or_init(|| IdentityKey::generate_x25519(&mut OsRng))
+}

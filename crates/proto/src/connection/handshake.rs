@@ -10,7 +10,9 @@ use std::time::{Duration, SystemTime};
 use quanta::Instant;
 
 use rand_core::CryptoRngCore;
-use tern_wire::{Accepted, Frame, INTRO_LEN, KeyConfig, PendingIntro, PublicIdentity};
+use tern_wire::{
+    Accepted, Frame, INTRO_LEN, IdentityKey, IdentityKind, KeyConfig, PendingIntro, PublicIdentity,
+};
 
 use super::carried::{Carried, CarriedRecord};
 use super::identity::PeerIdentity;
@@ -25,11 +27,17 @@ impl Connection {
     /// An outgoing connection: writes the intro to `responder` (sent by the
     /// first `poll_transmit`) with `local_index` for the responder's packets
     /// to carry. `wall` is the wall-clock time for the intro's timestamp.
+    /// The intro's kind follows the responder's key. `prover` is this
+    /// side's identity if it proves it: an X25519 identity to an X25519
+    /// responder is proven in the intro itself, any other with a signature
+    /// after the reply (an X25519 identity to an RSA responder cannot
+    /// sign, and stays anonymous).
     pub(crate) fn connect(
         start: Start,
         keys: KeyConfig,
         remote: SocketAddr,
         responder: &PublicIdentity,
+        prover: Option<&IdentityKey>,
         wall: SystemTime,
         rng: &mut impl CryptoRngCore,
     ) -> Result<Self, tern_wire::IntroError> {
@@ -40,7 +48,18 @@ impl Connection {
             ..
         } = start;
         let mut intro = vec![0u8; INTRO_LEN].into_boxed_slice();
-        let pending = PendingIntro::write(responder, local_index, keys, wall, rng, &mut intro)?;
+        let in_intro = prover.filter(|key| {
+            key.kind() == IdentityKind::X25519 && responder.kind() == IdentityKind::X25519
+        });
+        let pending = PendingIntro::write_as(
+            in_intro,
+            responder,
+            local_index,
+            keys,
+            wall,
+            rng,
+            &mut intro,
+        )?;
         let backoff = config.initial_rtt * 3;
         let connecting = Connecting {
             pending: Some(pending),
@@ -51,7 +70,8 @@ impl Connection {
             deadline: now + config.handshake_timeout,
         };
         let path = Path::validated(remote, config.path_mtu());
-        let identity = PeerIdentity::initiator(responder, config.prove_identity);
+        let identity =
+            PeerIdentity::initiator(responder, config.prove_identity && in_intro.is_none());
         let mut connection = Self::new(
             Side::Initiator,
             State::Connecting(Box::new(connecting)),
@@ -77,10 +97,19 @@ impl Connection {
         let mut path = Path::unconfirmed(remote, start.config.path_mtu());
         path.on_received(intro_len);
         let mut connection = Self::new(Side::Responder, State::Established, path, start, rng);
-        connection.identity = PeerIdentity::responder(connection.config.require_identity);
-        // What the initiator's proof of identity, if one comes, is checked
-        // against.
-        connection.transcript = Some(Box::new(accepted.transcript(local_index)?));
+        let required = connection.config.require_identity;
+        match accepted.initiator_identity() {
+            // Proven in the intro (an X25519 identity): nothing to wait for.
+            Some(initiator) => {
+                connection.identity = PeerIdentity::proven_in_intro(initiator, required);
+            }
+            None => {
+                connection.identity = PeerIdentity::responder(required);
+                // What the initiator's proof of identity, if one comes, is
+                // checked against.
+                connection.transcript = Some(Box::new(accepted.transcript(local_index)?));
+            }
+        }
         let mut buf = vec![0u8; accepted.max_reply_len()];
         let (len, keys) = accepted.reply(local_index, &[Frame::Ping], &mut buf)?;
         buf.truncate(len);

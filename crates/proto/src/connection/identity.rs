@@ -1,8 +1,11 @@
 //! Who is at the other end: the identity each side proved.
 //!
 //! The handshake proves the responder's key to the initiator: only its
-//! holder can answer the intro. The initiator proves its own key only if
-//! it chooses to ([`ConnectionConfig::prove_identity`], on by default
+//! holder can answer the intro. An initiator with an X25519 identity that
+//! connects to an X25519 responder proves its key in the intro itself
+//! (tern-wire's X25519 intro: only the key's holder can seal its body), so
+//! the responder knows it before it answers. Otherwise the initiator
+//! proves its own key only if it chooses to ([`ConnectionConfig::prove_identity`], on by default
 //! when its endpoint has an identity): once the reply authenticated, it
 //! signs the session's transcript and sends the proof (tern-wire's
 //! Identity frame) first in its next packet, again if that packet is lost,
@@ -79,6 +82,17 @@ impl PeerIdentity {
     /// The responder's: nothing known until a proof verifies.
     pub(super) fn responder(required: bool) -> Self {
         Self {
+            required,
+            ..Self::default()
+        }
+    }
+
+    /// The responder's, when the initiator proved `key` in the intro (an
+    /// X25519 identity, wire format §6.5).
+    pub(super) fn proven_in_intro(key: &PublicIdentity, required: bool) -> Self {
+        Self {
+            key: Some(Box::new(key.clone())),
+            proven: true,
             required,
             ..Self::default()
         }

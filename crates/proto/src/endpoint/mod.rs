@@ -284,6 +284,7 @@ impl Endpoint {
             self.config.keys,
             remote,
             responder,
+            self.prover.as_ref(),
             wall,
             &mut self.rng,
         )?;
@@ -504,7 +505,9 @@ impl Node for Endpoint {
         datagram: &mut [u8],
     ) {
         match datagram.first() {
-            Some(&first) if first == PacketType::Intro as u8 => {
+            Some(&first)
+                if first == PacketType::Intro as u8 || first == PacketType::IntroX25519 as u8 =>
+            {
                 if self.refusing {
                     self.stats.intros_declined += 1;
                 } else {

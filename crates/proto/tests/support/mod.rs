@@ -45,6 +45,16 @@ pub fn third_identity() -> IdentityKey {
     seeded_identity(&DER, 3)
 }
 
+/// An X25519 identity (cheap: made afresh from its seed each time).
+pub fn x25519_identity() -> IdentityKey {
+    IdentityKey::generate_x25519(&mut ChaCha20Rng::seed_from_u64(25519))
+}
+
+/// A second X25519 identity.
+pub fn other_x25519_identity() -> IdentityKey {
+    IdentityKey::generate_x25519(&mut ChaCha20Rng::seed_from_u64(25520))
+}
+
 /// The identity made from `seed`, generated once into `cell`.
 fn seeded_identity(cell: &'static OnceLock<Vec<u8>>, seed: u64) -> IdentityKey {
     let der = cell.get_or_init(|| {
@@ -117,6 +127,22 @@ impl Pair {
         server_config: EndpointConfig,
         client_identity: Option<IdentityKey>,
     ) -> Self {
+        Self::with_identities(
+            seed,
+            link,
+            (client_config, client_identity),
+            (server_config, identity()),
+        )
+    }
+
+    /// Each side's configuration and identity: the server's key's kind
+    /// decides the intro the client sends.
+    pub fn with_identities(
+        seed: u64,
+        link: LinkConfig,
+        (client_config, client_identity): (EndpointConfig, Option<IdentityKey>),
+        (server_config, server_identity): (EndpointConfig, IdentityKey),
+    ) -> Self {
         let mut sim = Sim::new(SimConfig::seeded(seed).with_default_link(link));
         let client_addr: SocketAddr = "10.0.0.1:4000".parse().expect("address");
         let server_addr: SocketAddr = "10.0.0.2:5000".parse().expect("address");
@@ -131,7 +157,7 @@ impl Pair {
         .expect("valid config");
         let server_endpoint = Endpoint::new(
             server_config,
-            Some(identity()),
+            Some(server_identity),
             seed_bytes(seed, 2),
             now,
             wall_start(),

@@ -1,0 +1,145 @@
+//! Level 0: the responder's CPU per intro, for each kind of identity. One
+//! iteration is everything a responder spends on a fresh intro that it
+//! accepts: opening and checking it (RSA-OAEP decryption, or the X25519
+//! intro's exchanges and seals), the replay guard, its own ephemeral key,
+//! the key schedule and the sealed reply. The intros are made beforehand,
+//! outside the timing; each iteration gets a distinct one.
+//!
+//! The inverse of a figure is how many intros one core answers a second:
+//! the intro budget an endpoint can afford, and what a flood of valid
+//! intros costs it.
+
+#![forbid(unsafe_code)]
+
+use std::num::NonZeroUsize;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
+
+use divan::{Bencher, black_box};
+use rand_core::OsRng;
+use tern_wire::{Frame, INTRO_LEN, IdentityKey, KeyConfig, PendingIntro, ReplayGuard, Responder};
+
+fn main() {
+    divan::main();
+}
+
+/// The responder's RSA-2048 identity (about 250 ms to make: once).
+fn rsa() -> &'static IdentityKey {
+    static KEY: OnceLock<IdentityKey> = OnceLock::new();
+    KEY.get_or_init(|| IdentityKey::generate(&mut OsRng).expect("RSA key generation"))
+}
+
+/// The responder's X25519 identity.
+fn x25519() -> &'static IdentityKey {
+    static KEY: OnceLock<IdentityKey> = OnceLock::new();
+    KEY.get_or_init(|| IdentityKey::generate_x25519(&mut OsRng))
+}
+
+/// An initiator's X25519 identity, proven in the intro.
+fn initiator() -> &'static IdentityKey {
+    static KEY: OnceLock<IdentityKey> = OnceLock::new();
+    KEY.get_or_init(|| IdentityKey::generate_x25519(&mut OsRng))
+}
+
+/// A responder for `identity` whose replay guard never fills in a run.
+fn responder(identity: &IdentityKey) -> Responder {
+    Responder::new(
+        identity.clone(),
+        ReplayGuard::new(
+            Duration::from_secs(30),
+            NonZeroUsize::new(1 << 20).expect("not zero"),
+        ),
+        KeyConfig::default(),
+    )
+}
+
+/// Accepts and answers fresh intros to `identity`, from `proving` if given.
+fn accept_and_reply(bencher: Bencher, identity: &IdentityKey, proving: Option<&IdentityKey>) {
+    let now = SystemTime::now();
+    let public = identity.public();
+    let mut responder = responder(identity);
+    let mut reply = [0u8; 3 * INTRO_LEN];
+    bencher
+        .with_inputs(|| {
+            let mut intro = [0u8; INTRO_LEN];
+            PendingIntro::write_as(
+                proving,
+                &public,
+                7,
+                KeyConfig::default(),
+                now,
+                &mut OsRng,
+                &mut intro,
+            )
+            .expect("writes");
+            intro
+        })
+        .bench_local_refs(|intro| {
+            let accepted = responder
+                .accept(intro, now, &mut OsRng)
+                .expect("a fresh intro");
+            black_box(accepted.reply(9, &[Frame::Ping], &mut reply).expect("fits"))
+        });
+}
+
+mod responder_per_intro {
+    use super::*;
+
+    /// An RSA intro: one blinded RSA-2048 decryption and one X25519
+    /// exchange.
+    #[divan::bench]
+    fn rsa(bencher: Bencher) {
+        accept_and_reply(bencher, super::rsa(), None);
+    }
+
+    /// An X25519 intro from an anonymous initiator: `es` and `ee`, one
+    /// fixed-base multiplication for the responder's ephemeral key.
+    #[divan::bench]
+    fn x25519(bencher: Bencher) {
+        accept_and_reply(bencher, super::x25519(), None);
+    }
+
+    /// An X25519 intro whose initiator proves its X25519 identity: `es`,
+    /// `ss`, `ee` and `se`.
+    #[divan::bench]
+    fn x25519_proving(bencher: Bencher) {
+        accept_and_reply(bencher, super::x25519(), Some(initiator()));
+    }
+}
+
+mod initiator_per_intro {
+    use super::*;
+
+    /// The initiator writes an intro to `identity`.
+    fn write(bencher: Bencher, identity: &IdentityKey, proving: Option<&IdentityKey>) {
+        let now = SystemTime::now();
+        let public = identity.public();
+        let mut intro = [0u8; INTRO_LEN];
+        bencher.bench_local(|| {
+            black_box(
+                PendingIntro::write_as(
+                    proving,
+                    &public,
+                    7,
+                    KeyConfig::default(),
+                    now,
+                    &mut OsRng,
+                    &mut intro,
+                )
+                .expect("writes"),
+            )
+        });
+    }
+
+    /// RSA-OAEP encryption to the responder.
+    #[divan::bench]
+    fn rsa(bencher: Bencher) {
+        write(bencher, super::rsa(), None);
+    }
+
+    /// The X25519 intro, anonymous.
+    #[divan::bench]
+    fn x25519(bencher: Bencher) {
+        write(bencher, super::x25519(), None);
+    }
+}

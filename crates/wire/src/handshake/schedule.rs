@@ -1,0 +1,84 @@
+//! The key schedule: the transcript hash and the session secrets of both
+//! directions, derived from it with HKDF-SHA256 (RFC 5869).
+
+use core::fmt;
+
+use hkdf::Hkdf;
+use sha2::{Digest, Sha256};
+use zeroize::Zeroize;
+
+use crate::header::{Header, X25519_KEY_LEN};
+use crate::keys::{SECRET_LEN, TrafficSecret};
+
+/// HKDF label of the initiator-to-responder secret.
+const LABEL_I2R: &[u8] = b"tern v2 i2r";
+/// HKDF label of the responder-to-initiator secret.
+const LABEL_R2I: &[u8] = b"tern v2 r2i";
+
+/// The session secrets of both directions, from the handshake's inputs.
+/// Refuses a non-contributory X25519 result and identical directions.
+pub(super) fn derive_secrets(
+    initiator_secret: &[u8; SECRET_LEN],
+    shared: &[u8; X25519_KEY_LEN],
+    transcript: &[u8; 32],
+) -> Option<(TrafficSecret, TrafficSecret)> {
+    if shared.iter().all(|&b| b == 0) {
+        return None;
+    }
+    let hkdf = Hkdf::<Sha256>::new(Some(initiator_secret), shared);
+    let mut i2r = [0u8; SECRET_LEN];
+    let mut r2i = [0u8; SECRET_LEN];
+    let mut info = [0u8; 11 + 32];
+    for (label, out) in [(LABEL_I2R, &mut i2r), (LABEL_R2I, &mut r2i)] {
+        info[..label.len()].copy_from_slice(label);
+        info[label.len()..].copy_from_slice(transcript);
+        hkdf.expand(&info, out).ok()?;
+    }
+    let distinct = i2r != r2i;
+    let secrets = (
+        TrafficSecret::from_bytes(i2r),
+        TrafficSecret::from_bytes(r2i),
+    );
+    i2r.zeroize();
+    r2i.zeroize();
+    distinct.then_some(secrets)
+}
+
+/// SHA-256 of the intro datagram and the reply header.
+pub(super) fn transcript(intro: &Sha256, reply_header: &[u8]) -> [u8; 32] {
+    intro.clone().chain_update(reply_header).finalize().into()
+}
+
+/// The transcript hash of a finished handshake.
+#[derive(Clone)]
+pub struct Transcript {
+    pub(super) intro: Sha256,
+    pub(super) hash: [u8; 32],
+}
+
+impl fmt::Debug for Transcript {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Transcript").field(&self.hash).finish()
+    }
+}
+
+impl Transcript {
+    /// SHA-256 of the intro datagram and the reply header.
+    #[must_use]
+    pub const fn hash(&self) -> [u8; 32] {
+        self.hash
+    }
+
+    /// Whether `datagram` is a repeat of the reply that established this
+    /// connection (the responder resends it when the intro is repeated).
+    /// No key is derived: a repeat is to be dropped.
+    #[must_use]
+    pub fn is_repeated_reply(&self, datagram: &[u8]) -> bool {
+        match Header::parse(datagram) {
+            Ok((Header::IntroReply { .. }, len)) => {
+                transcript(&self.intro, &datagram[..len]) == self.hash
+            }
+            _ => false,
+        }
+    }
+}
