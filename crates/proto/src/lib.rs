@@ -92,7 +92,7 @@ pub use tern_congestion::{
     CubicConfig, CubicConfigError, HyStartConfig, LedbatConfig, LedbatConfigError, RenoConfig,
     RenoConfigError,
 };
-pub use tern_wire::{CloseKind, IdentityKey, KeyConfig, PublicIdentity};
+pub use tern_wire::{CloseKind, DEFAULT_MAX_MESSAGE_SIZE, IdentityKey, KeyConfig, PublicIdentity};
 
 pub use config::{
     ConfigError, CongestionConfig, CongestionKind, ConnectionConfig, DEFAULT_MEMORY_BUDGET,

@@ -20,9 +20,9 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::{
     Ack, AckFrameRanges, AckFrameRangesRepr, AckFrequency, Close, CloseKind, DataBlocked, Datagram,
-    Frame, FrameType, Identity, MAX_ACK_RANGES, MAX_REQUESTED_ACK_DELAY, MaxData, MaxStreamData,
-    MaxStreams, Message, Padding, PathChallenge, PathResponse, ResetStream, StopSending, Stream,
-    StreamDataBlocked,
+    Frame, FrameType, Identity, MAX_ACK_RANGES, MAX_REQUESTED_ACK_DELAY, MaxData, MaxMessageSize,
+    MaxStreamData, MaxStreams, Message, Padding, PathChallenge, PathResponse, ResetStream,
+    StopSending, Stream, StreamDataBlocked,
 };
 use crate::varint::{VARINT_MAX, varint_len};
 
@@ -337,6 +337,7 @@ impl<'a> Frame<'a> {
                     + varint_len(body.max_ack_delay_us)
             }
             Self::Identity(i) => bytes_len(i.public_key) + bytes_len(i.signature),
+            Self::MaxMessageSize(m) => varint_len(m.max),
         }
     }
 
@@ -391,6 +392,9 @@ impl<'a> Frame<'a> {
             }
             Self::MaxStreams(m) => {
                 checked("max streams", m.max)?;
+            }
+            Self::MaxMessageSize(m) => {
+                checked("max message size", m.max)?;
             }
             Self::PathChallenge(_)
             | Self::PathResponse(_)
@@ -504,6 +508,9 @@ impl<'a> Frame<'a> {
                 put(&(d.id, d.limit), body)?;
             }
             Self::MaxStreams(m) => {
+                put(&m.max, body)?;
+            }
+            Self::MaxMessageSize(m) => {
                 put(&m.max, body)?;
             }
             Self::AckFrequency(a) => {
@@ -628,6 +635,11 @@ impl<'a> Frame<'a> {
                 let (max, rest) = take::<u64>(ty, body)?;
                 let max = bounded(ty, max)?;
                 (Self::MaxStreams(MaxStreams { max }), rest)
+            }
+            FrameType::MaxMessageSize => {
+                let (max, rest) = take::<u64>(ty, body)?;
+                let max = bounded(ty, max)?;
+                (Self::MaxMessageSize(MaxMessageSize { max }), rest)
             }
             FrameType::PathChallenge => {
                 let (p, rest) = take::<PathBody>(ty, body)?;
@@ -817,6 +829,7 @@ pub(crate) mod tests {
             public_key: Vec<u8>,
             signature: Vec<u8>,
         },
+        MaxMessageSize(MaxMessageSize),
     }
 
     impl OwnedFrame {
@@ -870,6 +883,7 @@ pub(crate) mod tests {
                     public_key,
                     signature,
                 }),
+                Self::MaxMessageSize(m) => Frame::MaxMessageSize(*m),
             }
         }
     }
@@ -966,6 +980,7 @@ pub(crate) mod tests {
                     signature
                 }
             ),
+            varint().prop_map(|max| OwnedFrame::MaxMessageSize(MaxMessageSize { max })),
         ]
     }
 
@@ -1127,7 +1142,7 @@ pub(crate) mod tests {
 
     #[test]
     fn unknown_frame_types_are_refused() {
-        assert_eq!(decode_err(&[0x13]), DecodeError::UnknownFrameType(0x13));
+        assert_eq!(decode_err(&[0x15]), DecodeError::UnknownFrameType(0x15));
         assert_eq!(
             decode_err(&[0xff, 1, 2]),
             DecodeError::UnknownFrameType(0xff)

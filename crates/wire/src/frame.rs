@@ -62,6 +62,8 @@ pub enum FrameType {
     AckFrequency = 0x11,
     /// [`Frame::Identity`].
     Identity = 0x12,
+    /// [`Frame::MaxMessageSize`].
+    MaxMessageSize = 0x13,
 }
 
 impl FrameType {
@@ -88,6 +90,7 @@ impl FrameType {
             0x10 => Self::Datagram,
             0x11 => Self::AckFrequency,
             0x12 => Self::Identity,
+            0x13 => Self::MaxMessageSize,
             _ => return None,
         })
     }
@@ -132,6 +135,8 @@ pub enum Frame<'a> {
     AckFrequency(AckFrequency),
     /// The initiator proves its RSA identity for this session.
     Identity(Identity<'a>),
+    /// The largest message the sender of this frame accepts.
+    MaxMessageSize(MaxMessageSize),
 }
 
 impl Frame<'_> {
@@ -164,6 +169,7 @@ impl Frame<'_> {
             Self::Datagram(_) => FrameType::Datagram,
             Self::AckFrequency(_) => FrameType::AckFrequency,
             Self::Identity(_) => FrameType::Identity,
+            Self::MaxMessageSize(_) => FrameType::MaxMessageSize,
         }
     }
 
@@ -552,6 +558,21 @@ pub struct Identity<'a> {
     pub signature: &'a [u8],
 }
 
+/// The largest message a peer assumes its other end accepts until a
+/// [`MaxMessageSize`] frame says otherwise: 1 GiB. Part of the wire
+/// format: both ends assume it, so an endpoint whose limit is this one
+/// need not send the frame.
+pub const DEFAULT_MAX_MESSAGE_SIZE: u64 = 1 << 30;
+
+/// The largest message, in bytes, the sender of this frame accepts; a
+/// larger one is a protocol violation. Sent once per connection (again if
+/// lost) by an endpoint whose limit is not [`DEFAULT_MAX_MESSAGE_SIZE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxMessageSize {
+    /// The limit in bytes, at most [`VARINT_MAX`].
+    pub max: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -615,5 +636,6 @@ mod tests {
             signature: b"signature",
         });
         assert!(proof.is_ack_eliciting());
+        assert!(Frame::MaxMessageSize(MaxMessageSize { max: 1 << 16 }).is_ack_eliciting());
     }
 }

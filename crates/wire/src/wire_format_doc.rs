@@ -108,6 +108,16 @@ fn the_documented_ack_frequency_frame_is_what_the_codec_writes() {
     assert_eq!(Frame::decode_exact(&documented), Ok(frame));
 }
 
+#[test]
+fn the_documented_max_message_size_frame_is_what_the_codec_writes() {
+    let frame = Frame::MaxMessageSize(crate::MaxMessageSize { max: 1 << 16 });
+    let mut buf = [0u8; 16];
+    let len = frame.encode(&mut buf).expect("fits");
+    let documented = doc_hex("example-max-message-size");
+    assert_eq!(hex::encode(&buf[..len]), hex::encode(&documented));
+    assert_eq!(Frame::decode_exact(&documented), Ok(frame));
+}
+
 /// The Identity frame is laid out as documented, and its signature is an
 /// RSASSA-PSS (SHA-256, 32-byte salt) signature, checked here with the `rsa`
 /// crate directly, over SHA-256 of the documented label and the transcript

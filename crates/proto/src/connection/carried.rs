@@ -49,6 +49,8 @@ pub(crate) enum Carried {
     Ping,
     /// The initiator's proof of identity (resent as the same proof).
     Identity,
+    /// This side's message limit (resent as the same limit).
+    MaxMessageSize,
 }
 
 impl Carried {

@@ -259,6 +259,7 @@ impl Connection {
                 Carried::StopSending(id) => self.streams.on_stop_sending_lost(id),
                 Carried::MtuProbe(size) => self.path.mtu_mut().on_probe_lost(size as usize),
                 Carried::Identity => self.on_proof_lost(),
+                Carried::MaxMessageSize => self.message_limits.on_lost(),
                 Carried::PathChallenge | Carried::Ping => {}
             }
         }

@@ -266,6 +266,7 @@ impl Connection {
                 );
             }
             Frame::Identity(proof) => self.on_identity_frame(proof)?,
+            Frame::MaxMessageSize(limit) => self.message_limits.on_frame(*limit),
             Frame::PathChallenge(PathChallenge { data }) => {
                 self.path_response_due = Some(*data);
             }
