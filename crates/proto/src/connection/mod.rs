@@ -370,6 +370,16 @@ impl Connection {
         matches!(self.state, State::Established) && self.reply.is_none() && self.keys.is_some()
     }
 
+    /// Sends an ack-eliciting packet soon, as a keep-alive would: after
+    /// this side's own address changed (its endpoint moved to another
+    /// socket), it shows the peer the new path at once rather than at the
+    /// next keep-alive. Nothing before the handshake's end.
+    pub fn ping(&mut self) {
+        if self.is_established() {
+            self.ping_due = true;
+        }
+    }
+
     /// When application data last went either way (see `last_data`).
     pub(crate) fn last_data(&self) -> Instant {
         self.last_data
