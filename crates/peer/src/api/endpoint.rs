@@ -17,7 +17,7 @@ use super::error::ConnectError;
 use super::incoming::Incoming;
 use super::state::EndpointState;
 use crate::driver::{Driver, DriverHandle, DriverStats};
-use crate::proto::{self, EndpointStats};
+use crate::proto::{self, CongestionConfig, EndpointStats};
 
 /// How much longer than the handshake timeout `connect` waits for the
 /// protocol to report the handshake's end before it ends it itself.
@@ -172,11 +172,35 @@ impl Endpoint {
         addr: SocketAddr,
         identity: &PublicIdentity,
     ) -> Result<Connection, ConnectError> {
+        self.connect_using(addr, identity, None).await
+    }
+
+    /// [`connect`](Self::connect), with a congestion controller of its own
+    /// for this connection instead of the endpoint's
+    /// ([`Config::congestion`]): Reno for a connection that should take
+    /// its share against TCP, say, beside LEDBAT background transfers.
+    pub async fn connect_with(
+        &self,
+        addr: SocketAddr,
+        identity: &PublicIdentity,
+        congestion: CongestionConfig,
+    ) -> Result<Connection, ConnectError> {
+        self.connect_using(addr, identity, Some(congestion)).await
+    }
+
+    async fn connect_using(
+        &self,
+        addr: SocketAddr,
+        identity: &PublicIdentity,
+        congestion: Option<CongestionConfig>,
+    ) -> Result<Connection, ConnectError> {
         let slot = self.driver.with_node(|state| {
-            let handle = state
-                .proto
-                .connect(self.driver.now(), addr, identity)
-                .map_err(ConnectError::Start)?;
+            let now = self.driver.now();
+            let handle = match congestion {
+                Some(congestion) => state.proto.connect_with(now, addr, identity, congestion),
+                None => state.proto.connect(now, addr, identity),
+            }
+            .map_err(ConnectError::Start)?;
             Ok::<_, ConnectError>(state.add(handle, addr))
         })??;
         let connection = Connection::new(self.driver.clone(), slot, addr);
