@@ -11,7 +11,14 @@
 //! [`RecvStream`], `AsyncRead`). Each operation fails with its own typed
 //! error: a write with [`WriteError::Stopped`] when the peer stopped the
 //! stream, a read with [`ReadError::Reset`] when the peer reset it, and
-//! either with `ConnectionLost` when the connection is over.
+//! either with `ConnectionLost` when the connection is over. A message
+//! above the peer's limit ([`Connection::max_message_size`]) is refused
+//! with [`SendError::TooLarge`] and the connection lives.
+//!
+//! An endpoint can also start on a socket the application bound
+//! ([`Endpoint::from_socket`]), move to another with its connections kept
+//! ([`Endpoint::rebind`]), and give one connection a congestion controller
+//! of its own ([`Endpoint::connect_with`]).
 //!
 //! # Example
 //! ```
@@ -37,9 +44,10 @@
 //! let from_client = incoming.accept();
 //! assert_eq!(to_server.peer_identity(), Some(public));
 //!
-//! // Messages of any size arrive whole.
+//! // Messages of any size arrive whole, up to the peer's limit.
 //! to_server.send(Bytes::from(vec![7u8; 100_000])).await?;
 //! assert_eq!(from_client.recv().await?.len(), 100_000);
+//! assert_eq!(to_server.max_message_size(), Some(1 << 30)); // the default
 //!
 //! // Streams carry bytes in order to their end; each half has its owner.
 //! let (mut upload, _) = to_server.open_bi().await?;
@@ -61,6 +69,8 @@
 //! // peer has acknowledged everything (or stopped acknowledging for the
 //! // drain timeout) and the Close is queued.
 //! to_server.close(0, Bytes::from_static(b"done")).await;
+//! // The client's network changed: a new socket, its connections kept.
+//! client.rebind("127.0.0.1:0".parse()?)?;
 //! // Dropping every handle would still let the Close leave; a program about
 //! // to end its runtime waits for that.
 //! client.wait_idle().await;

@@ -111,6 +111,27 @@ async fn endpoints_that_choose_cubic_transfer_with_it() {
     assert!(a.stats().expect("still held").sent_bytes > LEN as u64);
 }
 
+/// A connection can choose its own controller: CUBIC for this one, on an
+/// endpoint whose others keep LEDBAT. The server answers with its own
+/// (LEDBAT): each side's controller governs what it sends.
+#[tokio::test]
+async fn a_connection_chooses_its_own_controller_beside_the_endpoints() {
+    let (server, client) = (server(None), client(None));
+    let public = server.public().expect("identity").clone();
+    let (foreground, accepted) = tokio::join!(
+        client.connect_with(server.local_addr(), &public, CongestionConfig::cubic()),
+        server.accept_connection()
+    );
+    let (foreground, b) = (foreground.expect("connects"), accepted.expect("accepts"));
+    let (background, _held) = pair(&server, &client).await;
+    const LEN: usize = 1 << 20;
+    let foreground = stream_across(foreground, &b, LEN).await;
+    let kind = |c: &Connection| c.stats().expect("still held").congestion;
+    assert_eq!(kind(&foreground), CongestionKind::Cubic);
+    assert_eq!(kind(&background), CongestionKind::Ledbat);
+    assert_eq!(kind(&b), CongestionKind::Ledbat);
+}
+
 /// Four writers on one connection whose streams share a send budget much
 /// smaller than what they write: each write that finds no room waits for
 /// its stream's writable event, so every writer must be woken as room

@@ -193,8 +193,17 @@ async fn a_full_datagram_queue_drops_its_oldest_but_send_datagram_wait_waits() {
     for i in 0..SENT {
         a.send_datagram(i.to_le_bytes().to_vec()).expect("queued");
     }
-    let dropped = a.stats().expect("open").datagrams_dropped;
+    let stats = a.stats().expect("open");
+    let dropped = stats.datagrams_dropped;
     assert_eq!(dropped, SENT - QUEUE as u64);
+    assert_eq!(stats.datagrams_send_queue_dropped, dropped);
+    // One too large is dropped too, counted apart from the queue's.
+    let too_large = vec![0u8; a.max_datagram_size().expect("open") + 1];
+    assert!(a.send_datagram(too_large).is_err());
+    let stats = a.stats().expect("open");
+    assert_eq!(stats.datagrams_dropped, dropped + 1);
+    assert_eq!(stats.datagrams_send_queue_dropped, dropped);
+    let dropped = stats.datagrams_dropped;
     // Waiting for room instead loses none before they leave.
     tokio::time::timeout(PATIENCE, async {
         for i in 0..SENT {

@@ -69,7 +69,15 @@ pub struct ConnectionConfig {
     /// (default 1 024): when the congestion window or a peer that
     /// acknowledges nothing keeps them from going out, newer ones win.
     pub datagram_send_queue: usize,
-    /// The largest message accepted from the peer (default 1 GiB).
+    /// The largest message accepted from the peer (default 1 GiB,
+    /// [`tern_wire::DEFAULT_MAX_MESSAGE_SIZE`]); a larger one is a
+    /// protocol violation that ends the connection. A limit other than the
+    /// default is told to the peer in the first packet that may carry data,
+    /// and from then on the peer's `send_message` refuses a larger message
+    /// and its connection lives. Until it is told, the peer assumes the
+    /// default: a responder with a smaller limit should expect initiators
+    /// to wait for it ([`Connection::peer_max_message_size`](crate::Connection::peer_max_message_size))
+    /// or to keep their first round trip's messages under it.
     pub max_message_size: u64,
     /// Application streams of each kind (bidirectional, one-way) the peer
     /// may have open at once (default 100).
@@ -144,7 +152,7 @@ impl Default for ConnectionConfig {
             send_buffer: 4 << 20,
             message_send_buffer: 16 << 20,
             datagram_send_queue: 1024,
-            max_message_size: 1 << 30,
+            max_message_size: tern_wire::DEFAULT_MAX_MESSAGE_SIZE,
             max_concurrent_streams: 100,
             max_concurrent_messages: 64,
             datagram_receive_queue: 1024,

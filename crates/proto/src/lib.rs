@@ -92,7 +92,9 @@ pub use tern_congestion::{
     CubicConfig, CubicConfigError, HyStartConfig, LedbatConfig, LedbatConfigError, RenoConfig,
     RenoConfigError,
 };
-pub use tern_wire::{CloseKind, IdentityKey, IdentityKind, KeyConfig, PublicIdentity};
+pub use tern_wire::{
+    CloseKind, DEFAULT_MAX_MESSAGE_SIZE, IdentityKey, IdentityKind, KeyConfig, PublicIdentity,
+};
 
 pub use config::{
     ConfigError, CongestionConfig, CongestionKind, ConnectionConfig, DEFAULT_MEMORY_BUDGET,

@@ -123,6 +123,17 @@ fn datagrams_beyond_the_queue_are_dropped_and_counted() {
     let stats = connection.stats();
     assert_eq!(stats.send_memory, queued * datagram.len());
     assert_eq!(stats.datagrams_dropped, (100_000 - queued) as u64);
+    assert_eq!(stats.datagrams_send_queue_dropped, stats.datagrams_dropped);
+    // One too large for a packet is dropped too, but not from the queue.
+    let connection = attacker.connection().expect("open");
+    let too_large = Bytes::from(vec![9; connection.max_datagram_size() + 1]);
+    assert!(connection.send_datagram(too_large).is_err());
+    let stats = connection.stats();
+    assert_eq!(stats.datagrams_dropped, (100_000 - queued + 1) as u64);
+    assert_eq!(
+        stats.datagrams_send_queue_dropped,
+        (100_000 - queued) as u64
+    );
 }
 
 #[test]

@@ -65,6 +65,23 @@ impl UdpSocket {
     /// backend the kernel cannot give becomes the best one below it that it
     /// can (counted in `fallbacks`).
     pub fn bind(addr: SocketAddr, config: SocketConfig) -> io::Result<Self> {
+        let socket = open(addr, &config)?;
+        Self::with_socket(socket, addr.is_ipv6(), &config)
+    }
+
+    /// Takes over a socket the caller bound (or received from elsewhere),
+    /// with `config`'s backend, batch size, datagram size and buffer sizes;
+    /// its address and `SO_REUSEPORT` are the caller's. The socket is made
+    /// non-blocking. Must be called inside a tokio runtime with I/O enabled.
+    pub fn from_std(socket: std::net::UdpSocket, config: SocketConfig) -> io::Result<Self> {
+        let v6 = socket.local_addr()?.is_ipv6();
+        let socket = Socket::from(socket);
+        configure(&socket, v6, &config)?;
+        Self::with_socket(socket, v6, &config)
+    }
+
+    /// Sets up the backend for an open, bound socket.
+    fn with_socket(socket: Socket, v6: bool, config: &SocketConfig) -> io::Result<Self> {
         let caps = Capabilities::get();
         let wanted = match config.backend {
             Some(backend) => backend,
@@ -76,8 +93,6 @@ impl UdpSocket {
             },
         };
         let counters = Arc::new(Counters::default());
-        let socket = open(addr, &config)?;
-        let v6 = addr.is_ipv6();
         let batch = config.batch();
         let gso_segments = caps.max_gso_segments;
         let mut backend = caps.at_most(wanted);
@@ -419,7 +434,6 @@ impl Engine {
 /// Creates, configures and binds the socket (non-blocking, for tokio).
 fn open(addr: SocketAddr, config: &SocketConfig) -> io::Result<Socket> {
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    socket.set_nonblocking(true)?;
     #[cfg(all(
         unix,
         not(any(target_os = "solaris", target_os = "illumos", target_os = "cygwin"))
@@ -427,36 +441,44 @@ fn open(addr: SocketAddr, config: &SocketConfig) -> io::Result<Socket> {
     if config.reuse_port {
         socket.set_reuse_port(true)?;
     }
-    crate::sockopt::set_buffer_sizes(&socket, config.send_buffer_size, config.recv_buffer_size);
+    configure(&socket, addr.is_ipv6(), config)?;
+    socket.bind(&addr.into())?;
+    Ok(socket)
+}
+
+/// What every socket gets, bound here or by the caller: non-blocking,
+/// the buffer sizes, the drop count, path MTU discovery.
+fn configure(socket: &Socket, v6: bool, config: &SocketConfig) -> io::Result<()> {
+    socket.set_nonblocking(true)?;
+    crate::sockopt::set_buffer_sizes(socket, config.send_buffer_size, config.recv_buffer_size);
     #[cfg(target_os = "linux")]
     {
         use crate::sockopt::set_int;
         // SO_RXQ_OVFL attaches the socket's drop count to every receive; a
         // kernel without it only loses the count.
-        let _ = nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::RxqOvfl, &1);
+        let _ = nix::sys::socket::setsockopt(socket, nix::sys::socket::sockopt::RxqOvfl, &1);
         let pmtu = match config.mtu_discovery {
             MtuDiscovery::SystemDefault => None,
             MtuDiscovery::Do => Some((libc::IP_PMTUDISC_DO, libc::IPV6_PMTUDISC_DO)),
             MtuDiscovery::Probe => Some((libc::IP_PMTUDISC_PROBE, libc::IPV6_PMTUDISC_PROBE)),
         };
-        if let Some((v4, v6)) = pmtu {
-            if addr.is_ipv6() {
-                set_int(&socket, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, v6)?;
+        if let Some((for_v4, for_v6)) = pmtu {
+            if v6 {
+                set_int(socket, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, for_v6)?;
                 // A dual-stack socket sends to IPv4 peers under the IPv4
                 // option: without it those datagrams would be fragmented
                 // instead of refused, and a path MTU probe would "succeed".
                 if !socket.only_v6()? {
-                    set_int(&socket, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, v4)?;
+                    set_int(socket, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, for_v4)?;
                 }
             } else {
-                set_int(&socket, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, v4)?;
+                set_int(socket, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, for_v4)?;
             }
         }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = config.mtu_discovery;
-    socket.bind(&addr.into())?;
-    Ok(socket)
+    let _ = (config.mtu_discovery, v6);
+    Ok(())
 }
 
 /// Turns `UDP_GRO` on or off; whether the kernel took it.

@@ -20,9 +20,9 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::{
     Ack, AckFrameRanges, AckFrameRangesRepr, AckFrequency, Close, CloseKind, DataBlocked, Datagram,
-    Frame, FrameType, Identity, MAX_ACK_RANGES, MAX_REQUESTED_ACK_DELAY, MaxData, MaxStreamData,
-    MaxStreams, Message, Padding, PathChallenge, PathResponse, ResetStream, StopSending, Stream,
-    StreamDataBlocked,
+    Frame, FrameType, Identity, MAX_ACK_RANGES, MAX_REQUESTED_ACK_DELAY, MaxData, MaxMessageSize,
+    MaxStreamData, MaxStreams, Message, Padding, PathChallenge, PathResponse, ResetStream,
+    StopSending, Stream, StreamDataBlocked,
 };
 use crate::varint::{VARINT_MAX, varint_len};
 
@@ -340,6 +340,7 @@ impl<'a> Frame<'a> {
             }
             Self::Identity(i) => bytes_len(i.public_key) + bytes_len(i.signature),
             Self::ObservedAddress(o) => observed_address::body_len(o),
+            Self::MaxMessageSize(m) => varint_len(m.max),
         }
     }
 
@@ -394,6 +395,9 @@ impl<'a> Frame<'a> {
             }
             Self::MaxStreams(m) => {
                 checked("max streams", m.max)?;
+            }
+            Self::MaxMessageSize(m) => {
+                checked("max message size", m.max)?;
             }
             Self::PathChallenge(_)
             | Self::PathResponse(_)
@@ -508,6 +512,9 @@ impl<'a> Frame<'a> {
                 put(&(d.id, d.limit), body)?;
             }
             Self::MaxStreams(m) => {
+                put(&m.max, body)?;
+            }
+            Self::MaxMessageSize(m) => {
                 put(&m.max, body)?;
             }
             Self::AckFrequency(a) => {
@@ -633,6 +640,11 @@ impl<'a> Frame<'a> {
                 let (max, rest) = take::<u64>(ty, body)?;
                 let max = bounded(ty, max)?;
                 (Self::MaxStreams(MaxStreams { max }), rest)
+            }
+            FrameType::MaxMessageSize => {
+                let (max, rest) = take::<u64>(ty, body)?;
+                let max = bounded(ty, max)?;
+                (Self::MaxMessageSize(MaxMessageSize { max }), rest)
             }
             FrameType::PathChallenge => {
                 let (p, rest) = take::<PathBody>(ty, body)?;
@@ -827,6 +839,7 @@ pub(crate) mod tests {
             signature: Vec<u8>,
         },
         ObservedAddress(crate::ObservedAddress),
+        MaxMessageSize(MaxMessageSize),
     }
 
     impl OwnedFrame {
@@ -881,6 +894,7 @@ pub(crate) mod tests {
                     signature,
                 }),
                 Self::ObservedAddress(o) => Frame::ObservedAddress(*o),
+                Self::MaxMessageSize(m) => Frame::MaxMessageSize(*m),
             }
         }
     }
@@ -985,6 +999,7 @@ pub(crate) mod tests {
                         address: core::net::SocketAddr::from((ip, port)),
                     })
                 }),
+            varint().prop_map(|max| OwnedFrame::MaxMessageSize(MaxMessageSize { max })),
         ]
     }
 

@@ -63,6 +63,8 @@ pub enum FrameType {
     AckFrequency = 0x11,
     /// [`Frame::Identity`].
     Identity = 0x12,
+    /// [`Frame::MaxMessageSize`].
+    MaxMessageSize = 0x13,
     /// [`Frame::ObservedAddress`].
     ObservedAddress = 0x14,
 }
@@ -91,6 +93,7 @@ impl FrameType {
             0x10 => Self::Datagram,
             0x11 => Self::AckFrequency,
             0x12 => Self::Identity,
+            0x13 => Self::MaxMessageSize,
             0x14 => Self::ObservedAddress,
             _ => return None,
         })
@@ -136,6 +139,8 @@ pub enum Frame<'a> {
     AckFrequency(AckFrequency),
     /// The initiator proves its RSA identity for this session.
     Identity(Identity<'a>),
+    /// The largest message the sender of this frame accepts.
+    MaxMessageSize(MaxMessageSize),
     /// The address the sender sees the receiver's packets come from.
     ObservedAddress(ObservedAddress),
 }
@@ -170,6 +175,7 @@ impl Frame<'_> {
             Self::Datagram(_) => FrameType::Datagram,
             Self::AckFrequency(_) => FrameType::AckFrequency,
             Self::Identity(_) => FrameType::Identity,
+            Self::MaxMessageSize(_) => FrameType::MaxMessageSize,
             Self::ObservedAddress(_) => FrameType::ObservedAddress,
         }
     }
@@ -559,6 +565,21 @@ pub struct Identity<'a> {
     pub signature: &'a [u8],
 }
 
+/// The largest message a peer assumes its other end accepts until a
+/// [`MaxMessageSize`] frame says otherwise: 1 GiB. Part of the wire
+/// format: both ends assume it, so an endpoint whose limit is this one
+/// need not send the frame.
+pub const DEFAULT_MAX_MESSAGE_SIZE: u64 = 1 << 30;
+
+/// The largest message, in bytes, the sender of this frame accepts; a
+/// larger one is a protocol violation. Sent once per connection (again if
+/// lost) by an endpoint whose limit is not [`DEFAULT_MAX_MESSAGE_SIZE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxMessageSize {
+    /// The limit in bytes, at most [`VARINT_MAX`].
+    pub max: u64,
+}
+
 /// The address the sender sees its peer's packets come from: behind a NAT,
 /// the peer's public address, which the peer cannot learn by itself.
 ///
@@ -639,5 +660,6 @@ mod tests {
             signature: b"signature",
         });
         assert!(proof.is_ack_eliciting());
+        assert!(Frame::MaxMessageSize(MaxMessageSize { max: 1 << 16 }).is_ack_eliciting());
     }
 }

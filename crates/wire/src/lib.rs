@@ -79,10 +79,11 @@ pub use error::{
     OpenError, ProofError, ReplyBuildError, ReplyError, SealError, SizeError,
 };
 pub use frame::{
-    Ack, AckFrameRanges, AckFrameRangesIter, AckFrequency, Close, CloseKind, DataBlocked, Datagram,
-    Frame, FrameType, Identity, MAX_ACK_RANGES, MAX_REQUESTED_ACK_DELAY, MaxData, MaxStreamData,
-    MaxStreams, Message, ObservedAddress, Padding, PathChallenge, PathResponse, ResetStream,
-    StopSending, Stream, StreamDataBlocked,
+    Ack, AckFrameRanges, AckFrameRangesIter, AckFrequency, Close, CloseKind,
+    DEFAULT_MAX_MESSAGE_SIZE, DataBlocked, Datagram, Frame, FrameType, Identity, MAX_ACK_RANGES,
+    MAX_REQUESTED_ACK_DELAY, MaxData, MaxMessageSize, MaxStreamData, MaxStreams, Message,
+    ObservedAddress, Padding, PathChallenge, PathResponse, ResetStream, StopSending, Stream,
+    StreamDataBlocked,
 };
 pub use handshake::{
     Accepted, ConnectionKeys, Established, INTRO_LEN, MAX_REPLY_LEN, PROTOCOL_VERSION,

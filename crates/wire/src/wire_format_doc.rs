@@ -109,6 +109,16 @@ fn the_documented_ack_frequency_frame_is_what_the_codec_writes() {
 }
 
 #[test]
+fn the_documented_max_message_size_frame_is_what_the_codec_writes() {
+    let frame = Frame::MaxMessageSize(crate::MaxMessageSize { max: 1 << 16 });
+    let mut buf = [0u8; 16];
+    let len = frame.encode(&mut buf).expect("fits");
+    let documented = doc_hex("example-max-message-size");
+    assert_eq!(hex::encode(&buf[..len]), hex::encode(&documented));
+    assert_eq!(Frame::decode_exact(&documented), Ok(frame));
+}
+
+#[test]
 fn the_documented_observed_address_frame_is_what_the_codec_writes() {
     let frame = Frame::ObservedAddress(ObservedAddress {
         sequence: 1,

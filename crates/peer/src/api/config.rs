@@ -206,6 +206,21 @@ impl Config {
         self
     }
 
+    /// The largest message accepted from a peer, in bytes (default 1 GiB,
+    /// [`DEFAULT_MAX_MESSAGE_SIZE`](crate::proto::DEFAULT_MAX_MESSAGE_SIZE)).
+    /// A larger one ends the connection as a protocol violation. Another
+    /// limit is told to the peer in its first packet after the handshake,
+    /// and from then on the peer's `send` refuses a larger message
+    /// ([`SendError::TooLarge`](crate::SendError::TooLarge)); until then
+    /// the peer assumes the default, so a server with a smaller limit
+    /// should expect clients to check
+    /// [`Connection::max_message_size`](crate::Connection::max_message_size)
+    /// before their first large message.
+    pub fn max_message_size(mut self, bytes: u64) -> Self {
+        self.endpoint.connection.max_message_size = bytes;
+        self
+    }
+
     /// Connections held at once (default 16 384).
     pub fn max_connections(mut self, connections: usize) -> Self {
         self.endpoint.max_connections = connections;

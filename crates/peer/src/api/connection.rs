@@ -132,7 +132,9 @@ impl Connection {
     /// [`Config::message_send_buffer`](crate::Config::message_send_buffer)
     /// (whatever the peer grants) or, for a message larger than a packet
     /// (which travels on a one-way stream of its own), the peer allows no
-    /// more such streams.
+    /// more such streams. A message larger than the peer accepts
+    /// ([`max_message_size`](Self::max_message_size)) is refused at once
+    /// with [`SendError::TooLarge`], and the connection lives.
     /// Any `Into<Bytes>` will do (`Vec<u8>`, `String`, a `&'static [u8]`);
     /// a `Bytes` is sent without a copy.
     pub async fn send(&self, message: impl Into<Bytes>) -> Result<(), SendError> {
@@ -151,6 +153,9 @@ impl Connection {
                         message = Some(back);
                         slot.send.register(cx);
                         Step::pending()
+                    }
+                    Err(proto::SendError::MessageTooLarge { size, limit }) => {
+                        Step::ready(Err(SendError::TooLarge { size, limit }), false)
                     }
                     Err(_) => Step::ready(Err(ended(slot, Some(connection)).into()), false),
                 }
@@ -242,6 +247,17 @@ impl Connection {
     /// the connection).
     pub fn max_datagram_size(&self) -> Option<usize> {
         self.with_slot(|_, connection| connection.map(|c| c.max_datagram_size()))
+            .ok()
+            .flatten()
+    }
+
+    /// The largest message the peer accepts, in bytes: its
+    /// `max_message_size` once it told it (in its first packet after the
+    /// handshake), until then the default both ends assume,
+    /// [`DEFAULT_MAX_MESSAGE_SIZE`](crate::proto::DEFAULT_MAX_MESSAGE_SIZE)
+    /// (1 GiB). `None` once the endpoint freed the connection.
+    pub fn max_message_size(&self) -> Option<u64> {
+        self.with_slot(|_, connection| connection.map(|c| c.peer_max_message_size()))
             .ok()
             .flatten()
     }

@@ -8,7 +8,7 @@ use std::task::Poll;
 use std::time::{Duration, SystemTime};
 
 use rand_core::{OsRng, RngCore};
-use tern_sockio::{Backend, CounterSnapshot};
+use tern_sockio::{Backend, CounterSnapshot, SocketConfig, UdpSocket};
 use tern_wire::PublicIdentity;
 
 use super::config::Config;
@@ -17,7 +17,7 @@ use super::error::ConnectError;
 use super::incoming::Incoming;
 use super::state::EndpointState;
 use crate::driver::{Driver, DriverHandle, DriverStats};
-use crate::proto::{self, EndpointStats};
+use crate::proto::{self, CongestionConfig, EndpointStats};
 
 /// How much longer than the handshake timeout `connect` waits for the
 /// protocol to report the handshake's end before it ends it itself.
@@ -44,6 +44,8 @@ pub struct Endpoint {
     public: Option<PublicIdentity>,
     /// The protocol's handshake timeout: `connect`'s own deadline too.
     handshake_timeout: Duration,
+    /// How a socket of [`rebind`](Self::rebind) is set up.
+    socket_config: Arc<SocketConfig>,
     /// Shut when the last `Endpoint` goes.
     _door: Arc<Door>,
 }
@@ -87,6 +89,25 @@ impl Endpoint {
     /// # Panics
     /// Outside a tokio runtime with I/O and time enabled.
     pub fn bind(addr: SocketAddr, config: Config) -> io::Result<Self> {
+        let socket = UdpSocket::bind(addr, config.driver.socket_config())?;
+        Self::start(socket, config)
+    }
+
+    /// Runs an endpoint on a socket the application already bound (or was
+    /// handed: systemd socket activation, a port reserved before the
+    /// runtime started), with `config`'s backend, batch and buffer sizes;
+    /// its address and `SO_REUSEPORT` are the socket's own. Otherwise as
+    /// [`bind`](Self::bind).
+    ///
+    /// # Panics
+    /// Outside a tokio runtime with I/O and time enabled.
+    pub fn from_socket(socket: std::net::UdpSocket, config: Config) -> io::Result<Self> {
+        let socket = UdpSocket::from_std(socket, config.driver.socket_config())?;
+        Self::start(socket, config)
+    }
+
+    /// Starts the driver over `socket`.
+    fn start(socket: UdpSocket, config: Config) -> io::Result<Self> {
         let Config {
             driver: driver_config,
             endpoint: endpoint_config,
@@ -104,14 +125,41 @@ impl Endpoint {
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let public = proto.public();
         let handshake_timeout = endpoint_config.connection.handshake_timeout;
-        let (driver, handle) = Driver::bind(addr, EndpointState::new(proto), &driver_config)?;
+        let (driver, handle) = Driver::new(socket, EndpointState::new(proto), &driver_config)?;
         tokio::spawn(driver.run());
         Ok(Self {
             _door: Arc::new(Door(handle.clone())),
             driver: handle,
             public,
             handshake_timeout,
+            socket_config: Arc::new(driver_config.socket_config()),
         })
+    }
+
+    /// Moves the endpoint to a new socket bound to `addr` (with the
+    /// configuration it started with), keeping every connection: the old
+    /// socket is closed at the driver's next turn, each connection sends a
+    /// packet from the new address at once, and its peer takes the new
+    /// path up after validating it, as after a NAT rebinding (datagrams
+    /// in flight to the old address are lost and sent again). For a client
+    /// whose network changed; a server's peers keep sending to the address
+    /// they know until they hear from the new one.
+    pub fn rebind(&self, addr: SocketAddr) -> io::Result<()> {
+        let socket = UdpSocket::bind(addr, (*self.socket_config).clone())?;
+        self.move_to(socket)
+    }
+
+    /// [`rebind`](Self::rebind) onto a socket the application bound.
+    pub fn rebind_socket(&self, socket: std::net::UdpSocket) -> io::Result<()> {
+        let socket = UdpSocket::from_std(socket, (*self.socket_config).clone())?;
+        self.move_to(socket)
+    }
+
+    fn move_to(&self, socket: UdpSocket) -> io::Result<()> {
+        self.driver.replace_socket(socket)?;
+        self.driver
+            .with_node(EndpointState::ping_all)
+            .map_err(io::Error::other)
     }
 
     /// Connects to the endpoint at `addr` whose identity is `identity`:
@@ -124,11 +172,35 @@ impl Endpoint {
         addr: SocketAddr,
         identity: &PublicIdentity,
     ) -> Result<Connection, ConnectError> {
+        self.connect_using(addr, identity, None).await
+    }
+
+    /// [`connect`](Self::connect), with a congestion controller of its own
+    /// for this connection instead of the endpoint's
+    /// ([`Config::congestion`]): Reno for a connection that should take
+    /// its share against TCP, say, beside LEDBAT background transfers.
+    pub async fn connect_with(
+        &self,
+        addr: SocketAddr,
+        identity: &PublicIdentity,
+        congestion: CongestionConfig,
+    ) -> Result<Connection, ConnectError> {
+        self.connect_using(addr, identity, Some(congestion)).await
+    }
+
+    async fn connect_using(
+        &self,
+        addr: SocketAddr,
+        identity: &PublicIdentity,
+        congestion: Option<CongestionConfig>,
+    ) -> Result<Connection, ConnectError> {
         let slot = self.driver.with_node(|state| {
-            let handle = state
-                .proto
-                .connect(self.driver.now(), addr, identity)
-                .map_err(ConnectError::Start)?;
+            let now = self.driver.now();
+            let handle = match congestion {
+                Some(congestion) => state.proto.connect_with(now, addr, identity, congestion),
+                None => state.proto.connect(now, addr, identity),
+            }
+            .map_err(ConnectError::Start)?;
             Ok::<_, ConnectError>(state.add(handle, addr))
         })??;
         let connection = Connection::new(self.driver.clone(), slot, addr);

@@ -76,6 +76,16 @@ impl From<DriverStopped> for ConnectionLost {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SendError {
+    /// Larger than the peer accepts
+    /// ([`Connection::max_message_size`](crate::Connection::max_message_size)):
+    /// refused here rather than sent to end the connection.
+    #[error("message of {size} bytes is over the peer's {limit}-byte limit")]
+    TooLarge {
+        /// The message's length.
+        size: u64,
+        /// The peer's limit.
+        limit: u64,
+    },
     /// The connection is over.
     #[error(transparent)]
     ConnectionLost(#[from] ConnectionLost),

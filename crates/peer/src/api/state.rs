@@ -311,6 +311,16 @@ impl EndpointState {
         }
     }
 
+    /// Has every connection send a packet soon: the endpoint moved to
+    /// another socket, and its peers learn the new address from it.
+    pub(crate) fn ping_all(&mut self) {
+        for &handle in self.by_handle.keys() {
+            if let Some(connection) = self.proto.connection(handle) {
+                connection.ping();
+            }
+        }
+    }
+
     /// Takes the protocol's events and wakes whoever they concern.
     fn dispatch(&mut self, now: Instant) {
         while let Some((handle, event)) = self.proto.poll_event() {

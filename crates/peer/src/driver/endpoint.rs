@@ -68,9 +68,29 @@ struct Shared<N> {
     /// timeout passed.
     released: AtomicBool,
     stats: Stats,
-    counters: CountersHandle,
+    /// The socket the driver runs on now, as its handles see it.
+    socket: Mutex<SocketInfo>,
+    /// A socket to move to, set by [`DriverHandle::replace_socket`]: the
+    /// driver takes it between two turns.
+    replacement: Mutex<Option<UdpSocket>>,
+}
+
+/// What handles read of the driver's socket.
+#[derive(Clone)]
+struct SocketInfo {
     local: SocketAddr,
     backend: Backend,
+    counters: CountersHandle,
+}
+
+impl SocketInfo {
+    fn of(socket: &UdpSocket, local: SocketAddr) -> Self {
+        Self {
+            local,
+            backend: socket.backend(),
+            counters: socket.counters_handle(),
+        }
+    }
 }
 
 impl<N> Shared<N> {
@@ -78,6 +98,18 @@ impl<N> Shared<N> {
         // A handle's closure that panicked leaves the node as it was; the
         // driver carries on with it rather than spreading the panic.
         self.node.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn socket_info(&self) -> MutexGuard<'_, SocketInfo> {
+        self.socket.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn take_replacement(&self) -> Option<UdpSocket> {
+        let mut replacement = self
+            .replacement
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        replacement.take()
     }
 }
 
@@ -128,9 +160,8 @@ impl<N: Node> Driver<N> {
             stop: AtomicBool::new(false),
             released: AtomicBool::new(false),
             stats: Stats::default(),
-            counters: socket.counters_handle(),
-            local,
-            backend: socket.backend(),
+            socket: Mutex::new(SocketInfo::of(&socket, local)),
+            replacement: Mutex::new(None),
         });
         let recv = socket.new_recv_buffers();
         let arena = SendArena::new(config.datagrams_per_turn(), config.udp_payload());
@@ -278,6 +309,9 @@ impl<N: Node> Driver<N> {
             if !fired && !busy_poll.is_zero() {
                 spin_until = Some(now + busy_poll);
             }
+            if let Some(socket) = shared.take_replacement() {
+                self.move_to(socket);
+            }
             let notified = pin!(shared.wake.notified());
             let spin = spin_until.map(|until| Spin { until, deadline });
             let woken = self
@@ -299,6 +333,17 @@ impl<N: Node> Driver<N> {
             }
         }
         self.finish().await
+    }
+
+    /// Runs on `socket` from now on. Called between turns, when every
+    /// datagram received was handed to the node; what waits to be sent
+    /// leaves from the new socket, and what the old one had not read yet
+    /// is lost with it (the protocol sends it again).
+    fn move_to(&mut self, socket: UdpSocket) {
+        let local = self.shared.socket_info().local;
+        self.recv = socket.new_recv_buffers();
+        self.socket = socket;
+        self.local = local;
     }
 
     /// Hands every datagram of the last receive to the node; how many.
@@ -438,8 +483,8 @@ impl<N> Clone for DriverHandle<N> {
 impl<N> std::fmt::Debug for DriverHandle<N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DriverHandle")
-            .field("local_addr", &self.shared().local)
-            .field("backend", &self.shared().backend)
+            .field("local_addr", &self.local_addr())
+            .field("backend", &self.backend())
             .finish_non_exhaustive()
     }
 }
@@ -496,14 +541,43 @@ impl<N> DriverHandle<N> {
         self.wake();
     }
 
-    /// The address the driver's socket is bound to.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.shared().local
+    /// Moves the driver to `socket` (bound, say, to another address) for
+    /// its next turn, its node and state kept; the old socket is closed
+    /// then. [`local_addr`](Self::local_addr), the backend and the
+    /// socket's counters are the new socket's from now on. The node hears
+    /// of the new local address with the next datagram; the peers of an
+    /// endpoint learn it from the next packet each connection sends (the
+    /// protocol validates the new path, as after a NAT rebinding).
+    pub fn replace_socket(&self, socket: UdpSocket) -> io::Result<()> {
+        let local = socket.local_addr()?;
+        if self
+            .shared()
+            .node
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none()
+        {
+            return Err(io::Error::other(self.stopped()));
+        }
+        *self.shared().socket_info() = SocketInfo::of(&socket, local);
+        *self
+            .shared()
+            .replacement
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(socket);
+        self.wake();
+        Ok(())
     }
 
-    /// The tern-sockio backend the socket started with.
+    /// The address the driver's socket is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared().socket_info().local
+    }
+
+    /// The tern-sockio backend of the socket (the new one after
+    /// [`replace_socket`](Self::replace_socket)).
     pub fn backend(&self) -> Backend {
-        self.shared().backend
+        self.shared().socket_info().backend
     }
 
     /// The driver's counters now.
@@ -513,6 +587,6 @@ impl<N> DriverHandle<N> {
 
     /// The socket's counters now (system calls, datagrams, drops).
     pub fn socket_counters(&self) -> CounterSnapshot {
-        self.shared().counters.snapshot()
+        self.shared().socket_info().counters.snapshot()
     }
 }

@@ -51,6 +51,8 @@ pub(crate) enum Carried {
     Identity,
     /// A report of the peer's address, by sequence (resent while current).
     ObservedAddress(u64),
+    /// This side's message limit (resent as the same limit).
+    MaxMessageSize,
 }
 
 impl Carried {

@@ -148,6 +148,16 @@ pub enum SendError {
     /// A datagram larger than a packet can carry.
     #[error("datagram of {0} bytes does not fit a packet")]
     TooLarge(usize),
+    /// A message larger than the peer accepts
+    /// ([`Connection::peer_max_message_size`](super::Connection::peer_max_message_size)):
+    /// sending it would end the connection as a protocol violation.
+    #[error("message of {size} bytes is over the peer's {limit}-byte limit")]
+    MessageTooLarge {
+        /// The message's length.
+        size: u64,
+        /// The peer's limit.
+        limit: u64,
+    },
     /// The connection is closed.
     #[error("connection closed")]
     Closed,
@@ -159,6 +169,9 @@ impl std::fmt::Debug for SendError {
         match self {
             Self::Blocked(message) => write!(f, "Blocked({} bytes)", message.len()),
             Self::TooLarge(len) => write!(f, "TooLarge({len})"),
+            Self::MessageTooLarge { size, limit } => {
+                write!(f, "MessageTooLarge {{ size: {size}, limit: {limit} }}")
+            }
             Self::Closed => f.write_str("Closed"),
         }
     }

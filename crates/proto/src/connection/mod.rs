@@ -42,6 +42,7 @@ mod figures;
 mod handshake;
 mod identity;
 mod observed;
+mod message_limit;
 pub(crate) mod path;
 mod recovery;
 mod recv;
@@ -145,6 +146,8 @@ pub struct Connection {
     transcript: Option<Box<Transcript>>,
     /// Who the peer proved to be, and the proof this side owes.
     identity: identity::PeerIdentity,
+    /// The largest message the peer accepts, and this side's announcement.
+    message_limits: message_limit::MessageLimits,
     /// The reply to resend when the intro is repeated (responder, until the
     /// initiator's first packet confirms the handshake).
     reply: Option<Box<[u8]>>,
@@ -257,6 +260,7 @@ impl Connection {
         let mut rng = rng::ConnectionRng::from_rng(rng, u64::from(local_index));
         let next_skip = send::skip_gap(&mut rng);
         let datagrams_out = DatagramQueue::new(config.datagram_send_queue);
+        let message_limits = message_limit::MessageLimits::new(config.max_message_size);
         Self {
             side,
             rng,
@@ -268,6 +272,7 @@ impl Connection {
             keys: None,
             transcript: None,
             identity: identity::PeerIdentity::default(),
+            message_limits,
             reply: None,
             confirm_deadline: None,
             path,
@@ -378,6 +383,16 @@ impl Connection {
         matches!(self.state, State::Established) && self.reply.is_none() && self.keys.is_some()
     }
 
+    /// Sends an ack-eliciting packet soon, as a keep-alive would: after
+    /// this side's own address changed (its endpoint moved to another
+    /// socket), it shows the peer the new path at once rather than at the
+    /// next keep-alive. Nothing before the handshake's end.
+    pub fn ping(&mut self) {
+        if self.is_established() {
+            self.ping_due = true;
+        }
+    }
+
     /// When application data last went either way (see `last_data`).
     pub(crate) fn last_data(&self) -> Instant {
         self.last_data
@@ -422,6 +437,13 @@ impl Connection {
             return Err(SendError::Closed);
         }
         let len = message.len();
+        let limit = self.peer_max_message_size();
+        if len as u64 > limit {
+            return Err(SendError::MessageTooLarge {
+                size: len as u64,
+                limit,
+            });
+        }
         let held = self.messages_held + self.streams.message_bytes();
         if held > 0 && held.saturating_add(len) > self.config.message_send_buffer {
             return Err(SendError::Blocked(message));
@@ -465,6 +487,7 @@ impl Connection {
         }
         if self.datagrams_out.push(datagram) {
             self.stats.datagrams_dropped += 1;
+            self.stats.datagrams_send_queue_dropped += 1;
         }
         Ok(())
     }

@@ -260,6 +260,7 @@ impl Connection {
                 Carried::MtuProbe(size) => self.path.mtu_mut().on_probe_lost(size as usize),
                 Carried::Identity => self.on_proof_lost(),
                 Carried::ObservedAddress(sequence) => self.observed.on_lost(sequence),
+                Carried::MaxMessageSize => self.message_limits.on_lost(),
                 Carried::PathChallenge | Carried::Ping => {}
             }
         }

@@ -271,6 +271,7 @@ impl Connection {
                     self.notify(Event::ObservedAddressChanged);
                 }
             }
+            Frame::MaxMessageSize(limit) => self.message_limits.on_frame(*limit),
             Frame::PathChallenge(PathChallenge { data }) => {
                 self.path_response_due = Some(*data);
             }

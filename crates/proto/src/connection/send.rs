@@ -335,6 +335,14 @@ impl Connection {
                 record.push(Carried::Identity);
                 ack_eliciting = true;
             }
+            if let Some(limit) = self.message_limits.due_frame(self.config.max_message_size)
+                && !record.is_full()
+                && packet.push(&limit).is_ok()
+            {
+                self.message_limits.on_sent();
+                record.push(Carried::MaxMessageSize);
+                ack_eliciting = true;
+            }
             self.observed.on_peer_address(self.path.remote());
             if let Some(report) = self.observed.due()
                 && !record.is_full()

@@ -48,6 +48,10 @@ pub struct ConnectionStats {
     /// Unreliable datagrams dropped: too large when sent, or the send or
     /// receive queue was full.
     pub datagrams_dropped: u64,
+    /// Of [`datagrams_dropped`](Self::datagrams_dropped), those dropped
+    /// from a full send queue (the oldest, for a newer one): a sender
+    /// outrunning its path, as opposed to a peer's full receive queue.
+    pub datagrams_send_queue_dropped: u64,
     /// Bytes held to send: stream bytes and messages until acknowledged,
     /// datagrams until sent. Bounded by the configuration whatever the peer
     /// grants (see [`ConnectionConfig`](crate::ConnectionConfig)).

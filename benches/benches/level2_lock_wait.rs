@@ -1,0 +1,157 @@
+//! Level 2: how long an application call waits for the endpoint's lock
+//! while the driver moves a bulk transfer, on the multi-thread runtime.
+//!
+//! Two endpoints on loopback in one process, on a tokio runtime with two
+//! workers. A client task writes a stream as fast as the server reads it;
+//! beside it a probe task calls `Connection::stats()` on the sending
+//! connection every 200 µs. That call takes the endpoint's one lock (the
+//! one the driver holds for a whole turn) and copies a few figures under
+//! it, so its duration is the wait for the lock plus well under a
+//! microsecond of work. The same probe runs on an idle connection first,
+//! as the baseline. During the load the probe alternates with the same
+//! call on a connection of a second, idle pair of endpoints (locks of
+//! their own): the control, which waits for no lock held by the transfer,
+//! only for the threads to be scheduled, so the difference between the
+//! two is the lock's. Durations go to HDR histograms (1 ns resolution);
+//! the percentiles are printed, with the transfer's throughput.
+//!
+//! `cargo bench -p tern-benches --bench level2_lock_wait` (add
+//! `-- <seconds>` for a longer load phase; default 5).
+
+#![forbid(unsafe_code)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use tern_peer::{Config, Connection, Endpoint, IdentityKey};
+
+/// Time between two probes.
+const PROBE_EVERY: Duration = Duration::from_micros(200);
+
+/// Bytes per stream write.
+const CHUNK: usize = 64 << 10;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let seconds: u64 = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(5);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(run(Duration::from_secs(seconds)))
+}
+
+async fn run(load: Duration) -> Result<(), Box<dyn std::error::Error>> {
+    let identity = IdentityKey::random()?;
+    let public = identity.public();
+    let localhost = "127.0.0.1:0".parse()?;
+    let server = Endpoint::bind(localhost, Config::default().identity(identity))?;
+    let client = Endpoint::bind(localhost, Config::default())?;
+    let (connection, accepted) = tokio::join!(
+        client.connect(server.local_addr(), &public),
+        server.accept_connection()
+    );
+    let (connection, accepted) = (connection?, accepted.ok_or("the server stopped")?);
+
+    let (idle, _) = probe(&connection, None, Duration::from_secs(1)).await;
+    report("idle connection", &idle);
+    let control_server = Endpoint::bind(
+        localhost,
+        Config::default().identity(IdentityKey::random()?),
+    )?;
+    let control_client = Endpoint::bind(localhost, Config::default())?;
+    let control_public = control_server.public().ok_or("identity")?.clone();
+    let (control, control_accepted) = tokio::join!(
+        control_client.connect(control_server.local_addr(), &control_public),
+        control_server.accept_connection()
+    );
+    let (control, _control_accepted) = (control?, control_accepted.ok_or("stopped")?);
+
+    let running = Arc::new(AtomicBool::new(true));
+    let reader = tokio::spawn(async move {
+        let (_, mut download) = accepted.accept_bi().await?;
+        let mut buf = vec![0u8; CHUNK];
+        let mut total = 0u64;
+        while let Some(n) = download.read(&mut buf).await? {
+            total += n as u64;
+        }
+        Ok::<_, tern_peer::ReadError>(total)
+    });
+    let writer = {
+        let connection = connection.clone();
+        let running = Arc::clone(&running);
+        tokio::spawn(async move {
+            let (mut upload, _) = connection.open_bi().await?;
+            let chunk = vec![0x5a; CHUNK];
+            let start = quanta::Instant::now();
+            while running.load(Ordering::Relaxed) {
+                upload.write_all(&chunk).await?;
+            }
+            upload
+                .finish()
+                .map_err(|_| tern_peer::WriteError::ClosedStream)?;
+            Ok::<_, tern_peer::WriteError>(start.elapsed())
+        })
+    };
+    // Let the transfer reach its pace before probing.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (loaded, control) = probe(&connection, Some(&control), load).await;
+    running.store(false, Ordering::Relaxed);
+    let elapsed = writer.await??;
+    let bytes = reader.await??;
+    report("under bulk load", &loaded);
+    report("control (another endpoint, idle) meanwhile", &control);
+    println!(
+        "transfer: {} MiB in {:.2} s, {:.0} MB/s",
+        bytes >> 20,
+        elapsed.as_secs_f64(),
+        bytes as f64 / elapsed.as_secs_f64() / 1e6
+    );
+    Ok(())
+}
+
+/// Times `stats()` on `connection` every [`PROBE_EVERY`] for `time`,
+/// and on `control` in between if given.
+async fn probe(
+    connection: &Connection,
+    control: Option<&Connection>,
+    time: Duration,
+) -> (Histogram<u64>, Histogram<u64>) {
+    let new = || Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("valid bounds");
+    let (mut probed, mut controlled) = (new(), new());
+    let end = quanta::Instant::now() + time;
+    while quanta::Instant::now() < end {
+        time_stats(connection, &mut probed);
+        tokio::time::sleep(PROBE_EVERY).await;
+        if let Some(control) = control {
+            time_stats(control, &mut controlled);
+            tokio::time::sleep(PROBE_EVERY).await;
+        }
+    }
+    (probed, controlled)
+}
+
+fn time_stats(connection: &Connection, histogram: &mut Histogram<u64>) {
+    let start = quanta::Instant::now();
+    let stats = connection.stats();
+    let took = start.elapsed();
+    std::hint::black_box(stats);
+    let _ = histogram.record(took.as_nanos().max(1) as u64);
+}
+
+fn report(phase: &str, histogram: &Histogram<u64>) {
+    let us = |q: f64| histogram.value_at_quantile(q) as f64 / 1000.0;
+    println!(
+        "{phase}: {} calls, p50 {:.2} µs, p90 {:.2} µs, p99 {:.2} µs, p99.9 {:.2} µs, max {:.2} µs",
+        histogram.len(),
+        us(0.5),
+        us(0.9),
+        us(0.99),
+        us(0.999),
+        histogram.max() as f64 / 1000.0
+    );
+}
