@@ -32,6 +32,8 @@ struct Path {
     reorder: f64,
     /// A bottleneck on the way back (an asymmetric link), in Mbit/s.
     back_mbit: Option<f64>,
+    /// The share of the way back's datagrams (the ACKs) lost in bursts.
+    back_burst_loss: Option<f64>,
 }
 
 impl Path {
@@ -44,6 +46,7 @@ impl Path {
             bursty: false,
             reorder: 0.0,
             back_mbit: None,
+            back_burst_loss: None,
         }
     }
 }
@@ -60,6 +63,18 @@ struct Outcome {
     spurious: u64,
     /// Datagrams the data direction dropped.
     dropped: u64,
+}
+
+/// Bursty loss of `mean` of the datagrams, in bursts of four on average
+/// (tern-sim counts a burst in datagrams).
+fn bursts(mean: f64) -> GilbertElliott {
+    let p_bad_to_good = 0.25;
+    GilbertElliott {
+        p_good_to_bad: p_bad_to_good * mean / (1.0 - mean),
+        p_bad_to_good,
+        loss_good: 0.0,
+        loss_bad: 1.0,
+    }
 }
 
 /// One 4 MiB stream from client to server over `path`.
@@ -94,6 +109,7 @@ fn transfer_at(seed: u64, path: Path, mbit: f64, congestion: CongestionConfig) -
             bits_per_second: (mbit * 1e6) as u64,
             queue_bytes: 256_000,
         }),
+        burst_loss: path.back_burst_loss.map(bursts),
         ..LinkConfig::default()
     };
     let mut config = EndpointConfig::default();
@@ -114,7 +130,10 @@ fn transfer_at(seed: u64, path: Path, mbit: f64, congestion: CongestionConfig) -
     let mut last_progress = start;
     let mut longest_gap = Duration::ZERO;
     while read < SIZE {
-        let conn = pair.client().connection(c).expect("open");
+        let elapsed = pair.sim.elapsed() - start;
+        let Some(conn) = pair.client().connection(c) else {
+            panic!("{path:?}: the connection closed after {read} bytes, {elapsed:?} in");
+        };
         while written < SIZE {
             let want = (SIZE - written).min(chunk.len() as u64) as usize;
             let n = conn.write(stream, &chunk[..want]).expect("open");
@@ -244,11 +263,57 @@ fn the_goodput_matrix_at_100_mbit() {
     matrix(100);
 }
 
+/// The lossy-ACK cells beside the matrix: 10 Mbit/s forward at 10 and 50
+/// ms, the way back (the ACKs alone) losing 10 % or 30 % of its datagrams
+/// in bursts of four on average, both controllers, three seeds. Asserted:
+/// intact, the connection never closes (`transfer` fails if it does), and,
+/// at 10 %, no second without progress. Before probes asked for an ACK at
+/// once, LEDBAT waited 2.0 s (10 ms) and 14.0 s (50 ms) at 10 %, and the
+/// connection closed at 30 %.
+#[test]
+fn the_lossy_ack_cells() {
+    let seed = Seed::from_env_or(26).value();
+    let mut stalls = Vec::new();
+    for back_loss in [0.10, 0.30] {
+        for rtt_ms in [10, 50] {
+            let path = Path {
+                back_burst_loss: Some(back_loss),
+                ..Path::plain(10, rtt_ms)
+            };
+            for (name, congestion) in [
+                ("ledbat", CongestionConfig::ledbat()),
+                ("cubic", CongestionConfig::cubic()),
+            ] {
+                for k in 0..3 {
+                    let o = transfer(seed + k, path, congestion);
+                    let ideal = SIZE as f64 * 8.0 / 10e6 + rtt_ms as f64 / 1e3;
+                    eprintln!(
+                        "{name:>6} ACKs lost {:>2.0} % {rtt_ms:>3} ms seed {}: {:>7.2} s ({:>5.1} % of ideal), gap {:>5.2} s",
+                        back_loss * 100.0,
+                        seed + k,
+                        o.time.as_secs_f64(),
+                        ideal / o.time.as_secs_f64() * 100.0,
+                        o.longest_gap.as_secs_f64(),
+                    );
+                    // A burst of 15 ACK datagrams or more (tern-sim counts
+                    // a burst in datagrams, and a stalled sender elicits two
+                    // per probe timeout) still outlasts seconds of backed-off
+                    // probes at 30 %: asserted there is that the connection
+                    // lives and the data arrives (docs/benchmarks.md).
+                    if back_loss < 0.2 && o.longest_gap >= Duration::from_secs(1) {
+                        stalls.push((name, back_loss, rtt_ms, seed + k, o.longest_gap));
+                    }
+                }
+            }
+        }
+    }
+    assert!(stalls.is_empty(), "seconds without progress: {stalls:?}");
+}
+
 /// The asymmetric cells beside the matrix: 11.6 Mbit/s up, the transfer's
 /// way, and 250 Mbit/s down, at 10 to 300 ms, both controllers, three
 /// seeds. Asserted as in the matrix: intact, and never 3 s without
-/// progress. (A way back that loses ACKs in bursts, the other
-/// cell, still stalls for seconds: see docs/benchmarks.md.)
+/// progress.
 #[test]
 fn the_asymmetric_link_cells() {
     let seed = Seed::from_env_or(26).value();

@@ -277,6 +277,18 @@ impl AckPolicy {
         true
     }
 
+    /// Makes an ACK of the ack-eliciting packets waiting due at `now`,
+    /// whatever the threshold: the last one received asked for it (a PING,
+    /// which a sender's probe carries). RFC 9002 §6.2.4: a probe is sent
+    /// "to elicit an acknowledgment"; delayed by the thinning, the one ACK
+    /// a round of probes gets is one datagram for a lossy way back to
+    /// swallow, where acknowledged at once each probe gets its own.
+    pub fn ack_at_once(&mut self, now: Instant) {
+        if self.first_pending_at.is_some() {
+            self.deadline = Some(self.deadline.map_or(now, |d| d.min(now)));
+        }
+    }
+
     /// When an ACK must be sent; `None` when no ack-eliciting packet waits.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
@@ -428,6 +440,33 @@ mod tests {
         rx.policy.on_ack_sent();
         assert_eq!(rx.policy.poll_timeout(), None);
         assert_eq!(rx.policy.pending_ack_eliciting(), 0);
+    }
+
+    #[test]
+    fn a_packet_asking_for_an_ack_is_acknowledged_at_once_under_thinning() {
+        let (clock, _) = quanta::Clock::mock();
+        let t0 = clock.now();
+        let mut rx = Receiver::new();
+        let request = AckFrequency {
+            sequence: 1,
+            ack_eliciting_threshold: 8,
+            max_ack_delay: 5 * MS,
+        };
+        assert!(rx.policy.on_ack_frequency(t0, request));
+        // Nothing waits: asking changes nothing.
+        rx.policy.ack_at_once(t0);
+        assert_eq!(rx.policy.poll_timeout(), None);
+        // A probe, in order, one of eight: thinned, it would wait 5 ms.
+        rx.receive(t0 + MS, 0, true);
+        assert_eq!(rx.policy.poll_timeout(), Some(t0 + 6 * MS));
+        rx.policy.ack_at_once(t0 + MS);
+        assert!(rx.policy.ack_due(t0 + MS));
+        assert!(rx.policy.worth_sending_alone(t0 + MS));
+        rx.policy.on_ack_sent();
+        // The next probe gets an ACK of its own too.
+        rx.receive(t0 + 2 * MS, 1, true);
+        rx.policy.ack_at_once(t0 + 2 * MS);
+        assert_eq!(rx.policy.poll_timeout(), Some(t0 + 2 * MS));
     }
 
     #[test]

@@ -87,7 +87,7 @@ impl Connection {
             self.stats.held_before_proof += 1;
             return;
         }
-        let mut ack_eliciting = false;
+        let (mut ack_eliciting, mut ping) = (false, false);
         for frame in frames {
             let frame = match frame {
                 Ok(frame) => frame,
@@ -97,6 +97,7 @@ impl Connection {
                 }
             };
             ack_eliciting |= frame.is_ack_eliciting();
+            ping |= matches!(frame, Frame::Ping);
             if let Err(e) = self.handle_frame(now, &frame) {
                 self.fail(now, e);
                 return;
@@ -106,6 +107,12 @@ impl Connection {
             }
         }
         self.on_packet_recorded(now, pn, ack_eliciting);
+        if ping {
+            // A PING asks for an acknowledgement (a probe, a keep-alive, an
+            // MTU probe): it goes at once, not thinned. (Leaving MTU probes
+            // thinned doubled the longest wait of a lossy-ACK cell.)
+            self.ack_policy.ack_at_once(now);
+        }
     }
 
     /// The initiator's reply (or a repeat of it).

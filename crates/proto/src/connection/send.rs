@@ -307,6 +307,14 @@ impl Connection {
         {
             wrote_ack = true;
         }
+        // RFC 9002 §6.2.4: probe packets "MUST be ack-eliciting". A probe
+        // carries a PING whatever else it holds: the peer acknowledges a
+        // PING at once (`AckPolicy::ack_at_once`), so each probe elicits
+        // an ACK of its own.
+        if probing && !record.is_full() && packet.push(&Frame::Ping).is_ok() {
+            record.push(Carried::Ping);
+            ack_eliciting = true;
+        }
         if let Some(token) = self.path_response_due
             && packet
                 .push(&Frame::PathResponse(PathResponse { data: token }))
@@ -390,7 +398,7 @@ impl Connection {
                 self.last_data = now;
                 ack_eliciting = true;
             }
-            if (self.ping_due || probing) && !ack_eliciting && packet.push(&Frame::Ping).is_ok() {
+            if self.ping_due && !ack_eliciting && packet.push(&Frame::Ping).is_ok() {
                 record.push(Carried::Ping);
                 ack_eliciting = true;
             }
