@@ -28,7 +28,8 @@ fn anonymous_client(config: Config) -> Endpoint {
 }
 
 #[tokio::test]
-async fn the_server_sees_who_connected_before_it_accepts_and_both_sides_report_the_other() {
+async fn the_server_sees_who_connected_before_it_accepts_and_both_sides_report_the_other_and_their_addresses()
+ {
     let server = server_with(Config::default());
     let client = known_client();
     let public = identity().public();
@@ -55,6 +56,18 @@ async fn the_server_sees_who_connected_before_it_accepts_and_both_sides_report_t
         .expect("recv ends")
         .expect("a message");
     assert_eq!(&received[..], b"hello");
+    // The server tells the client the address its packets come from.
+    let observed = tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Some(address) = to_server.observed_address() {
+                break address;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the server's report arrives");
+    assert_eq!(observed, client.local_addr());
 }
 
 #[tokio::test]

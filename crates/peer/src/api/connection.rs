@@ -424,6 +424,16 @@ impl Connection {
             .unwrap_or(self.inner.remote)
     }
 
+    /// This side's address as the peer sees it: behind a NAT, the public
+    /// address and port of its mapping, which this side cannot learn by
+    /// itself. `None` until the peer's first report arrives (one round trip
+    /// after the handshake) and once the endpoint freed the connection.
+    pub fn observed_address(&self) -> Option<SocketAddr> {
+        self.with_slot(|_, connection| connection.and_then(|c| c.observed_address()))
+            .ok()
+            .flatten()
+    }
+
     /// The identity the peer proved: on a connection from
     /// [`Endpoint::connect`](crate::Endpoint::connect) the key it was given
     /// (the handshake proved it, on a simultaneous open too); on one a

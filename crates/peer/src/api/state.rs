@@ -365,6 +365,8 @@ impl EndpointState {
                 Event::MessagesWritable => slot.send.wake_all(),
                 Event::DatagramsWritable => slot.datagram_room.wake_all(),
                 Event::StreamsAvailable => slot.open_stream.wake_all(),
+                // Read when asked (`Connection::observed_address`): nobody waits on it.
+                Event::ObservedAddressChanged => {}
                 Event::Closed(error) => {
                     slot.span.in_scope(|| tracing::debug!(%error, "closed"));
                     slot.closed = Some(error);
