@@ -4,17 +4,7 @@
 //!
 //! [`RecvWindow`] is the receiver's side: it refuses data past what it
 //! advertised and, as the application reads, advertises more — once half
-//! the window has been read, so updates stay rare. A window that starts
-//! small grows like an auto-tuned TCP receive window: it doubles each time
-//! the application has taken half of it, up to the configured size. So a
-//! connection that carried a few small messages promises its peer only the
-//! initial window, and only the bytes the application really takes earn a
-//! larger one (the window in force is at most four times what was taken,
-//! or the initial window). Growth follows what was taken, not the time it took: a
-//! rule on the round-trip time would need the clock and the RTT in every
-//! read, and a slow reader's larger window is still bounded by the
-//! configured size and charged to the endpoint's memory budget.
-//! [`SendCredit`] is the
+//! the window has been read, so updates stay rare. [`SendCredit`] is the
 //! sender's side: what the peer allows, what was used, and one "blocked"
 //! report per limit so the peer learns the sender waits on it.
 
@@ -31,11 +21,8 @@ pub struct FlowControlError {
 /// What this side lets its peer send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RecvWindow {
-    /// Bytes buffered for the application at most: the configured size.
+    /// Bytes buffered for the application at most.
     window: u64,
-    /// The window in force, at most `window`: it grows, doubling, as the
-    /// application takes what it lets in.
-    current: u64,
     /// The offset advertised to the peer.
     limit: u64,
     /// Bytes received (the highest offset, or their sum over streams).
@@ -49,21 +36,18 @@ impl RecvWindow {
     pub(crate) fn new(window: u64) -> Self {
         Self {
             window,
-            current: window,
             limit: window,
             received: 0,
             consumed: 0,
         }
     }
 
-    /// A window that starts at `initial` bytes (a limit both sides know
-    /// before any frame was exchanged) and grows to `window` as the
-    /// application takes the bytes it lets in.
+    /// A window of `window` bytes of which only `initial` are allowed until
+    /// the first [`poll_update`](Self::poll_update): the peer starts at a
+    /// limit both sides know before any frame was exchanged.
     pub(crate) fn with_initial_limit(window: u64, initial: u64) -> Self {
-        let initial = initial.min(window);
         Self {
-            current: initial,
-            limit: initial,
+            limit: initial.min(window),
             ..Self::new(window)
         }
     }
@@ -97,37 +81,22 @@ impl RecvWindow {
         self.consumed = self.consumed.saturating_add(bytes).min(self.received);
     }
 
-    /// A new limit to advertise, when half the window in force has been
-    /// read since the last one; the window doubles with it (up to its
-    /// configured size).
+    /// A new limit to advertise, when half the window has been read since
+    /// the last one.
     pub(crate) fn poll_update(&mut self) -> Option<u64> {
         let raise = self.raise_due()?;
         self.limit += raise;
-        self.current = self.next_window();
         Some(self.limit)
     }
 
-    /// How far the limit is to move, when half the window in force has
-    /// been read since the last update: the credit the next update grants,
-    /// which lets in the doubled window beyond what was read.
+    /// How far the limit is to move, when half the window has been read
+    /// since the last update: the credit the next update grants.
     pub(crate) fn raise_due(&self) -> Option<u64> {
-        let read_since = self
+        let raise = self
             .consumed
-            .saturating_add(self.current)
+            .saturating_add(self.window)
             .saturating_sub(self.limit);
-        if read_since == 0 || read_since < self.current / 2 {
-            return None;
-        }
-        Some(
-            self.consumed
-                .saturating_add(self.next_window())
-                .saturating_sub(self.limit),
-        )
-    }
-
-    /// The window the next update puts in force.
-    fn next_window(&self) -> u64 {
-        self.current.saturating_mul(2).min(self.window)
+        (raise > 0 && raise >= self.window / 2).then_some(raise)
     }
 
     /// Credit granted and not used: what the peer may still send.
@@ -198,48 +167,14 @@ mod tests {
         assert_eq!(window.unused(), 256);
         window.on_received(200).expect("within");
         assert_eq!(window.unused(), 56);
-        // Nothing read, or less than half the window in force: no update.
-        assert_eq!(window.raise_due(), None);
+        // Nothing read: an update would raise the limit by 744 (past half
+        // the window), to 1000.
+        assert_eq!(window.raise_due(), Some(744));
         window.on_consumed(100);
+        assert_eq!(window.raise_due(), Some(844));
+        assert_eq!(window.poll_update(), Some(1100));
         assert_eq!(window.raise_due(), None);
-        // Half of 256 read: the update lets in the doubled window, 512
-        // bytes beyond what was read.
-        window.on_consumed(28);
-        assert_eq!(window.raise_due(), Some(128 + 512 - 256));
-        assert_eq!(window.poll_update(), Some(640));
-        assert_eq!(window.raise_due(), None);
-        assert_eq!(window.unused(), 440);
-    }
-
-    #[test]
-    fn a_window_that_starts_small_doubles_as_it_is_read_up_to_its_size() {
-        let mut rx = RecvWindow::with_initial_limit(1000, 100);
-        let mut limits = Vec::new();
-        for _ in 0..40 {
-            rx.on_received(rx.unused()).expect("within the limit");
-            rx.on_consumed(rx.received());
-            limits.push(rx.poll_update().expect("everything was read"));
-        }
-        // Each limit lets in the window in force past what was read: 200,
-        // 400, 800, then the configured 1000 for good.
-        let windows: Vec<u64> = std::iter::once(100)
-            .chain(limits.iter().copied())
-            .collect::<Vec<_>>()
-            .windows(2)
-            .map(|pair| pair[1] - pair[0])
-            .collect();
-        assert_eq!(windows[..4], [200, 400, 800, 1000]);
-        assert!(windows[4..].iter().all(|&w| w == 1000));
-    }
-
-    #[test]
-    fn a_small_message_earns_no_larger_window() {
-        let mut rx = RecvWindow::with_initial_limit(32 << 20, 256 << 10);
-        rx.on_received(100).expect("within");
-        rx.on_consumed(100);
-        assert_eq!(rx.raise_due(), None);
-        assert_eq!(rx.poll_update(), None);
-        assert_eq!(rx.limit(), 256 << 10);
+        assert_eq!(window.unused(), 900);
     }
 
     #[test]
@@ -277,16 +212,14 @@ mod tests {
 
     proptest! {
         /// A sender that respects its credit and a receiver that reads at
-        /// random never trip the receiver's check, the receiver never
-        /// buffers more than its window, and the window that starts small
-        /// lets in no more than four times what was read (or its start).
+        /// random never trip the receiver's check, and the receiver never
+        /// buffers more than its window.
         #[test]
         fn a_well_behaved_pair_never_violates_and_never_over_buffers(
             window in 1u64..10_000,
-            initial in 1u64..10_000,
             steps in proptest::collection::vec((any::<bool>(), 0u64..5000), 0..300),
         ) {
-            let mut rx = RecvWindow::with_initial_limit(window, initial);
+            let mut rx = RecvWindow::new(window);
             let mut tx = SendCredit::new(rx.limit());
             let (mut received, mut consumed) = (0u64, 0u64);
             for (send, n) in steps {
@@ -304,8 +237,6 @@ mod tests {
                     }
                 }
                 prop_assert!(received - consumed <= window);
-                prop_assert!(rx.limit() - consumed <= window);
-                prop_assert!(rx.limit() - consumed <= initial.max(4 * consumed));
             }
         }
     }
