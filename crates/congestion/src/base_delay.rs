@@ -22,11 +22,13 @@ pub const BUCKET: Duration = Duration::from_secs(60);
 const EMPTY: i64 = i64::MAX;
 
 /// One-way-delay minima, one per minute, in nanoseconds with the clocks'
-/// arbitrary offset.
+/// arbitrary offset. The buckets are allocated at the configured length
+/// (10 by default, 80 bytes), not the largest allowed: every connection
+/// holds one, idle ones included.
 #[derive(Debug, Clone)]
 pub struct BaseDelayHistory {
-    buckets: [i64; MAX_BASE_HISTORY],
-    len: usize,
+    /// One minimum per minute: `base_history` of them.
+    buckets: Box<[i64]>,
     /// Index of the bucket of the current minute.
     current: usize,
     /// When the current bucket was opened (`last_rollover` in the RFC).
@@ -40,12 +42,25 @@ impl BaseDelayHistory {
     /// `2..=MAX_BASE_HISTORY`.
     pub fn new(len: usize) -> Self {
         Self {
-            buckets: [EMPTY; MAX_BASE_HISTORY],
-            len: len.clamp(2, MAX_BASE_HISTORY),
+            buckets: vec![EMPTY; len.clamp(2, MAX_BASE_HISTORY)].into_boxed_slice(),
             current: 0,
             last_rollover: None,
             min: EMPTY,
         }
+    }
+
+    /// Forgets every minimum, as a new history of the same length would,
+    /// without allocating one.
+    pub fn clear(&mut self) {
+        self.buckets.fill(EMPTY);
+        self.current = 0;
+        self.last_rollover = None;
+        self.min = EMPTY;
+    }
+
+    /// The number of one-minute buckets.
+    fn len(&self) -> usize {
+        self.buckets.len()
     }
 
     /// Records a sample (nanoseconds, arbitrary offset) taken at `now`.
@@ -68,17 +83,15 @@ impl BaseDelayHistory {
             Some(last) => now.saturating_duration_since(last).as_secs() / BUCKET.as_secs(),
         };
         if elapsed_minutes > 0 {
-            let rotations = usize::try_from(elapsed_minutes).map_or(self.len, |m| m.min(self.len));
+            let len = self.len();
+            let rotations = usize::try_from(elapsed_minutes).map_or(len, |m| m.min(len));
             for _ in 0..rotations {
-                self.current = (self.current + 1) % self.len;
+                self.current = (self.current + 1) % len;
                 self.buckets[self.current] = EMPTY;
             }
             self.last_rollover = Some(now);
             self.buckets[self.current] = sample;
-            self.min = self.buckets[..self.len]
-                .iter()
-                .copied()
-                .fold(EMPTY, i64::min);
+            self.min = self.buckets.iter().copied().fold(EMPTY, i64::min);
         } else {
             let tail = &mut self.buckets[self.current];
             *tail = (*tail).min(sample);
@@ -96,26 +109,20 @@ impl BaseDelayHistory {
     /// the round trip proves the one-way samples jumped because a clock did,
     /// not because a queue grew.
     pub(crate) fn raise(&mut self, by: i64) {
-        for bucket in &mut self.buckets[..self.len] {
+        for bucket in &mut self.buckets {
             if *bucket != EMPTY {
                 *bucket = bucket.saturating_add(by).min(EMPTY - 1);
             }
         }
-        self.min = self.buckets[..self.len]
-            .iter()
-            .copied()
-            .fold(EMPTY, i64::min);
+        self.min = self.buckets.iter().copied().fold(EMPTY, i64::min);
     }
 
     /// Checks the cached minimum and the ring's bookkeeping.
     pub fn invariants(&self) -> Result<(), InvariantViolation> {
-        if !(2..=MAX_BASE_HISTORY).contains(&self.len) || self.current >= self.len {
+        if !(2..=MAX_BASE_HISTORY).contains(&self.len()) || self.current >= self.len() {
             return Err(InvariantViolation("base history index out of range"));
         }
-        let min = self.buckets[..self.len]
-            .iter()
-            .copied()
-            .fold(EMPTY, i64::min);
+        let min = self.buckets.iter().copied().fold(EMPTY, i64::min);
         if min != self.min {
             return Err(InvariantViolation(
                 "cached base delay differs from the buckets",
@@ -188,6 +195,22 @@ mod tests {
         history.update(now, 7);
         history.update(now, 8);
         assert_eq!(history.base(), Some(7));
+        history.invariants().unwrap();
+    }
+
+    #[test]
+    fn a_cleared_history_is_a_new_one_of_the_same_length() {
+        let (clock, mock) = quanta::Clock::mock();
+        let mut history = BaseDelayHistory::new(3);
+        history.update(clock.now(), 5);
+        mock.increment(BUCKET);
+        history.update(clock.now(), 8);
+        history.clear();
+        assert_eq!(history.base(), None);
+        history.invariants().unwrap();
+        history.update(clock.now(), 40);
+        assert_eq!(history.base(), Some(40));
+        assert_eq!(history.len(), 3);
         history.invariants().unwrap();
     }
 

@@ -3,8 +3,9 @@
 //!
 //! One sample can be inflated by a burst in some queue or by scheduling on
 //! either host; the minimum of a few recent ones is the delay the path
-//! actually has now. The filter never allocates: it is a ring of at most
-//! [`MAX_CURRENT_FILTER`] samples.
+//! actually has now. The filter allocates once, when made: a ring of the
+//! configured length (4 by default, 96 bytes; at most
+//! [`MAX_CURRENT_FILTER`]), since every connection holds one.
 
 use crate::InvariantViolation;
 use quanta::Instant;
@@ -16,8 +17,8 @@ pub const MAX_CURRENT_FILTER: usize = 16;
 /// The last `len` one-way-delay samples, with the time each was taken.
 #[derive(Debug, Clone)]
 pub struct CurrentDelayFilter {
-    samples: [(i64, Option<Instant>); MAX_CURRENT_FILTER],
-    len: usize,
+    /// The ring: `current_filter` samples, each with when it was taken.
+    samples: Box<[(i64, Option<Instant>)]>,
     /// Index of the newest sample.
     newest: usize,
     filled: usize,
@@ -28,11 +29,23 @@ impl CurrentDelayFilter {
     /// `1..=MAX_CURRENT_FILTER`.
     pub fn new(len: usize) -> Self {
         Self {
-            samples: [(0, None); MAX_CURRENT_FILTER],
-            len: len.clamp(1, MAX_CURRENT_FILTER),
+            samples: vec![(0, None); len.clamp(1, MAX_CURRENT_FILTER)].into_boxed_slice(),
             newest: 0,
             filled: 0,
         }
+    }
+
+    /// Forgets every sample, as a new filter of the same length would,
+    /// without allocating one.
+    pub fn clear(&mut self) {
+        self.samples.fill((0, None));
+        self.newest = 0;
+        self.filled = 0;
+    }
+
+    /// The number of samples the filter spans.
+    fn len(&self) -> usize {
+        self.samples.len()
     }
 
     /// Adds a sample (nanoseconds, arbitrary offset) taken at `now`.
@@ -41,9 +54,9 @@ impl CurrentDelayFilter {
         //   # Maintain a list of CURRENT_FILTER last delays observed.
         //   delete first item in current_delays list
         //   append delay to current_delays list
-        self.newest = (self.newest + 1) % self.len;
+        self.newest = (self.newest + 1) % self.len();
         self.samples[self.newest] = (sample, Some(now));
-        self.filled = (self.filled + 1).min(self.len);
+        self.filled = (self.filled + 1).min(self.len());
     }
 
     /// The minimum of the samples taken within `max_age` before `now`, the
@@ -55,7 +68,8 @@ impl CurrentDelayFilter {
         let (newest, _) = self.samples[self.newest];
         // RFC 6817, section 2.5: "CURRENT_FILTER MUST be limited such that
         // samples in the list are not older than an RTT in the past."
-        let min = self.samples[..self.len]
+        let min = self
+            .samples
             .iter()
             .filter_map(|&(sample, at)| {
                 let age = now.saturating_duration_since(at?);
@@ -67,16 +81,13 @@ impl CurrentDelayFilter {
 
     /// Checks the ring's bookkeeping.
     pub fn invariants(&self) -> Result<(), InvariantViolation> {
-        if !(1..=MAX_CURRENT_FILTER).contains(&self.len) {
+        if !(1..=MAX_CURRENT_FILTER).contains(&self.len()) {
             return Err(InvariantViolation("current filter length out of range"));
         }
-        if self.newest >= self.len || self.filled > self.len {
+        if self.newest >= self.len() || self.filled > self.len() {
             return Err(InvariantViolation("current filter index out of range"));
         }
-        let stored = self.samples[..self.len]
-            .iter()
-            .filter(|(_, at)| at.is_some())
-            .count();
+        let stored = self.samples.iter().filter(|(_, at)| at.is_some()).count();
         if stored != self.filled {
             return Err(InvariantViolation("current filter fill count is wrong"));
         }
@@ -140,6 +151,21 @@ mod tests {
     fn lengths_out_of_range_are_clamped() {
         assert!(CurrentDelayFilter::new(0).invariants().is_ok());
         let filter = CurrentDelayFilter::new(1_000);
-        assert_eq!(filter.len, MAX_CURRENT_FILTER);
+        assert_eq!(filter.len(), MAX_CURRENT_FILTER);
+    }
+
+    #[test]
+    fn a_cleared_filter_is_a_new_one_of_the_same_length() {
+        let (clock, _mock) = quanta::Clock::mock();
+        let mut filter = CurrentDelayFilter::new(3);
+        for sample in [5, 9, 7, 8] {
+            filter.push(clock.now(), sample);
+        }
+        filter.clear();
+        assert_eq!(filter.min(clock.now(), Duration::MAX), None);
+        filter.invariants().unwrap();
+        filter.push(clock.now(), 6);
+        assert_eq!(filter.min(clock.now(), Duration::MAX), Some(6));
+        assert_eq!(filter.len(), 3);
     }
 }

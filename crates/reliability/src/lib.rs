@@ -128,7 +128,7 @@ pub use loss::{
     AckSummary, LossConfig, LossDetector, LossReport, LossStats, RecoveryBuffer, RecoverySink,
     TimerEvent,
 };
-pub use replay::{DEFAULT_REPLAY_WINDOW, MAX_REPLAY_WINDOW, ReplayWindow};
+pub use replay::{DEFAULT_REPLAY_WINDOW, INITIAL_REPLAY_WINDOW, MAX_REPLAY_WINDOW, ReplayWindow};
 pub use rtt::{DEFAULT_INITIAL_RTT, RttEstimator};
 pub use sent_packets::{
     MAX_PACKET_NUMBER, MAX_PACKET_NUMBER_GAP, Resolved, SentPacket, SentPackets, SpuriousLoss,

@@ -26,7 +26,17 @@
 //! window = packets per second × reordering time       (rounded up to 64)
 //! ```
 //!
-//! [`ReplayWindow::for_path`] computes it. The default, 4096 packets (512
+//! The window starts at [`INITIAL_REPLAY_WINDOW`] packet numbers (64 bytes
+//! of bitmap: most connections, idle ones above all, never see more
+//! reordering) and doubles, up to the size it was made with, as soon as an
+//! accepted packet arrives half the window below the largest, or a packet
+//! arrives too old for the window but not for its size. The numbers a
+//! doubling adds below the old window were refused as too old until then,
+//! and the window cannot know which of them it had accepted before, so it
+//! counts them all as accepted: a packet among them is refused (and sent
+//! again by the peer's loss recovery), never accepted twice.
+//!
+//! [`ReplayWindow::for_path`] computes the size. The default, 4096 packets (512
 //! bytes of bitmap), absorbs 47 ms of reordering at 1 Gbit/s of 1452-byte
 //! packets (86 000 packets/s) but only 3.4 ms at Tern's target of 1.2 M
 //! packets/s (~14 Gbit/s), where 10 ms needs 12 032 packets (1.5 KiB). The
@@ -41,6 +51,10 @@ use crate::error::ReplayError;
 /// reordering at 1452-byte packets.
 pub const DEFAULT_REPLAY_WINDOW: usize = 4096;
 
+/// The window a [`ReplayWindow`] starts with: 512 packet numbers (64 bytes
+/// of bitmap), unless it was made smaller.
+pub const INITIAL_REPLAY_WINDOW: usize = 512;
+
 /// The largest window: 2^20 packet numbers (128 KiB of bitmap), 0.87 s of
 /// reordering at 1.2 M packets/s.
 pub const MAX_REPLAY_WINDOW: usize = 1 << 20;
@@ -52,6 +66,8 @@ pub struct ReplayWindow {
     words: Box<[u64]>,
     /// Largest packet number accepted.
     largest: Option<u64>,
+    /// The most packet numbers the window may grow to span.
+    capacity: u64,
 }
 
 impl Default for ReplayWindow {
@@ -61,15 +77,18 @@ impl Default for ReplayWindow {
 }
 
 impl ReplayWindow {
-    /// A window judging the `window` packet numbers up to the largest accepted
-    /// (rounded up to a multiple of 64, at least 64, at most
-    /// [`MAX_REPLAY_WINDOW`]). Allocates once.
+    /// A window that grows to judge the `window` packet numbers up to the
+    /// largest accepted (rounded up to a multiple of 64, at least 64, at
+    /// most [`MAX_REPLAY_WINDOW`]). It starts at [`INITIAL_REPLAY_WINDOW`],
+    /// or `window` if smaller, and allocates again each time it doubles.
     #[must_use]
     pub fn new(window: usize) -> Self {
-        let words = window.min(MAX_REPLAY_WINDOW).div_ceil(64).max(1);
+        let capacity = window.min(MAX_REPLAY_WINDOW).div_ceil(64).max(1);
+        let words = capacity.min(INITIAL_REPLAY_WINDOW / 64);
         Self {
             words: vec![0; words].into_boxed_slice(),
             largest: None,
+            capacity: capacity as u64 * 64,
         }
     }
 
@@ -93,10 +112,16 @@ impl ReplayWindow {
             .next_multiple_of(64)
     }
 
-    /// How many packet numbers the window spans.
+    /// How many packet numbers the window spans now.
     #[must_use]
     pub fn window(&self) -> u64 {
         self.words.len() as u64 * 64
+    }
+
+    /// How many packet numbers the window may grow to span.
+    #[must_use]
+    pub fn capacity(&self) -> u64 {
+        self.capacity
     }
 
     /// The largest packet number accepted.
@@ -132,15 +157,58 @@ impl ReplayWindow {
     /// # Errors
     /// As [`ReplayWindow::check`]; nothing is recorded then.
     pub fn accept(&mut self, packet_number: u64) -> Result<(), ReplayError> {
-        self.check(packet_number)?;
+        if let Err(error) = self.check(packet_number) {
+            if let (ReplayError::TooOld(_), Some(largest)) = (error, self.largest) {
+                self.grow_for(largest - packet_number);
+            }
+            return Err(error);
+        }
         match self.largest {
             Some(largest) if packet_number > largest => self.slide_to(largest, packet_number),
+            Some(largest) if (largest - packet_number) * 2 >= self.window() => {
+                self.grow_for(largest - packet_number);
+            }
             Some(_) => {}
             None => self.largest = Some(packet_number),
         }
         let (word, bit) = self.position(packet_number);
         self.words[word] |= bit;
         Ok(())
+    }
+
+    /// Doubles the window until a packet `distance` below the largest lies
+    /// in its lower half (up to its capacity). The numbers added below the
+    /// old window count as accepted: they were refused as too old, and
+    /// whether they had been accepted before is forgotten.
+    fn grow_for(&mut self, distance: u64) {
+        let Some(largest) = self.largest else {
+            return;
+        };
+        let old = self.window();
+        let mut new = old;
+        while new < self.capacity && distance.saturating_mul(2) >= new {
+            new *= 2;
+        }
+        let new = new.min(self.capacity);
+        if new <= old {
+            return;
+        }
+        let mut grown = Self {
+            words: vec![0; (new / 64) as usize].into_boxed_slice(),
+            largest: self.largest,
+            capacity: self.capacity,
+        };
+        // Numbers from largest − new + 1 to largest, never below zero: those
+        // within the old window keep their mark, the older ones are marked.
+        for distance in 0..new.min(largest.saturating_add(1)) {
+            let pn = largest - distance;
+            let accepted = distance >= old || self.check(pn).is_err();
+            if accepted {
+                let (word, bit) = grown.position(pn);
+                grown.words[word] |= bit;
+            }
+        }
+        *self = grown;
     }
 
     /// Checks the window's internal consistency: no bit is set for a number
@@ -232,11 +300,69 @@ mod tests {
     fn packet_a_full_window_below_the_largest_is_too_old() {
         let mut window = ReplayWindow::new(2048);
         window.accept(5000).unwrap();
+        let span = window.window();
+        assert_eq!(span, INITIAL_REPLAY_WINDOW as u64);
         assert_eq!(
-            window.check(5000 - 2048),
-            Err(ReplayError::TooOld(5000 - 2048))
+            window.check(5000 - span),
+            Err(ReplayError::TooOld(5000 - span))
         );
-        assert_eq!(window.check(5000 - 2047), Ok(()));
+        assert_eq!(window.check(5000 - span + 1), Ok(()));
+    }
+
+    #[test]
+    fn a_packet_too_old_for_the_window_but_not_its_size_grows_it_and_is_refused_once() {
+        let mut window = ReplayWindow::new(2048);
+        window.accept(5000).unwrap();
+        window.accept(4000).unwrap_err();
+        assert_eq!(window.window(), 2048);
+        // 4000 was refused, not recorded: it is counted as accepted.
+        assert_eq!(window.check(4000), Err(ReplayError::Duplicate(4000)));
+        // Within the old window nothing changed; past the size, too old.
+        assert_eq!(window.check(4999), Ok(()));
+        assert_eq!(window.check(5000), Err(ReplayError::Duplicate(5000)));
+        assert_eq!(window.check(5000 - 2048), Err(ReplayError::TooOld(2952)));
+        // Later packets land in a window that spans the reordering.
+        window.accept(6000).unwrap();
+        window.accept(5001).unwrap();
+        window.invariants().unwrap();
+    }
+
+    #[test]
+    fn a_window_grows_ahead_of_reordering_that_grows_gradually() {
+        let mut window = ReplayWindow::new(16_384);
+        // Every 100th packet arrives late, each later than the one before,
+        // up to 11 000 packets late.
+        let mut late: Vec<(u64, u64)> = Vec::new();
+        let mut accepted = HashSet::new();
+        for pn in 0..200_000u64 {
+            if pn % 100 == 0 {
+                late.push((pn, pn + (pn / 2).min(11_000)));
+                continue;
+            }
+            window.accept(pn).unwrap();
+            accepted.insert(pn);
+            while let Some(&(due, after)) = late.first() {
+                if after > pn {
+                    break;
+                }
+                late.remove(0);
+                window.accept(due).unwrap();
+                assert_eq!(window.accept(due), Err(ReplayError::Duplicate(due)));
+                accepted.insert(due);
+            }
+        }
+        assert!(accepted.len() > 199_000);
+        assert_eq!(window.window(), 16_384);
+        window.invariants().unwrap();
+    }
+
+    #[test]
+    fn an_idle_window_is_small() {
+        assert_eq!(ReplayWindow::default().window(), 512);
+        assert_eq!(
+            ReplayWindow::default().capacity(),
+            DEFAULT_REPLAY_WINDOW as u64
+        );
     }
 
     #[test]
@@ -257,7 +383,7 @@ mod tests {
         let size = ReplayWindow::size_for(1_200_000, Duration::from_millis(10));
         assert_eq!(size, 12_032);
         assert_eq!(
-            ReplayWindow::for_path(1_200_000, Duration::from_millis(10)).window(),
+            ReplayWindow::for_path(1_200_000, Duration::from_millis(10)).capacity(),
             12_032
         );
         // Slow paths keep the default; absurd ones stop at the cap.
@@ -270,7 +396,7 @@ mod tests {
             MAX_REPLAY_WINDOW
         );
         assert_eq!(
-            ReplayWindow::new(usize::MAX).window(),
+            ReplayWindow::new(usize::MAX).capacity(),
             MAX_REPLAY_WINDOW as u64
         );
     }
@@ -278,12 +404,17 @@ mod tests {
     #[test]
     fn a_sized_window_absorbs_its_reordering() {
         let mut window = ReplayWindow::for_path(1_200_000, Duration::from_millis(10));
-        // Packet 0 arrives 10 ms late, after 12 000 later ones.
-        for pn in 1..=12_000 {
+        // A first packet 6 000 late is refused, too old for the initial
+        // window, and the window grows to its size; from then on a packet
+        // 12 000 late (10 ms) is accepted.
+        window.accept(6_001).unwrap();
+        assert_eq!(window.accept(1), Err(ReplayError::TooOld(1)));
+        assert_eq!(window.window(), 12_032);
+        for pn in 6_003..=18_002 {
             window.accept(pn).unwrap();
         }
-        window.accept(0).unwrap();
-        assert_eq!(window.accept(0), Err(ReplayError::Duplicate(0)));
+        window.accept(6_002).unwrap();
+        assert_eq!(window.accept(6_002), Err(ReplayError::Duplicate(6_002)));
         window.invariants().unwrap();
     }
 
@@ -338,6 +469,32 @@ mod tests {
                         largest = Some(largest.map_or(pn, |l| l.max(pn)));
                     }
                 }
+                prop_assert_eq!(window.invariants(), Ok(()));
+            }
+        }
+
+        /// A window that grows never accepts a number twice, always
+        /// accepts a number above the largest, and stays within its size.
+        #[test]
+        fn a_growing_window_never_accepts_a_number_twice(
+            steps in prop::collection::vec(0u64..6_000, 1..400),
+        ) {
+            let mut window = ReplayWindow::new(2048);
+            let mut seen = HashSet::new();
+            let mut largest: Option<u64> = None;
+            for pn in steps {
+                let result = window.accept(pn);
+                if seen.contains(&pn) {
+                    prop_assert!(result.is_err());
+                }
+                if largest.is_none_or(|l| pn > l) {
+                    prop_assert_eq!(result, Ok(()));
+                }
+                if result.is_ok() {
+                    seen.insert(pn);
+                    largest = Some(largest.map_or(pn, |l| l.max(pn)));
+                }
+                prop_assert!(window.window() <= window.capacity());
                 prop_assert_eq!(window.invariants(), Ok(()));
             }
         }

@@ -2,7 +2,7 @@
 //! history, bounded by what the round trip proves.
 
 use super::{Ledbat, QUIET_PERIOD};
-use crate::{BaseDelayHistory, CurrentDelayFilter, OneWayDelay, Rtt};
+use crate::{OneWayDelay, Rtt};
 use quanta::Instant;
 
 impl Ledbat {
@@ -28,8 +28,8 @@ impl Ledbat {
         if quiet {
             // Nothing measured the path for longer than a bucket: what the
             // history holds may describe a route that is gone (module docs).
-            self.base = BaseDelayHistory::new(self.config.base_history);
-            self.current = CurrentDelayFilter::new(self.config.current_filter);
+            self.base.clear();
+            self.current.clear();
         }
         //   for each delay sample in the acknowledgement:
         //       delay = acknowledgement.delay
