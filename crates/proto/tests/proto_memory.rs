@@ -74,10 +74,12 @@ fn a_thousand_idle_connections_cost_at_most_their_measured_bound_each() {
     // (112 and 115 more than alone); then 4 784 inline and 7 358 in all
     // (8 121 before) once LEDBAT's delay history and filter were sized to
     // their configured lengths and the replay window started at 512
-    // packet numbers, growing with the reordering it sees.
-    assert!(inline <= 5_000, "a connection is {inline} bytes inline");
+    // packet numbers, growing with the reordering it sees; then 5 008
+    // inline and 7 654 in all (workspace build) with the observed-address
+    // reports and the peer's message limit.
+    assert!(inline <= 5_100, "a connection is {inline} bytes inline");
     assert!(
-        per_connection <= 7_650,
+        per_connection <= 7_800,
         "an idle connection costs {per_connection} bytes ({inline} of them inline)"
     );
 }
