@@ -519,6 +519,8 @@ proptest! {
                 let i = index.index(mutated.len());
                 mutated[i] ^= xor;
             }
+            // Two flips of one byte may cancel out.
+            prop_assume!(mutated != reply_bytes);
             let refused = pending.open_reply(&mut mutated).unwrap_err();
             let cut = cut.index(reply_bytes.len());
             let refused = refused.pending.open_reply(&mut reply_bytes[..cut].to_vec()).unwrap_err();
