@@ -1,14 +1,95 @@
-//! The property test every controller shares: random sequences of the calls
-//! a connection makes, with values as absurd as a hostile peer can cause,
-//! after each of which the controller must keep its invariants and its
-//! window within its bounds.
+//! What the controllers' tests share: a mock-clock harness that plays the
+//! connection's part, and the property test every controller runs (random
+//! sequences of the calls a connection makes, with values as absurd as a
+//! hostile peer can cause, after each of which the controller must keep its
+//! invariants and its window within its bounds).
 
 use crate::{Acked, Controller, Lost, OneWayDelay, Rtt};
 use proptest::prelude::*;
-use quanta::{Clock, Instant};
+use quanta::{Clock, Instant, Mock};
+use std::sync::Arc;
 use std::time::Duration;
 
 const MSS: u64 = 1_452;
+
+/// A controller on a mock clock, with the connection's part played: one
+/// count of bytes in flight and the send time of the newest packet, handed
+/// to the controller with every call. Each controller's tests add the
+/// helpers that speak their units (packets, queuing delay) on top.
+pub(crate) struct Harness<C> {
+    clock: Clock,
+    mock: Arc<Mock>,
+    pub(crate) cc: C,
+    /// Bytes in flight, as the connection's tracker counts them.
+    pub(crate) flight: u64,
+    /// Send time of the newest packet.
+    pub(crate) last_sent: Instant,
+    /// What the next ACKs say about the sender's use of the window.
+    pub(crate) app_limited: bool,
+}
+
+impl<C: Controller> Harness<C> {
+    /// `cc` on a clock that starts a second after zero, so a test can look
+    /// back in time.
+    pub(crate) fn new(cc: C) -> Self {
+        let (clock, mock) = Clock::mock();
+        mock.increment(Duration::from_secs(1));
+        let last_sent = clock.now();
+        Self {
+            clock,
+            mock,
+            cc,
+            flight: 0,
+            last_sent,
+            app_limited: false,
+        }
+    }
+
+    pub(crate) fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    pub(crate) fn advance(&self, by: Duration) {
+        self.mock.increment(by);
+    }
+
+    /// `bytes` leave now.
+    pub(crate) fn send_bytes(&mut self, bytes: u64) {
+        let now = self.now();
+        self.flight = self.flight.saturating_add(bytes);
+        self.last_sent = now;
+        self.cc.on_sent(now, self.flight);
+    }
+
+    /// An ACK of `bytes` up to the newest packet arrives now.
+    pub(crate) fn ack_bytes(&mut self, bytes: u64, one_way_delay: Option<OneWayDelay>, rtt: &Rtt) {
+        let now = self.now();
+        self.flight = self.flight.saturating_sub(bytes);
+        let acked = Acked {
+            bytes,
+            largest_sent_at: self.last_sent,
+            bytes_in_flight: self.flight,
+            one_way_delay,
+            app_limited: self.app_limited,
+        };
+        self.cc.on_ack(now, &acked, rtt);
+        self.cc.invariants().unwrap();
+    }
+
+    /// Loss detection declares `packets` lost (`bytes` in all), the newest
+    /// sent at `sent_at`.
+    pub(crate) fn lose_bytes(&mut self, packets: u64, bytes: u64, sent_at: Instant, rtt: &Rtt) {
+        let now = self.now();
+        self.flight = self.flight.saturating_sub(bytes);
+        let lost = Lost {
+            packets,
+            bytes,
+            largest_sent_at: sent_at,
+        };
+        self.cc.on_loss(now, &lost, rtt);
+        self.cc.invariants().unwrap();
+    }
+}
 
 /// One call of a connection to its controller, or time passing.
 #[derive(Debug, Clone)]

@@ -1,83 +1,34 @@
 use super::*;
-use crate::test_ops::{self, Op, op};
+use crate::test_ops::{self, Harness, Op, op};
 use crate::{AnyController, MAX_WINDOW_LIMIT, OneWayDelay};
 use proptest::prelude::*;
-use quanta::{Clock, Mock};
-use std::sync::Arc;
 
 const MSS: u64 = 1_452;
 const MS: Duration = Duration::from_millis(1);
 const RTT: Duration = Duration::from_millis(50);
 
-/// A CUBIC controller on a mock clock, with the connection's part played:
-/// one count of bytes in flight and the send time of the newest packet.
-struct Path {
-    clock: Clock,
-    mock: Arc<Mock>,
-    cc: Cubic,
-    flight: u64,
-    last_sent: Instant,
-    /// What the next ACKs say about the sender's use of the window.
-    app_limited: bool,
-}
+/// A CUBIC controller on a mock clock, the connection's part played by the
+/// shared harness; CUBIC's tests speak in packets and round trips.
+type Path = Harness<Cubic>;
 
 impl Path {
-    fn new(config: CubicConfig) -> Self {
-        let (clock, mock) = Clock::mock();
-        mock.increment(Duration::from_secs(1));
-        let last_sent = clock.now();
-        Self {
-            clock,
-            mock,
-            cc: Cubic::new(config).unwrap(),
-            flight: 0,
-            last_sent,
-            app_limited: false,
-        }
-    }
-
-    fn now(&self) -> Instant {
-        self.clock.now()
-    }
-
-    fn advance(&self, by: Duration) {
-        self.mock.increment(by);
+    fn with(config: CubicConfig) -> Self {
+        Harness::new(Cubic::new(config).unwrap())
     }
 
     fn send(&mut self, packets: u64) {
-        let now = self.now();
-        self.flight = self.flight.saturating_add(packets * MSS);
-        self.last_sent = now;
-        self.cc.on_sent(now, self.flight);
+        self.send_bytes(packets * MSS);
     }
 
     /// Acknowledges `bytes` up to the newest packet; `rtt` is the latest
     /// and the smoothed RTT.
     fn ack(&mut self, bytes: u64, rtt: Duration) {
-        let now = self.now();
-        self.flight = self.flight.saturating_sub(bytes);
-        let acked = Acked {
-            bytes,
-            largest_sent_at: self.last_sent,
-            bytes_in_flight: self.flight,
-            one_way_delay: None,
-            app_limited: self.app_limited,
-        };
-        self.cc.on_ack(now, &acked, &Rtt::new(rtt, rtt, rtt));
-        self.cc.invariants().unwrap();
+        self.ack_bytes(bytes, None, &Rtt::new(rtt, rtt, rtt));
     }
 
     /// Loss detection declares `packets` lost, the newest sent at `sent_at`.
     fn lose(&mut self, packets: u64, sent_at: Instant) {
-        let now = self.now();
-        self.flight = self.flight.saturating_sub(packets * MSS);
-        let lost = Lost {
-            packets,
-            bytes: packets * MSS,
-            largest_sent_at: sent_at,
-        };
-        self.cc.on_loss(now, &lost, &Rtt::new(RTT, RTT, RTT));
-        self.cc.invariants().unwrap();
+        self.lose_bytes(packets, packets * MSS, sent_at, &Rtt::new(RTT, RTT, RTT));
     }
 
     /// One round trip: a full window sent at once, then acknowledged in
@@ -201,7 +152,7 @@ fn configurations_out_of_range_are_refused() {
 
 #[test]
 fn a_new_connection_starts_in_slow_start_with_the_initial_window() {
-    let path = Path::new(CubicConfig::default());
+    let path = Path::with(CubicConfig::default());
     assert_eq!(path.cc.window(), 10 * MSS);
     assert!(path.cc.in_slow_start());
     assert!(!path.cc.in_conservative_slow_start());
@@ -210,7 +161,7 @@ fn a_new_connection_starts_in_slow_start_with_the_initial_window() {
 
 #[test]
 fn slow_start_doubles_the_window_per_round_trip_while_the_rtt_is_steady() {
-    let mut path = Path::new(CubicConfig::default());
+    let mut path = Path::with(CubicConfig::default());
     for expected in [20, 40, 80, 160] {
         path.round_trip(RTT, u64::MAX);
         assert_eq!(path.cc.window(), expected * MSS);
@@ -220,7 +171,7 @@ fn slow_start_doubles_the_window_per_round_trip_while_the_rtt_is_steady() {
 
 #[test]
 fn a_loss_multiplies_the_window_by_beta_and_remembers_w_max() {
-    let mut path = Path::new(CubicConfig::default());
+    let mut path = Path::with(CubicConfig::default());
     path.enter_avoidance(100);
     // RFC 9438, section 4.6: ssthresh = cwnd × 0.7, cwnd = ssthresh.
     assert_eq!(path.cc.window(), 70 * MSS);
@@ -232,7 +183,7 @@ fn a_loss_multiplies_the_window_by_beta_and_remembers_w_max() {
 
 #[test]
 fn k_and_w_cubic_follow_the_rfc_formulas() {
-    let mut path = Path::new(CubicConfig::default());
+    let mut path = Path::with(CubicConfig::default());
     path.enter_avoidance(100);
     // The first ACK of the stage opens it.
     path.send(1);
@@ -263,7 +214,7 @@ fn k_and_w_cubic_follow_the_rfc_formulas() {
 
 #[test]
 fn each_ack_moves_the_window_towards_w_cubic_one_round_trip_ahead() {
-    let mut path = Path::new(CubicConfig::default());
+    let mut path = Path::with(CubicConfig::default());
     path.enter_avoidance(100);
     path.send(1);
     path.ack(MSS, RTT);
@@ -291,7 +242,7 @@ fn the_window_is_concave_up_to_w_max_then_convex() {
     // W_max = 1 000 packets on a 50 ms round trip: K = cbrt(300 / 0.4) =
     // 9.0856 s, and W_est (+0.53 packets per round trip) stays below the
     // cubic, so the cubic rules.
-    let mut path = Path::new(no_hystart());
+    let mut path = Path::with(no_hystart());
     path.enter_avoidance(1_000);
     let k = 9.085_603;
     let mut samples = Vec::new();
@@ -328,7 +279,7 @@ fn on_short_round_trips_the_window_follows_renos_estimate() {
     // packet (its slope at t = 0 is 3 × C × K² = 21.3 packets/s), while
     // W_est adds α_cubic = 3 × 0.3 / 1.7 = 0.529 packet per round trip.
     let rtt = MS;
-    let mut path = Path::new(CubicConfig::default());
+    let mut path = Path::with(CubicConfig::default());
     path.enter_avoidance(100);
     for _ in 0..50 {
         path.round_trip(rtt, u64::MAX);
@@ -357,7 +308,7 @@ fn on_short_round_trips_the_window_follows_renos_estimate() {
 #[test]
 fn fast_convergence_lowers_the_plateau_of_a_flow_whose_share_fell() {
     for (fast_convergence, w_max, k) in [(true, 59.5, 2.971_961), (false, 70.0, 3.744_436)] {
-        let mut path = Path::new(CubicConfig {
+        let mut path = Path::with(CubicConfig {
             fast_convergence,
             ..CubicConfig::default()
         });
@@ -382,7 +333,7 @@ fn fast_convergence_lowers_the_plateau_of_a_flow_whose_share_fell() {
 
 #[test]
 fn the_window_shrinks_once_per_congestion_event() {
-    let mut path = Path::new(CubicConfig::default());
+    let mut path = Path::with(CubicConfig::default());
     path.enter_avoidance(100);
     let first_sent = path.now() - 2 * MS;
     // Losses of packets sent before the reduction are the same event.
@@ -399,7 +350,7 @@ fn the_window_shrinks_once_per_congestion_event() {
 
 #[test]
 fn acks_of_packets_sent_before_the_reduction_do_not_grow_the_window() {
-    let mut path = Path::new(CubicConfig::default());
+    let mut path = Path::with(CubicConfig::default());
     path.send(10);
     let sent = path.now();
     path.advance(RTT);
@@ -419,8 +370,8 @@ fn acks_of_packets_sent_before_the_reduction_do_not_grow_the_window() {
 
 #[test]
 fn an_application_limited_sender_neither_grows_nor_advances_the_cubic_clock() {
-    let mut busy = Path::new(CubicConfig::default());
-    let mut idle = Path::new(CubicConfig::default());
+    let mut busy = Path::with(CubicConfig::default());
+    let mut idle = Path::with(CubicConfig::default());
     for path in [&mut busy, &mut idle] {
         path.enter_avoidance(100);
         path.send(1);
@@ -448,7 +399,7 @@ fn an_application_limited_sender_neither_grows_nor_advances_the_cubic_clock() {
 
 #[test]
 fn hystart_leaves_slow_start_when_the_round_trip_rises_without_a_loss() {
-    let mut path = Path::new(CubicConfig::default());
+    let mut path = Path::with(CubicConfig::default());
     path.round_trip(40 * MS, u64::MAX);
     path.round_trip(40 * MS, u64::MAX);
     assert_eq!(path.cc.window(), 40 * MSS);
@@ -480,7 +431,7 @@ fn hystart_leaves_slow_start_when_the_round_trip_rises_without_a_loss() {
 
 #[test]
 fn conservative_slow_start_returns_to_slow_start_when_the_round_trip_falls_back() {
-    let mut path = Path::new(CubicConfig::default());
+    let mut path = Path::with(CubicConfig::default());
     path.round_trip(40 * MS, u64::MAX);
     path.round_trip(40 * MS, u64::MAX);
     path.round_trip(50 * MS, u64::MAX);
@@ -498,7 +449,7 @@ fn conservative_slow_start_returns_to_slow_start_when_the_round_trip_falls_back(
 
 #[test]
 fn without_hystart_slow_start_ignores_the_round_trip() {
-    let mut path = Path::new(no_hystart());
+    let mut path = Path::with(no_hystart());
     for rtt in [40, 40, 50, 80, 200] {
         path.round_trip(rtt * MS, u64::MAX);
     }
@@ -508,7 +459,7 @@ fn without_hystart_slow_start_ignores_the_round_trip() {
 
 #[test]
 fn a_reduction_whose_losses_all_proved_spurious_is_undone() {
-    let mut path = Path::new(CubicConfig::default());
+    let mut path = Path::with(CubicConfig::default());
     path.enter_avoidance(100);
     for _ in 0..20 {
         path.round_trip(RTT, 10);
@@ -538,7 +489,7 @@ fn a_reduction_whose_losses_all_proved_spurious_is_undone() {
 
 #[test]
 fn a_spurious_loss_next_to_a_genuine_one_keeps_the_reduction() {
-    let mut path = Path::new(CubicConfig::default());
+    let mut path = Path::with(CubicConfig::default());
     path.send(10);
     let sent = path.now();
     path.advance(RTT);
@@ -552,7 +503,7 @@ fn a_spurious_loss_next_to_a_genuine_one_keeps_the_reduction() {
 
 #[test]
 fn undoing_a_loss_in_slow_start_resumes_slow_start_and_hystart() {
-    let mut path = Path::new(CubicConfig::default());
+    let mut path = Path::with(CubicConfig::default());
     path.round_trip(40 * MS, u64::MAX);
     path.send(1);
     let sent = path.now();
@@ -572,7 +523,7 @@ fn undoing_a_loss_in_slow_start_resumes_slow_start_and_hystart() {
 
 #[test]
 fn a_window_already_grown_back_is_kept_when_the_loss_proves_spurious() {
-    let mut path = Path::new(CubicConfig::default());
+    let mut path = Path::with(CubicConfig::default());
     path.enter_avoidance(100);
     let declared = path.now() - MS;
     // A huge ACK after the reduction: W_est, then the window, jump to the
@@ -588,7 +539,7 @@ fn a_window_already_grown_back_is_kept_when_the_loss_proves_spurious() {
 
 #[test]
 fn persistent_congestion_collapses_then_restarts_the_cubic_at_k_zero() {
-    let mut path = Path::new(CubicConfig::default());
+    let mut path = Path::with(CubicConfig::default());
     path.enter_avoidance(100);
     let now = path.now();
     path.cc.on_persistent_congestion(now);
@@ -616,7 +567,7 @@ fn persistent_congestion_collapses_then_restarts_the_cubic_at_k_zero() {
 
 #[test]
 fn the_pacing_rate_spreads_the_window_over_the_smoothed_round_trip() {
-    let mut path = Path::new(CubicConfig::default());
+    let mut path = Path::with(CubicConfig::default());
     let rtt = Rtt::new(RTT, RTT, RTT);
     assert_eq!(
         path.cc.pacing_rate(&rtt),
@@ -631,7 +582,7 @@ fn the_pacing_rate_spreads_the_window_over_the_smoothed_round_trip() {
 
 #[test]
 fn forged_extreme_inputs_neither_panic_nor_break_the_window() {
-    let mut path = Path::new(CubicConfig::default());
+    let mut path = Path::with(CubicConfig::default());
     path.enter_avoidance(100);
     let forged = [
         (u64::MAX, Duration::MAX),

@@ -1,9 +1,8 @@
 use super::*;
-use crate::test_ops::{self, Op, op};
+use crate::test_ops::{self, Harness, Op, op};
 use crate::{AnyController, OneWayDelay};
 use proptest::prelude::*;
-use quanta::{Clock, Mock};
-use std::sync::Arc;
+use std::ops::{Deref, DerefMut};
 
 mod delay;
 mod path;
@@ -15,52 +14,42 @@ const MSS: u64 = 1_452;
 const BASE_OWD_MS: u64 = 20;
 const BASE_RTT_MS: u64 = 40;
 
-/// A LEDBAT controller on a mock clock, with helpers that play a path of
+/// A LEDBAT controller on the shared mock-clock harness, playing a path of
 /// 20 ms one-way delay (40 ms round trip) plus a chosen queuing delay. The
-/// path also plays the connection's part: one RTT estimate and one count of
-/// bytes in flight, handed to the controller with every call.
+/// path also keeps the connection's RTT estimate, handed to the controller
+/// with every call.
 struct Path {
-    clock: Clock,
-    mock: Arc<Mock>,
-    cc: Ledbat,
+    link: Harness<Ledbat>,
     /// Offset of the receiver's clock, in nanoseconds.
     offset: i64,
     /// The connection's RTT estimate: RFC 9002's first sample, then 7/8
     /// smoothing (the ACKs here carry no ACK delay).
     rtt: Rtt,
     sampled: bool,
-    /// Bytes in flight, as the connection's tracker counts them.
-    flight: u64,
-    /// Send time of the newest packet.
-    last_sent: Instant,
-    /// What the next ACKs say about the sender's use of the window.
-    app_limited: bool,
+}
+
+impl Deref for Path {
+    type Target = Harness<Ledbat>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.link
+    }
+}
+
+impl DerefMut for Path {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.link
+    }
 }
 
 impl Path {
     fn new(config: LedbatConfig) -> Self {
-        let (clock, mock) = Clock::mock();
-        mock.increment(Duration::from_secs(1));
-        let last_sent = clock.now();
         Self {
-            clock,
-            mock,
-            cc: Ledbat::new(config).unwrap(),
+            link: Harness::new(Ledbat::new(config).unwrap()),
             offset: 0,
             rtt: Rtt::initial(Duration::from_millis(333)),
             sampled: false,
-            flight: 0,
-            last_sent,
-            app_limited: false,
         }
-    }
-
-    fn now(&self) -> Instant {
-        self.clock.now()
-    }
-
-    fn advance(&self, by: Duration) {
-        self.mock.increment(by);
     }
 
     /// The connection's estimator takes one sample.
@@ -78,10 +67,7 @@ impl Path {
     }
 
     fn send(&mut self, bytes: u64) {
-        let now = self.now();
-        self.flight = self.flight.saturating_add(bytes);
-        self.last_sent = now;
-        self.cc.on_sent(now, self.flight);
+        self.send_bytes(bytes);
     }
 
     /// Acknowledges `bytes` with samples showing `queuing_ms` of queue.
@@ -91,31 +77,15 @@ impl Path {
     }
 
     fn ack_with(&mut self, bytes: u64, queuing_ms: u64, owd: Option<OneWayDelay>) {
-        let now = self.now();
         self.sample(Duration::from_millis(BASE_RTT_MS + queuing_ms));
-        self.flight = self.flight.saturating_sub(bytes);
-        let acked = Acked {
-            bytes,
-            largest_sent_at: self.last_sent,
-            bytes_in_flight: self.flight,
-            one_way_delay: owd,
-            app_limited: self.app_limited,
-        };
-        self.cc.on_ack(now, &acked, &self.rtt);
-        self.cc.invariants().unwrap();
+        let rtt = self.rtt;
+        self.ack_bytes(bytes, owd, &rtt);
     }
 
     /// Loss detection declares `bytes` lost, the newest sent at `sent_at`.
     fn lose(&mut self, bytes: u64, sent_at: Instant) {
-        let now = self.now();
-        self.flight = self.flight.saturating_sub(bytes);
-        let lost = Lost {
-            packets: 1,
-            bytes,
-            largest_sent_at: sent_at,
-        };
-        self.cc.on_loss(now, &lost, &self.rtt);
-        self.cc.invariants().unwrap();
+        let rtt = self.rtt;
+        self.lose_bytes(1, bytes, sent_at, &rtt);
     }
 
     /// One round trip: a full window sent, then acknowledged packet by

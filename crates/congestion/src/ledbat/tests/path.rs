@@ -67,8 +67,8 @@ fn after_a_move_what_is_said_of_packets_sent_on_the_old_path_is_ignored() {
         )),
         app_limited: false,
     };
-    let now = path.now();
-    path.cc.on_ack(now, &old_ack, &path.rtt);
+    let (now, rtt) = (path.now(), path.rtt);
+    path.cc.on_ack(now, &old_ack, &rtt);
     assert_eq!(path.cc.window(), window);
     path.round_trip(LONGER_MS);
     assert!(path.cc.queuing_delay() < Duration::from_millis(1));

@@ -271,7 +271,8 @@ fn a_spurious_loss_next_to_a_genuine_one_keeps_the_halving() {
         bytes: 2 * MSS,
         largest_sent_at: sent,
     };
-    path.cc.on_loss(now, &two, &path.rtt.clone());
+    let rtt = path.rtt;
+    path.cc.on_loss(now, &two, &rtt);
     path.cc.on_spurious_loss(now, declared);
     assert_eq!(path.cc.window(), window / 2);
     assert_eq!(path.cc.undone_reductions(), 0);
