@@ -9,9 +9,13 @@
 //! Transfer: the sender sends [`Control::Offer`]; the receiver answers
 //! [`Control::Accept`] or [`Control::Refuse`], or, when it holds a verified
 //! prefix of an earlier transfer of that name and the sender asked to
-//! resume, [`Control::Partial`], which the sender answers with
-//! [`Control::Start`] (the prefix's length if its own file begins with the
-//! same bytes, else 0); the file follows on one stream from there, then
+//! resume, [`Control::Partial`] with the prefix's length. The sender
+//! answers [`Control::Prefix`] with the SHA-256 of its own file's first
+//! bytes of that length, and the receiver [`Control::Start`]: the prefix's
+//! length if the two hashes are equal, else 0. The receiver's hash never
+//! leaves it, so a sender learns nothing of another's partial file but
+//! whether its own bytes are the same. The file follows on one stream from
+//! there, then
 //! [`Control::Digest`] with the whole file's SHA-256; the receiver answers
 //! [`Control::Stored`] once the file is under its final name, or
 //! [`Control::Refuse`].
@@ -55,10 +59,15 @@ pub(crate) enum Control {
     /// Receiver to sender: send it, from its start.
     Accept,
     /// Receiver to sender: it holds the first `len` bytes of an earlier
-    /// transfer of that name, whose SHA-256 (hex) is `sha256`.
-    Partial { len: u64, sha256: String },
-    /// Sender to receiver, after [`Control::Partial`]: the stream carries
-    /// the file from byte `offset`, either that prefix's length or 0.
+    /// transfer of that name.
+    Partial { len: u64 },
+    /// Sender to receiver, after [`Control::Partial`]: the SHA-256 (hex) of
+    /// its own file's first `len` bytes, or `None` to start over (asked
+    /// not to resume, or its file is shorter).
+    Prefix { sha256: Option<String> },
+    /// Receiver to sender, after [`Control::Prefix`]: the stream carries
+    /// the file from byte `offset`, the prefix's length if the hashes are
+    /// equal, else 0.
     Start { offset: u64 },
     /// Receiver to sender: not stored, and why.
     Refuse { reason: String },
@@ -244,8 +253,8 @@ mod tests {
             (".{0,64}", any::<u64>(), any::<bool>())
                 .prop_map(|(name, size, resume)| Control::Offer { name, size, resume }),
             Just(Control::Accept),
-            (any::<u64>(), "[0-9a-f]{64}")
-                .prop_map(|(len, sha256)| Control::Partial { len, sha256 }),
+            any::<u64>().prop_map(|len| Control::Partial { len }),
+            proptest::option::of("[0-9a-f]{64}").prop_map(|sha256| Control::Prefix { sha256 }),
             any::<u64>().prop_map(|offset| Control::Start { offset }),
             ".{0,64}".prop_map(|reason| Control::Refuse { reason }),
             "[0-9a-f]{64}".prop_map(|sha256| Control::Digest { sha256 }),

@@ -9,9 +9,12 @@
 //!
 //! Whether a later send is the same file is decided by the bytes
 //! themselves: the receiver re-reads its verified prefix, checks it against
-//! the side-car, and tells the sender its length and SHA-256; the sender
-//! hashes the same range of its own file and resumes only when the two
-//! are equal. The sender reads those bytes anyway for the whole-file
+//! the side-car, and tells the sender its length; the sender hashes the
+//! same range of its own file and sends that hash, and the receiver resumes
+//! only when the two are equal. The receiver's hash stays with it: any
+//! sender may offer a file of the same name, and one that does not hold
+//! the same bytes learns nothing of them (and its offer starts the partial
+//! file over). The sender reads those bytes anyway for the whole-file
 //! digest, so this costs no extra pass over the file (announcing the
 //! sender's whole-file hash up front would cost a full read before the
 //! first byte is sent, on every send). A file that changed after the

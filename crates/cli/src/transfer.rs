@@ -162,12 +162,9 @@ async fn send_file(
     .await?;
     let (file, hasher, offset) = match control::recv(connection).await? {
         Control::Accept => (file, Sha256::new(), 0),
-        Control::Partial { len, sha256 } => {
-            let len = if resume { len } else { 0 };
-            let (file, hasher, offset) = resume_point(file, len, sha256, size)
-                .await
-                .map_err(|e| CliError::io(path, e))?;
-            control::send(connection, &Control::Start { offset }).await?;
+        Control::Partial { len } => {
+            let len = if resume && len <= size { len } else { 0 };
+            let (file, hasher, offset) = agree_on_prefix(connection, addr, path, file, len).await?;
             if offset > 0 {
                 println!(
                     "resuming {name} at byte {offset} of {size}: the receiver holds the bytes before it, verified"
@@ -259,28 +256,42 @@ async fn send_file(
     Ok(())
 }
 
-/// Where to start sending given the receiver's prefix of `len` bytes
-/// hashing to `sha256`: at `len` if this file's first `len` bytes hash the
-/// same, else at 0. Returns the file positioned there, the hash state of
-/// the bytes before it, and the offset.
-async fn resume_point(
-    mut file: File,
+/// Tells the receiver, which holds `len` bytes of an earlier transfer, the
+/// hash of this file's first `len` bytes (none when `len` is 0), and takes
+/// its answer: where the stream starts. Returns the file positioned there,
+/// the hash state of the bytes before it, and the offset.
+async fn agree_on_prefix(
+    connection: &Connection,
+    addr: SocketAddr,
+    path: &Path,
+    file: File,
     len: u64,
-    sha256: String,
-    size: u64,
-) -> io::Result<(File, Sha256, u64)> {
-    tokio::task::spawn_blocking(move || {
-        if len > 0 && len <= size {
-            let hasher = disk::hash_prefix(&mut file, len)?;
-            if hex::encode(hasher.clone().finalize()) == sha256 {
-                return Ok((file, hasher, len));
-            }
-            file.rewind()?;
-        }
-        Ok((file, Sha256::new(), 0))
+) -> Result<(File, Sha256, u64), CliError> {
+    let (mut file, hasher) = tokio::task::spawn_blocking(move || {
+        let mut file = file;
+        let hasher = match len {
+            0 => None,
+            _ => Some(disk::hash_prefix(&mut file, len)?),
+        };
+        Ok::<_, io::Error>((file, hasher))
     })
     .await
-    .map_err(io::Error::other)?
+    .map_err(io::Error::other)
+    .and_then(|hashed| hashed)
+    .map_err(|e| CliError::io(path, e))?;
+    let sha256 = hasher.as_ref().map(|h| hex::encode(h.clone().finalize()));
+    control::send(connection, &Control::Prefix { sha256 }).await?;
+    match control::recv(connection).await? {
+        Control::Start { offset } if offset > 0 && offset == len => {
+            let hasher = hasher.unwrap_or_default();
+            Ok((file, hasher, offset))
+        }
+        Control::Start { offset: 0 } => {
+            file.rewind().map_err(|e| CliError::io(path, e))?;
+            Ok((file, Sha256::new(), 0))
+        }
+        other => Err(unexpected(addr, "where the stream starts", &other)),
+    }
 }
 
 /// A stream that failed mid-transfer (the stream's own account of it is
@@ -634,31 +645,27 @@ async fn agree_on_start(
         control::send(connection, &Control::Accept).await?;
         return Ok((partial, file, Sha256::new(), 0));
     };
-    control::send(
-        connection,
-        &Control::Partial {
-            len: prefix.len,
-            sha256: prefix.sha256,
-        },
-    )
-    .await?;
-    match control::recv(connection)
+    control::send(connection, &Control::Partial { len: prefix.len }).await?;
+    let answer = control::recv(connection)
         .await
-        .map_err(|e| in_transfer(name, e))?
-    {
-        Control::Start { offset } if offset == prefix.len => {
-            tracing::info!(%name, offset, "resuming after the verified prefix");
-            Ok((partial, file, prefix.hasher, offset))
-        }
-        Control::Start { offset: 0 } => {
-            partial.start_over(&mut file)?;
-            Ok((partial, file, Sha256::new(), 0))
+        .map_err(|e| in_transfer(name, e))?;
+    match answer {
+        Control::Prefix { sha256 } => {
+            if sha256.as_deref() == Some(prefix.sha256.as_str()) {
+                tracing::info!(%name, offset = prefix.len, "resuming after the verified prefix");
+                control::send(connection, &Control::Start { offset: prefix.len }).await?;
+                Ok((partial, file, prefix.hasher, prefix.len))
+            } else {
+                partial.start_over(&mut file)?;
+                control::send(connection, &Control::Start { offset: 0 }).await?;
+                Ok((partial, file, Sha256::new(), 0))
+            }
         }
         other => {
-            connection.abort(RECEIVER_FAILED, Bytes::from_static(b"expected a start"));
+            connection.abort(RECEIVER_FAILED, Bytes::from_static(b"expected a prefix"));
             Err(CliError::Protocol {
                 peer: Some(connection.remote_address()),
-                reason: format!("expected where {name} starts, got {other:?}"),
+                reason: format!("expected the hash of the prefix of {name}, got {other:?}"),
             })
         }
     }
