@@ -119,7 +119,7 @@ impl Endpoint {
             self.stats.intros_refused += 1;
             return;
         };
-        vacant.insert(connection);
+        vacant.insert(Box::new(connection));
         self.admission.count(index, from.ip());
         self.touch(index);
         self.stats.intros_accepted += 1;

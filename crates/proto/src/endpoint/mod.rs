@@ -93,7 +93,10 @@ pub struct Endpoint {
     tokens: Tokens,
     /// Retries waiting to be sent: destination and datagram.
     retries: VecDeque<(SocketAddr, [u8; tern_wire::RETRY_LEN])>,
-    connections: ReceiverIndex<Connection>,
+    /// Boxed, so a slot costs a pointer: the table grows by doubling and
+    /// keeps the slots of closed connections, which inline would hold a
+    /// whole connection's bytes each.
+    connections: ReceiverIndex<Box<Connection>>,
     /// Replies stored for repeated intros, until their connection is
     /// confirmed.
     replies: HashMap<IntroId, u32>,
@@ -291,7 +294,7 @@ impl Endpoint {
         if let Some(id) = connection.pending_intro_id() {
             self.connecting.insert(id, index);
         }
-        vacant.insert(connection);
+        vacant.insert(Box::new(connection));
         self.outgoing.insert(index);
         self.touch(index);
         Ok(ConnectionHandle(index))
@@ -311,7 +314,9 @@ impl Endpoint {
         let connection = self.connections.get_mut(handle.0)?;
         self.budget.lend_to_application(handle.0, connection);
         self.touch(handle.0);
-        self.connections.get_mut(handle.0)
+        self.connections
+            .get_mut(handle.0)
+            .map(|connection| &mut **connection)
     }
 
     /// The application is done with a connection: what it did not read is
