@@ -383,6 +383,19 @@ impl Endpoint {
         key: &PublicIdentity,
     ) {
         let Ok(handle) = self.connect(now, to, key) else {
+            // No room for it: if nothing else runs, the introduction is over.
+            if let Some(Introduction {
+                rendezvous,
+                peer,
+                role: Role::Initiator { attempts, .. },
+                ..
+            }) = self.rendezvous.introductions.get(&nonce)
+                && attempts.is_empty()
+            {
+                let (rendezvous, peer) = (*rendezvous, *peer);
+                self.rendezvous.introductions.remove(&nonce);
+                self.introduction_failed(rendezvous, peer, None);
+            }
             return;
         };
         if let Some(Introduction {
