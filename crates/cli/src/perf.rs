@@ -462,26 +462,14 @@ struct JsonReport<'a> {
 pub(crate) async fn client(args: ClientArgs) -> Result<(), CliError> {
     let params = args.params()?;
     let public = keys::read_public(&args.key)?;
-    // The rendezvous connection, when there is one, stays open for the run.
-    let (endpoint, _rendezvous, connection) = match (args.rendezvous.target().await?, &args.addr) {
-        (Some(rendezvous), _) => {
-            let (endpoint, rendezvous, connection) =
-                rendezvous::connect_via(rendezvous, &public, &args.net, args.connect_timeout)
-                    .await?;
-            (endpoint, Some(rendezvous), connection)
-        }
-        (None, Some(addr)) => {
-            let addr = net::resolve(addr).await?;
-            let (endpoint, connection) =
-                net::connect(addr, &public, &args.net, args.connect_timeout).await?;
-            (endpoint, None, connection)
-        }
-        (None, None) => {
-            return Err(CliError::Usage(
-                "give the server's ADDR, or --rendezvous".to_owned(),
-            ));
-        }
-    };
+    let (endpoint, _rendezvous, connection) = rendezvous::reach(
+        &args.rendezvous,
+        args.addr.as_deref(),
+        &public,
+        &args.net,
+        args.connect_timeout,
+    )
+    .await?;
     let addr = connection.remote_address();
     let run = run_client(&args, params, addr, &endpoint, &connection).await;
     net::close_on_error(&connection, run).await
@@ -605,9 +593,6 @@ async fn run_client(
 pub(crate) async fn server(args: ServerArgs) -> Result<(), CliError> {
     let key = keys::read_private(&args.key)?;
     let endpoint = net::listen(args.listen, key, &args.net)?;
-    if let Some((addr, key)) = args.rendezvous.target().await? {
-        tokio::spawn(rendezvous::stay_registered(endpoint.clone(), addr, key));
-    }
     // Watched before the first line, which tells a script it may signal.
     let interrupted = crate::interrupted();
     tokio::pin!(interrupted);
@@ -617,6 +602,10 @@ pub(crate) async fn server(args: ServerArgs) -> Result<(), CliError> {
         endpoint.backend(),
         args.net.congestion.name()
     );
+    // After the first line, which a script reads for the address.
+    if let Some((addr, key)) = args.rendezvous.target().await? {
+        tokio::spawn(rendezvous::stay_registered(endpoint.clone(), addr, key));
+    }
     loop {
         tokio::select! {
             accepted = endpoint.accept_connection() => {

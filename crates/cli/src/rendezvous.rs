@@ -87,6 +87,37 @@ pub(crate) async fn connect_via(
     }
 }
 
+/// What a client command opened to reach its peer: the endpoint, the
+/// connection to the rendezvous if it went through one (kept open for the
+/// run), and the connection to the peer.
+pub(crate) type Reached = (Endpoint, Option<Connection>, Connection);
+
+/// Reaches the peer holding `peer`: through the rendezvous when one is
+/// given, at `addr` otherwise.
+pub(crate) async fn reach(
+    rendezvous: &RendezvousOptions,
+    addr: Option<&str>,
+    peer: &PublicIdentity,
+    options: &NetOptions,
+    connect_timeout: Duration,
+) -> Result<Reached, CliError> {
+    match (rendezvous.target().await?, addr) {
+        (Some(rendezvous), _) => {
+            let (endpoint, rendezvous, connection) =
+                connect_via(rendezvous, peer, options, connect_timeout).await?;
+            Ok((endpoint, Some(rendezvous), connection))
+        }
+        (None, Some(addr)) => {
+            let addr = net::resolve(addr).await?;
+            let (endpoint, connection) = net::connect(addr, peer, options, connect_timeout).await?;
+            Ok((endpoint, None, connection))
+        }
+        (None, None) => Err(CliError::Usage(
+            "give the peer's ADDR, or --rendezvous".to_owned(),
+        )),
+    }
+}
+
 /// `tern relay`.
 #[derive(Debug, Args)]
 pub(crate) struct RelayArgs {
