@@ -1233,7 +1233,7 @@ pub(crate) mod tests {
 
     #[test]
     fn unknown_frame_types_are_refused() {
-        assert_eq!(decode_err(&[0x19]), DecodeError::UnknownFrameType(0x19));
+        assert_eq!(decode_err(&[0x1a]), DecodeError::UnknownFrameType(0x1a));
         assert_eq!(
             decode_err(&[0xff, 1, 2]),
             DecodeError::UnknownFrameType(0xff)

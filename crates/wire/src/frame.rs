@@ -69,13 +69,13 @@ pub enum FrameType {
     /// [`Frame::ObservedAddress`].
     ObservedAddress = 0x14,
     /// [`Frame::Register`].
-    Register = 0x15,
+    Register = 0x16,
     /// [`Frame::ConnectVia`].
-    ConnectVia = 0x16,
+    ConnectVia = 0x17,
     /// [`Frame::Introduce`].
-    Introduce = 0x17,
+    Introduce = 0x18,
     /// [`Frame::IntroductionRefused`].
-    IntroductionRefused = 0x18,
+    IntroductionRefused = 0x19,
 }
 
 impl FrameType {
@@ -104,10 +104,10 @@ impl FrameType {
             0x12 => Self::Identity,
             0x13 => Self::MaxMessageSize,
             0x14 => Self::ObservedAddress,
-            0x15 => Self::Register,
-            0x16 => Self::ConnectVia,
-            0x17 => Self::Introduce,
-            0x18 => Self::IntroductionRefused,
+            0x16 => Self::Register,
+            0x17 => Self::ConnectVia,
+            0x18 => Self::Introduce,
+            0x19 => Self::IntroductionRefused,
             _ => return None,
         })
     }

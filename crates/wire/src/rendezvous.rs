@@ -119,8 +119,8 @@ impl RefusalReason {
     }
 }
 
-/// The first byte of a punch: a packet type of its own (`0x60`).
-pub const PUNCH_TYPE: u8 = 0x60;
+/// The first byte of a punch: a packet type of its own (`0x80`).
+pub const PUNCH_TYPE: u8 = 0x80;
 
 /// Bytes of a punch: its type and the introduction's nonce.
 pub const PUNCH_LEN: usize = 1 + 8;
@@ -164,10 +164,10 @@ mod tests {
     #[test]
     fn a_punch_is_its_type_and_nonce() {
         let punch = write_punch(&[1, 2, 3, 4, 5, 6, 7, 8]);
-        assert_eq!(punch, [0x60, 1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(punch, [0x80, 1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(parse_punch(&punch), Some([1, 2, 3, 4, 5, 6, 7, 8]));
         assert_eq!(parse_punch(&punch[..8]), None);
-        assert_eq!(parse_punch(&[0x60; 10]), None);
+        assert_eq!(parse_punch(&[0x80; 10]), None);
         assert_eq!(parse_punch(&[0x61, 1, 2, 3, 4, 5, 6, 7, 8]), None);
     }
 

@@ -139,14 +139,14 @@ mod tests {
 
     #[test]
     fn the_layouts_are_as_documented() {
-        assert_eq!(encoded(&Frame::Register(Register)), [0x15]);
+        assert_eq!(encoded(&Frame::Register(Register)), [0x16]);
         let via = encoded(&Frame::ConnectVia(ConnectVia {
             peer: KeyFingerprint([0xab; 32]),
         }));
         assert_eq!(via.len(), 33);
-        assert_eq!((via[0], via[1], via[32]), (0x16, 0xab, 0xab));
+        assert_eq!((via[0], via[1], via[32]), (0x17, 0xab, 0xab));
         let intro = encoded(&Frame::Introduce(introduce()));
-        assert_eq!(&intro[..9], [0x17, 1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(&intro[..9], [0x18, 1, 2, 3, 4, 5, 6, 7, 8]);
         // Role, 20 000 µs as a varint, then the address.
         assert_eq!(
             &intro[41..],
@@ -156,7 +156,7 @@ mod tests {
             peer: KeyFingerprint([0xab; 32]),
             reason: RefusalReason::UnknownPeer,
         }));
-        assert_eq!((refused[0], refused.len(), refused[33]), (0x18, 34, 1));
+        assert_eq!((refused[0], refused.len(), refused[33]), (0x19, 34, 1));
     }
 
     #[test]
@@ -186,13 +186,13 @@ mod tests {
         let mut nowhere = introduce();
         nowhere.address = "0.0.0.0:1".parse().expect("an address");
         assert!(Frame::Introduce(nowhere).encode(&mut buf).is_err());
-        let refused = [&[0x18][..], &[0xab; 32], &[9]].concat();
+        let refused = [&[0x19][..], &[0xab; 32], &[9]].concat();
         assert_eq!(
             Frame::decode(&refused),
             Err(DecodeError::Malformed(FrameType::IntroductionRefused))
         );
         assert_eq!(
-            Frame::decode(&[0x16; 20]),
+            Frame::decode(&[0x17; 20]),
             Err(DecodeError::Truncated(FrameType::ConnectVia))
         );
     }
@@ -225,7 +225,7 @@ mod tests {
 
         #[test]
         fn any_body_decodes_to_a_frame_that_encodes_back_or_an_error(
-            ty in 0x15u8..=0x18,
+            ty in 0x16u8..=0x19,
             body in prop::collection::vec(any::<u8>(), 0..64),
         ) {
             let mut bytes = vec![ty];
