@@ -22,6 +22,7 @@ mod names;
 mod net;
 mod perf;
 mod progress;
+mod rendezvous;
 mod resume;
 mod transfer;
 mod units;
@@ -105,6 +106,13 @@ enum Command {
         tern send big.iso host.example:5202 --key tern-pub:MIIBIjAN... --rate 100\n  \
         tern send big.iso 192.0.2.7:5202 --key their.pub --congestion cubic   # foreground")]
     Send(transfer::SendArgs),
+    /// Run a rendezvous: peers register under their key, others find them there.
+    #[command(after_help = "Examples:\n  \
+        tern relay --listen 0.0.0.0:7000 --key ~/.tern/tern.key\n  \
+        tern perf server --listen 0.0.0.0:5201 --key ~/.tern/tern.key \\\n      \
+        --rendezvous 203.0.113.10:7000 --rendezvous-key relay.pub\n  \
+        tern perf client --key their.pub --rendezvous 203.0.113.10:7000 --rendezvous-key relay.pub")]
+    Relay(rendezvous::RelayArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -154,6 +162,7 @@ fn run(command: Command) -> Result<(), CliError> {
         Command::Perf(PerfCommand::Client(args)) => runtime()?.block_on(perf::client(args)),
         Command::Recv(args) => runtime()?.block_on(transfer::recv(args)),
         Command::Send(args) => runtime()?.block_on(transfer::send(args)),
+        Command::Relay(args) => runtime()?.block_on(rendezvous::relay(args)),
         Command::Keygen { out, kind, force } => {
             let kind = match kind {
                 KeyKind::X25519 => IdentityKind::X25519,

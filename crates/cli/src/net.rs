@@ -170,12 +170,27 @@ pub(crate) async fn connect(
     options: &NetOptions,
     connect_timeout: Duration,
 ) -> Result<(Endpoint, Connection), CliError> {
+    connect_as(None, addr, identity, options, connect_timeout).await
+}
+
+/// [`connect`], from an endpoint with an identity of its own (`own`),
+/// which it proves to the peer.
+pub(crate) async fn connect_as(
+    own: Option<IdentityKey>,
+    addr: SocketAddr,
+    identity: &PublicIdentity,
+    options: &NetOptions,
+    connect_timeout: Duration,
+) -> Result<(Endpoint, Connection), CliError> {
     let local = if addr.is_ipv4() {
         SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))
     } else {
         SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0))
     };
-    let config = options.config().handshake_timeout(connect_timeout);
+    let mut config = options.config().handshake_timeout(connect_timeout);
+    if let Some(own) = own {
+        config = config.identity(own);
+    }
     let endpoint = Endpoint::bind(local, config).map_err(|source| CliError::Listen {
         addr: local,
         source,

@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use crate::control::{self, Control, Direction, Limit, PerfParams, SideReport};
 use crate::error::{CliError, printable, read_error, write_error};
 use crate::net::{self, NetOptions};
+use crate::rendezvous::{self, RendezvousOptions};
 use crate::{keys, units};
 
 /// How long a server waits for a new client to say what it wants.
@@ -44,15 +45,18 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "PRIVATE_KEY_FILE")]
     key: std::path::PathBuf,
     #[command(flatten)]
+    rendezvous: RendezvousOptions,
+    #[command(flatten)]
     net: NetOptions,
 }
 
 /// `tern perf client`.
 #[derive(Debug, Args)]
 pub(crate) struct ClientArgs {
-    /// The server's address, HOST:PORT.
-    #[arg(value_name = "ADDR")]
-    addr: String,
+    /// The server's address, HOST:PORT (omitted with --rendezvous: the
+    /// server is found there by its --key).
+    #[arg(value_name = "ADDR", required_unless_present = "rendezvous")]
+    addr: Option<String>,
     /// The server's public key: its tern.pub file, or the `tern-pub:` line.
     #[arg(long, value_name = "PUBLIC_KEY_FILE")]
     key: String,
@@ -86,6 +90,8 @@ pub(crate) struct ClientArgs {
     /// How long to wait for the server's answer to the handshake.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = units::parse_duration)]
     connect_timeout: Duration,
+    #[command(flatten)]
+    rendezvous: RendezvousOptions,
     #[command(flatten)]
     net: NetOptions,
 }
@@ -456,9 +462,15 @@ struct JsonReport<'a> {
 pub(crate) async fn client(args: ClientArgs) -> Result<(), CliError> {
     let params = args.params()?;
     let public = keys::read_public(&args.key)?;
-    let addr = net::resolve(&args.addr).await?;
-    let (endpoint, connection) =
-        net::connect(addr, &public, &args.net, args.connect_timeout).await?;
+    let (endpoint, _rendezvous, connection) = rendezvous::reach(
+        &args.rendezvous,
+        args.addr.as_deref(),
+        &public,
+        &args.net,
+        args.connect_timeout,
+    )
+    .await?;
+    let addr = connection.remote_address();
     let run = run_client(&args, params, addr, &endpoint, &connection).await;
     net::close_on_error(&connection, run).await
 }
@@ -590,6 +602,10 @@ pub(crate) async fn server(args: ServerArgs) -> Result<(), CliError> {
         endpoint.backend(),
         args.net.congestion.name()
     );
+    // After the first line, which a script reads for the address.
+    if let Some((addr, key)) = args.rendezvous.target().await? {
+        tokio::spawn(rendezvous::stay_registered(endpoint.clone(), addr, key));
+    }
     loop {
         tokio::select! {
             accepted = endpoint.accept_connection() => {

@@ -32,6 +32,7 @@ use crate::control::{self, Control};
 use crate::error::{CliError, printable, read_error, write_error};
 use crate::net::{self, NetOptions};
 use crate::progress::Progress;
+use crate::rendezvous::{self, RendezvousOptions};
 use crate::{keys, names, units};
 
 /// How long a receiver waits for a new sender to offer its file.
@@ -46,9 +47,10 @@ pub(crate) struct SendArgs {
     /// The file to send.
     #[arg(value_name = "FILE")]
     file: PathBuf,
-    /// The receiver's address, HOST:PORT.
-    #[arg(value_name = "ADDR")]
-    addr: String,
+    /// The receiver's address, HOST:PORT (omitted with --rendezvous: the
+    /// receiver is found there by its --key).
+    #[arg(value_name = "ADDR", required_unless_present = "rendezvous")]
+    addr: Option<String>,
     /// The receiver's public key: its tern.pub file, or the `tern-pub:` line.
     #[arg(long, value_name = "PUBLIC_KEY_FILE")]
     key: String,
@@ -65,6 +67,8 @@ pub(crate) struct SendArgs {
     /// Send the whole file, even if the receiver holds part of it.
     #[arg(long, overrides_with = "resume")]
     restart: bool,
+    #[command(flatten)]
+    rendezvous: RendezvousOptions,
     #[command(flatten)]
     net: NetOptions,
 }
@@ -87,6 +91,8 @@ pub(crate) struct RecvArgs {
     /// Replace a file that exists already.
     #[arg(long)]
     force: bool,
+    #[command(flatten)]
+    rendezvous: RendezvousOptions,
     #[command(flatten)]
     net: NetOptions,
 }
@@ -114,9 +120,15 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
         Some(mbit) if mbit.is_finite() && mbit > 0.0 => Some((mbit * 1e6 / 8.0) as u64),
         Some(_) => return Err(CliError::Usage("--rate must be above zero".to_owned())),
     };
-    let addr = net::resolve(&args.addr).await?;
-    let (_endpoint, connection) =
-        net::connect(addr, &public, &net_options, args.connect_timeout).await?;
+    let (_endpoint, _rendezvous, connection) = rendezvous::reach(
+        &args.rendezvous,
+        args.addr.as_deref(),
+        &public,
+        &net_options,
+        args.connect_timeout,
+    )
+    .await?;
+    let addr = connection.remote_address();
     // `--resume` and `--restart` override each other: the last one counts.
     let resume = args.resume || !args.restart;
     let file = FileToSend {
@@ -395,6 +407,10 @@ pub(crate) async fn recv(args: RecvArgs) -> Result<(), CliError> {
         args.net.congestion.name(),
         args.out.display()
     );
+    // After the first line, which a script reads for the address.
+    if let Some((addr, key)) = args.rendezvous.target().await? {
+        tokio::spawn(rendezvous::stay_registered(endpoint.clone(), addr, key));
+    }
     let store = Arc::new(Store {
         dir: args.out,
         force: args.force,

@@ -362,6 +362,10 @@ pub struct EndpointConfig {
     /// (32 MiB each). Less holds fewer: give it at least a few times
     /// `receive_window`, or no connection gets its full window.
     pub memory_budget: u64,
+    /// As a rendezvous: introductions one connection may ask for per
+    /// second (default 8); past it they are refused
+    /// ([`RefusalReason::RateLimited`](tern_wire::RefusalReason)).
+    pub introductions_per_second: u32,
 }
 
 /// The default [`EndpointConfig::memory_budget`]: 6 GiB (see there).
@@ -379,6 +383,7 @@ impl Default for EndpointConfig {
             keys: KeyConfig::default(),
             rate_limit: None,
             memory_budget: DEFAULT_MEMORY_BUDGET,
+            introductions_per_second: 8,
         }
     }
 }

@@ -93,7 +93,8 @@ pub use tern_congestion::{
     RenoConfigError,
 };
 pub use tern_wire::{
-    CloseKind, DEFAULT_MAX_MESSAGE_SIZE, IdentityKey, IdentityKind, KeyConfig, PublicIdentity,
+    CloseKind, DEFAULT_MAX_MESSAGE_SIZE, IdentityKey, IdentityKind, KeyConfig, KeyFingerprint,
+    PublicIdentity, RefusalReason,
 };
 
 pub use config::{
@@ -106,7 +107,7 @@ pub use connection::{
     SendError, WriteError,
 };
 pub use endpoint::intro_limit::IntroLimiterConfig;
-pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointStats};
+pub use endpoint::{ConnectError, ConnectViaError, ConnectionHandle, Endpoint, EndpointStats};
 pub use node::{Node, SendRefused, Transmit, TransmitLimits};
 
 /// Building blocks exposed for Tern's own benchmarks (level 0 and 1), so

@@ -27,6 +27,7 @@ use crate::frame::{
 use crate::varint::{VARINT_MAX, varint_len};
 
 mod observed_address;
+mod rendezvous;
 
 /// Writes a byte string as one postcard length + memcpy (serde would
 /// otherwise treat `&[u8]` as a sequence and push it byte by byte; the
@@ -341,6 +342,10 @@ impl<'a> Frame<'a> {
             Self::Identity(i) => bytes_len(i.public_key) + bytes_len(i.signature),
             Self::ObservedAddress(o) => observed_address::body_len(o),
             Self::MaxMessageSize(m) => varint_len(m.max),
+            Self::Register(_) => 0,
+            Self::ConnectVia(_) => crate::rendezvous::FINGERPRINT_LEN,
+            Self::Introduce(i) => rendezvous::introduce_len(i),
+            Self::IntroductionRefused(_) => crate::rendezvous::FINGERPRINT_LEN + 1,
         }
     }
 
@@ -404,6 +409,8 @@ impl<'a> Frame<'a> {
             | Self::Datagram(_)
             | Self::Identity(_) => {}
             Self::ObservedAddress(o) => observed_address::validate(o)?,
+            Self::Register(_) | Self::ConnectVia(_) | Self::IntroductionRefused(_) => {}
+            Self::Introduce(i) => rendezvous::validate_introduce(i)?,
             Self::AckFrequency(a) => {
                 checked("ack frequency sequence", a.sequence)?;
                 if a.ack_eliciting_threshold == 0 {
@@ -530,6 +537,10 @@ impl<'a> Frame<'a> {
                 body.copy_from_slice(data);
             }
             Self::ObservedAddress(o) => observed_address::encode_body(o, body)?,
+            Self::Register(_) => {}
+            Self::ConnectVia(c) => rendezvous::encode_connect_via(c, body)?,
+            Self::Introduce(i) => rendezvous::encode_introduce(i, body)?,
+            Self::IntroductionRefused(r) => rendezvous::encode_refused(r, body)?,
         }
         Ok(())
     }
@@ -686,6 +697,19 @@ impl<'a> Frame<'a> {
                 let (frame, rest) = observed_address::decode_body(body)?;
                 (Self::ObservedAddress(frame), rest)
             }
+            FrameType::Register => (Self::Register(crate::rendezvous::Register), body),
+            FrameType::ConnectVia => {
+                let (frame, rest) = rendezvous::decode_connect_via(body)?;
+                (Self::ConnectVia(frame), rest)
+            }
+            FrameType::Introduce => {
+                let (frame, rest) = rendezvous::decode_introduce(body)?;
+                (Self::Introduce(frame), rest)
+            }
+            FrameType::IntroductionRefused => {
+                let (frame, rest) = rendezvous::decode_refused(body)?;
+                (Self::IntroductionRefused(frame), rest)
+            }
         };
         let used = bytes.len() - rest.len();
         if used != frame.encoded_len() {
@@ -840,6 +864,16 @@ pub(crate) mod tests {
         },
         ObservedAddress(crate::ObservedAddress),
         MaxMessageSize(MaxMessageSize),
+        Rendezvous(RendezvousFrame),
+    }
+
+    /// The rendezvous frames, which borrow nothing.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub(crate) enum RendezvousFrame {
+        Register,
+        ConnectVia(crate::ConnectVia),
+        Introduce(crate::Introduce),
+        Refused(crate::IntroductionRefused),
     }
 
     impl OwnedFrame {
@@ -895,6 +929,10 @@ pub(crate) mod tests {
                 }),
                 Self::ObservedAddress(o) => Frame::ObservedAddress(*o),
                 Self::MaxMessageSize(m) => Frame::MaxMessageSize(*m),
+                Self::Rendezvous(RendezvousFrame::Register) => Frame::Register(crate::Register),
+                Self::Rendezvous(RendezvousFrame::ConnectVia(c)) => Frame::ConnectVia(*c),
+                Self::Rendezvous(RendezvousFrame::Introduce(i)) => Frame::Introduce(*i),
+                Self::Rendezvous(RendezvousFrame::Refused(r)) => Frame::IntroductionRefused(*r),
             }
         }
     }
@@ -1000,6 +1038,40 @@ pub(crate) mod tests {
                     })
                 }),
             varint().prop_map(|max| OwnedFrame::MaxMessageSize(MaxMessageSize { max })),
+            rendezvous_frame().prop_map(OwnedFrame::Rendezvous),
+        ]
+    }
+
+    fn rendezvous_frame() -> impl Strategy<Value = RendezvousFrame> {
+        let peer = any::<[u8; 32]>().prop_map(crate::KeyFingerprint);
+        prop_oneof![
+            Just(RendezvousFrame::Register),
+            peer.clone()
+                .prop_map(|peer| RendezvousFrame::ConnectVia(crate::ConnectVia { peer })),
+            (
+                any::<[u8; 8]>(),
+                peer.clone(),
+                any::<bool>(),
+                0..=crate::MAX_START_DELAY.as_micros() as u64,
+                any::<[u8; 4]>(),
+                1..=u16::MAX
+            )
+                .prop_filter("a unicast address", |v| v.4[0] != 0 && v.4[0] < 224)
+                .prop_map(|(nonce, peer, initiator, delay_us, ip, port)| {
+                    RendezvousFrame::Introduce(crate::Introduce {
+                        nonce,
+                        peer,
+                        initiator,
+                        start_delay: Duration::from_micros(delay_us),
+                        address: core::net::SocketAddr::from((ip, port)),
+                    })
+                }),
+            (peer, 1u8..=3).prop_map(|(peer, reason)| {
+                RendezvousFrame::Refused(crate::IntroductionRefused {
+                    peer,
+                    reason: crate::RefusalReason::from_byte(reason).expect("known"),
+                })
+            }),
         ]
     }
 
@@ -1161,7 +1233,7 @@ pub(crate) mod tests {
 
     #[test]
     fn unknown_frame_types_are_refused() {
-        assert_eq!(decode_err(&[0x15]), DecodeError::UnknownFrameType(0x15));
+        assert_eq!(decode_err(&[0x1a]), DecodeError::UnknownFrameType(0x1a));
         assert_eq!(
             decode_err(&[0xff, 1, 2]),
             DecodeError::UnknownFrameType(0xff)

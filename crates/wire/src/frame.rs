@@ -12,6 +12,7 @@ use core::ops::RangeInclusive;
 use core::time::Duration;
 
 use crate::error::EncodeError;
+pub use crate::rendezvous::{ConnectVia, Introduce, IntroductionRefused, Register};
 use crate::varint::VARINT_MAX;
 
 /// The most ranges one ACK frame may carry.
@@ -67,6 +68,14 @@ pub enum FrameType {
     MaxMessageSize = 0x13,
     /// [`Frame::ObservedAddress`].
     ObservedAddress = 0x14,
+    /// [`Frame::Register`].
+    Register = 0x16,
+    /// [`Frame::ConnectVia`].
+    ConnectVia = 0x17,
+    /// [`Frame::Introduce`].
+    Introduce = 0x18,
+    /// [`Frame::IntroductionRefused`].
+    IntroductionRefused = 0x19,
 }
 
 impl FrameType {
@@ -95,6 +104,10 @@ impl FrameType {
             0x12 => Self::Identity,
             0x13 => Self::MaxMessageSize,
             0x14 => Self::ObservedAddress,
+            0x16 => Self::Register,
+            0x17 => Self::ConnectVia,
+            0x18 => Self::Introduce,
+            0x19 => Self::IntroductionRefused,
             _ => return None,
         })
     }
@@ -143,6 +156,15 @@ pub enum Frame<'a> {
     MaxMessageSize(MaxMessageSize),
     /// The address the sender sees the receiver's packets come from.
     ObservedAddress(ObservedAddress),
+    /// The sender asks the receiver, a rendezvous, to introduce it to
+    /// whoever asks for its key.
+    Register(Register),
+    /// The sender asks the receiver, a rendezvous, for an introduction.
+    ConnectVia(ConnectVia),
+    /// A rendezvous introduces the receiver to a peer.
+    Introduce(Introduce),
+    /// A rendezvous refuses an introduction the receiver asked for.
+    IntroductionRefused(IntroductionRefused),
 }
 
 impl Frame<'_> {
@@ -177,6 +199,10 @@ impl Frame<'_> {
             Self::Identity(_) => FrameType::Identity,
             Self::MaxMessageSize(_) => FrameType::MaxMessageSize,
             Self::ObservedAddress(_) => FrameType::ObservedAddress,
+            Self::Register(_) => FrameType::Register,
+            Self::ConnectVia(_) => FrameType::ConnectVia,
+            Self::Introduce(_) => FrameType::Introduce,
+            Self::IntroductionRefused(_) => FrameType::IntroductionRefused,
         }
     }
 

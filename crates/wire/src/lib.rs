@@ -58,6 +58,7 @@ pub mod identity;
 pub mod keys;
 pub mod packet;
 pub mod proof;
+pub mod rendezvous;
 pub mod replay;
 pub mod size;
 #[cfg(test)]
@@ -97,6 +98,10 @@ pub use identity::{IdentityKey, IdentityKind, PublicIdentity};
 pub use keys::{KeyConfig, SECRET_LEN};
 pub use packet::{OpenedPacket, PacketBuilder, PacketOpener, PacketSealer};
 pub use proof::IdentityProof;
+pub use rendezvous::{
+    ConnectVia, FINGERPRINT_LEN, Introduce, IntroductionRefused, KeyFingerprint, MAX_START_DELAY,
+    PUNCH_LEN, PUNCH_TYPE, RefusalReason, Register, parse_punch, write_punch,
+};
 pub use replay::{DEFAULT_INTRO_RATE, DEFAULT_TIMESTAMP_WINDOW, IntroId, ReplayGuard};
 pub use size::{DEFAULT_UDP_PAYLOAD, MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, MaxUdpPayload};
 pub use token::{

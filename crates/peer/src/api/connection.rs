@@ -104,6 +104,11 @@ impl Connection {
             .ok_or(DriverStopped::new(StopCause::Stopped))
     }
 
+    /// The slot this handle refers to.
+    pub(crate) fn slot(&self) -> SlotId {
+        self.inner.slot
+    }
+
     /// Wakes the driver: something was queued it must act on.
     pub(crate) fn wake_driver(&self) {
         self.inner.driver.wake();

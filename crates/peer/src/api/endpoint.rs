@@ -229,6 +229,84 @@ impl Endpoint {
         Ok(connection)
     }
 
+    /// Asks the rendezvous at the other end of `rendezvous` to introduce
+    /// this endpoint to whoever asks for its key
+    /// ([`connect_via`](Self::connect_via)); this side proved its identity
+    /// there if it has one ([`Config`]'s default). Peers that find it this
+    /// way arrive at [`accept`](Self::accept).
+    pub fn register(&self, rendezvous: &Connection) -> Result<(), ConnectError> {
+        let slot = rendezvous.slot();
+        let registered = self.driver.with_node(|state| {
+            let handle = state.connection(slot).and_then(|(slot, _)| slot.handle);
+            handle.is_some_and(|handle| state.proto.register(handle))
+        })?;
+        if registered {
+            Ok(())
+        } else {
+            Err(ConnectError::ConnectVia(
+                proto::ConnectViaError::NoConnection,
+            ))
+        }
+    }
+
+    /// Connects to the peer holding `peer`, found through the rendezvous
+    /// at the other end of `rendezvous` (where that peer registered): the
+    /// rendezvous tells each side where the other is, and the two open a
+    /// direct path through their NATs. Ends at a peer that proved `peer`,
+    /// or in a typed error: the rendezvous refused
+    /// ([`ConnectError::IntroductionRefused`]), or no direct path opened
+    /// ([`ConnectError::NoDirectPath`]).
+    pub async fn connect_via(
+        &self,
+        rendezvous: &Connection,
+        peer: &PublicIdentity,
+    ) -> Result<Connection, ConnectError> {
+        let via = rendezvous.slot();
+        let fingerprint = peer.fingerprint();
+        self.driver.with_node(|state| {
+            let handle = state.connection(via).and_then(|(slot, _)| slot.handle);
+            let handle = handle.ok_or(proto::ConnectViaError::NoConnection)?;
+            state.introductions.remove(&(via, fingerprint));
+            state.proto.connect_via(handle, peer)
+        })??;
+        let outcome = poll_fn(|cx| {
+            let looked = self.driver.with_node_unwoken(|state| {
+                if let Some(outcome) = state.introductions.remove(&(via, fingerprint)) {
+                    return Poll::Ready(outcome.map(|id| (id, state.peer(id))));
+                }
+                if state
+                    .connection(via)
+                    .is_none_or(|(slot, _)| slot.closed.is_some())
+                {
+                    return Poll::Ready(Err(None));
+                }
+                state.introduced.register(cx);
+                Poll::Pending
+            });
+            match looked {
+                Ok(Poll::Pending) => Poll::Pending,
+                Ok(Poll::Ready(outcome)) => Poll::Ready(Ok(outcome)),
+                Err(stopped) => Poll::Ready(Err(stopped)),
+            }
+        });
+        // The introduction's connects run to the protocol's handshake
+        // timeout; this bound (the asks' round trip and a grace) holds
+        // whatever happens.
+        let deadline = 2 * self.handshake_timeout + HANDSHAKE_GRACE;
+        match tokio::time::timeout(deadline, outcome).await {
+            Err(_) => Err(ConnectError::HandshakeTimedOut),
+            Ok(Err(stopped)) => Err(stopped.into()),
+            Ok(Ok(Err(Some(reason)))) => Err(ConnectError::IntroductionRefused(reason)),
+            Ok(Ok(Err(None))) => Err(ConnectError::NoDirectPath),
+            Ok(Ok(Ok((id, peer)))) => {
+                let remote = peer
+                    .map(|(remote, _)| remote)
+                    .ok_or(ConnectError::Abandoned)?;
+                Ok(Connection::new(self.driver.clone(), id, remote))
+            }
+        }
+    }
+
     /// The next connection a peer opened, for the application to accept or
     /// refuse once it knows the peer's address and proven identity (see
     /// [`Incoming`]); `None` once the endpoint has stopped or after

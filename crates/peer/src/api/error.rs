@@ -30,6 +30,18 @@ pub enum ConnectError {
     /// reporting why (a handshake it found forged, replayed or lost).
     #[error("the handshake was abandoned")]
     Abandoned,
+    /// The rendezvous refused the introduction
+    /// ([`Endpoint::connect_via`](crate::Endpoint::connect_via)).
+    #[error("the rendezvous refused the introduction: {0:?}")]
+    IntroductionRefused(proto::RefusalReason),
+    /// The rendezvous introduced the two peers, but no direct connection
+    /// completed: their NATs let no path through (a relay is needed).
+    #[error("no direct path to the peer")]
+    NoDirectPath,
+    /// The rendezvous connection cannot carry the request (it is closed,
+    /// or too many introductions are pending).
+    #[error("{0}")]
+    ConnectVia(#[from] proto::ConnectViaError),
 }
 
 impl From<ConnectionError> for ConnectError {

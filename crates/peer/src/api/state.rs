@@ -15,8 +15,9 @@ use bytes::Bytes;
 use quanta::Instant;
 
 use crate::proto::{
-    Connection as ProtoConnection, ConnectionError, ConnectionHandle, Endpoint, Event, Node,
-    PublicIdentity, SendRefused, StreamId, Transmit, TransmitLimits,
+    Connection as ProtoConnection, ConnectionError, ConnectionHandle, Endpoint, Event,
+    KeyFingerprint, Node, PublicIdentity, RefusalReason, SendRefused, StreamId, Transmit,
+    TransmitLimits,
 };
 
 /// Tasks waiting for the same thing; all are woken when it happens.
@@ -185,6 +186,12 @@ pub(crate) struct EndpointState {
     /// shutting down, and closes with this code a connection whose
     /// handshake was under way.
     pub(crate) closing: Option<u64>,
+    /// Introductions' outcomes by rendezvous connection and peer, until
+    /// the `connect_via` that asked takes them: the peer's connection, or
+    /// the refusal (`None`: no connect completed).
+    pub(crate) introductions:
+        HashMap<(SlotId, KeyFingerprint), Result<SlotId, Option<RefusalReason>>>,
+    pub(crate) introduced: Wakers,
 }
 
 impl EndpointState {
@@ -198,6 +205,8 @@ impl EndpointState {
             accept: Wakers::default(),
             idle: Wakers::default(),
             closing: None,
+            introductions: HashMap::new(),
+            introduced: Wakers::default(),
         }
     }
 
@@ -324,6 +333,19 @@ impl EndpointState {
     /// Takes the protocol's events and wakes whoever they concern.
     fn dispatch(&mut self, now: Instant) {
         while let Some((handle, event)) = self.proto.poll_event() {
+            if let Some((peer, outcome)) = match &event {
+                Event::Introduced { peer, connection } => {
+                    Some((*peer, self.by_handle.get(connection).copied().ok_or(None)))
+                }
+                Event::IntroductionFailed { peer, reason } => Some((*peer, Err(*reason))),
+                _ => None,
+            } {
+                if let Some(&rendezvous) = self.by_handle.get(&handle) {
+                    self.introductions.insert((rendezvous, peer), outcome);
+                }
+                self.introduced.wake_all();
+                continue;
+            }
             let id = match self.by_handle.get(&handle) {
                 Some(&id) => id,
                 // A connection a peer opened: its first event is `Connected`.

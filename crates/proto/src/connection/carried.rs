@@ -53,6 +53,8 @@ pub(crate) enum Carried {
     ObservedAddress(u64),
     /// This side's message limit (resent as the same limit).
     MaxMessageSize,
+    /// A rendezvous frame, by its id in `signals` (resent as the same frame).
+    Signal(u64),
 }
 
 impl Carried {

@@ -4,7 +4,8 @@
 #[cfg(doc)]
 use super::Connection;
 use super::error::ConnectionError;
-use crate::StreamId;
+use crate::{ConnectionHandle, StreamId};
+use tern_wire::{KeyFingerprint, RefusalReason};
 
 /// Something the application should know about; drained with
 /// [`Connection::poll_event`].
@@ -45,4 +46,22 @@ pub enum Event {
     /// sends; [`Connection::is_closed`](crate::Connection::is_closed) says
     /// when nothing more is sent.
     Closed(ConnectionError),
+    /// On a connection to a rendezvous: the peer asked for with
+    /// [`Endpoint::connect_via`](crate::Endpoint::connect_via) is
+    /// connected on `connection`, having proved its key.
+    Introduced {
+        /// The peer's key fingerprint.
+        peer: KeyFingerprint,
+        /// The connection to it.
+        connection: ConnectionHandle,
+    },
+    /// On a connection to a rendezvous: the introduction to `peer` ended
+    /// without a connection: refused by the rendezvous (`reason`), or no
+    /// connect completed (`None`).
+    IntroductionFailed {
+        /// The peer's key fingerprint.
+        peer: KeyFingerprint,
+        /// The rendezvous's refusal, if it refused.
+        reason: Option<RefusalReason>,
+    },
 }

@@ -48,6 +48,7 @@ mod recovery;
 mod recv;
 mod rng;
 mod send;
+pub(crate) mod signals;
 mod stats;
 pub(crate) mod streams;
 mod timers;
@@ -161,6 +162,8 @@ pub struct Connection {
     /// The peer's address as reported to it, and this side's as the peer
     /// reported it.
     observed: observed::ObservedAddresses,
+    /// Rendezvous frames to send reliably, and received for the endpoint.
+    signals: signals::Signals,
     /// The origin of the receive times this side reports in ACKs.
     epoch: Instant,
 
@@ -278,6 +281,7 @@ impl Connection {
             path,
             previous_path: None,
             observed: observed::ObservedAddresses::default(),
+            signals: signals::Signals::default(),
             epoch: now,
             replay: ReplayWindow::default(),
             received: AckRanges::default(),
@@ -333,6 +337,21 @@ impl Connection {
     /// The peer's address (the current path).
     pub fn remote(&self) -> SocketAddr {
         self.path.remote()
+    }
+
+    /// Queues a rendezvous frame for the peer (sent reliably).
+    pub(crate) fn send_signal(&mut self, signal: signals::Signal) {
+        self.signals.send(signal);
+    }
+
+    /// The next rendezvous frame the peer sent, for the endpoint.
+    pub(crate) fn poll_signal(&mut self) -> Option<signals::Signal> {
+        self.signals.poll_received()
+    }
+
+    /// The smoothed round-trip time.
+    pub(crate) fn smoothed_rtt(&self) -> Duration {
+        self.loss.rtt().smoothed()
     }
 
     /// This side's address as the peer sees it (behind a NAT, the public

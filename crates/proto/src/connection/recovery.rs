@@ -232,6 +232,7 @@ impl Connection {
                 Carried::ResetStream(id) => self.streams.on_reset_acked(id),
                 Carried::MtuProbe(size) => self.path.mtu_mut().on_probe_acked(size as usize),
                 Carried::Identity => self.on_proof_acked(),
+                Carried::Signal(id) => self.signals.on_acked(id),
                 _ => {}
             }
         }
@@ -261,6 +262,7 @@ impl Connection {
                 Carried::Identity => self.on_proof_lost(),
                 Carried::ObservedAddress(sequence) => self.observed.on_lost(sequence),
                 Carried::MaxMessageSize => self.message_limits.on_lost(),
+                Carried::Signal(id) => self.signals.on_lost(id),
                 Carried::PathChallenge | Carried::Ping => {}
             }
         }

@@ -279,6 +279,14 @@ impl Connection {
                 }
             }
             Frame::MaxMessageSize(limit) => self.message_limits.on_frame(*limit),
+            Frame::Register(_)
+            | Frame::ConnectVia(_)
+            | Frame::Introduce(_)
+            | Frame::IntroductionRefused(_) => {
+                if let Some(signal) = super::signals::Signal::of(frame) {
+                    self.signals.on_received(signal);
+                }
+            }
             Frame::PathChallenge(PathChallenge { data }) => {
                 self.path_response_due = Some(*data);
             }

@@ -217,6 +217,7 @@ impl Connection {
             || self.ping_due
             || self.path_response_due.is_some()
             || self.proof_is_due()
+            || self.signals.has_due()
     }
 
     /// An MTU probe, alone in its datagram, when one is due.
@@ -373,6 +374,16 @@ impl Connection {
             {
                 self.ack_frequency_due = false;
                 record.push(Carried::AckFrequency);
+                ack_eliciting = true;
+            }
+            while !record.is_full()
+                && let Some((id, signal)) = self.signals.next_due()
+            {
+                if packet.push(&signal.frame()).is_err() {
+                    self.signals.put_back(id);
+                    break;
+                }
+                record.push(Carried::Signal(id));
                 ack_eliciting = true;
             }
             ack_eliciting |= self.streams.write_control(&mut packet, &mut record);

@@ -23,9 +23,11 @@ mod budget;
 mod intro;
 pub(crate) mod intro_limit;
 pub(crate) mod receiver_index;
+mod rendezvous;
 mod retry;
 mod stats;
 
+pub use rendezvous::ConnectViaError;
 pub use stats::EndpointStats;
 
 use std::cmp::Reverse;
@@ -144,6 +146,8 @@ pub struct Endpoint {
     /// New connections are refused: intros are dropped unread.
     refusing: bool,
     budget: MemoryBudget,
+    /// Introductions made, asked for and taken part in.
+    rendezvous: rendezvous::Rendezvous,
     stats: EndpointStats,
 }
 
@@ -213,6 +217,7 @@ impl Endpoint {
             freed: Vec::new(),
             refusing: false,
             budget: MemoryBudget::new(config.memory_budget),
+            rendezvous: rendezvous::Rendezvous::default(),
             stats: EndpointStats::default(),
         })
     }
@@ -406,6 +411,9 @@ impl Endpoint {
     fn flush(&mut self) {
         self.settle_lent();
         let mut closed = 0;
+        // Rare (introductions, freed connections): handled after the loop,
+        // which holds a connection.
+        let (mut outcomes, mut gone) = (Vec::new(), Vec::new());
         // Taken for the loop and put back empty, so its buffer is reused.
         let mut dirty = std::mem::take(&mut self.dirty);
         for index in dirty.drain(..) {
@@ -423,6 +431,11 @@ impl Endpoint {
                         self.stats.identities_unproven += 1;
                     }
                     _ => {}
+                }
+                if self.rendezvous.is_attempt(index)
+                    && matches!(event, Event::Connected | Event::Closed(_))
+                {
+                    outcomes.push((index, event == Event::Connected));
                 }
                 if event == Event::Connected {
                     self.connecting.retain(|_, i| *i != index);
@@ -442,6 +455,7 @@ impl Endpoint {
                 self.admission.release(index);
                 self.armed.remove(&index);
                 self.freed.push(index);
+                gone.push(index);
                 closed += 1;
                 continue;
             }
@@ -460,6 +474,12 @@ impl Endpoint {
             }
         }
         self.dirty = dirty;
+        for (index, connected) in outcomes {
+            self.on_attempt_outcome(index, connected);
+        }
+        for index in gone {
+            self.forget_in_rendezvous(index);
+        }
         self.keep_to_budget();
         if closed > 0 {
             self.stats.connections_closed += closed;
@@ -524,6 +544,13 @@ impl Node for Endpoint {
                 self.handle_retry(now, from, datagram);
                 return;
             }
+            Some(&tern_wire::PUNCH_TYPE) => {
+                match tern_wire::parse_punch(datagram) {
+                    Some(nonce) => self.on_punch(now, from, nonce),
+                    None => self.stats.dropped_unroutable += 1,
+                }
+                return;
+            }
             _ => {}
         }
         let Some(index) = peek_receiver_index(datagram) else {
@@ -542,7 +569,12 @@ impl Node for Endpoint {
                     connection.prove(key, &mut self.rng);
                 }
                 self.budget.settle(index, connection);
+                // Rare, and at most a packet's worth.
+                let signals: Vec<_> = std::iter::from_fn(|| connection.poll_signal()).collect();
                 self.touch(index);
+                for signal in signals {
+                    self.on_signal(now, index, signal);
+                }
             }
             None => self.stats.dropped_unroutable += 1,
         }
@@ -576,6 +608,9 @@ impl Node for Endpoint {
         }
         if let Some(close) = self.poll_evicted(buf) {
             return Some(close);
+        }
+        if let Some(punch) = self.poll_punch(now, buf) {
+            return Some(punch);
         }
         self.rate_wait = None;
         if let Some(bucket) = self.rate_limit.as_mut()
@@ -614,14 +649,15 @@ impl Node for Endpoint {
         self.flush();
         self.prune_timers();
         let next = self.timers.peek().map(|&Reverse((at, _))| at);
-        match (next, self.rate_wait) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [next, self.rate_wait, self.rendezvous.deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn handle_timeout(&mut self, now: Instant) {
         self.budget.saw(now);
+        self.handle_rendezvous_timeout(now);
         self.flush();
         loop {
             self.prune_timers();
@@ -652,7 +688,10 @@ type EventKey = (std::mem::Discriminant<Event>, Option<StreamId>);
 
 fn event_key(event: &Event) -> Option<EventKey> {
     let stream = match event {
-        Event::Closed(_) => return None,
+        // Once each: never merged.
+        Event::Closed(_) | Event::Introduced { .. } | Event::IntroductionFailed { .. } => {
+            return None;
+        }
         Event::StreamReadable(id) | Event::StreamWritable(id) => Some(*id),
         _ => None,
     };

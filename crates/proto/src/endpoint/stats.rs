@@ -64,4 +64,18 @@ pub struct EndpointStats {
     /// the endpoint last looked: what they hold plus the credit granted to
     /// their peers and not used yet.
     pub memory_charged: u64,
+    /// As a rendezvous: introductions made (an Introduce to each side).
+    pub introductions_made: u64,
+    /// As a rendezvous: introductions refused (unknown key, asked too
+    /// often, no identity proved).
+    pub introductions_refused: u64,
+    /// Punches sent toward peers this side was introduced to.
+    pub punches_sent: u64,
+    /// Punches received for an introduction this side knows.
+    pub punches_received: u64,
+    /// Punches received that named no introduction (dropped).
+    pub punches_unknown: u64,
+    /// Rendezvous frames dropped: an Introduce or refusal nobody asked
+    /// for, or one past the introductions held.
+    pub signals_unexpected: u64,
 }

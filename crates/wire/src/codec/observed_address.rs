@@ -16,7 +16,7 @@ const IPV6: u8 = 6;
 
 /// Whether packets can come from `address`: a unicast, specified address
 /// and a port other than 0.
-fn is_source(address: &SocketAddr) -> bool {
+pub(super) fn is_source(address: &SocketAddr) -> bool {
     let unicast = match address.ip() {
         IpAddr::V4(ip) => !ip.is_unspecified() && !ip.is_multicast() && !ip.is_broadcast(),
         IpAddr::V6(ip) => !ip.is_unspecified() && !ip.is_multicast(),
@@ -24,13 +24,18 @@ fn is_source(address: &SocketAddr) -> bool {
     unicast && address.port() != 0
 }
 
-/// Bytes of the body (after the type byte).
-pub(super) fn body_len(frame: &ObservedAddress) -> usize {
-    let ip = match frame.address {
+/// Bytes of an address on the wire: family, address, port.
+pub(super) fn address_len(address: &SocketAddr) -> usize {
+    let ip = match address {
         SocketAddr::V4(_) => 4,
         SocketAddr::V6(_) => 16,
     };
-    varint_len(frame.sequence) + 1 + ip + 2
+    1 + ip + 2
+}
+
+/// Bytes of the body (after the type byte).
+pub(super) fn body_len(frame: &ObservedAddress) -> usize {
+    varint_len(frame.sequence) + address_len(&frame.address)
 }
 
 /// Refuses what the frame cannot carry.
@@ -46,7 +51,15 @@ pub(super) fn validate(frame: &ObservedAddress) -> Result<(), EncodeError> {
 pub(super) fn encode_body(frame: &ObservedAddress, body: &mut [u8]) -> Result<(), EncodeError> {
     let mut cursor = Cursor::new(body);
     cursor.varint(frame.sequence)?;
-    match frame.address.ip() {
+    encode_address(&mut cursor, &frame.address)
+}
+
+/// Writes an address: family, address, port.
+pub(super) fn encode_address(
+    cursor: &mut Cursor<'_>,
+    address: &SocketAddr,
+) -> Result<(), EncodeError> {
+    match address.ip() {
         IpAddr::V4(ip) => {
             cursor.byte(IPV4)?;
             ip.octets().iter().try_for_each(|&b| cursor.byte(b))?;
@@ -56,8 +69,7 @@ pub(super) fn encode_body(frame: &ObservedAddress, body: &mut [u8]) -> Result<()
             ip.octets().iter().try_for_each(|&b| cursor.byte(b))?;
         }
     }
-    frame
-        .address
+    address
         .port()
         .to_be_bytes()
         .iter()
@@ -70,7 +82,17 @@ pub(super) fn decode_body(body: &[u8]) -> Result<(ObservedAddress, &[u8]), Decod
     let ty = FrameType::ObservedAddress;
     let (sequence, rest) = take::<u64>(ty, body)?;
     let sequence = bounded(ty, sequence)?;
-    let (&family, rest) = rest.split_first().ok_or(DecodeError::Truncated(ty))?;
+    let (address, rest) = decode_address(ty, rest)?;
+    Ok((ObservedAddress { sequence, address }, rest))
+}
+
+/// Reads an address of a frame of type `ty`: a truncated one, an unknown
+/// family or an address no packet can come from is refused.
+pub(super) fn decode_address(
+    ty: FrameType,
+    body: &[u8],
+) -> Result<(SocketAddr, &[u8]), DecodeError> {
+    let (&family, rest) = body.split_first().ok_or(DecodeError::Truncated(ty))?;
     let (ip, rest) = match family {
         IPV4 => {
             let (octets, rest) = rest
@@ -93,7 +115,7 @@ pub(super) fn decode_body(body: &[u8]) -> Result<(ObservedAddress, &[u8]), Decod
     if !is_source(&address) {
         return Err(DecodeError::Malformed(ty));
     }
-    Ok((ObservedAddress { sequence, address }, rest))
+    Ok((address, rest))
 }
 
 #[cfg(test)]

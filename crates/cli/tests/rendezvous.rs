@@ -1,0 +1,112 @@
+//! `tern relay` as a rendezvous, end to end on loopback: a perf server or
+//! a receiver registers with it under its key, a perf client or a sender
+//! finds it there by that key alone and works over a direct connection.
+
+mod support;
+
+use std::path::PathBuf;
+
+use support::{Server, keys, path, random_file, receiver, run, sha256, stdout};
+
+/// A running `tern relay`, its key files, and their directory.
+fn relay() -> (Server, PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let made = run(&["keygen", "--out", path(dir.path())]);
+    assert!(made.status.success(), "{made:?}");
+    let relay = Server::start(&[
+        "relay",
+        "--listen",
+        "127.0.0.1:0",
+        "--key",
+        path(&dir.path().join("tern.key")),
+    ]);
+    (relay, dir.path().join("tern.pub"), dir)
+}
+
+#[test]
+fn a_perf_client_finds_a_registered_server_by_its_key_through_the_relay() {
+    let (relay, relay_pub, _dir) = relay();
+    let keys = keys();
+    let server = Server::start(&[
+        "perf",
+        "server",
+        "--listen",
+        "127.0.0.1:0",
+        "--key",
+        path(&keys.private),
+        "--rendezvous",
+        &relay.addr,
+        "--rendezvous-key",
+        path(&relay_pub),
+    ]);
+    server.lines_until("registered with the rendezvous");
+    relay.lines_until("connected");
+
+    let output = run(&[
+        "perf",
+        "client",
+        "--key",
+        path(&keys.public),
+        "--rendezvous",
+        &relay.addr,
+        "--rendezvous-key",
+        path(&relay_pub),
+        "--bytes",
+        "10M",
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let printed = stdout(&output);
+    assert!(
+        printed.contains(&server.addr),
+        "the client reached the server's own address: {printed}"
+    );
+    assert!(printed.contains("they agree"), "{printed}");
+    relay.lines_until("introduction made");
+
+    // A key nobody registered: refused by the rendezvous, said plainly.
+    let output = run(&[
+        "perf",
+        "client",
+        "--key",
+        path(&keys.other_public),
+        "--rendezvous",
+        &relay.addr,
+        "--rendezvous-key",
+        path(&relay_pub),
+    ]);
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("UnknownPeer"), "{said}");
+}
+
+#[test]
+fn a_file_is_sent_to_a_receiver_found_through_the_relay() {
+    let (relay, relay_pub, _dir) = relay();
+    let out = tempfile::tempdir().expect("temporary directory");
+    let receiver = receiver(
+        out.path(),
+        &[
+            "--rendezvous",
+            &relay.addr,
+            "--rendezvous-key",
+            path(&relay_pub),
+        ],
+    );
+    receiver.lines_until("registered with the rendezvous");
+    let files = tempfile::tempdir().expect("temporary directory");
+    let file = random_file(files.path(), "found.bin", 3 << 20);
+    let output = run(&[
+        "send",
+        path(&file),
+        "--key",
+        path(&keys().public),
+        "--rendezvous",
+        &relay.addr,
+        "--rendezvous-key",
+        path(&relay_pub),
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    assert!(stdout(&output).contains(&receiver.addr), "sent directly");
+    receiver.lines_until("found.bin");
+    assert_eq!(sha256(&out.path().join("found.bin")), sha256(&file));
+}

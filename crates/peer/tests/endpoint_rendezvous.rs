@@ -1,0 +1,89 @@
+//! Introductions on real loopback sockets: a peer registers with a
+//! rendezvous, another finds it there by its key alone and connects to it
+//! directly; a key nobody registered is refused by type.
+
+mod support;
+
+use std::time::Duration;
+
+use rand_core::OsRng;
+use support::net::localhost;
+use tern_peer::proto::RefusalReason;
+use tern_peer::{Config, ConnectError, Connection, Endpoint, IdentityKey};
+
+/// Longer than anything below should take, shorter than the idle timeout.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+fn endpoint() -> (Endpoint, IdentityKey) {
+    let key = IdentityKey::generate_x25519(&mut OsRng);
+    let endpoint =
+        Endpoint::bind(localhost(), Config::default().identity(key.clone())).expect("binds");
+    (endpoint, key)
+}
+
+/// A connection from `from` to `to`, and its other end (which must live:
+/// dropping it closes the connection).
+async fn connect(from: &Endpoint, to: &Endpoint, key: &IdentityKey) -> (Connection, Connection) {
+    let public = key.public();
+    let (connected, incoming) = tokio::time::timeout(PATIENCE, async {
+        tokio::join!(from.connect(to.local_addr(), &public), to.accept())
+    })
+    .await
+    .expect("the handshake ends");
+    let accepted = incoming.expect("a connection comes").accept();
+    (connected.expect("connects"), accepted)
+}
+
+#[tokio::test]
+async fn a_registered_peer_is_found_by_its_key_and_reached_directly() {
+    let (rendezvous, rendezvous_key) = endpoint();
+    let (asker, asker_key) = endpoint();
+    let (target, target_key) = endpoint();
+    let (target_to_r, _r_to_target) = connect(&target, &rendezvous, &rendezvous_key).await;
+    target.register(&target_to_r).expect("registered");
+    let (asker_to_r, _r_to_asker) = connect(&asker, &rendezvous, &rendezvous_key).await;
+    // Registration travels on its own; give it a moment over loopback.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let target_public = target_key.public();
+    let (connected, incoming) = tokio::time::timeout(PATIENCE, async {
+        tokio::join!(
+            asker.connect_via(&asker_to_r, &target_public),
+            target.accept()
+        )
+    })
+    .await
+    .expect("the introduction ends");
+    let to_target = connected.expect("connected through the introduction");
+    assert_eq!(to_target.peer_identity(), Some(target_key.public()));
+    assert_eq!(to_target.remote_address(), target.local_addr(), "direct");
+    let incoming = incoming.expect("the asker arrives");
+    assert_eq!(incoming.identity(), Some(&asker_key.public()));
+    let from_asker = incoming.accept();
+    to_target.send(&b"found you"[..]).await.expect("sent");
+    let received = tokio::time::timeout(PATIENCE, from_asker.recv())
+        .await
+        .expect("recv ends")
+        .expect("a message");
+    assert_eq!(&received[..], b"found you");
+}
+
+#[tokio::test]
+async fn a_key_nobody_registered_is_refused_by_type() {
+    let (rendezvous, rendezvous_key) = endpoint();
+    let (asker, _) = endpoint();
+    let (asker_to_r, _r_to_asker) = connect(&asker, &rendezvous, &rendezvous_key).await;
+    let nobody = IdentityKey::generate_x25519(&mut OsRng).public();
+    let outcome = tokio::time::timeout(PATIENCE, asker.connect_via(&asker_to_r, &nobody))
+        .await
+        .expect("the introduction ends");
+    assert!(
+        matches!(
+            outcome,
+            Err(ConnectError::IntroductionRefused(
+                RefusalReason::UnknownPeer
+            ))
+        ),
+        "{outcome:?}"
+    );
+}

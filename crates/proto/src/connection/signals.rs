@@ -1,0 +1,158 @@
+//! Rendezvous signals: the Register, ConnectVia, Introduce and
+//! IntroductionRefused frames a connection carries for its endpoint, which
+//! acts on them (`endpoint::rendezvous`). The connection only carries them
+//! reliably: each goes until acknowledged, and again if its packet is lost.
+//! A frame received is queued for the endpoint, which takes it right after
+//! the datagram that brought it.
+
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
+use tern_wire::{ConnectVia, Frame, Introduce, IntroductionRefused, Register};
+
+/// Signals held unacknowledged, at most: past it the oldest is given up.
+/// The endpoint sends few (one per introduction), so this is never reached
+/// by an honest exchange.
+const MAX_HELD: usize = 64;
+
+/// Signals received and not yet taken, at most: the endpoint takes them
+/// after every datagram, so this bounds what one packet can queue.
+const MAX_RECEIVED: usize = 16;
+
+/// One rendezvous frame, owned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Signal {
+    Register,
+    ConnectVia(ConnectVia),
+    Introduce(Introduce),
+    Refused(IntroductionRefused),
+}
+
+impl Signal {
+    /// The signal a frame carries, if it is one.
+    pub(crate) fn of(frame: &Frame<'_>) -> Option<Self> {
+        Some(match *frame {
+            Frame::Register(_) => Self::Register,
+            Frame::ConnectVia(c) => Self::ConnectVia(c),
+            Frame::Introduce(i) => Self::Introduce(i),
+            Frame::IntroductionRefused(r) => Self::Refused(r),
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn frame(&self) -> Frame<'static> {
+        match *self {
+            Self::Register => Frame::Register(Register),
+            Self::ConnectVia(c) => Frame::ConnectVia(c),
+            Self::Introduce(i) => Frame::Introduce(i),
+            Self::Refused(r) => Frame::IntroductionRefused(r),
+        }
+    }
+}
+
+/// The signals one connection sends and receives.
+#[derive(Debug, Default)]
+pub(crate) struct Signals {
+    next_id: u64,
+    /// To send, by id, oldest first.
+    due: VecDeque<u64>,
+    /// Every signal not yet acknowledged, by id.
+    held: FxHashMap<u64, Signal>,
+    received: VecDeque<Signal>,
+    /// Received signals dropped because the queue was full.
+    pub(crate) dropped: u64,
+}
+
+impl Signals {
+    /// Queues `signal` to send.
+    pub(crate) fn send(&mut self, signal: Signal) {
+        if self.held.len() >= MAX_HELD
+            && let Some(&oldest) = self.held.keys().min()
+        {
+            self.held.remove(&oldest);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.held.insert(id, signal);
+        self.due.push_back(id);
+    }
+
+    /// The next signal to send, with its id; it leaves the queue.
+    pub(crate) fn next_due(&mut self) -> Option<(u64, Signal)> {
+        while let Some(id) = self.due.pop_front() {
+            if let Some(&signal) = self.held.get(&id) {
+                return Some((id, signal));
+            }
+        }
+        None
+    }
+
+    /// A signal taken by `next_due` did not fit: it goes first next time.
+    pub(crate) fn put_back(&mut self, id: u64) {
+        self.due.push_front(id);
+    }
+
+    pub(crate) fn has_due(&self) -> bool {
+        !self.due.is_empty()
+    }
+
+    pub(crate) fn on_acked(&mut self, id: u64) {
+        self.held.remove(&id);
+    }
+
+    pub(crate) fn on_lost(&mut self, id: u64) {
+        if self.held.contains_key(&id) && !self.due.contains(&id) {
+            self.due.push_back(id);
+        }
+    }
+
+    pub(crate) fn on_received(&mut self, signal: Signal) {
+        if self.received.len() >= MAX_RECEIVED {
+            self.dropped += 1;
+            return;
+        }
+        self.received.push_back(signal);
+    }
+
+    pub(crate) fn poll_received(&mut self) -> Option<Signal> {
+        self.received.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_goes_until_acknowledged_and_again_when_lost() {
+        let mut signals = Signals::default();
+        signals.send(Signal::Register);
+        let (id, signal) = signals.next_due().expect("due");
+        assert_eq!(signal, Signal::Register);
+        assert!(signals.next_due().is_none());
+        signals.on_lost(id);
+        assert_eq!(signals.next_due().map(|(i, _)| i), Some(id));
+        signals.on_acked(id);
+        signals.on_lost(id);
+        assert!(signals.next_due().is_none(), "acknowledged: not resent");
+    }
+
+    #[test]
+    fn what_is_held_and_received_is_bounded() {
+        let mut signals = Signals::default();
+        for _ in 0..MAX_HELD + 10 {
+            signals.send(Signal::Register);
+        }
+        assert_eq!(signals.held.len(), MAX_HELD);
+        let sent = std::iter::from_fn(|| signals.next_due()).count();
+        assert_eq!(sent, MAX_HELD, "the oldest were given up");
+        for _ in 0..MAX_RECEIVED + 3 {
+            signals.on_received(Signal::Register);
+        }
+        assert_eq!(signals.dropped, 3);
+        assert_eq!(
+            std::iter::from_fn(|| signals.poll_received()).count(),
+            MAX_RECEIVED
+        );
+    }
+}

@@ -1,0 +1,534 @@
+//! Rendezvous: an endpoint introduces two of its peers to each other, and
+//! is introduced by its own rendezvous to others (frames and packet:
+//! `tern_wire::rendezvous`).
+//!
+//! As a rendezvous, it keeps the peers that registered, by the fingerprint
+//! of the identity they proved, and answers each ConnectVia with an
+//! Introduce to both sides, or a typed refusal: the key is not registered,
+//! the asker asks too often ([`EndpointConfig::introductions_per_second`]),
+//! or it proved no identity.
+//!
+//! As the asker (initiator), it connects to the address it is given once
+//! the start delay passed: a connect like any other, which ends only at a
+//! peer proving the key asked for. A punch that reaches it from another
+//! address names the other side's mapping toward it (a NAT that maps per
+//! destination): it connects there too, and keeps the first connection
+//! that completes, releasing the others. As the side asked for, it sends
+//! punches toward the asker's address on a short schedule, so that its own
+//! NAT lets the asker's intro in; the connection then arrives at `accept`
+//! as any other.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use quanta::Instant;
+use rand_core::RngCore;
+use rustc_hash::{FxHashMap, FxHashSet};
+use tern_wire::{
+    ConnectVia, Introduce, IntroductionRefused, KeyFingerprint, MAX_START_DELAY, PUNCH_LEN,
+    PublicIdentity, RefusalReason, write_punch,
+};
+
+use super::{ConnectionHandle, Endpoint};
+#[cfg(doc)]
+use crate::EndpointConfig;
+use crate::connection::signals::Signal;
+use crate::{Event, Transmit};
+
+/// When the side asked for punches, after its start: a few in the first
+/// second, spaced out, so that one lost punch or a late intro still meets
+/// an open filter.
+const PUNCH_SCHEDULE: [Duration; 6] = [
+    Duration::ZERO,
+    Duration::from_millis(50),
+    Duration::from_millis(100),
+    Duration::from_millis(200),
+    Duration::from_millis(400),
+    Duration::from_millis(800),
+];
+
+/// Introductions held at once; past it a new one is dropped (and counted).
+const MAX_INTRODUCTIONS: usize = 64;
+
+/// Connects one introduction may start: the address given, and the
+/// addresses punches came from.
+const MAX_ATTEMPTS: usize = 4;
+
+/// How long an introduction that started no connect (or the punching side's)
+/// is kept.
+const INTRODUCTION_LIFETIME: Duration = Duration::from_secs(10);
+
+/// Why `connect_via` could not ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectViaError {
+    /// The rendezvous handle names no open connection.
+    #[error("no such connection")]
+    NoConnection,
+    /// As many introductions are pending as the endpoint holds.
+    #[error("too many introductions pending")]
+    TooMany,
+}
+
+/// One introduction this side takes part in.
+#[derive(Debug)]
+struct Introduction {
+    /// The connection to the rendezvous that made it.
+    rendezvous: u32,
+    peer: KeyFingerprint,
+    role: Role,
+    /// When it is dropped if no connect of its own is still running.
+    expires: Instant,
+}
+
+#[derive(Debug)]
+enum Role {
+    /// This side asked: it connects.
+    Initiator {
+        key: PublicIdentity,
+        address: SocketAddr,
+        /// When the first connect starts; `None` once it did.
+        start_at: Option<Instant>,
+        /// Connects started, with their addresses.
+        attempts: Vec<(SocketAddr, u32)>,
+        won: bool,
+    },
+    /// This side was asked for: it punches toward the asker.
+    Target {
+        to: SocketAddr,
+        start: Instant,
+        /// Punches sent of `PUNCH_SCHEDULE`.
+        sent: usize,
+    },
+}
+
+/// The endpoint's rendezvous state, on both sides.
+#[derive(Debug, Default)]
+pub(super) struct Rendezvous {
+    /// As a rendezvous: registered peers by fingerprint, and back.
+    registered: HashMap<KeyFingerprint, u32>,
+    registered_as: FxHashMap<u32, KeyFingerprint>,
+    /// As a rendezvous: introductions asked for per connection in the
+    /// current one-second window.
+    asks: FxHashMap<u32, (Instant, u32)>,
+    /// Connections to rendezvous this side registered with.
+    registered_with: FxHashSet<u32>,
+    /// Introductions asked for and not yet answered: the key and the
+    /// rendezvous asked.
+    asked: HashMap<KeyFingerprint, (u32, PublicIdentity)>,
+    introductions: HashMap<[u8; 8], Introduction>,
+    /// The introduction each connect started by one belongs to.
+    attempts: FxHashMap<u32, [u8; 8]>,
+    /// The latest time the endpoint was given, for releasing losing
+    /// connects from `flush`, which has none.
+    latest: Option<Instant>,
+}
+
+impl Rendezvous {
+    /// The next moment something is due: a connect to start, a punch, an
+    /// introduction to drop.
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        self.introductions
+            .values()
+            .filter_map(|intro| match &intro.role {
+                // Once started, its connects keep their own time.
+                Role::Initiator { start_at, .. } => *start_at,
+                Role::Target { start, sent, .. } => Some(
+                    PUNCH_SCHEDULE
+                        .get(*sent)
+                        .map_or(intro.expires, |offset| *start + *offset),
+                ),
+            })
+            .min()
+    }
+
+    /// Whether connection `index` is a connect an introduction started.
+    pub(super) fn is_attempt(&self, index: u32) -> bool {
+        self.attempts.contains_key(&index)
+    }
+}
+
+impl Endpoint {
+    /// Asks the rendezvous on connection `rendezvous` to introduce this
+    /// side to whoever asks for its key (this side must have proved its
+    /// identity on that connection, which it does by default). Returns
+    /// whether the connection is open.
+    pub fn register(&mut self, rendezvous: ConnectionHandle) -> bool {
+        let Some(connection) = self.connections.get_mut(rendezvous.0) else {
+            return false;
+        };
+        connection.send_signal(Signal::Register);
+        self.rendezvous.registered_with.insert(rendezvous.0);
+        self.touch(rendezvous.0);
+        true
+    }
+
+    /// Asks the rendezvous on connection `rendezvous` to introduce this
+    /// side to the peer holding `peer`. The outcome comes as an event on
+    /// the rendezvous connection: [`Event::Introduced`] with the
+    /// connection to the peer, once one completed (it proved `peer`), or
+    /// [`Event::IntroductionFailed`].
+    pub fn connect_via(
+        &mut self,
+        rendezvous: ConnectionHandle,
+        peer: &PublicIdentity,
+    ) -> Result<(), ConnectViaError> {
+        if self.rendezvous.asked.len() + self.rendezvous.introductions.len() >= MAX_INTRODUCTIONS {
+            return Err(ConnectViaError::TooMany);
+        }
+        let connection = self
+            .connections
+            .get_mut(rendezvous.0)
+            .ok_or(ConnectViaError::NoConnection)?;
+        let fingerprint = peer.fingerprint();
+        connection.send_signal(Signal::ConnectVia(ConnectVia { peer: fingerprint }));
+        self.rendezvous
+            .asked
+            .insert(fingerprint, (rendezvous.0, peer.clone()));
+        self.touch(rendezvous.0);
+        Ok(())
+    }
+
+    /// A rendezvous frame from connection `index`.
+    pub(super) fn on_signal(&mut self, now: Instant, index: u32, signal: Signal) {
+        self.rendezvous.latest = Some(now);
+        match signal {
+            Signal::Register => self.on_register(index),
+            Signal::ConnectVia(ask) => self.on_connect_via(now, index, ask.peer),
+            Signal::Introduce(intro) => self.on_introduce(now, index, intro),
+            Signal::Refused(refused) => match self.rendezvous.asked.get(&refused.peer) {
+                Some(&(from, _)) if from == index => {
+                    self.rendezvous.asked.remove(&refused.peer);
+                    self.introduction_failed(index, refused.peer, Some(refused.reason));
+                }
+                _ => self.stats.signals_unexpected += 1,
+            },
+        }
+    }
+
+    fn peer_fingerprint(&self, index: u32) -> Option<KeyFingerprint> {
+        let connection = self.connections.get(index)?;
+        connection.peer_identity().map(PublicIdentity::fingerprint)
+    }
+
+    fn refuse_introduction(&mut self, index: u32, peer: KeyFingerprint, reason: RefusalReason) {
+        if let Some(connection) = self.connections.get_mut(index) {
+            connection.send_signal(Signal::Refused(IntroductionRefused { peer, reason }));
+            self.touch(index);
+        }
+        self.stats.introductions_refused += 1;
+    }
+
+    fn on_register(&mut self, index: u32) {
+        let Some(fingerprint) = self.peer_fingerprint(index) else {
+            let nobody = KeyFingerprint([0; tern_wire::FINGERPRINT_LEN]);
+            self.refuse_introduction(index, nobody, RefusalReason::NotIdentified);
+            return;
+        };
+        // The newest connection of a key is the one to introduce.
+        if let Some(old) = self.rendezvous.registered.insert(fingerprint, index)
+            && old != index
+        {
+            self.rendezvous.registered_as.remove(&old);
+        }
+        self.rendezvous.registered_as.insert(index, fingerprint);
+    }
+
+    fn on_connect_via(&mut self, now: Instant, asker: u32, peer: KeyFingerprint) {
+        let Some(asker_fingerprint) = self.peer_fingerprint(asker) else {
+            self.refuse_introduction(asker, peer, RefusalReason::NotIdentified);
+            return;
+        };
+        let per_second = self.config.introductions_per_second;
+        let window = self.rendezvous.asks.entry(asker).or_insert((now, 0));
+        if now.saturating_duration_since(window.0) >= Duration::from_secs(1) {
+            *window = (now, 0);
+        }
+        if window.1 >= per_second {
+            self.refuse_introduction(asker, peer, RefusalReason::RateLimited);
+            return;
+        }
+        window.1 += 1;
+        let target = self
+            .rendezvous
+            .registered
+            .get(&peer)
+            .copied()
+            .filter(|&target| target != asker && self.connections.get(target).is_some());
+        let Some(target) = target else {
+            self.refuse_introduction(asker, peer, RefusalReason::UnknownPeer);
+            return;
+        };
+        let (Some(asking), Some(asked)) = (
+            self.connections
+                .get(asker)
+                .map(|c| (c.remote(), c.smoothed_rtt())),
+            self.connections
+                .get(target)
+                .map(|c| (c.remote(), c.smoothed_rtt())),
+        ) else {
+            return;
+        };
+        let mut nonce = [0; 8];
+        self.rng.fill_bytes(&mut nonce);
+        // The side asked for starts punching as its Introduce arrives (half
+        // its round trip from now); the asker waits until then, so its
+        // intro never reaches a filter still closed.
+        let start_delay = (asked.1.saturating_sub(asking.1) / 2).min(MAX_START_DELAY);
+        let to_target = Introduce {
+            nonce,
+            peer: asker_fingerprint,
+            initiator: false,
+            start_delay: Duration::ZERO,
+            address: asking.0,
+        };
+        let to_asker = Introduce {
+            nonce,
+            peer,
+            initiator: true,
+            start_delay,
+            address: asked.0,
+        };
+        for (index, intro) in [(target, to_target), (asker, to_asker)] {
+            if let Some(connection) = self.connections.get_mut(index) {
+                connection.send_signal(Signal::Introduce(intro));
+                self.touch(index);
+            }
+        }
+        self.stats.introductions_made += 1;
+    }
+
+    fn on_introduce(&mut self, now: Instant, from: u32, intro: Introduce) {
+        if self.rendezvous.introductions.contains_key(&intro.nonce) {
+            return; // A repeat (its first packet's acknowledgement was lost).
+        }
+        if self.rendezvous.introductions.len() >= MAX_INTRODUCTIONS {
+            self.stats.signals_unexpected += 1;
+            return;
+        }
+        let start = now + intro.start_delay;
+        let role = if intro.initiator {
+            match self.rendezvous.asked.get(&intro.peer) {
+                Some((rendezvous, _)) if *rendezvous == from => {}
+                _ => {
+                    self.stats.signals_unexpected += 1;
+                    return;
+                }
+            }
+            let Some((_, key)) = self.rendezvous.asked.remove(&intro.peer) else {
+                return;
+            };
+            Role::Initiator {
+                key,
+                address: intro.address,
+                start_at: Some(start),
+                attempts: Vec::new(),
+                won: false,
+            }
+        } else {
+            if !self.rendezvous.registered_with.contains(&from) {
+                self.stats.signals_unexpected += 1;
+                return;
+            }
+            Role::Target {
+                to: intro.address,
+                start,
+                sent: 0,
+            }
+        };
+        let introduction = Introduction {
+            rendezvous: from,
+            peer: intro.peer,
+            role,
+            expires: start + INTRODUCTION_LIFETIME,
+        };
+        self.rendezvous
+            .introductions
+            .insert(intro.nonce, introduction);
+        self.handle_rendezvous_timeout(now);
+    }
+
+    /// A punch from `from`: for an introduction this side asked for, the
+    /// other side's address toward this one, which may be new.
+    pub(super) fn on_punch(&mut self, now: Instant, from: SocketAddr, nonce: [u8; 8]) {
+        self.rendezvous.latest = Some(now);
+        let Some(intro) = self.rendezvous.introductions.get_mut(&nonce) else {
+            self.stats.punches_unknown += 1;
+            return;
+        };
+        self.stats.punches_received += 1;
+        let Role::Initiator {
+            key,
+            start_at: None,
+            attempts,
+            won: false,
+            ..
+        } = &mut intro.role
+        else {
+            return;
+        };
+        if attempts.len() >= MAX_ATTEMPTS || attempts.iter().any(|(to, _)| *to == from) {
+            return;
+        }
+        let key = key.clone();
+        self.start_attempt(now, nonce, from, &key);
+    }
+
+    fn start_attempt(
+        &mut self,
+        now: Instant,
+        nonce: [u8; 8],
+        to: SocketAddr,
+        key: &PublicIdentity,
+    ) {
+        let Ok(handle) = self.connect(now, to, key) else {
+            // No room for it: if nothing else runs, the introduction is over.
+            if let Some(Introduction {
+                rendezvous,
+                peer,
+                role: Role::Initiator { attempts, .. },
+                ..
+            }) = self.rendezvous.introductions.get(&nonce)
+                && attempts.is_empty()
+            {
+                let (rendezvous, peer) = (*rendezvous, *peer);
+                self.rendezvous.introductions.remove(&nonce);
+                self.introduction_failed(rendezvous, peer, None);
+            }
+            return;
+        };
+        if let Some(Introduction {
+            role: Role::Initiator { attempts, .. },
+            ..
+        }) = self.rendezvous.introductions.get_mut(&nonce)
+        {
+            attempts.push((to, handle.0));
+        }
+        self.rendezvous.attempts.insert(handle.0, nonce);
+    }
+
+    /// Starts the connects whose delay passed, and drops introductions that
+    /// are over.
+    pub(super) fn handle_rendezvous_timeout(&mut self, now: Instant) {
+        self.rendezvous.latest = Some(now);
+        let mut starts = Vec::new();
+        let mut expired = Vec::new();
+        for (nonce, intro) in &mut self.rendezvous.introductions {
+            match &mut intro.role {
+                Role::Initiator {
+                    key,
+                    address,
+                    start_at,
+                    ..
+                } => {
+                    if start_at.is_some_and(|at| at <= now) {
+                        *start_at = None;
+                        starts.push((*nonce, *address, key.clone()));
+                    } else if start_at.is_some() && intro.expires <= now {
+                        expired.push(*nonce);
+                    }
+                }
+                Role::Target { sent, .. } => {
+                    if *sent >= PUNCH_SCHEDULE.len() && intro.expires <= now {
+                        expired.push(*nonce);
+                    }
+                }
+            }
+        }
+        for (nonce, address, key) in starts {
+            self.start_attempt(now, nonce, address, &key);
+        }
+        for nonce in expired {
+            self.rendezvous.introductions.remove(&nonce);
+        }
+    }
+
+    /// The next punch due, written into `buf`.
+    pub(super) fn poll_punch(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let dst = buf.get_mut(..PUNCH_LEN)?;
+        let (nonce, to) = self
+            .rendezvous
+            .introductions
+            .iter_mut()
+            .find_map(|(nonce, intro)| match &mut intro.role {
+                Role::Target { to, start, sent } => {
+                    let at = *start + *PUNCH_SCHEDULE.get(*sent)?;
+                    (at <= now).then(|| {
+                        *sent += 1;
+                        (*nonce, *to)
+                    })
+                }
+                Role::Initiator { .. } => None,
+            })?;
+        dst.copy_from_slice(&write_punch(&nonce));
+        self.stats.punches_sent += 1;
+        Some(Transmit {
+            destination: to,
+            len: PUNCH_LEN,
+            segment_size: None,
+        })
+    }
+
+    /// A connect an introduction started connected (`true`) or closed.
+    pub(super) fn on_attempt_outcome(&mut self, index: u32, connected: bool) {
+        let Some(nonce) = self.rendezvous.attempts.remove(&index) else {
+            return;
+        };
+        let Some(intro) = self.rendezvous.introductions.get_mut(&nonce) else {
+            return;
+        };
+        let Role::Initiator { attempts, won, .. } = &mut intro.role else {
+            return;
+        };
+        attempts.retain(|&(_, attempt)| attempt != index);
+        let (rendezvous, peer) = (intro.rendezvous, intro.peer);
+        if connected && !*won {
+            *won = true;
+            let losers: Vec<u32> = attempts.drain(..).map(|(_, i)| i).collect();
+            self.rendezvous.introductions.remove(&nonce);
+            if let Some(now) = self.rendezvous.latest {
+                for loser in losers {
+                    self.rendezvous.attempts.remove(&loser);
+                    self.release(now, ConnectionHandle(loser), 0);
+                }
+            }
+            self.events.push_back((
+                ConnectionHandle(rendezvous),
+                Event::Introduced {
+                    peer,
+                    connection: ConnectionHandle(index),
+                },
+            ));
+        } else if attempts.is_empty() && !*won {
+            self.rendezvous.introductions.remove(&nonce);
+            self.introduction_failed(rendezvous, peer, None);
+        }
+    }
+
+    fn introduction_failed(
+        &mut self,
+        rendezvous: u32,
+        peer: KeyFingerprint,
+        reason: Option<RefusalReason>,
+    ) {
+        self.events.push_back((
+            ConnectionHandle(rendezvous),
+            Event::IntroductionFailed { peer, reason },
+        ));
+    }
+
+    /// Connection `index` was freed: it is neither registered nor a
+    /// rendezvous any more.
+    pub(super) fn forget_in_rendezvous(&mut self, index: u32) {
+        let state = &mut self.rendezvous;
+        if let Some(fingerprint) = state.registered_as.remove(&index) {
+            state.registered.remove(&fingerprint);
+        }
+        state.asks.remove(&index);
+        state.registered_with.remove(&index);
+        state
+            .asked
+            .retain(|_, (rendezvous, _)| *rendezvous != index);
+    }
+}

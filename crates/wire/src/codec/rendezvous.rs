@@ -1,0 +1,238 @@
+//! The rendezvous frames' bodies (layouts in `docs/wire-format.md`):
+//! Register has none; ConnectVia is a fingerprint (32 bytes);
+//! IntroductionRefused a fingerprint and a reason (one byte); Introduce the
+//! nonce (8 bytes), the fingerprint, the role (one byte, 0 or 1), the start
+//! delay (varint, microseconds) and an address as ObservedAddress writes one.
+
+use super::observed_address::{address_len, decode_address, encode_address, is_source};
+use super::{Cursor, take};
+use crate::error::{DecodeError, EncodeError};
+use crate::frame::FrameType;
+use crate::rendezvous::{
+    ConnectVia, FINGERPRINT_LEN, Introduce, IntroductionRefused, KeyFingerprint, MAX_START_DELAY,
+    RefusalReason,
+};
+use crate::varint::varint_len;
+
+fn micros(delay: core::time::Duration) -> u64 {
+    u64::try_from(delay.as_micros()).unwrap_or(u64::MAX)
+}
+
+pub(super) fn introduce_len(frame: &Introduce) -> usize {
+    8 + FINGERPRINT_LEN + 1 + varint_len(micros(frame.start_delay)) + address_len(&frame.address)
+}
+
+pub(super) fn validate_introduce(frame: &Introduce) -> Result<(), EncodeError> {
+    if frame.start_delay > MAX_START_DELAY {
+        return Err(EncodeError::ValueTooLarge {
+            field: "start delay (µs)",
+            value: micros(frame.start_delay),
+        });
+    }
+    if !is_source(&frame.address) {
+        return Err(EncodeError::InvalidAddress(frame.address));
+    }
+    Ok(())
+}
+
+fn fixed(cursor: &mut Cursor<'_>, bytes: &[u8]) -> Result<(), EncodeError> {
+    bytes.iter().try_for_each(|&b| cursor.byte(b))
+}
+
+pub(super) fn encode_connect_via(frame: &ConnectVia, body: &mut [u8]) -> Result<(), EncodeError> {
+    fixed(&mut Cursor::new(body), &frame.peer.0)
+}
+
+pub(super) fn encode_refused(
+    frame: &IntroductionRefused,
+    body: &mut [u8],
+) -> Result<(), EncodeError> {
+    let mut cursor = Cursor::new(body);
+    fixed(&mut cursor, &frame.peer.0)?;
+    cursor.byte(frame.reason as u8)
+}
+
+pub(super) fn encode_introduce(frame: &Introduce, body: &mut [u8]) -> Result<(), EncodeError> {
+    let mut cursor = Cursor::new(body);
+    fixed(&mut cursor, &frame.nonce)?;
+    fixed(&mut cursor, &frame.peer.0)?;
+    cursor.byte(u8::from(frame.initiator))?;
+    cursor.varint(micros(frame.start_delay))?;
+    encode_address(&mut cursor, &frame.address)
+}
+
+fn fingerprint(ty: FrameType, body: &[u8]) -> Result<(KeyFingerprint, &[u8]), DecodeError> {
+    let (peer, rest) = body
+        .split_first_chunk::<FINGERPRINT_LEN>()
+        .ok_or(DecodeError::Truncated(ty))?;
+    Ok((KeyFingerprint(*peer), rest))
+}
+
+pub(super) fn decode_connect_via(body: &[u8]) -> Result<(ConnectVia, &[u8]), DecodeError> {
+    let (peer, rest) = fingerprint(FrameType::ConnectVia, body)?;
+    Ok((ConnectVia { peer }, rest))
+}
+
+pub(super) fn decode_refused(body: &[u8]) -> Result<(IntroductionRefused, &[u8]), DecodeError> {
+    let ty = FrameType::IntroductionRefused;
+    let (peer, rest) = fingerprint(ty, body)?;
+    let (&reason, rest) = rest.split_first().ok_or(DecodeError::Truncated(ty))?;
+    let reason = RefusalReason::from_byte(reason).ok_or(DecodeError::Malformed(ty))?;
+    Ok((IntroductionRefused { peer, reason }, rest))
+}
+
+pub(super) fn decode_introduce(body: &[u8]) -> Result<(Introduce, &[u8]), DecodeError> {
+    let ty = FrameType::Introduce;
+    let (nonce, rest) = body
+        .split_first_chunk::<8>()
+        .ok_or(DecodeError::Truncated(ty))?;
+    let (peer, rest) = fingerprint(ty, rest)?;
+    let (&role, rest) = rest.split_first().ok_or(DecodeError::Truncated(ty))?;
+    let initiator = match role {
+        0 => false,
+        1 => true,
+        _ => return Err(DecodeError::Malformed(ty)),
+    };
+    let (delay_us, rest) = take::<u64>(ty, rest)?;
+    let start_delay = core::time::Duration::from_micros(delay_us);
+    if start_delay > MAX_START_DELAY {
+        return Err(DecodeError::ValueTooLarge(ty));
+    }
+    let (address, rest) = decode_address(ty, rest)?;
+    let frame = Introduce {
+        nonce: *nonce,
+        peer,
+        initiator,
+        start_delay,
+        address,
+    };
+    Ok((frame, rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use core::net::SocketAddr;
+    use core::time::Duration;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::frame::Frame;
+    use crate::rendezvous::Register;
+
+    fn encoded(frame: &Frame<'_>) -> Vec<u8> {
+        let mut buf = [0u8; 96];
+        let len = frame.encode(&mut buf).expect("fits");
+        assert_eq!(len, frame.encoded_len());
+        buf[..len].to_vec()
+    }
+
+    fn introduce() -> Introduce {
+        Introduce {
+            nonce: [1, 2, 3, 4, 5, 6, 7, 8],
+            peer: KeyFingerprint([0xab; 32]),
+            initiator: true,
+            start_delay: Duration::from_millis(20),
+            address: "203.0.113.7:40112".parse().expect("an address"),
+        }
+    }
+
+    #[test]
+    fn the_layouts_are_as_documented() {
+        assert_eq!(encoded(&Frame::Register(Register)), [0x16]);
+        let via = encoded(&Frame::ConnectVia(ConnectVia {
+            peer: KeyFingerprint([0xab; 32]),
+        }));
+        assert_eq!(via.len(), 33);
+        assert_eq!((via[0], via[1], via[32]), (0x17, 0xab, 0xab));
+        let intro = encoded(&Frame::Introduce(introduce()));
+        assert_eq!(&intro[..9], [0x18, 1, 2, 3, 4, 5, 6, 7, 8]);
+        // Role, 20 000 µs as a varint, then the address.
+        assert_eq!(
+            &intro[41..],
+            [1, 0xa0, 0x9c, 0x01, 0x04, 203, 0, 113, 7, 0x9c, 0xb0]
+        );
+        let refused = encoded(&Frame::IntroductionRefused(IntroductionRefused {
+            peer: KeyFingerprint([0xab; 32]),
+            reason: RefusalReason::UnknownPeer,
+        }));
+        assert_eq!((refused[0], refused.len(), refused[33]), (0x19, 34, 1));
+    }
+
+    #[test]
+    fn a_bad_role_reason_delay_or_address_or_a_short_body_is_refused() {
+        let good = encoded(&Frame::Introduce(introduce()));
+        let ty = FrameType::Introduce;
+        let mut bad = good.clone();
+        bad[41] = 2;
+        assert_eq!(Frame::decode(&bad), Err(DecodeError::Malformed(ty)));
+        for end in 1..good.len() {
+            assert_eq!(
+                Frame::decode(&good[..end]),
+                Err(DecodeError::Truncated(ty)),
+                "cut at {end}"
+            );
+        }
+        let mut late = introduce();
+        late.start_delay = MAX_START_DELAY + Duration::from_micros(1);
+        let mut buf = [0u8; 96];
+        assert!(Frame::Introduce(late).encode(&mut buf).is_err());
+        late.start_delay = MAX_START_DELAY;
+        let len = Frame::Introduce(late).encode(&mut buf).expect("fits");
+        // One microsecond more, written by hand: 10 000 001 as a varint.
+        let mut over = buf[..len].to_vec();
+        over.splice(42..46, [0x81, 0xad, 0xe2, 0x04]);
+        assert_eq!(Frame::decode(&over), Err(DecodeError::ValueTooLarge(ty)));
+        let mut nowhere = introduce();
+        nowhere.address = "0.0.0.0:1".parse().expect("an address");
+        assert!(Frame::Introduce(nowhere).encode(&mut buf).is_err());
+        let refused = [&[0x19][..], &[0xab; 32], &[9]].concat();
+        assert_eq!(
+            Frame::decode(&refused),
+            Err(DecodeError::Malformed(FrameType::IntroductionRefused))
+        );
+        assert_eq!(
+            Frame::decode(&[0x17; 20]),
+            Err(DecodeError::Truncated(FrameType::ConnectVia))
+        );
+    }
+
+    fn address() -> impl Strategy<Value = SocketAddr> {
+        (any::<[u8; 4]>(), 1..=u16::MAX)
+            .prop_filter("a unicast address", |(ip, _)| ip[0] != 0 && ip[0] < 224)
+            .prop_map(|(ip, port)| SocketAddr::from((ip, port)))
+    }
+
+    proptest! {
+        #[test]
+        fn every_introduction_round_trips(
+            nonce in any::<[u8; 8]>(),
+            peer in any::<[u8; 32]>(),
+            initiator in any::<bool>(),
+            delay_us in 0..=MAX_START_DELAY.as_micros() as u64,
+            address in address(),
+        ) {
+            let sent = Frame::Introduce(Introduce {
+                nonce,
+                peer: KeyFingerprint(peer),
+                initiator,
+                start_delay: Duration::from_micros(delay_us),
+                address,
+            });
+            let bytes = encoded(&sent);
+            prop_assert_eq!(Frame::decode_exact(&bytes), Ok(sent));
+        }
+
+        #[test]
+        fn any_body_decodes_to_a_frame_that_encodes_back_or_an_error(
+            ty in 0x16u8..=0x19,
+            body in prop::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let mut bytes = vec![ty];
+            bytes.extend(&body);
+            if let Ok((frame, used)) = Frame::decode(&bytes) {
+                prop_assert_eq!(&encoded(&frame)[..], &bytes[..used]);
+            }
+        }
+    }
+}
