@@ -2,6 +2,8 @@
 //! its ceiling and share, and quinn's figure and Tern ÷ quinn where quinn
 //! ran; then the best tern-sockio backend beside its raw ceiling. It is what
 //! a reader of `cargo xtask bench` came for; `--all` adds the full table.
+//! Tern ÷ quinn is how many times better Tern is, on rates and times alike
+//! (> 1 = ahead; [`times_better`]).
 //!
 //! Rows come from the metric names, so a new workload needs no change here:
 //! in `e2e/<transport>/<workload>/<measure>` of Tern or quinn, the workload
@@ -33,6 +35,19 @@ const PRIMARY: [&str; 7] = [
     "p50",
 ];
 
+/// Tern workloads quinn has no figure of its own for, each with the quinn
+/// workload its row compares with: Tern's connects with other identities
+/// against quinn's one cold connect (a full TLS 1.3 handshake).
+const QUINN_COUNTERPARTS: [(&str, &str); 1] = [("connect_x25519", "connect")];
+
+/// The quinn workload a Tern-only `workload` compares with, if any.
+fn quinn_counterpart(workload: &str) -> Option<&'static str> {
+    QUINN_COUNTERPARTS
+        .iter()
+        .find(|(tern, _)| *tern == workload)
+        .map(|(_, quinn)| *quinn)
+}
+
 /// The headline of `metrics` (empty when they hold none of its rows).
 pub(crate) fn headline_table(metrics: &[Metric]) -> Table {
     let find = |name: &str| metrics.iter().find(|m| m.name == name);
@@ -40,7 +55,10 @@ pub(crate) fn headline_table(metrics: &[Metric]) -> Table {
         .iter()
         .map(|(workload, measure)| {
             let tern = find(&format!("e2e/{TERN}/{workload}/{measure}"));
-            let quinn = find(&format!("e2e/{QUINN}/{workload}/{measure}"));
+            let quinn = find(&format!("e2e/{QUINN}/{workload}/{measure}")).or_else(|| {
+                let counterpart = quinn_counterpart(workload)?;
+                find(&format!("e2e/{QUINN}/{counterpart}/{measure}"))
+            });
             row(&format!("{workload}/{measure}"), tern, quinn, metrics)
         })
         .collect();
@@ -131,6 +149,19 @@ fn value(metric: &Metric) -> String {
     format!("{} {}", scale.format(metric.median), scale.unit)
 }
 
+/// How many times better Tern's `tern` is than quinn's `quinn` on a metric
+/// that is better `better`: Tern's rate ÷ quinn's, quinn's time ÷ Tern's.
+/// So the column reads one way on every row, > 1 = Tern ahead (a time of
+/// 40 µs against quinn's 80 µs is 2x ahead, not "0.5x"). `None` when the
+/// divisor is zero.
+fn times_better(better: Better, tern: f64, quinn: f64) -> Option<f64> {
+    let (numerator, divisor) = match better {
+        Better::Higher => (tern, quinn),
+        Better::Lower => (quinn, tern),
+    };
+    (divisor != 0.0).then(|| numerator / divisor)
+}
+
 fn row(label: &str, tern: Option<&Metric>, quinn: Option<&Metric>, all: &[Metric]) -> Vec<String> {
     let ceiling = tern
         .and_then(|t| t.ceiling.as_deref())
@@ -142,17 +173,12 @@ fn row(label: &str, tern: Option<&Metric>, quinn: Option<&Metric>, all: &[Metric
         _ => String::new(),
     };
     let ratio = match (tern, quinn) {
-        (Some(t), Some(q)) if q.unit == t.unit && q.median != 0.0 => {
-            let better = match t.better {
-                Better::Higher => t.median >= q.median,
-                Better::Lower => t.median <= q.median,
-            };
-            format!(
-                "{:.2}x {}",
-                t.median / q.median,
-                if better { "ahead" } else { "behind" }
-            )
-        }
+        (Some(t), Some(q)) if q.unit == t.unit => times_better(t.better, t.median, q.median)
+            .map(|times| {
+                let side = if times >= 1.0 { "ahead" } else { "behind" };
+                format!("{times:.2}x {side}")
+            })
+            .unwrap_or_default(),
         _ => String::new(),
     };
     vec![
@@ -201,7 +227,61 @@ mod tests {
             "{text}"
         );
         assert!(
-            lines[3].starts_with("rr64/p50") && lines[3].contains("0.50x ahead"),
+            lines[3].starts_with("rr64/p50") && lines[3].contains("2.00x ahead"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn tern_over_quinn_is_how_many_times_better_tern_is_whichever_way_the_metric_goes() {
+        // Rates: Tern's ÷ quinn's.
+        assert_eq!(times_better(Better::Higher, 1.5e9, 1.0e9), Some(1.5));
+        assert_eq!(times_better(Better::Higher, 1.0e9, 2.0e9), Some(0.5));
+        // Times: quinn's ÷ Tern's, so faster is > 1 too.
+        assert_eq!(times_better(Better::Lower, 40.0, 80.0), Some(2.0));
+        assert_eq!(times_better(Better::Lower, 1_500.0, 375.0), Some(0.25));
+        assert_eq!(times_better(Better::Lower, 73.0, 73.0), Some(1.0));
+        // Nothing to divide by.
+        assert_eq!(times_better(Better::Higher, 1.0, 0.0), None);
+        assert_eq!(times_better(Better::Lower, 0.0, 1.0), None);
+    }
+
+    #[test]
+    fn a_latency_row_faster_than_quinn_reads_ahead_above_one() {
+        let metrics = vec![
+            metric("e2e/tern/message_4k/rtt0ms/p50", "ns", Better::Lower, 66e3),
+            metric("e2e/quinn/message_4k/rtt0ms/p50", "ns", Better::Lower, 81e3),
+            metric("e2e/tern/connect/p50", "ns", Better::Lower, 1.5e6),
+            metric("e2e/quinn/connect/p50", "ns", Better::Lower, 375e3),
+            metric("e2e/tern/streams4/degradation", "x", Better::Lower, 1.0),
+            metric("e2e/quinn/streams4/degradation", "x", Better::Lower, 1.1),
+        ];
+        let text = headline_table(&metrics).to_text();
+        let line = |workload: &str| {
+            text.lines()
+                .find(|l| l.starts_with(workload))
+                .unwrap_or_else(|| panic!("no {workload} row in {text}"))
+        };
+        assert!(line("message_4k").ends_with("1.23x ahead"), "{text}");
+        assert!(line("connect").ends_with("0.25x behind"), "{text}");
+        assert!(line("streams4").ends_with("1.10x ahead"), "{text}");
+    }
+
+    #[test]
+    fn a_connect_with_other_identities_compares_with_quinns_cold_connect() {
+        let metrics = vec![
+            metric("e2e/tern/connect/p50", "ns", Better::Lower, 1.5e6),
+            metric("e2e/tern/connect_x25519/p50", "ns", Better::Lower, 150e3),
+            metric("e2e/quinn/connect/p50", "ns", Better::Lower, 375e3),
+        ];
+        let text = headline_table(&metrics).to_text();
+        let rows: Vec<&str> = text.lines().skip(2).collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        assert!(rows[0].starts_with("connect/p50"), "{text}");
+        assert!(
+            rows[1].starts_with("connect_x25519/p50")
+                && rows[1].contains("375 µs")
+                && rows[1].ends_with("2.50x ahead"),
             "{text}"
         );
     }

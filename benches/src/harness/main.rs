@@ -18,6 +18,7 @@ mod level3;
 mod raw;
 mod relay;
 mod report;
+mod server_thread;
 mod sockio_matrix;
 
 use cli::{Args, Mode};

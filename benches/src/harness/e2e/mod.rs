@@ -16,6 +16,7 @@
 //! | `rr64x32` | the same with 32 requests in flight |
 //! | `rr64busy` | (Tern) `rr64` with busy polling on in both endpoints, beside the same echo on two threads that spin instead of parking (`rr64busy/udp`) |
 //! | `connect` | a cold connect (full handshake, no resumption) until the connection is usable: median and p99 |
+//! | `connect_x25519` | (Tern) the same with X25519 identities on both sides: the client's proven in its intro |
 //! | `message_<N>k/rtt<0\|2>ms` | one message of 1, 4, 16 or 32 KiB at a time, direct or through the [delay relay](crate::relay) (1 ms each way): send until the server's 64-byte answer, p50 and p99 |
 //! | `msgs1k` | 1 KiB messages one way as fast as the transport takes them, until the server has counted them all: messages/s |
 //! | `streams4` | the same bytes on one stream, then on 4 streams of one connection at once: the 4's aggregate B/s, and degradation = one stream's rate ÷ that aggregate |
@@ -174,6 +175,7 @@ pub(crate) fn groups(_args: &Args) -> Vec<Box<dyn crate::Group>> {
     let tern: Box<dyn crate::Group> = Box::new(E2e {
         prefix: "e2e/tern",
         start: || tern::Tern::start().map(|t| Box::new(t) as Box<dyn Workloads>),
+        connect_rows: &tern::CONNECT_ROWS,
     });
     #[cfg(not(feature = "quinn"))]
     let quinn: Option<Box<dyn crate::Group>> = None;
@@ -181,6 +183,7 @@ pub(crate) fn groups(_args: &Args) -> Vec<Box<dyn crate::Group>> {
     let quinn: Option<Box<dyn crate::Group>> = Some(Box::new(E2e {
         prefix: "e2e/quinn",
         start: || quinn::Quinn::start().map(|q| Box::new(q) as Box<dyn Workloads>),
+        connect_rows: &[],
     }));
     [tern, busy_poll::group(), rate_cap::group()]
         .into_iter()
@@ -193,6 +196,19 @@ struct E2e {
     /// `e2e/<transport>`: the group's name and its metrics' prefix.
     prefix: &'static str,
     start: fn() -> io::Result<Box<dyn Workloads>>,
+    /// Connect rows of this transport beyond `connect`, each measured
+    /// right after it.
+    connect_rows: &'static [ConnectRow],
+}
+
+/// A connect row of its own: the same measurement as `connect`, on a pair
+/// of endpoints set up the way the row needs (other identities, a ticket
+/// from an earlier connect).
+pub(crate) struct ConnectRow {
+    /// The row's workload name (`connect_x25519`).
+    pub(crate) workload: &'static str,
+    /// Starts the server and client whose `connects` the row times.
+    pub(crate) start: fn() -> io::Result<Box<dyn Workloads>>,
 }
 
 /// Bytes moved per `bulk` sample.
@@ -234,6 +250,7 @@ impl crate::Group for E2e {
         let prefix = self.prefix;
         ["bulk", "bulk/cost", "rr64", "rr64x32", "connect"]
             .iter()
+            .chain(self.connect_rows.iter().map(|row| &row.workload))
             .any(|w| args.wants(&format!("{prefix}/{w}/")))
             || suite::selected(prefix, args)
     }
@@ -267,7 +284,16 @@ impl crate::Group for E2e {
             }
         }
         if args.wants(&format!("{prefix}/connect/")) {
-            run_connects(prefix, transport.as_mut(), args, samples);
+            run_connects(prefix, "connect", transport.as_mut(), args, samples);
+        }
+        for row in self.connect_rows {
+            if !args.wants(&format!("{prefix}/{}/", row.workload)) {
+                continue;
+            }
+            match (row.start)() {
+                Ok(mut pair) => run_connects(prefix, row.workload, pair.as_mut(), args, samples),
+                Err(e) => eprintln!("   {prefix}/{}: cannot start: {e}", row.workload),
+            }
         }
         suite::run(prefix, transport.as_mut(), args);
     }
@@ -439,7 +465,13 @@ fn run_requests(
     );
 }
 
-fn run_connects(prefix: &str, transport: &mut dyn Workloads, args: &Args, samples: usize) {
+fn run_connects(
+    prefix: &str,
+    workload: &str,
+    transport: &mut dyn Workloads,
+    args: &Args,
+    samples: usize,
+) {
     let count = connects_per_sample(args.mode);
     let (mut p50, mut p99) = (Vec::new(), Vec::new());
     for _ in 0..samples {
@@ -449,19 +481,19 @@ fn run_connects(prefix: &str, transport: &mut dyn Workloads, args: &Args, sample
                 p50.push(latencies.value_at_quantile(0.50) as f64);
                 p99.push(latencies.value_at_quantile(0.99) as f64);
             }
-            Err(e) => eprintln!("   {prefix}/connect: sample failed: {e}"),
+            Err(e) => eprintln!("   {prefix}/{workload}: sample failed: {e}"),
         }
     }
     eprintln!(
-        "   {prefix}/connect: median {:.0} µs, p99 {:.0} µs",
+        "   {prefix}/{workload}: median {:.0} µs, p99 {:.0} µs",
         median(&p50) / 1e3,
         median(&p99) / 1e3
     );
     emit_all(
         args,
         vec![
-            (format!("{prefix}/connect/p50"), "ns", Better::Lower, p50),
-            (format!("{prefix}/connect/p99"), "ns", Better::Lower, p99),
+            (format!("{prefix}/{workload}/p50"), "ns", Better::Lower, p50),
+            (format!("{prefix}/{workload}/p99"), "ns", Better::Lower, p99),
         ],
     );
 }

@@ -11,9 +11,12 @@
 //!   server answers each with a 64-byte message carrying the same number,
 //!   so every round trip is timed exactly.
 //! - `connect`: a cold connect (RSA-2048 intro, X25519, one round trip)
-//!   until the connection is usable. The server's intro rate limits are
-//!   raised for the benchmark (all connects come from 127.0.0.1, which the
-//!   defaults allow 10 per second).
+//!   until the connection is usable, from a client without identity. The
+//!   server's intro rate limits are raised for the benchmark (all connects
+//!   come from 127.0.0.1, which the defaults allow 10 per second).
+//! - `connect_x25519`: the same between X25519 identities (the intro in the
+//!   manner of Noise IK, no RSA on either side), the client's identity
+//!   proven in its intro.
 //! - `messages` and `message_flood`: whole messages of the given size
 //!   ([`Connection::send`]); the server answers a message with its first
 //!   64 bytes, counts `COUNT` messages, and answers a `TALLY` once it has
@@ -38,18 +41,55 @@ use tern_peer::{
 };
 use tokio::task::JoinSet;
 
-use super::{ClientsSample, REQUEST_LEN, SocketTotals, WARM_UP, WRITE_LEN, Workloads, ask};
+use crate::server_thread::ServerThread;
+
+use super::{
+    ClientsSample, ConnectRow, REQUEST_LEN, SocketTotals, WARM_UP, WRITE_LEN, Workloads, ask,
+};
+
+/// Tern's connect rows beyond `connect`.
+pub(crate) const CONNECT_ROWS: [ConnectRow; 1] = [ConnectRow {
+    workload: "connect_x25519",
+    start: || {
+        let pair = Tern::start_as(config(), Identities::x25519(), None)?;
+        Ok(Box::new(pair))
+    },
+}];
+
+/// Who the two ends of a [`Tern`] pair are.
+pub(crate) struct Identities {
+    /// The server's identity, which the client connects to.
+    server: IdentityKey,
+    /// The client's, proven in its intros; `None`: the client has none.
+    client: Option<IdentityKey>,
+}
+
+impl Identities {
+    /// An RSA-2048 server and a client without identity: every workload
+    /// but the connect rows.
+    fn rsa() -> io::Result<Self> {
+        Ok(Self {
+            server: IdentityKey::generate(&mut OsRng).map_err(other)?,
+            client: None,
+        })
+    }
+
+    /// X25519 identities on both sides.
+    fn x25519() -> Self {
+        Self {
+            server: IdentityKey::generate_x25519(&mut OsRng),
+            client: Some(IdentityKey::generate_x25519(&mut OsRng)),
+        }
+    }
+}
 
 /// A Tern server on its own thread and a client endpoint on this one.
 pub(crate) struct Tern {
     client: tokio::runtime::Runtime,
     endpoint: Endpoint,
-    /// The server's endpoint, for its counters.
-    server: Endpoint,
+    server: ServerThread,
     server_addr: SocketAddr,
     public: PublicIdentity,
-    /// Dropping it stops the server's runtime.
-    _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 fn other(e: impl std::fmt::Display) -> io::Error {
@@ -65,57 +105,45 @@ impl Tern {
         Self::start_with(config(), None)
     }
 
-    /// Both endpoints built from `config` (the server adds its identity and
-    /// raised intro limits); the server's thread pinned to `server_cpu` if
-    /// one is given.
+    /// Both endpoints built from `config` (the server adds its RSA-2048
+    /// identity and raised intro limits); the server's thread pinned to
+    /// `server_cpu` if one is given.
     pub(crate) fn start_with(config: Config, server_cpu: Option<usize>) -> io::Result<Self> {
-        let identity = IdentityKey::generate(&mut OsRng).map_err(other)?;
+        Self::start_as(config, Identities::rsa()?, server_cpu)
+    }
+
+    /// Both endpoints built from `config` with `identities`; the server
+    /// with raised intro limits, its thread pinned to `server_cpu` if one
+    /// is given.
+    fn start_as(
+        config: Config,
+        identities: Identities,
+        server_cpu: Option<usize>,
+    ) -> io::Result<Self> {
+        let Identities {
+            server: identity,
+            client: client_identity,
+        } = identities;
         let public = identity.public();
         let mut protocol = EndpointConfig::default();
         protocol.intro_limits.per_source_rate = 100_000;
         protocol.intro_limits.per_source_burst = 1_000;
         protocol.intro_limits.total_rate = 100_000;
         protocol.intro_limits.total_burst = 1_000;
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server_config = config.clone();
-        std::thread::Builder::new()
-            .name("tern-server".to_owned())
-            .spawn(move || {
-                let _pinned = match server_cpu.map(crate::affinity::pin_current_thread) {
-                    Some(Err(e)) => {
-                        let _ = addr_tx.send(Err(e));
-                        return;
-                    }
-                    pinned => pinned,
-                };
-                let runtime = match crate::sockio_matrix::runtime() {
-                    Ok(r) => r,
-                    Err(e) => {
-                        let _ = addr_tx.send(Err(e));
-                        return;
-                    }
-                };
-                runtime.block_on(async move {
-                    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-                    let server_config = server_config.protocol(protocol).identity(identity);
-                    let endpoint = match Endpoint::bind(loopback, server_config) {
-                        Ok(e) => e,
-                        Err(e) => {
-                            let _ = addr_tx.send(Err(e));
-                            return;
-                        }
-                    };
-                    let _ = addr_tx.send(Ok(endpoint.clone()));
-                    tokio::select! {
-                        () = serve(&endpoint) => {}
-                        _ = stopped => {}
-                    }
-                });
-            })?;
-        let server = addr_rx.recv().map_err(other)??;
-        let server_addr = server.local_addr();
+        let server_config = config.clone().protocol(protocol).identity(identity);
+        let server = ServerThread::start(
+            "tern-server",
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            server_config,
+            server_cpu,
+            |endpoint| async move { serve(&endpoint).await },
+        )?;
+        let server_addr = server.addr();
         let client = crate::sockio_matrix::runtime()?;
+        let config = match client_identity {
+            Some(key) => config.identity(key),
+            None => config,
+        };
         let endpoint = client
             .block_on(async { Endpoint::bind(SocketAddr::from(([127, 0, 0, 1], 0)), config) })?;
         Ok(Self {
@@ -124,7 +152,6 @@ impl Tern {
             server,
             server_addr,
             public,
-            _stop: stop,
         })
     }
 
@@ -258,7 +285,10 @@ fn number(answer: &[u8]) -> io::Result<u64> {
 
 impl Workloads for Tern {
     fn socket_totals(&self) -> Option<SocketTotals> {
-        let (client, server) = (self.endpoint.stats().socket, self.server.stats().socket);
+        let (client, server) = (
+            self.endpoint.stats().socket,
+            self.server.endpoint.stats().socket,
+        );
         Some(SocketTotals {
             send_calls: client.send_syscalls + server.send_syscalls,
             recv_calls: client.recv_syscalls + server.recv_syscalls,
@@ -446,7 +476,7 @@ impl Workloads for Tern {
                     .map_err(other)?;
                 connections.push(connection);
             }
-            let before = self.server.stats().socket;
+            let before = self.server.endpoint.stats().socket;
             let start = Instant::now();
             let deadline = start + duration;
             let mut senders = JoinSet::new();
@@ -458,7 +488,7 @@ impl Workloads for Tern {
                 bytes += sent.map_err(other)??;
             }
             let elapsed = start.elapsed();
-            let after = self.server.stats().socket;
+            let after = self.server.endpoint.stats().socket;
             for connection in connections {
                 connection.close(0, Bytes::new()).await;
             }

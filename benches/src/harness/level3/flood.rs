@@ -36,6 +36,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::servers::{client_config, other};
 use crate::cli::Args;
 use crate::report::{Better, median};
+use crate::server_thread::ServerThread;
 use crate::sockio_matrix::runtime;
 
 const PREFIX: &str = "level3/flood";
@@ -219,16 +220,16 @@ fn sample(
     })?;
     let quiet = server.phase(&client, &endpoint, &public, quiet_length)?;
 
-    let flood = Flood::start(server.addr, &public)?;
+    let flood = Flood::start(server.thread.addr(), &public)?;
     std::thread::sleep(FLOOD_WARM_UP);
     let (sent, before, retries) = (
         flood.sent(),
-        server.endpoint.stats(),
+        server.thread.endpoint.stats(),
         endpoint.stats().protocol.retries_received,
     );
     let flooded = server.phase(&client, &endpoint, &public, flood_length)?;
     let seconds = flooded.elapsed.as_secs_f64().max(1e-9);
-    let after = server.endpoint.stats();
+    let after = server.thread.endpoint.stats();
     let intros = flood.sent() - sent;
     flood.stop()?;
     let (p, q) = (&after.protocol, &before.protocol);
@@ -252,12 +253,9 @@ fn sample(
 /// The server endpoint on a thread of its own; it accepts every connection
 /// and drops it.
 struct Server {
-    addr: SocketAddr,
-    endpoint: Endpoint,
+    thread: ServerThread,
     /// Asks the server's thread for its times.
     times: mpsc::UnboundedSender<oneshot::Sender<ThreadTimes>>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl Server {
@@ -265,54 +263,30 @@ impl Server {
         let config = client_config()
             .identity(identity.clone())
             .intro_budget(BUDGET, BURST);
-        let (bound_tx, bound_rx) = std::sync::mpsc::channel();
-        let (stop, stopped) = oneshot::channel::<()>();
         let (times, mut asked) = mpsc::unbounded_channel::<oneshot::Sender<ThreadTimes>>();
-        let thread = std::thread::Builder::new()
-            .name("tern-level3-flood-server".to_owned())
-            .spawn(move || {
-                let runtime = match runtime() {
-                    Ok(r) => r,
-                    Err(e) => {
-                        let _ = bound_tx.send(Err(e));
-                        return;
+        let thread = ServerThread::start(
+            "tern-level3-flood-server",
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            config,
+            None,
+            move |endpoint| async move {
+                let serve = async {
+                    while let Some(connection) = endpoint.accept().await {
+                        drop(connection);
                     }
                 };
-                runtime.block_on(async move {
-                    let endpoint =
-                        match Endpoint::bind(SocketAddr::from(([127, 0, 0, 1], 0)), config) {
-                            Ok(e) => e,
-                            Err(e) => {
-                                let _ = bound_tx.send(Err(e));
-                                return;
-                            }
-                        };
-                    let _ = bound_tx.send(Ok(endpoint.clone()));
-                    let serve = async {
-                        while let Some(connection) = endpoint.accept().await {
-                            drop(connection);
-                        }
-                    };
-                    let answer = async {
-                        while let Some(reply) = asked.recv().await {
-                            let _ = reply.send(ThreadTimes::now());
-                        }
-                    };
-                    tokio::select! {
-                        () = serve => {}
-                        () = answer => {}
-                        _ = stopped => {}
+                let answer = async {
+                    while let Some(reply) = asked.recv().await {
+                        let _ = reply.send(ThreadTimes::now());
                     }
-                });
-            })?;
-        let endpoint = bound_rx.recv().map_err(other)??;
-        Ok(Self {
-            addr: endpoint.local_addr(),
-            endpoint,
-            times,
-            stop: Some(stop),
-            thread: Some(thread),
-        })
+                };
+                tokio::select! {
+                    () = serve => {}
+                    () = answer => {}
+                }
+            },
+        )?;
+        Ok(Self { thread, times })
     }
 
     /// The server thread's times so far.
@@ -333,8 +307,12 @@ impl Server {
     ) -> io::Result<Phase> {
         let before = self.times()?;
         let start = Instant::now();
-        let (connects, failed) =
-            client.block_on(honest_connects(endpoint, self.addr, public, length))?;
+        let (connects, failed) = client.block_on(honest_connects(
+            endpoint,
+            self.thread.addr(),
+            public,
+            length,
+        ))?;
         let elapsed = start.elapsed();
         let after = self.times()?;
         let share = |d: Duration| d.as_secs_f64() / elapsed.as_secs_f64().max(1e-9);
@@ -348,15 +326,6 @@ impl Server {
                 .zip(before.waiting)
                 .map(|(a, b)| share(a.saturating_sub(b))),
         })
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.take();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

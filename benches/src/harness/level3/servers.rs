@@ -7,7 +7,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -15,6 +14,7 @@ use tern_peer::proto::EndpointConfig;
 use tern_peer::{Config, Connection, ConnectionStats, Endpoint, IdentityKey, PublicIdentity};
 
 use crate::report::{median, process_cpu_time};
+use crate::server_thread::ServerThread;
 use crate::sockio_matrix::runtime;
 
 /// Bytes of every message the level-3 workloads send: small enough that
@@ -83,11 +83,7 @@ pub(super) struct Servers {
     pub(super) public: PublicIdentity,
     /// Messages received by all the endpoints' connections so far.
     pub(super) received: Arc<AtomicU64>,
-    endpoints: Vec<Endpoint>,
-    /// Each server thread's CPU-time clock.
-    cpu_clocks: Vec<libc::clockid_t>,
-    stops: Vec<tokio::sync::oneshot::Sender<()>>,
-    threads: Vec<JoinHandle<()>>,
+    threads: Vec<ServerThread>,
 }
 
 impl Servers {
@@ -102,47 +98,20 @@ impl Servers {
             addr: loopback(),
             public: identity.public(),
             received: Arc::new(AtomicU64::new(0)),
-            endpoints: Vec::new(),
-            cpu_clocks: Vec::new(),
-            stops: Vec::new(),
             threads: Vec::new(),
         };
         for _ in 0..count {
             let config = server_config(identity).reuse_port(reuse_port);
-            let (bound_tx, bound_rx) = std::sync::mpsc::channel();
-            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let (addr, received) = (servers.addr, Arc::clone(&servers.received));
-            let thread = std::thread::Builder::new()
-                .name("tern-level3-server".to_owned())
-                .spawn(move || {
-                    let runtime = match runtime() {
-                        Ok(r) => r,
-                        Err(e) => {
-                            let _ = bound_tx.send(Err(e));
-                            return;
-                        }
-                    };
-                    runtime.block_on(async move {
-                        let endpoint = match Endpoint::bind(addr, config) {
-                            Ok(e) => e,
-                            Err(e) => {
-                                let _ = bound_tx.send(Err(e));
-                                return;
-                            }
-                        };
-                        let _ = bound_tx.send(Ok((endpoint.clone(), this_thread_cpu_clock())));
-                        tokio::select! {
-                            () = serve(&endpoint, reply, &received) => {}
-                            _ = stopped => {}
-                        }
-                    });
-                })?;
+            let received = Arc::clone(&servers.received);
+            let thread = ServerThread::start(
+                "tern-level3-server",
+                servers.addr,
+                config,
+                None,
+                move |endpoint| async move { serve(&endpoint, reply, &received).await },
+            )?;
+            servers.addr = thread.addr();
             servers.threads.push(thread);
-            servers.stops.push(stop);
-            let (endpoint, cpu_clock) = bound_rx.recv().map_err(other)??;
-            servers.addr = endpoint.local_addr();
-            servers.endpoints.push(endpoint);
-            servers.cpu_clocks.extend(cpu_clock);
         }
         Ok(servers)
     }
@@ -151,8 +120,8 @@ impl Servers {
     /// received so far, and the datagrams their kernel queues dropped, all
     /// endpoints together.
     fn socket_received(&self) -> [u64; 3] {
-        self.endpoints.iter().fold([0; 3], |[d, b, k], e| {
-            let socket = e.stats().socket;
+        self.threads.iter().fold([0; 3], |[d, b, k], t| {
+            let socket = t.endpoint.stats().socket;
             [
                 d + socket.datagrams_received,
                 b + socket.bytes_received,
@@ -164,55 +133,16 @@ impl Servers {
     /// CPU time the server threads used so far, all together (none if the
     /// system gave no thread clocks).
     pub(super) fn cpu_time(&self) -> Option<Duration> {
-        if self.cpu_clocks.len() < self.endpoints.len() {
-            return None;
-        }
-        self.cpu_clocks.iter().map(|&c| cpu_time(c)).sum()
+        self.threads.iter().map(ServerThread::cpu_time).sum()
     }
 
     /// Connections each endpoint holds now.
     pub(super) fn connections(&self) -> Vec<usize> {
-        self.endpoints
+        self.threads
             .iter()
-            .map(|e| e.stats().connections)
+            .map(|t| t.endpoint.stats().connections)
             .collect()
     }
-}
-
-impl Drop for Servers {
-    fn drop(&mut self) {
-        self.endpoints.clear();
-        self.stops.clear();
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// The calling thread's CPU-time clock, which other threads can read
-/// while it lives.
-fn this_thread_cpu_clock() -> Option<libc::clockid_t> {
-    let mut clock: libc::clockid_t = 0;
-    // SAFETY: `pthread_self` is always valid for the calling thread, and
-    // `clock` is a valid place for the result.
-    let rc = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) };
-    (rc == 0).then_some(clock)
-}
-
-/// The time on a CPU-time clock.
-fn cpu_time(clock: libc::clockid_t) -> Option<Duration> {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `now` is a valid, writable timespec for the call.
-    let rc = unsafe { libc::clock_gettime(clock, &mut now) };
-    (rc == 0).then(|| {
-        Duration::new(
-            u64::try_from(now.tv_sec).unwrap_or(0),
-            u32::try_from(now.tv_nsec).unwrap_or(0),
-        )
-    })
 }
 
 /// Accepts connections and handles every message they bring.
