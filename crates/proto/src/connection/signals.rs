@@ -50,9 +50,58 @@ impl Signal {
     }
 }
 
-/// The signals one connection sends and receives.
+/// The signals one connection sends and receives: nothing until the first
+/// one (most connections never carry any), so an idle connection pays a
+/// pointer for them.
 #[derive(Debug, Default)]
-pub(crate) struct Signals {
+pub(crate) struct Signals(Option<Box<State>>);
+
+impl Signals {
+    /// Queues `signal` to send.
+    pub(crate) fn send(&mut self, signal: Signal) {
+        self.0.get_or_insert_default().send(signal);
+    }
+
+    /// The next signal to send, with its id; it leaves the queue.
+    pub(crate) fn next_due(&mut self) -> Option<(u64, Signal)> {
+        self.0.as_mut()?.next_due()
+    }
+
+    /// A signal taken by `next_due` did not fit: it goes first next time.
+    pub(crate) fn put_back(&mut self, id: u64) {
+        if let Some(state) = &mut self.0 {
+            state.due.push_front(id);
+        }
+    }
+
+    pub(crate) fn has_due(&self) -> bool {
+        self.0.as_ref().is_some_and(|state| !state.due.is_empty())
+    }
+
+    pub(crate) fn on_acked(&mut self, id: u64) {
+        if let Some(state) = &mut self.0 {
+            state.held.remove(&id);
+        }
+    }
+
+    pub(crate) fn on_lost(&mut self, id: u64) {
+        if let Some(state) = &mut self.0 {
+            state.on_lost(id);
+        }
+    }
+
+    pub(crate) fn on_received(&mut self, signal: Signal) {
+        self.0.get_or_insert_default().on_received(signal);
+    }
+
+    pub(crate) fn poll_received(&mut self) -> Option<Signal> {
+        self.0.as_mut()?.received.pop_front()
+    }
+}
+
+/// What [`Signals`] holds once a connection carries one.
+#[derive(Debug, Default)]
+struct State {
     next_id: u64,
     /// To send, by id, oldest first.
     due: VecDeque<u64>,
@@ -60,12 +109,11 @@ pub(crate) struct Signals {
     held: FxHashMap<u64, Signal>,
     received: VecDeque<Signal>,
     /// Received signals dropped because the queue was full.
-    pub(crate) dropped: u64,
+    dropped: u64,
 }
 
-impl Signals {
-    /// Queues `signal` to send.
-    pub(crate) fn send(&mut self, signal: Signal) {
+impl State {
+    fn send(&mut self, signal: Signal) {
         if self.held.len() >= MAX_HELD
             && let Some(&oldest) = self.held.keys().min()
         {
@@ -77,8 +125,7 @@ impl Signals {
         self.due.push_back(id);
     }
 
-    /// The next signal to send, with its id; it leaves the queue.
-    pub(crate) fn next_due(&mut self) -> Option<(u64, Signal)> {
+    fn next_due(&mut self) -> Option<(u64, Signal)> {
         while let Some(id) = self.due.pop_front() {
             if let Some(&signal) = self.held.get(&id) {
                 return Some((id, signal));
@@ -87,41 +134,33 @@ impl Signals {
         None
     }
 
-    /// A signal taken by `next_due` did not fit: it goes first next time.
-    pub(crate) fn put_back(&mut self, id: u64) {
-        self.due.push_front(id);
-    }
-
-    pub(crate) fn has_due(&self) -> bool {
-        !self.due.is_empty()
-    }
-
-    pub(crate) fn on_acked(&mut self, id: u64) {
-        self.held.remove(&id);
-    }
-
-    pub(crate) fn on_lost(&mut self, id: u64) {
+    fn on_lost(&mut self, id: u64) {
         if self.held.contains_key(&id) && !self.due.contains(&id) {
             self.due.push_back(id);
         }
     }
 
-    pub(crate) fn on_received(&mut self, signal: Signal) {
+    fn on_received(&mut self, signal: Signal) {
         if self.received.len() >= MAX_RECEIVED {
             self.dropped += 1;
             return;
         }
         self.received.push_back(signal);
     }
-
-    pub(crate) fn poll_received(&mut self) -> Option<Signal> {
-        self.received.pop_front()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connection_without_signals_holds_nothing_for_them() {
+        let mut signals = Signals::default();
+        assert!(signals.next_due().is_none() && !signals.has_due());
+        signals.on_lost(0);
+        assert!(signals.0.is_none());
+        assert_eq!(size_of::<Signals>(), size_of::<usize>());
+    }
 
     #[test]
     fn a_signal_goes_until_acknowledged_and_again_when_lost() {
@@ -139,7 +178,7 @@ mod tests {
 
     #[test]
     fn what_is_held_and_received_is_bounded() {
-        let mut signals = Signals::default();
+        let mut signals = State::default();
         for _ in 0..MAX_HELD + 10 {
             signals.send(Signal::Register);
         }
@@ -151,7 +190,7 @@ mod tests {
         }
         assert_eq!(signals.dropped, 3);
         assert_eq!(
-            std::iter::from_fn(|| signals.poll_received()).count(),
+            std::iter::from_fn(|| signals.received.pop_front()).count(),
             MAX_RECEIVED
         );
     }
