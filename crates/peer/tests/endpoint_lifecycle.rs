@@ -87,6 +87,79 @@ async fn connections_waiting_to_be_accepted_are_closed_with_the_endpoint() {
     );
 }
 
+/// What a peer that never completes a handshake does with the intro.
+#[derive(Clone, Copy, Debug)]
+enum Sink {
+    /// Reads nothing, answers nothing.
+    Swallows,
+    /// Answers every datagram with one as long of garbage.
+    AnswersGarbage,
+    /// Sends every datagram back where it came from.
+    Echoes,
+}
+
+/// A socket on loopback that treats every datagram as `sink` says.
+async fn sink(kind: Sink) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let socket = tokio::net::UdpSocket::bind(localhost())
+        .await
+        .expect("binds");
+    let addr = socket.local_addr().expect("bound");
+    let task = tokio::spawn(async move {
+        let mut buf = vec![0u8; 65_536];
+        let mut garbage = 0x9e37_79b9_u32;
+        loop {
+            if matches!(kind, Sink::Swallows) {
+                // Held open, never read: the kernel queues and drops.
+                std::future::pending::<()>().await;
+            }
+            let Ok((len, from)) = socket.recv_from(&mut buf).await else {
+                return;
+            };
+            if matches!(kind, Sink::AnswersGarbage) {
+                for byte in &mut buf[..len] {
+                    garbage ^= garbage << 13;
+                    garbage ^= garbage >> 17;
+                    garbage ^= garbage << 5;
+                    *byte = garbage as u8;
+                }
+            }
+            let _ = socket.send_to(&buf[..len], from).await;
+        }
+    });
+    (addr, task)
+}
+
+#[tokio::test]
+async fn a_connect_that_can_never_complete_ends_with_a_typed_error_within_the_handshake_timeout() {
+    const HANDSHAKE: Duration = Duration::from_millis(500);
+    // What `connect` promises: the protocol's deadline, or its own
+    // fallback half a second later.
+    const PROMISED: Duration = Duration::from_millis(1_000);
+    let client =
+        Endpoint::bind(localhost(), Config::default().handshake_timeout(HANDSHAKE)).expect("binds");
+    let public = support::identity().public();
+    for kind in [Sink::Swallows, Sink::AnswersGarbage, Sink::Echoes] {
+        let (addr, task) = sink(kind).await;
+        let started = std::time::Instant::now();
+        let connected = tokio::time::timeout(PATIENCE, client.connect(addr, &public))
+            .await
+            .expect("connect ends by itself");
+        let took = started.elapsed();
+        task.abort();
+        assert!(
+            matches!(connected, Err(ConnectError::HandshakeTimedOut)),
+            "{kind:?}: {connected:?}"
+        );
+        // Forged or replayed answers neither complete the handshake nor
+        // end it early, and nothing keeps it past the promise.
+        assert!(
+            (HANDSHAKE..=PROMISED).contains(&took),
+            "{kind:?}: ended after {took:?}"
+        );
+    }
+    assert_eq!(client.stats().connections, 0, "every attempt freed");
+}
+
 #[tokio::test]
 async fn connecting_to_itself_ends_within_the_handshake_timeout_with_a_working_connection() {
     let endpoint = Endpoint::bind(

@@ -321,6 +321,17 @@ impl EndpointState {
         }
     }
 
+    /// Unties every slot from its connection as if the protocol had freed
+    /// them all without a word: what the application sees when the
+    /// protocol gives a connection up without an event.
+    #[cfg(test)]
+    pub(crate) fn forget_every_connection(&mut self) {
+        let ids: Vec<SlotId> = self.by_handle.drain().map(|(_, id)| id).collect();
+        for id in ids {
+            self.detach(id);
+        }
+    }
+
     /// Takes the protocol's events and wakes whoever they concern.
     fn dispatch(&mut self, now: Instant) {
         while let Some((handle, event)) = self.proto.poll_event() {
