@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use std::net::SocketAddr;
 
-use support::net::{client, localhost, numbered, pair, server};
+use support::net::{client, localhost, numbered, pair, server, server_with};
 use tern_peer::driver::{Driver, DriverConfig};
-use tern_peer::proto::{Instant, Node, Transmit, TransmitLimits};
-use tern_peer::{Config, ConnectError, ConnectionError, ConnectionLost, Endpoint, StopCause};
+use tern_peer::proto::{EndpointConfig, Instant, Node, Transmit, TransmitLimits};
+use tern_peer::{
+    Bytes, Config, ConnectError, ConnectionError, ConnectionLost, Endpoint, StopCause, WriteError,
+};
 
 /// Longer than anything below should take, shorter than the idle timeout
 /// (30 s) that would end a connection whose peer vanished.
@@ -84,6 +86,67 @@ async fn connections_waiting_to_be_accepted_are_closed_with_the_endpoint() {
             ConnectionLost::Connection(ConnectionError::PeerClosed { code: 3, .. })
         ),
         "{end:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_graceful_close_to_a_peer_that_stops_reading_ends_after_the_drain_timeout() {
+    const DRAIN: Duration = Duration::from_secs(1);
+    const WRITTEN: usize = 1 << 20;
+    // The server grants 64 KiB of the stream and never reads: the rest of
+    // what the client wrote can never leave.
+    let server = server_with(Config::default().receive_windows(64 << 10, 128 << 10));
+    let mut protocol = EndpointConfig::default();
+    protocol.connection.close_drain_timeout = Some(DRAIN);
+    let client = Endpoint::bind(localhost(), Config::default().protocol(protocol)).expect("binds");
+    let (a, b) = pair(&server, &client).await;
+    let (mut upload, _) = a.open_bi().await.expect("opens");
+    // The writer waits for room that the peer never gives.
+    let writer = tokio::spawn(async move { upload.write_all(&numbered(1, WRITTEN)).await });
+    let (_, mut download) = tokio::time::timeout(PATIENCE, b.accept_bi())
+        .await
+        .expect("the stream arrives")
+        .expect("a stream");
+    let started = std::time::Instant::now();
+    tokio::time::timeout(PATIENCE, a.close(5, Bytes::new()))
+        .await
+        .expect("close gives up on the rest and returns");
+    let took = started.elapsed();
+    let written = tokio::time::timeout(PATIENCE, writer)
+        .await
+        .expect("the waiting writer is told")
+        .expect("the writer ends");
+    assert!(
+        matches!(written, Err(WriteError::ConnectionLost(_))),
+        "{written:?}"
+    );
+    // It waited for progress as long as it was told, and not much longer.
+    assert!(
+        (DRAIN..DRAIN + Duration::from_secs(5)).contains(&took),
+        "closed after {took:?}"
+    );
+    let end = tokio::time::timeout(PATIENCE, b.closed())
+        .await
+        .expect("the close arrives");
+    assert!(
+        matches!(
+            end,
+            ConnectionLost::Connection(ConnectionError::PeerClosed { code: 5, .. })
+        ),
+        "{end:?}"
+    );
+    // What the window let through can still be read; the rest was given up.
+    let mut buf = vec![0u8; 64 << 10];
+    let mut read = 0;
+    let rest = tokio::time::timeout(PATIENCE, async {
+        while let Ok(Some(n)) = download.read(&mut buf).await {
+            read += n;
+        }
+    });
+    rest.await.expect("the reads end with the connection");
+    assert!(
+        read < WRITTEN,
+        "all {read} bytes arrived: nothing was given up"
     );
 }
 
