@@ -119,7 +119,7 @@ impl Endpoint {
             endpoint_config,
             identity,
             seed,
-            quanta::Instant::now(),
+            proto::Instant::now(),
             SystemTime::now(),
         )
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;

@@ -12,11 +12,10 @@ use std::net::SocketAddr;
 use std::task::{Context, Waker};
 
 use bytes::Bytes;
-use quanta::Instant;
 
 use crate::proto::{
-    Connection as ProtoConnection, ConnectionError, ConnectionHandle, Endpoint, Event, Node,
-    PublicIdentity, SendRefused, StreamId, Transmit, TransmitLimits,
+    Connection as ProtoConnection, ConnectionError, ConnectionHandle, Endpoint, Event, Instant,
+    Node, PublicIdentity, SendRefused, StreamId, Transmit, TransmitLimits,
 };
 
 /// Tasks waiting for the same thing; all are woken when it happens.
