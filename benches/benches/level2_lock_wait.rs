@@ -16,7 +16,9 @@
 //! the percentiles are printed, with the transfer's throughput.
 //!
 //! `cargo bench -p tern-benches --bench level2_lock_wait` (add
-//! `-- <seconds>` for a longer load phase; default 5).
+//! `-- <seconds>` for a longer load phase, default 5, and a second number
+//! for the datagrams the transfer's drivers gather per turn, default 256:
+//! shorter turns hold the lock for less at a time).
 
 #![forbid(unsafe_code)]
 
@@ -25,6 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
+use tern_peer::driver::DriverConfig;
 use tern_peer::{Config, Connection, Endpoint, IdentityKey};
 
 /// Time between two probes.
@@ -34,23 +37,28 @@ const PROBE_EVERY: Duration = Duration::from_micros(200);
 const CHUNK: usize = 64 << 10;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let seconds: u64 = std::env::args()
+    let numbers: Vec<u64> = std::env::args()
         .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(5);
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let seconds = numbers.first().copied().unwrap_or(5);
+    let per_turn = numbers.get(1).map_or(256, |&n| n as usize);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    runtime.block_on(run(Duration::from_secs(seconds)))
+    runtime.block_on(run(Duration::from_secs(seconds), per_turn))
 }
 
-async fn run(load: Duration) -> Result<(), Box<dyn std::error::Error>> {
+async fn run(load: Duration, per_turn: usize) -> Result<(), Box<dyn std::error::Error>> {
     let identity = IdentityKey::random()?;
     let public = identity.public();
     let localhost = "127.0.0.1:0".parse()?;
-    let server = Endpoint::bind(localhost, Config::default().identity(identity))?;
-    let client = Endpoint::bind(localhost, Config::default())?;
+    let config =
+        Config::default().driver(DriverConfig::default().send_datagrams_per_turn(per_turn));
+    println!("{per_turn} datagrams per driver turn");
+    let server = Endpoint::bind(localhost, config.clone().identity(identity))?;
+    let client = Endpoint::bind(localhost, config)?;
     let (connection, accepted) = tokio::join!(
         client.connect(server.local_addr(), &public),
         server.accept_connection()

@@ -78,6 +78,15 @@
 //! # }
 //! ```
 //!
+//! # Time
+//! The async API takes and gives spans of time as `std::time::Duration`
+//! (timeouts, intervals, [`ConnectionStats::rtt`]) and never asks the
+//! application for a clock reading. The protocol's clock,
+//! [`proto::Instant`] (quanta's: cheaper to read than
+//! `std::time::Instant` on the per-packet path), appears only at the
+//! driver's level, whose [`proto::Node`] calls take it;
+//! [`driver::DriverHandle::now`] reads it.
+//!
 //! # Layers
 //! [`proto`] is tern-proto, the protocol as a pure state machine: every
 //! decision is a function of its state, its input and the time it is

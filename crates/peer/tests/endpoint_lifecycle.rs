@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use std::net::SocketAddr;
 
-use support::net::{client, localhost, numbered, pair, server};
+use support::net::{client, localhost, numbered, pair, server, server_with};
 use tern_peer::driver::{Driver, DriverConfig};
-use tern_peer::proto::{Instant, Node, Transmit, TransmitLimits};
-use tern_peer::{Config, ConnectError, ConnectionError, ConnectionLost, Endpoint, StopCause};
+use tern_peer::proto::{EndpointConfig, Instant, Node, Transmit, TransmitLimits};
+use tern_peer::{
+    Bytes, Config, ConnectError, ConnectionError, ConnectionLost, Endpoint, StopCause, WriteError,
+};
 
 /// Longer than anything below should take, shorter than the idle timeout
 /// (30 s) that would end a connection whose peer vanished.
@@ -85,6 +87,140 @@ async fn connections_waiting_to_be_accepted_are_closed_with_the_endpoint() {
         ),
         "{end:?}"
     );
+}
+
+#[tokio::test]
+async fn a_graceful_close_to_a_peer_that_stops_reading_ends_after_the_drain_timeout() {
+    const DRAIN: Duration = Duration::from_secs(1);
+    const WRITTEN: usize = 1 << 20;
+    // The server grants 64 KiB of the stream and never reads: the rest of
+    // what the client wrote can never leave.
+    let server = server_with(Config::default().receive_windows(64 << 10, 128 << 10));
+    let mut protocol = EndpointConfig::default();
+    protocol.connection.close_drain_timeout = Some(DRAIN);
+    let client = Endpoint::bind(localhost(), Config::default().protocol(protocol)).expect("binds");
+    let (a, b) = pair(&server, &client).await;
+    let (mut upload, _) = a.open_bi().await.expect("opens");
+    // The writer waits for room that the peer never gives.
+    let writer = tokio::spawn(async move { upload.write_all(&numbered(1, WRITTEN)).await });
+    let (_, mut download) = tokio::time::timeout(PATIENCE, b.accept_bi())
+        .await
+        .expect("the stream arrives")
+        .expect("a stream");
+    let started = std::time::Instant::now();
+    tokio::time::timeout(PATIENCE, a.close(5, Bytes::new()))
+        .await
+        .expect("close gives up on the rest and returns");
+    let took = started.elapsed();
+    let written = tokio::time::timeout(PATIENCE, writer)
+        .await
+        .expect("the waiting writer is told")
+        .expect("the writer ends");
+    assert!(
+        matches!(written, Err(WriteError::ConnectionLost(_))),
+        "{written:?}"
+    );
+    // It waited for progress as long as it was told, and not much longer.
+    assert!(
+        (DRAIN..DRAIN + Duration::from_secs(5)).contains(&took),
+        "closed after {took:?}"
+    );
+    let end = tokio::time::timeout(PATIENCE, b.closed())
+        .await
+        .expect("the close arrives");
+    assert!(
+        matches!(
+            end,
+            ConnectionLost::Connection(ConnectionError::PeerClosed { code: 5, .. })
+        ),
+        "{end:?}"
+    );
+    // What the window let through can still be read; the rest was given up.
+    let mut buf = vec![0u8; 64 << 10];
+    let mut read = 0;
+    let rest = tokio::time::timeout(PATIENCE, async {
+        while let Ok(Some(n)) = download.read(&mut buf).await {
+            read += n;
+        }
+    });
+    rest.await.expect("the reads end with the connection");
+    assert!(
+        read < WRITTEN,
+        "all {read} bytes arrived: nothing was given up"
+    );
+}
+
+/// What a peer that never completes a handshake does with the intro.
+#[derive(Clone, Copy, Debug)]
+enum Sink {
+    /// Reads nothing, answers nothing.
+    Swallows,
+    /// Answers every datagram with one as long of garbage.
+    AnswersGarbage,
+    /// Sends every datagram back where it came from.
+    Echoes,
+}
+
+/// A socket on loopback that treats every datagram as `sink` says.
+async fn sink(kind: Sink) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let socket = tokio::net::UdpSocket::bind(localhost())
+        .await
+        .expect("binds");
+    let addr = socket.local_addr().expect("bound");
+    let task = tokio::spawn(async move {
+        let mut buf = vec![0u8; 65_536];
+        let mut garbage = 0x9e37_79b9_u32;
+        loop {
+            if matches!(kind, Sink::Swallows) {
+                // Held open, never read: the kernel queues and drops.
+                std::future::pending::<()>().await;
+            }
+            let Ok((len, from)) = socket.recv_from(&mut buf).await else {
+                return;
+            };
+            if matches!(kind, Sink::AnswersGarbage) {
+                for byte in &mut buf[..len] {
+                    garbage ^= garbage << 13;
+                    garbage ^= garbage >> 17;
+                    garbage ^= garbage << 5;
+                    *byte = garbage as u8;
+                }
+            }
+            let _ = socket.send_to(&buf[..len], from).await;
+        }
+    });
+    (addr, task)
+}
+
+#[tokio::test]
+async fn a_connect_that_can_never_complete_ends_with_a_typed_error_within_the_handshake_timeout() {
+    const HANDSHAKE: Duration = Duration::from_millis(500);
+    // What `connect` promises: the protocol's deadline, or its own
+    // fallback half a second later.
+    const PROMISED: Duration = Duration::from_millis(1_000);
+    let client =
+        Endpoint::bind(localhost(), Config::default().handshake_timeout(HANDSHAKE)).expect("binds");
+    let public = support::identity().public();
+    for kind in [Sink::Swallows, Sink::AnswersGarbage, Sink::Echoes] {
+        let (addr, task) = sink(kind).await;
+        let started = std::time::Instant::now();
+        let connected = tokio::time::timeout(PATIENCE, client.connect(addr, &public))
+            .await
+            .expect("connect ends by itself");
+        let took = started.elapsed();
+        task.abort();
+        assert!(
+            matches!(connected, Err(ConnectError::HandshakeTimedOut)),
+            "{kind:?}: {connected:?}"
+        );
+        // Forged or replayed answers neither complete the handshake nor
+        // end it early, and nothing keeps it past the promise.
+        assert!(
+            (HANDSHAKE..=PROMISED).contains(&took),
+            "{kind:?}: ended after {took:?}"
+        );
+    }
+    assert_eq!(client.stats().connections, 0, "every attempt freed");
 }
 
 #[tokio::test]

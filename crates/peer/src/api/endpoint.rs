@@ -119,7 +119,7 @@ impl Endpoint {
             endpoint_config,
             identity,
             seed,
-            quanta::Instant::now(),
+            proto::Instant::now(),
             SystemTime::now(),
         )
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -412,5 +412,45 @@ impl Endpoint {
             socket: self.driver.socket_counters(),
             connections,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_connect_the_protocol_gives_up_without_a_word_ends_abandoned_at_once() {
+        // Long enough that only the abandonment can end the connect in time.
+        let handshake = Duration::from_secs(30);
+        let client = Endpoint::bind(
+            "127.0.0.1:0".parse().expect("an address"),
+            Config::default().handshake_timeout(handshake),
+        )
+        .expect("binds");
+        // A socket that never answers: the handshake stays under way.
+        let silent = std::net::UdpSocket::bind("127.0.0.1:0").expect("binds");
+        let key = tern_wire::IdentityKey::generate_x25519(&mut OsRng);
+        let connecting = tokio::spawn({
+            let client = client.clone();
+            let addr = silent.local_addr().expect("bound");
+            async move { client.connect(addr, &key.public()).await }
+        });
+        // Once the connect is under way, the protocol lets it go unannounced.
+        while client.stats().connections == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        client
+            .driver
+            .with_node(EndpointState::forget_every_connection)
+            .expect("the driver runs");
+        let connected = tokio::time::timeout(Duration::from_secs(5), connecting)
+            .await
+            .expect("connect ends long before the handshake timeout")
+            .expect("the task ends");
+        assert!(
+            matches!(connected, Err(ConnectError::Abandoned)),
+            "{connected:?}"
+        );
     }
 }

@@ -12,10 +12,9 @@ use std::net::SocketAddr;
 use std::task::{Context, Waker};
 
 use bytes::Bytes;
-use quanta::Instant;
 
 use crate::proto::{
-    Connection as ProtoConnection, ConnectionError, ConnectionHandle, Endpoint, Event,
+    Connection as ProtoConnection, ConnectionError, ConnectionHandle, Endpoint, Event, Instant,
     KeyFingerprint, Node, PublicIdentity, RefusalReason, SendRefused, StreamId, Transmit,
     TransmitLimits,
 };
@@ -327,6 +326,17 @@ impl EndpointState {
             if let Some(connection) = self.proto.connection(handle) {
                 connection.ping();
             }
+        }
+    }
+
+    /// Unties every slot from its connection as if the protocol had freed
+    /// them all without a word: what the application sees when the
+    /// protocol gives a connection up without an event.
+    #[cfg(test)]
+    pub(crate) fn forget_every_connection(&mut self) {
+        let ids: Vec<SlotId> = self.by_handle.drain().map(|(_, id)| id).collect();
+        for id in ids {
+            self.detach(id);
         }
     }
 

@@ -17,7 +17,7 @@ use crate::driver::config::DriverConfig;
 use crate::driver::send_arena::{Filled, SendArena};
 use crate::driver::stats::{DriverStats, Stats, bump};
 use crate::driver::stopped::{DriverStopped, StopCause, Stopped};
-use crate::proto::Node;
+use crate::proto::{Instant, Node};
 
 /// How often the mapping from the node's clock (quanta) to tokio's timer
 /// clock is taken again, so that the two never drift apart by more than a
@@ -116,8 +116,8 @@ impl<N> Shared<N> {
 /// A busy poll: until when, and the node's deadline meanwhile.
 #[derive(Clone, Copy)]
 struct Spin {
-    until: quanta::Instant,
-    deadline: Option<quanta::Instant>,
+    until: Instant,
+    deadline: Option<Instant>,
 }
 
 /// Why the driver woke.
@@ -206,8 +206,8 @@ impl<N: Node> Driver<N> {
     async fn run_loop(mut self) -> io::Result<Stopped<N>> {
         let shared = Arc::clone(&self.shared);
         let mut timer = pin!(tokio::time::sleep(Duration::ZERO));
-        let mut armed: Option<quanta::Instant> = None;
-        let mut anchor = (quanta::Instant::now(), tokio::time::Instant::now());
+        let mut armed: Option<Instant> = None;
+        let mut anchor = (Instant::now(), tokio::time::Instant::now());
         let mut received = false;
         let mut fired = false;
         let busy_poll = self.config.busy_poll_time();
@@ -218,12 +218,12 @@ impl<N: Node> Driver<N> {
         // A run is one GSO message: at most 64 segments and 65 507 bytes.
         let max_segments_cap = (MAX_GSO_BYTES / self.config.udp_payload()).max(1);
         // Set once every handle is gone: until when the node may drain.
-        let mut drain_until: Option<quanta::Instant> = None;
+        let mut drain_until: Option<Instant> = None;
         loop {
             if shared.stop.load(Ordering::Acquire) {
                 break;
             }
-            let now = quanta::Instant::now();
+            let now = Instant::now();
             if drain_until.is_none() && shared.released.load(Ordering::Acquire) {
                 drain_until = Some(now + self.config.drain_time());
             }
@@ -347,7 +347,7 @@ impl<N: Node> Driver<N> {
     }
 
     /// Hands every datagram of the last receive to the node; how many.
-    fn deliver(&mut self, node: &mut N, now: quanta::Instant) -> u64 {
+    fn deliver(&mut self, node: &mut N, now: Instant) -> u64 {
         let mut count = 0;
         for (from, datagram) in self.recv.datagrams_mut() {
             node.handle_datagram(now, self.local, from, datagram);
@@ -392,7 +392,7 @@ impl<N: Node> Driver<N> {
                 return Poll::Ready(Ok(Woken::Timer));
             }
             if let Some(spin) = spin {
-                let now = quanta::Instant::now();
+                let now = Instant::now();
                 if now < spin.until {
                     if spin.deadline.is_some_and(|d| d <= now) {
                         return Poll::Ready(Ok(Woken::Timer));
@@ -521,11 +521,13 @@ impl<N> DriverHandle<N> {
         DriverStopped::new(cause.unwrap_or(StopCause::Stopped))
     }
 
-    /// The time on the clock the driver passes to the node (quanta's
-    /// global clock): what the application passes to the node's commands
-    /// that take a time.
-    pub fn now(&self) -> quanta::Instant {
-        quanta::Instant::now()
+    /// The time on the clock the driver passes to the node, the protocol's
+    /// [`Instant`] (quanta's global clock): what the application passes to
+    /// the node's commands that take a time. Only this level, where the
+    /// node's own calls take it, shows the protocol's clock; the async API
+    /// above it takes and gives `std::time::Duration` alone.
+    pub fn now(&self) -> Instant {
+        Instant::now()
     }
 
     /// Wakes the driver for a turn. Wakes that arrive while it is busy are

@@ -6,10 +6,9 @@ use std::io;
 use std::net::SocketAddr;
 use std::task::{Context, Poll};
 
-use quanta::Instant;
 use tern_sockio::{RefusalReason, Sent, UdpSocket};
 
-use crate::proto::{Node, SendRefused, TransmitLimits};
+use crate::proto::{Instant, Node, SendRefused, TransmitLimits};
 
 /// A run of equal-size datagrams (the last may be shorter) for one
 /// destination, at `start..start + len` of the buffer.
