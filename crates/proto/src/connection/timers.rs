@@ -146,7 +146,10 @@ impl Connection {
                 let rtt = self.rtt();
                 self.on_loss_report(now, report, &rtt);
             }
-            TimerEvent::Probe { .. } => self.probes_due = PROBE_PACKETS,
+            TimerEvent::Probe { .. } => {
+                self.probes_due = PROBE_PACKETS;
+                self.on_probe_timeout_for_proof();
+            }
             _ => {}
         }
         self.recovery = recovery;
