@@ -148,6 +148,19 @@ impl Connection {
         }
     }
 
+    /// Whether a packet can leave now, whatever the congestion window: the
+    /// path's amplification allowance has room for the smallest one (on a
+    /// path not yet validated it may be spent), and the packet key can
+    /// seal one, or be updated first (once it sealed its limit, only after
+    /// the peer confirmed the previous update). Timers use it so that no
+    /// deadline is set for what cannot be sent.
+    pub(super) fn can_send_packet(&self) -> bool {
+        self.path.allowance() >= MIN_PACKET as u64
+            && self.keys.as_ref().is_some_and(|keys| {
+                keys.sealer.remaining_packets() > 0 || keys.sealer.key_update_confirmed()
+            })
+    }
+
     /// The largest datagram for this path now.
     pub(super) fn datagram_size(&self, limits: TransmitLimits) -> usize {
         self.path.mtu().current().min(limits.max_datagram_size)
