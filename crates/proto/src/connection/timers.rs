@@ -11,7 +11,7 @@ use super::path::PathTimeout;
 use super::{Connection, State};
 
 /// Packets a probe timeout sends (RFC 9002 §6.2.4: one or two).
-const PROBE_PACKETS: u8 = 2;
+pub(super) const PROBE_PACKETS: u8 = 2;
 
 impl Connection {
     /// When [`handle_timeout`](Self::handle_timeout) should run next.
