@@ -146,14 +146,6 @@ async fn two_hundred_connections_to_one_endpoint_each_get_their_answer() {
         protocol.intro_limits.per_source_burst = 200;
         protocol.intro_limits.total_rate = 1000;
         protocol.intro_limits.total_burst = 200;
-        // A connection grants its peer the whole connection window (32 MiB
-        // by default) at its first update, so 200 connections that each
-        // carried one message promise 6.4 GiB, past the default memory
-        // budget's high water, and the budget then closes connections that
-        // hold nothing (found with this test; issue #23: the window is to
-        // grow with use). Until it does, this server's windows are small.
-        protocol.connection.receive_window = 4 << 20;
-        protocol.connection.stream_receive_window = 2 << 20;
         let server = server_with(Config::default().backend(backend).protocol(protocol));
         let public = server.public().expect("accepts").clone();
         let addr = server.local_addr();

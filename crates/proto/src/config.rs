@@ -40,9 +40,16 @@ pub struct ConnectionConfig {
     pub max_udp_payload: usize,
     /// Bytes of one stream the peer may send ahead of what the application
     /// has read (default 16 MiB: a 1 GB/s path with 16 ms of round trip).
+    /// Two-way and one-way streams are granted it whole when they open; the
+    /// stream of a large message starts at [`INITIAL_STREAM_WINDOW`] and
+    /// grows to it as [`receive_window`](Self::receive_window) does.
     pub stream_receive_window: u64,
     /// Bytes of all streams and messages together the peer may send ahead
-    /// of what the application has taken (default 32 MiB).
+    /// of what the application has taken (default 32 MiB). The window
+    /// starts at [`INITIAL_CONNECTION_WINDOW`] and doubles each time the
+    /// application has taken half of the window in force (or when large
+    /// messages under assembly hold more than half of it), up to this: a
+    /// connection that carries little promises its peer little.
     pub receive_window: u64,
     /// Bytes a stream holds until the peer acknowledges them (default 4 MiB);
     /// a write takes what fits. While the congestion window is larger than

@@ -6,18 +6,22 @@
 //! authenticated attacker that keeps to flow control is stopped at the
 //! budget: the most the heap held while it sent (`allocation_counter`
 //! installs a counting global allocator in this test binary; the endpoint
-//! and the attacker run on the test's thread) stays within it.
+//! and the attacker run on the test's thread) stays within it. Many
+//! connections that carried one small message each stay far below it.
 
 mod support;
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use support::attacker::{Attacker, Limits};
 use support::greedy::{BUDGET, GREEDY, GREEDY_MESSAGE, HONEST_BYTES, run};
+use support::{Pair, check, drive, message};
 use tern_proto::{
-    ConnectionError, Direction, EndpointConfig, INITIAL_CONNECTION_WINDOW, INITIAL_STREAM_WINDOW,
-    Side, StreamId,
+    ConnectionError, ConnectionHandle, Direction, EndpointConfig, INITIAL_CONNECTION_WINDOW,
+    INITIAL_STREAM_WINDOW, Side, StreamId,
 };
+use tern_sim::{LinkConfig, Seed};
 use tern_wire::{Frame, Stream};
 
 #[test]
@@ -138,4 +142,82 @@ fn an_attacker_that_keeps_to_flow_control_never_takes_more_than_the_budget() {
         pinned <= charged + 64 * 1024,
         "pinned {pinned} for {charged} charged"
     );
+}
+
+#[test]
+fn many_connections_that_each_carried_one_small_message_stay_below_the_high_water() {
+    // Each connection's window grows only as its application takes what
+    // it let in: one small message earns none, so 200 such connections
+    // promise their peers 256 KiB each, not their whole 32 MiB window
+    // (which would be 6.4 GiB, past the default budget's 5.25 GiB high
+    // water, and the budget would close connections that hold nothing).
+    const CONNECTIONS: usize = 200;
+    let config = EndpointConfig::default();
+    let high_water = config.memory_budget - config.memory_budget / 8;
+    let mut pair = Pair::new(Seed::from_env_or(24).value(), LinkConfig::default(), config);
+    let public = pair.server().public().expect("identity");
+    let (server_addr, now) = (pair.server_addr, pair.sim.now());
+    let clients: Vec<ConnectionHandle> = (0..CONNECTIONS)
+        .map(|_| {
+            pair.client()
+                .connect(now, server_addr, &public)
+                .expect("connect")
+        })
+        .collect();
+    let mut sent = [false; CONNECTIONS];
+    let mut servers: Vec<ConnectionHandle> = Vec::new();
+    let mut received = HashMap::new();
+    let mut peak_charged = 0;
+    let (client_node, server_node) = (pair.client, pair.server);
+    let ids_by_len = HashMap::new();
+    drive(&mut pair.sim, Duration::from_secs(11), |sim| {
+        let elapsed = sim.elapsed();
+        let endpoint = &mut sim.node_mut(client_node).0;
+        while endpoint.poll_event().is_some() {}
+        for (i, &handle) in clients.iter().enumerate() {
+            let Some(connection) = endpoint.connection(handle) else {
+                continue;
+            };
+            if !sent[i] && connection.is_established() {
+                connection
+                    .send_message(message(i as u32, 100))
+                    .expect("room for one message");
+                sent[i] = true;
+            }
+        }
+        let endpoint = &mut sim.node_mut(server_node).0;
+        while endpoint.poll_event().is_some() {}
+        while let Some(handle) = endpoint.accept() {
+            servers.push(handle);
+        }
+        for &handle in &servers {
+            let Some(connection) = endpoint.connection(handle) else {
+                continue;
+            };
+            while let Some(bytes) = connection.recv_message() {
+                *received.entry(check(&bytes, &ids_by_len)).or_insert(0) += 1;
+            }
+        }
+        peak_charged = peak_charged.max(endpoint.stats().memory_charged);
+        // Long after every message arrived and the window updates they
+        // earned were granted.
+        elapsed >= Duration::from_secs(10)
+    });
+    let endpoint = pair.server();
+    let stats = endpoint.stats();
+    eprintln!(
+        "{CONNECTIONS} connections: peak charged {peak_charged}, now {}",
+        stats.memory_charged
+    );
+    assert_eq!(stats.memory_budget_closes, 0);
+    assert_eq!(received.len(), CONNECTIONS);
+    assert!(received.values().all(|&n| n == 1), "{received:?}");
+    assert!(
+        peak_charged <= high_water,
+        "charged {peak_charged} past the high water {high_water}"
+    );
+    for &handle in &servers {
+        let connection = endpoint.connection(handle).expect("still open");
+        assert!(connection.error().is_none(), "{:?}", connection.error());
+    }
 }

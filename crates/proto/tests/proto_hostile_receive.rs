@@ -7,8 +7,11 @@
 
 mod support;
 
-use support::attacker::Attacker;
-use tern_proto::{ConnectionError, Direction, EndpointConfig, ProtocolError, Side, StreamId};
+use support::attacker::{Attacker, Limits};
+use tern_proto::{
+    ConnectionError, Direction, EndpointConfig, INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS,
+    INITIAL_STREAM_WINDOW, ProtocolError, Side, StreamId,
+};
 use tern_wire::{Frame, Message, ResetStream, Stream};
 
 /// Runs `attack` and returns the bytes it left allocated.
@@ -66,23 +69,31 @@ fn data_refused_by_flow_control_takes_no_memory() {
 fn a_reset_lets_go_of_the_bytes_it_credits() {
     let mut attacker = Attacker::connect(EndpointConfig::default());
     let window = EndpointConfig::default().connection.stream_receive_window;
-    // Each stream: a byte at each end of its window, then a reset that
-    // credits the whole window to the connection's (the first stream stays
-    // within the connection's initial window; its credit opens the rest);
-    // the application does not read, so the streams stay until it looks.
+    let mut limits = Limits::default();
+    let mut credited = 0;
+    // Each stream: a byte at each end of what the connection lets in (at
+    // most the stream's window), then a reset that credits all of it to
+    // the connection's window; the application does not read, so the
+    // streams stay until it looks. Each reset counts as read, so the
+    // connection's window doubles with each stream.
     let held = pinned(|| {
         for index in 0..8 {
+            attacker.turn();
+            attacker.take_limits(&mut limits);
+            let allowed = limits.data.max(INITIAL_CONNECTION_WINDOW) - credited;
+            let end = allowed.min(window) - 1;
             let id = bi(index);
-            let end = if index == 0 { EARLY } else { window - 1 };
             attacker.send(&[stream(id, 0, b"x"), stream(id, end, b"x")]);
             attacker.send(&[Frame::ResetStream(ResetStream {
                 id: id.0,
                 error_code: 1,
                 final_size: end + 1,
             })]);
+            credited += end + 1;
         }
     });
     assert!(attacker.connection().expect("open").error().is_none());
+    assert!(credited > 16 << 20, "resets credited only {credited} bytes");
     assert!(held < 256 * 1024, "reset streams pinned {held} bytes");
     let accounted = receive_memory(&mut attacker);
     assert!(accounted <= 64 * 1024, "accounted {accounted}");
@@ -147,6 +158,57 @@ fn messages_taken_by_the_application_free_their_charge() {
     }
     assert_eq!(violation(&mut attacker), None);
     assert_eq!(receive_memory(&mut attacker), 0);
+}
+
+/// Large messages whose ends never come hold their bytes against the
+/// connection window. When they fill it the window grows (an honest
+/// sender of many large messages would otherwise wait for good), but no
+/// further than what the messages the peer may have open at once can
+/// hold: each waits at the 64 KiB every message's stream starts with.
+#[test]
+fn unfinished_large_messages_grow_the_window_only_as_far_as_they_can_hold() {
+    let config = EndpointConfig::default();
+    let configured = config.connection.receive_window;
+    let mut attacker = Attacker::connect(config);
+    let mut limits = Limits::default();
+    let message = |index| StreamId::new(Side::Initiator, Direction::Uni, index);
+    let chunk = [5u8; 1000];
+    let (mut sent, mut index) = (0, 0);
+    let held = pinned(|| {
+        // As many messages as the endpoint lets the attacker open.
+        while index < limits.message_streams.max(INITIAL_MAX_STREAMS) {
+            let mut offset = 0;
+            while offset < INITIAL_STREAM_WINDOW {
+                attacker.turn();
+                attacker.take_limits(&mut limits);
+                let room = limits.data.max(INITIAL_CONNECTION_WINDOW) - sent;
+                let len = (chunk.len() as u64)
+                    .min(room)
+                    .min(INITIAL_STREAM_WINDOW - offset);
+                assert!(len > 0, "stuck after {sent} bytes, at {limits:?}");
+                attacker.send(&[stream(message(index), offset, &chunk[..len as usize])]);
+                (offset, sent) = (offset + len, sent + len);
+            }
+            index += 1;
+        }
+    });
+    assert_eq!(violation(&mut attacker), None);
+    assert_eq!(sent, index * INITIAL_STREAM_WINDOW);
+    assert!(sent >= 2 * INITIAL_CONNECTION_WINDOW, "only {sent} bytes");
+    // The window in force doubled while more than half of it was held:
+    // it lets in at most four times what is held, far below its size.
+    assert!(
+        limits.data <= 4 * sent,
+        "{} granted for {sent} held",
+        limits.data
+    );
+    assert!(limits.data < configured / 2, "{} granted", limits.data);
+    assert!(
+        held < 2 * sent,
+        "{sent} bytes of messages pinned {held} bytes"
+    );
+    let accounted = receive_memory(&mut attacker);
+    assert!(accounted < 2 * sent, "accounted {accounted}");
 }
 
 #[test]

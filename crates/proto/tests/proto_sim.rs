@@ -284,3 +284,23 @@ fn small_messages_are_delivered_while_a_large_one_is_in_flight() {
         "{small} small messages before the large one"
     );
 }
+
+/// Two hundred messages of up to 20 KB each way through 3 % loss: many
+/// large messages are under assembly at once, and their bytes, held
+/// against the connection window until each is whole, fill more than half
+/// of the window in force. The receiver must still grant more credit, or
+/// the sender, with too little credit to finish any of them, waits for
+/// good.
+#[test]
+fn many_large_messages_under_assembly_through_loss_never_stall_the_connection_window() {
+    let seed = Seed::from_env_or(23);
+    let link = LinkConfig {
+        delay: Duration::from_millis(5),
+        jitter: Duration::from_millis(3),
+        loss: 0.03,
+        ..LinkConfig::default()
+    };
+    let sizes: Vec<usize> = (0..200).map(|i| 8 + (i * 997) % 20_000).collect();
+    let mut pair = Pair::new(seed.value(), link, EndpointConfig::default());
+    exchange(&mut pair, &sizes, Duration::from_secs(120));
+}

@@ -126,14 +126,21 @@ impl Connection {
     }
 
     /// The reply to resend for a repeated intro, until the handshake is
-    /// confirmed; counted against the path's amplification limit.
-    pub(crate) fn reply_for_repeated_intro(&mut self, intro_len: usize) -> Option<&[u8]> {
+    /// confirmed; counted against the path's amplification limit. The
+    /// reply keeps its packet number, so its acknowledgement gives no RTT
+    /// sample from then on (`LossDetector::on_resent`).
+    pub(crate) fn reply_for_repeated_intro(
+        &mut self,
+        now: Instant,
+        intro_len: usize,
+    ) -> Option<&[u8]> {
         self.path.on_received(intro_len);
         let reply = self.reply.as_deref()?;
         if !self.path.can_send(reply.len()) {
             return None;
         }
         self.path.on_sent(reply.len());
+        self.loss.on_resent(now);
         Some(reply)
     }
 

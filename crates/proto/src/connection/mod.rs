@@ -175,6 +175,12 @@ pub struct Connection {
     largest_received_at: Option<(u64, Instant)>,
     /// Ack-eliciting packets received since the last ACK sent.
     ack_pending: bool,
+    /// ACK datagrams still to send for the last PING received, the next
+    /// one included (see `ACKS_PER_PING`).
+    ack_copies_due: u8,
+    /// Since when, and for how many PINGs, ACKs went `ACKS_PER_PING`
+    /// times (see `COPIED_PINGS_PER_RTT`).
+    copied_pings: (Instant, u8),
     ack_ranges: Vec<RangeInclusive<u64>>,
     path_response_due: Option<ChallengeToken>,
     /// A challenge for the current path, to send with the next packet.
@@ -288,6 +294,8 @@ impl Connection {
             ack_policy: AckPolicy::new(ack_config),
             largest_received_at: None,
             ack_pending: false,
+            ack_copies_due: 0,
+            copied_pings: (now, 0),
             ack_ranges: Vec::new(),
             path_response_due: None,
             challenge_due: None,

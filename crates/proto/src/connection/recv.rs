@@ -11,6 +11,7 @@ use tern_wire::{Frame, PacketType, PathChallenge, PathResponse};
 use super::error::{ConnectionError, ProtocolError};
 use super::event::Event;
 use super::path::Path;
+use super::send::{ACKS_PER_PING, COPIED_PINGS_PER_RTT};
 use super::streams::messages::MESSAGE_CHARGE;
 use super::{Connection, State, small_message_limit};
 use crate::{Direction, StreamId};
@@ -112,6 +113,29 @@ impl Connection {
             // MTU probe): it goes at once, not thinned. (Leaving MTU probes
             // thinned doubled the longest wait of a lossy-ACK cell.)
             self.ack_policy.ack_at_once(now);
+            self.copy_acks_for_ping(now);
+        }
+    }
+
+    /// Has the ACK of a PING go `ACKS_PER_PING` times, for at most
+    /// `COPIED_PINGS_PER_RTT` PINGs per smoothed round trip: a probe
+    /// timeout's probes all get their copies, while a peer that floods
+    /// PINGs gets one ACK for each of the rest. Not before this side's
+    /// first RTT sample: the PINGs of a handshake (the reply's) and of the
+    /// first MTU probes are answered once, or two more ACK-only packets
+    /// each stay on record on a connection that then idles (7 889 bytes
+    /// per idle connection against 7 572, measured).
+    fn copy_acks_for_ping(&mut self, now: Instant) {
+        if !self.loss.rtt().has_sample() {
+            return;
+        }
+        let (since, count) = &mut self.copied_pings;
+        if now.saturating_duration_since(*since) >= self.loss.rtt().smoothed() {
+            (*since, *count) = (now, 0);
+        }
+        if *count < COPIED_PINGS_PER_RTT {
+            *count += 1;
+            self.ack_copies_due = ACKS_PER_PING;
         }
     }
 

@@ -17,11 +17,28 @@ use super::handshake::MAX_INTRO_BACKOFF;
 use super::streams::messages::{MESSAGE_CHARGE, MESSAGE_WINDOW, MessageSender};
 use super::streams::scheduler::Urgency;
 use super::streams::{Streams, Turn};
+use super::timers::PROBE_PACKETS;
 use super::{Connection, State};
 use crate::{Transmit, TransmitLimits};
 
 /// The smallest datagram worth building (an ACK, a challenge).
 pub(super) const MIN_PACKET: usize = 64;
+
+/// ACK datagrams sent, one after the other, for a packet that carries a
+/// PING. A PING is a probe (RFC 9002 §6.2.4: sent "to elicit an
+/// acknowledgment"), a keep-alive or an MTU probe: a sender that sends
+/// one is waiting on its answer, and once a lossy way back has swallowed
+/// the ACKs of a window, that answer is the only way out of backed-off
+/// probe timeouts. Sent once, a burst of n lost datagrams lasted n/2
+/// doubling timeouts (two probes each); sent three times, n/6. The cost is
+/// two ACK-only datagrams (about 40 bytes each) per PING; on a path not
+/// yet validated they count against the amplification allowance like any
+/// other.
+pub(super) const ACKS_PER_PING: u8 = 3;
+
+/// PINGs per smoothed round trip whose ACK goes `ACKS_PER_PING` times: a
+/// probe timeout's probes.
+pub(super) const COPIED_PINGS_PER_RTT: u8 = PROBE_PACKETS;
 
 /// One packet number in about this many is skipped, never sent: a peer
 /// that acknowledges one acknowledges what it did not receive, to speed
@@ -146,6 +163,19 @@ impl Connection {
             len,
             segment_size,
         }
+    }
+
+    /// Whether a packet can leave now, whatever the congestion window: the
+    /// path's amplification allowance has room for the smallest one (on a
+    /// path not yet validated it may be spent), and the packet key can
+    /// seal one, or be updated first (once it sealed its limit, only after
+    /// the peer confirmed the previous update). Timers use it so that no
+    /// deadline is set for what cannot be sent.
+    pub(super) fn can_send_packet(&self) -> bool {
+        self.path.allowance() >= MIN_PACKET as u64
+            && self.keys.as_ref().is_some_and(|keys| {
+                keys.sealer.remaining_packets() > 0 || keys.sealer.key_update_confirmed()
+            })
     }
 
     /// The largest datagram for this path now.
@@ -422,8 +452,11 @@ impl Connection {
             let largest = self.ack_ranges.iter().map(|r| *r.end()).max();
             self.largest_ack_sent = self.largest_ack_sent.max(largest);
             record.ack_largest = largest;
-            self.ack_pending = false;
-            self.ack_policy.on_ack_sent();
+            self.ack_copies_due = self.ack_copies_due.saturating_sub(1);
+            if self.ack_copies_due == 0 {
+                self.ack_pending = false;
+                self.ack_policy.on_ack_sent();
+            }
         }
         if ack_eliciting {
             self.ping_due = false;

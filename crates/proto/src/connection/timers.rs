@@ -8,11 +8,10 @@ use tern_reliability::TimerEvent;
 
 use super::error::ConnectionError;
 use super::path::PathTimeout;
-use super::send::MIN_PACKET;
 use super::{Connection, State};
 
 /// Packets a probe timeout sends (RFC 9002 §6.2.4: one or two).
-const PROBE_PACKETS: u8 = 2;
+pub(super) const PROBE_PACKETS: u8 = 2;
 
 impl Connection {
     /// When [`handle_timeout`](Self::handle_timeout) should run next.
@@ -38,11 +37,12 @@ impl Connection {
             return self.confirm_deadline;
         }
         consider(self.loss.poll_timeout());
-        // An ACK that cannot go (a new path's amplification allowance is
-        // spent) has no deadline: the peer's next datagram raises the
-        // allowance and touches the connection; a deadline left in the past
-        // would have the driver call again on every turn.
-        if self.ack_pending && self.path.allowance() >= MIN_PACKET as u64 {
+        // A deadline for what no packet can carry now would be in the past
+        // on every turn, and the driver would spin on it: an ACK or a
+        // keep-alive waits for `can_send_packet`, which the peer's next
+        // datagram (raising the allowance, confirming a key update)
+        // changes, and which touches the connection.
+        if self.ack_pending && self.can_send_packet() {
             consider(self.ack_policy.poll_timeout());
         }
         // The MTU raise timer needs no wake-up of its own: it is checked
@@ -62,9 +62,10 @@ impl Connection {
     /// A ping the congestion window holds back (a lossy way back can leave
     /// a window of packets unacknowledged) must not leave a deadline in
     /// the past, or the driver would be asked to call again at once,
-    /// forever; an ACK or the probe timeout opens the window again.
+    /// forever; an ACK or the probe timeout opens the window again. Nor
+    /// while no packet can go at all (`can_send_packet`).
     fn keep_alive_at(&self) -> Option<Instant> {
-        if self.ping_due {
+        if self.ping_due || !self.can_send_packet() {
             return None;
         }
         let interval = self.config.keep_alive?;
@@ -146,7 +147,10 @@ impl Connection {
                 let rtt = self.rtt();
                 self.on_loss_report(now, report, &rtt);
             }
-            TimerEvent::Probe { .. } => self.probes_due = PROBE_PACKETS,
+            TimerEvent::Probe { .. } => {
+                self.probes_due = PROBE_PACKETS;
+                self.on_probe_timeout_for_proof();
+            }
             _ => {}
         }
         self.recovery = recovery;

@@ -35,7 +35,7 @@ impl Endpoint {
         if let Some(&index) = self.replies.get(&id) {
             if let Some(connection) = self.connections.get_mut(index)
                 && connection
-                    .reply_for_repeated_intro(datagram.len())
+                    .reply_for_repeated_intro(now, datagram.len())
                     .is_some()
             {
                 self.stored_replies.push_back((from, index));

@@ -52,6 +52,8 @@ pub struct Limits {
     pub streams: HashMap<u64, u64>,
     /// How many two-way streams the attacker may open (MaxStreams).
     pub bi_streams: u64,
+    /// How many large messages' streams the attacker may open (MaxStreams).
+    pub message_streams: u64,
 }
 
 /// An endpoint under attack, and the authenticated peer attacking it.
@@ -298,8 +300,8 @@ impl Attacker {
 
     /// Takes the datagrams in `inbox` and raises `limits` to the
     /// flow-control limits they carry: the connection's (MaxData), each
-    /// stream's (MaxStreamData, by stream id) and the two-way streams'
-    /// count (MaxStreams).
+    /// stream's (MaxStreamData, by stream id) and the counts of two-way
+    /// streams and large messages' streams (MaxStreams).
     pub fn take_limits(&mut self, limits: &mut Limits) {
         for mut datagram in std::mem::take(&mut self.inbox) {
             let Ok(opened) = self.keys.opener.open(&mut datagram) else {
@@ -314,8 +316,14 @@ impl Attacker {
                     }
                     Frame::MaxStreams(m) => {
                         let bound = StreamId(m.max);
-                        if bound.direction() == Direction::Bi {
-                            limits.bi_streams = limits.bi_streams.max(bound.index());
+                        match bound.direction() {
+                            Direction::Bi => {
+                                limits.bi_streams = limits.bi_streams.max(bound.index());
+                            }
+                            Direction::Uni => {
+                                limits.message_streams = limits.message_streams.max(bound.index());
+                            }
+                            Direction::OneWay => {}
                         }
                     }
                     _ => {}

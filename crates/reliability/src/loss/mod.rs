@@ -95,9 +95,10 @@ pub struct LossDetector<T> {
     /// When the first RTT sample was taken: persistent congestion only
     /// considers packets sent after it (RFC 9002 §7.6.2).
     first_rtt_sample: Option<Instant>,
-    /// When the connection moved to the path it is on (`None` on its first):
-    /// packets sent before it give no RTT sample.
-    path_since: Option<Instant>,
+    /// Packets sent before it give no RTT sample (`None`: all do): set
+    /// when the connection moves to a new path, and when a packet goes
+    /// again under its own number ([`LossDetector::on_resent`]).
+    samples_since: Option<Instant>,
     /// Largest packet number the peer has acknowledged.
     largest_acked: Option<u64>,
     /// When the oldest unacked packet below `largest_acked` crosses the time threshold.
@@ -118,7 +119,7 @@ impl<T> LossDetector<T> {
             sent: SentPackets::new(),
             rtt: RttEstimator::new(config.initial_rtt),
             first_rtt_sample: None,
-            path_since: None,
+            samples_since: None,
             largest_acked: None,
             loss_time: None,
             pto_count: 0,
@@ -220,7 +221,7 @@ impl<T> LossDetector<T> {
             // contribute to ... RTT estimation for the new path."
             if let Some(sent_at) = largest_sent_at
                 && any_ack_eliciting
-                && self.path_since.is_none_or(|since| sent_at >= since)
+                && self.samples_since.is_none_or(|since| sent_at >= since)
             {
                 let latest = now.saturating_duration_since(sent_at);
                 // RFC 9002 §5.3: an endpoint "MUST use the lesser of the
@@ -302,7 +303,20 @@ impl<T> LossDetector<T> {
         self.sent.leave_flight();
         self.rtt.reset();
         self.first_rtt_sample = None;
-        self.path_since = Some(now);
+        self.samples_since = Some(now);
+    }
+
+    /// A packet already sent went again at `now` under its own packet
+    /// number (a responder's handshake reply, re-sent as it was for a
+    /// repeated intro). Its acknowledgement may be for either copy, so
+    /// packets sent before `now` give no RTT sample: Karn's algorithm
+    /// (RFC 6298 §3: "RTT samples MUST NOT be made using segments that
+    /// were retransmitted"), which RFC 9002 needs nowhere else because a
+    /// packet number is otherwise never sent twice. Without it, a reply
+    /// lost for five seconds of intro resends gave a five-second sample,
+    /// and the responder's probe timeout stayed above ten seconds.
+    pub fn on_resent(&mut self, now: Instant) {
+        self.samples_since = Some(self.samples_since.map_or(now, |since| since.max(now)));
     }
 
     /// The connection's one RTT estimator (ACK delay subtracted): loss

@@ -17,9 +17,14 @@
 //! taken. (Letting them grow while the window looked half empty was tried:
 //! the window is announced anew only once half of it was taken, so others
 //! holding half of it starve the exempt one and nothing moves.) The
-//! window must hold those first 64 KiB of every message the peer may
-//! send at once (`max_concurrent_messages`) and leave room besides, which
-//! the defaults do eightfold.
+//! configured window must hold those first 64 KiB of every message the
+//! peer may send at once (`max_concurrent_messages`) and leave room
+//! besides, which the defaults do eightfold. The window in force starts
+//! smaller (256 KiB, four such starts): when messages under assembly fill
+//! more than half of it, it doubles without waiting for the application
+//! (see [`RecvWindow::raise_due`]), up to the configured size.
+//!
+//! [`RecvWindow::raise_due`]: super::flow_control::RecvWindow::raise_due
 
 use super::{Delivered, Held, StreamId, Streams};
 use crate::config::INITIAL_STREAM_WINDOW;

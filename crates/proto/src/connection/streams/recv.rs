@@ -132,6 +132,26 @@ impl Streams {
     /// does not fit waits, and `credit_wanted` says so.
     pub(in crate::connection) fn on_consumed(&mut self, bytes: u64) {
         self.window.on_consumed(bytes);
+        self.grant_update();
+    }
+
+    /// Grants the connection window's update, if one is due and fits in
+    /// `credit_room`. The bytes of the large messages under assembly
+    /// (which the application cannot take before they are whole) count as
+    /// held back; they are counted by a walk of the incoming streams, only
+    /// once the peer used half the window in force (before, they cannot
+    /// fill more than half of it).
+    fn grant_update(&mut self) {
+        let held_back = if self.window.unused() <= self.window.current() / 2 {
+            self.incoming
+                .values()
+                .filter(|inc| inc.message.is_some())
+                .map(|inc| inc.charged)
+                .sum()
+        } else {
+            0
+        };
+        self.window.set_held_back(held_back);
         let Some(raise) = self.window.raise_due() else {
             return;
         };
@@ -199,7 +219,9 @@ impl Streams {
         &mut self,
         bytes: u64,
     ) -> Result<(), FlowControlError> {
-        self.window.on_received(bytes)
+        self.window.on_received(bytes)?;
+        self.grant_update();
+        Ok(())
     }
 
     /// A Stream frame arrived. Returns a large message it completed.
@@ -240,9 +262,12 @@ impl Streams {
             if inc.data.readable() > 0 || inc.data.is_finished() {
                 self.readable.push(id);
             }
+            self.grant_update();
             return Ok(None);
         }
-        Ok(self.on_message_data(id))
+        let delivered = self.on_message_data(id);
+        self.grant_update();
+        Ok(delivered)
     }
 
     pub(in crate::connection) fn on_reset(

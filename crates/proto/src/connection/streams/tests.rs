@@ -420,7 +420,8 @@ proptest! {
 #[test]
 fn a_window_update_waits_for_room_in_the_memory_budget() {
     let mut streams = streams(1 << 20, 4 << 20);
-    let window = ConnectionConfig::default().receive_window;
+    // The whole initial window was read: the update lets in twice as much.
+    let window = 2 * INITIAL_CONNECTION_WINDOW;
     streams.max_data_due = false;
     streams
         .window

@@ -278,6 +278,23 @@ fn after_a_path_change_only_packets_sent_on_the_new_path_give_rtt_samples() {
 }
 
 #[test]
+fn a_packet_sent_again_under_its_number_gives_no_rtt_sample() {
+    let mut h = Harness::new();
+    h.send(0);
+    h.advance(5_000 * MS);
+    // Packet 0 went again as it was: its ACK may be for either copy.
+    h.detector.on_resent(h.now());
+    h.advance(20 * MS);
+    let summary = h.ack(&[0..=0], Duration::ZERO).unwrap();
+    assert_eq!((summary.newly_acked, summary.rtt_sample), (1, None));
+    assert!(!h.detector.rtt().has_sample());
+    h.send(1);
+    h.advance(20 * MS);
+    let summary = h.ack(&[0..=1], Duration::ZERO).unwrap();
+    assert_eq!(summary.rtt_sample, Some(20 * MS));
+}
+
+#[test]
 fn after_a_path_change_packets_sent_on_the_old_path_leave_bytes_in_flight() {
     let mut h = Harness::new();
     h.send(0);
