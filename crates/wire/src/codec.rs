@@ -21,9 +21,10 @@ use crate::error::{DecodeError, EncodeError};
 use crate::frame::{
     Ack, AckFrameRanges, AckFrameRangesRepr, AckFrequency, Close, CloseKind, DataBlocked, Datagram,
     Frame, FrameType, Identity, MAX_ACK_RANGES, MAX_REQUESTED_ACK_DELAY, MaxData, MaxMessageSize,
-    MaxStreamData, MaxStreams, Message, Padding, PathChallenge, PathResponse, ResetStream,
-    StopSending, Stream, StreamDataBlocked,
+    MaxStreamData, MaxStreams, Message, NewTicket, Padding, PathChallenge, PathResponse,
+    ResetStream, StopSending, Stream, StreamDataBlocked,
 };
+use crate::ticket::TICKET_LEN;
 use crate::varint::{VARINT_MAX, varint_len};
 
 mod observed_address;
@@ -341,6 +342,7 @@ impl<'a> Frame<'a> {
             Self::Identity(i) => bytes_len(i.public_key) + bytes_len(i.signature),
             Self::ObservedAddress(o) => observed_address::body_len(o),
             Self::MaxMessageSize(m) => varint_len(m.max),
+            Self::NewTicket(t) => varint_len(t.lifetime_s) + TICKET_LEN,
         }
     }
 
@@ -398,6 +400,9 @@ impl<'a> Frame<'a> {
             }
             Self::MaxMessageSize(m) => {
                 checked("max message size", m.max)?;
+            }
+            Self::NewTicket(t) => {
+                checked("ticket lifetime", t.lifetime_s)?;
             }
             Self::PathChallenge(_)
             | Self::PathResponse(_)
@@ -530,6 +535,10 @@ impl<'a> Frame<'a> {
                 body.copy_from_slice(data);
             }
             Self::ObservedAddress(o) => observed_address::encode_body(o, body)?,
+            Self::NewTicket(t) => {
+                let at = put(&t.lifetime_s, body)?;
+                body[at..].copy_from_slice(t.ticket);
+            }
         }
         Ok(())
     }
@@ -686,6 +695,17 @@ impl<'a> Frame<'a> {
                 let (frame, rest) = observed_address::decode_body(body)?;
                 (Self::ObservedAddress(frame), rest)
             }
+            FrameType::NewTicket => {
+                let (lifetime_s, rest) = take::<u64>(ty, body)?;
+                let (ticket, rest) = rest
+                    .split_first_chunk::<TICKET_LEN>()
+                    .ok_or(DecodeError::Truncated(ty))?;
+                let frame = NewTicket {
+                    lifetime_s: bounded(ty, lifetime_s)?,
+                    ticket,
+                };
+                (Self::NewTicket(frame), rest)
+            }
         };
         let used = bytes.len() - rest.len();
         if used != frame.encoded_len() {
@@ -840,6 +860,7 @@ pub(crate) mod tests {
         },
         ObservedAddress(crate::ObservedAddress),
         MaxMessageSize(MaxMessageSize),
+        NewTicket(u64, Box<crate::Ticket>),
     }
 
     impl OwnedFrame {
@@ -895,6 +916,10 @@ pub(crate) mod tests {
                 }),
                 Self::ObservedAddress(o) => Frame::ObservedAddress(*o),
                 Self::MaxMessageSize(m) => Frame::MaxMessageSize(*m),
+                Self::NewTicket(lifetime_s, ticket) => Frame::NewTicket(NewTicket {
+                    lifetime_s: *lifetime_s,
+                    ticket,
+                }),
             }
         }
     }
@@ -1000,6 +1025,11 @@ pub(crate) mod tests {
                     })
                 }),
             varint().prop_map(|max| OwnedFrame::MaxMessageSize(MaxMessageSize { max })),
+            (varint(), any::<[u8; 32]>(), any::<u8>()).prop_map(|(lifetime, seed, fill)| {
+                let mut ticket = [fill; TICKET_LEN];
+                ticket[..32].copy_from_slice(&seed);
+                OwnedFrame::NewTicket(lifetime, Box::new(ticket))
+            }),
         ]
     }
 
@@ -1161,7 +1191,7 @@ pub(crate) mod tests {
 
     #[test]
     fn unknown_frame_types_are_refused() {
-        assert_eq!(decode_err(&[0x15]), DecodeError::UnknownFrameType(0x15));
+        assert_eq!(decode_err(&[0x16]), DecodeError::UnknownFrameType(0x16));
         assert_eq!(
             decode_err(&[0xff, 1, 2]),
             DecodeError::UnknownFrameType(0xff)

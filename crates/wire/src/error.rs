@@ -265,6 +265,30 @@ pub enum AcceptError {
     /// responder, or the reverse.
     #[error("intro for another kind of identity")]
     WrongKind,
+    /// A resumed intro whose ticket does not open here: forged, altered,
+    /// sealed by another responder or before this one restarted, or this
+    /// responder issues no tickets.
+    #[error("resumption ticket does not open")]
+    TicketRefused,
+    /// A resumed intro whose ticket is older than the ticket lifetime.
+    #[error("resumption ticket expired")]
+    TicketExpired,
+    /// A resumed intro whose ticket was already used (tickets are
+    /// single-use).
+    #[error("resumption ticket already used")]
+    TicketReused,
+}
+
+impl AcceptError {
+    /// Whether the intro was a resumed one this responder will not resume:
+    /// its initiator should fall back to a full intro.
+    #[must_use]
+    pub const fn is_ticket_refusal(&self) -> bool {
+        matches!(
+            self,
+            Self::TicketRefused | Self::TicketExpired | Self::TicketReused
+        )
+    }
 }
 
 /// An initiator could not use a packet as the reply to its intro.

@@ -67,6 +67,8 @@ pub enum FrameType {
     MaxMessageSize = 0x13,
     /// [`Frame::ObservedAddress`].
     ObservedAddress = 0x14,
+    /// [`Frame::NewTicket`].
+    NewTicket = 0x15,
 }
 
 impl FrameType {
@@ -95,6 +97,7 @@ impl FrameType {
             0x12 => Self::Identity,
             0x13 => Self::MaxMessageSize,
             0x14 => Self::ObservedAddress,
+            0x15 => Self::NewTicket,
             _ => return None,
         })
     }
@@ -143,6 +146,8 @@ pub enum Frame<'a> {
     MaxMessageSize(MaxMessageSize),
     /// The address the sender sees the receiver's packets come from.
     ObservedAddress(ObservedAddress),
+    /// A resumption ticket from the responder.
+    NewTicket(NewTicket<'a>),
 }
 
 impl Frame<'_> {
@@ -177,6 +182,7 @@ impl Frame<'_> {
             Self::Identity(_) => FrameType::Identity,
             Self::MaxMessageSize(_) => FrameType::MaxMessageSize,
             Self::ObservedAddress(_) => FrameType::ObservedAddress,
+            Self::NewTicket(_) => FrameType::NewTicket,
         }
     }
 
@@ -595,6 +601,18 @@ pub struct ObservedAddress {
     pub sequence: u64,
     /// The address the receiver's packets come from, as the sender sees it.
     pub address: SocketAddr,
+}
+
+/// A resumption ticket (wire format §6.6): the responder sends one once
+/// the handshake is confirmed, and the initiator may present it, once,
+/// in its next intro to the same responder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewTicket<'a> {
+    /// How long the ticket may be used, in seconds from its arrival. At
+    /// most [`VARINT_MAX`].
+    pub lifetime_s: u64,
+    /// The ticket, opaque to the initiator.
+    pub ticket: &'a crate::Ticket,
 }
 
 #[cfg(test)]

@@ -65,6 +65,9 @@
 mod body;
 mod initiator;
 mod responder;
+mod resume_intro;
+#[cfg(test)]
+mod resume_tests;
 mod rsa_intro;
 mod schedule;
 #[cfg(test)]
@@ -79,9 +82,11 @@ use sha2::{Digest, Sha256};
 
 use crate::packet::{PacketOpener, PacketSealer};
 use crate::replay::{INTRO_ID_LEN, IntroId};
+use crate::ticket::ResumptionSecret;
 
 pub use initiator::{Established, PendingIntro, RefusedReply};
-pub use responder::{Accepted, Responder};
+pub use responder::{Accepted, Responder, TicketPolicy};
+pub use resume_intro::{RESUME_REFUSED_LEN, parse_resume_refused, write_resume_refused};
 pub use schedule::Transcript;
 
 /// The protocol version this crate speaks; an intro with another is refused.
@@ -108,6 +113,10 @@ pub struct ConnectionKeys {
     pub sealer: PacketSealer,
     /// Opens what the peer sends.
     pub opener: PacketOpener,
+    /// The session's resumption secret: what a ticket issued in it
+    /// carries (responder), and what the intro that resumes it is sealed
+    /// with (initiator).
+    pub resumption: ResumptionSecret,
 }
 
 /// Milliseconds since the UNIX epoch, the intro's timestamp unit.
