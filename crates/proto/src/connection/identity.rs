@@ -98,6 +98,11 @@ impl PeerIdentity {
         }
     }
 
+    /// Initiator: the responder's key it connects to.
+    pub(super) fn responder_key(&self) -> Option<&PublicIdentity> {
+        self.key.as_deref()
+    }
+
     /// The proof to put first in the next packet, if one is due.
     pub(super) fn due_proof(&self) -> Option<Frame<'_>> {
         self.proof

@@ -279,6 +279,7 @@ impl Connection {
                 }
             }
             Frame::MaxMessageSize(limit) => self.message_limits.on_frame(*limit),
+            Frame::NewTicket(ticket) => self.on_ticket_frame(ticket),
             Frame::PathChallenge(PathChallenge { data }) => {
                 self.path_response_due = Some(*data);
             }
