@@ -142,11 +142,23 @@ impl Connection {
             }
         }
         let mut buf = vec![0u8; accepted.max_reply_len()];
-        let (len, keys) = accepted.reply(local_index, &[Frame::Ping], &mut buf)?;
+        // This side's message limit goes in the reply, so the initiator
+        // knows it from its first packet on rather than assuming 1 GiB for
+        // a round trip.
+        let limit = connection
+            .message_limits
+            .due_frame(connection.config.max_message_size);
+        let mut frames = vec![Frame::Ping];
+        frames.extend(limit);
+        let (len, keys) = accepted.reply(local_index, &frames, &mut buf)?;
         buf.truncate(len);
         // The reply is packet 0 of this side: the initiator acknowledges it.
         let mut record = CarriedRecord::new();
         record.push(Carried::Ping);
+        if limit.is_some() {
+            connection.message_limits.on_sent();
+            record.push(Carried::MaxMessageSize);
+        }
         let now = connection.epoch;
         connection.on_sent(now, 0, len, true, true, record);
         connection.keys = Some(keys);
