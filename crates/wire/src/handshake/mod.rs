@@ -124,3 +124,26 @@ fn unix_millis(now: SystemTime) -> Option<u64> {
     let since = now.duration_since(UNIX_EPOCH).ok()?;
     u64::try_from(since.as_millis()).ok()
 }
+
+/// The X25519 intro an anonymous initiator with the fixed `ephemeral`
+/// private key writes to the responder whose private key is `responder`:
+/// the wire format's example, which needs no RNG.
+#[cfg(test)]
+pub(crate) fn example_x25519_intro(
+    responder: [u8; 32],
+    ephemeral: [u8; 32],
+    timestamp_ms: u64,
+    initiator_index: u32,
+) -> [u8; INTRO_LEN] {
+    let responder = x25519_dalek::PublicKey::from(&x25519_dalek::StaticSecret::from(responder));
+    let fields = x25519_intro::Fields {
+        version: PROTOCOL_VERSION,
+        timestamp_ms,
+        initiator_index,
+    };
+    let mut intro = [0u8; INTRO_LEN];
+    let ephemeral = x25519_dalek::StaticSecret::from(ephemeral);
+    let written = x25519_intro::write(responder.as_bytes(), None, &ephemeral, fields, &mut intro);
+    assert!(written.is_ok(), "the example keys are not degenerate");
+    intro
+}
