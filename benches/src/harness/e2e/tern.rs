@@ -56,8 +56,10 @@ fn other(e: impl std::fmt::Display) -> io::Error {
     io::Error::other(e.to_string())
 }
 
+/// The client keeps no resumption tickets: every connect of the
+/// `connect` workload is a cold one, as its name says.
 pub(crate) fn config() -> Config {
-    Config::default().max_udp_payload(1452)
+    Config::default().max_udp_payload(1452).ticket_cache(0)
 }
 
 impl Tern {
