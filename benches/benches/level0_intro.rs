@@ -90,9 +90,8 @@ fn accept_and_reply(bencher: Bencher, identity: &IdentityKey, proving: Option<&I
 /// ticket of its own (tickets are single-use) issued beforehand.
 fn accept_resumed_and_reply(bencher: Bencher, identity: &IdentityKey) {
     let now = SystemTime::now();
-    let responder = RefCell::new(
-        responder(identity).with_tickets(TicketPolicy::default(), &mut OsRng),
-    );
+    let responder =
+        RefCell::new(responder(identity).with_tickets(TicketPolicy::default(), &mut OsRng));
     let mut reply = [0u8; 3 * INTRO_LEN];
     bencher
         .with_inputs(|| {
