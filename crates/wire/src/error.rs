@@ -341,8 +341,14 @@ pub enum ProofError {
     /// RSA signing failed.
     #[error("RSA signing failed")]
     Signing(#[source] rsa::Error),
-    /// The key is not RSA: an X25519 identity proves itself in the intro
-    /// (wire format §6.5), never with a signature.
-    #[error("an identity proof by signature takes an RSA key")]
+    /// The key is neither RSA nor X25519.
+    #[error("an identity proof takes an RSA or X25519 key")]
     NotRsa,
+    /// An X25519 identity's proof needs the responder's ephemeral key
+    /// (the initiator's public half, the responder's private half), which
+    /// this transcript does not hold: the responder let it go (the
+    /// initiator proved an identity in the intro), or this is the other
+    /// side's transcript.
+    #[error("no ephemeral key to prove or check an X25519 identity with")]
+    NoExchange,
 }

@@ -30,9 +30,9 @@ impl Connection {
     /// to carry. `wall` is the wall-clock time for the intro's timestamp.
     /// The intro's kind follows the responder's key. `prover` is this
     /// side's identity if it proves it: an X25519 identity to an X25519
-    /// responder is proven in the intro itself, any other with a signature
-    /// after the reply (an X25519 identity to an RSA responder cannot
-    /// sign, and stays anonymous).
+    /// responder is proven in the intro itself, any other with an Identity
+    /// frame after the reply (an RSA signature, or an X25519 identity's
+    /// exchange with the responder's ephemeral key).
     ///
     /// With a `resume` ticket from this responder the intro is the resumed
     /// one (wire format §6.6); if the responder refuses it, a full intro
@@ -102,9 +102,8 @@ impl Connection {
 
     /// The identity an initiator proves in the intro itself: an X25519
     /// identity to an X25519 responder (a resumed intro carries the same
-    /// proof in its ticket). Any other proves itself with a signature after
-    /// the reply, or (an X25519 identity to an RSA responder, which cannot
-    /// sign) stays anonymous.
+    /// proof in its ticket). Any other proves itself with an Identity frame
+    /// after the reply.
     pub(super) fn proven_in_intro<'k>(
         prover: Option<&'k IdentityKey>,
         responder: &PublicIdentity,

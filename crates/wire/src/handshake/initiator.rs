@@ -9,7 +9,7 @@ use x25519_dalek::{PublicKey, StaticSecret};
 use zeroize::Zeroizing;
 
 use super::body::IntroBody;
-use super::schedule::{Transcript, derive_secrets, transcript};
+use super::schedule::{ProofExchange, Transcript, derive_secrets, transcript};
 use super::{
     ConnectionKeys, INTRO_LEN, PROTOCOL_VERSION, intro_id, resume_intro, rsa_intro, unix_millis,
     x25519_intro,
@@ -247,6 +247,7 @@ impl PendingIntro {
             transcript: Transcript {
                 intro: self.intro.clone(),
                 hash,
+                exchange: Some(ProofExchange::Initiator(ephemeral)),
             },
             reply,
         })

@@ -87,6 +87,7 @@ use crate::ticket::ResumptionSecret;
 pub use initiator::{Established, PendingIntro, RefusedReply};
 pub use responder::{Accepted, Responder, TicketPolicy};
 pub use resume_intro::{RESUME_REFUSED_LEN, parse_resume_refused, write_resume_refused};
+pub(crate) use schedule::ProofExchange;
 pub use schedule::Transcript;
 
 /// The protocol version this crate speaks; an intro with another is refused.

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use x25519_dalek::{PublicKey, SharedSecret, StaticSecret};
 use zeroize::Zeroizing;
 
-use super::schedule::{Transcript, derive_secrets, transcript};
+use super::schedule::{ProofExchange, Transcript, derive_secrets, transcript};
 use super::{
     ConnectionKeys, INTRO_LEN, PROTOCOL_VERSION, intro_id, resume_intro, rsa_intro, unix_millis,
     x25519_intro,
@@ -287,6 +287,9 @@ pub struct Accepted {
     salt: Zeroizing<[u8; SECRET_LEN]>,
     /// The responder's ephemeral public key, which the reply carries.
     ephemeral: [u8; X25519_KEY_LEN],
+    /// Its private half, while the initiator is anonymous: an X25519
+    /// identity may still prove itself with it (wire format §5.10).
+    ephemeral_secret: Option<StaticSecret>,
     /// The exchange of the two ephemeral keys.
     shared: Zeroizing<[u8; X25519_KEY_LEN]>,
     /// The initiator's identity, proven in the X25519 intro.
@@ -320,6 +323,7 @@ impl Accepted {
             intro_len: 0,
             salt,
             ephemeral: PublicKey::from(ephemeral).to_bytes(),
+            ephemeral_secret: initiator.is_none().then(|| ephemeral.clone()),
             shared: Zeroizing::new(*shared.as_bytes()),
             initiator,
             config: KeyConfig::default(),
@@ -362,6 +366,10 @@ impl Accepted {
         Ok(Transcript {
             intro: self.intro.clone(),
             hash: self.transcript_hash(self.ephemeral, index)?,
+            exchange: self
+                .ephemeral_secret
+                .as_ref()
+                .map(|secret| ProofExchange::Responder(Box::new(secret.clone()))),
         })
     }
 

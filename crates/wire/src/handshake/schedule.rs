@@ -5,6 +5,7 @@ use core::fmt;
 
 use hkdf::Hkdf;
 use sha2::{Digest, Sha256};
+use x25519_dalek::StaticSecret;
 use zeroize::Zeroizing;
 
 use crate::header::{Header, X25519_KEY_LEN};
@@ -69,6 +70,20 @@ pub(super) fn transcript(intro: &Sha256, reply_header: &[u8]) -> [u8; 32] {
 pub struct Transcript {
     pub(super) intro: Sha256,
     pub(super) hash: [u8; 32],
+    /// What an X25519 identity's proof is made with (wire format §5.10).
+    pub(crate) exchange: Option<ProofExchange>,
+}
+
+/// The half of the exchange an X25519 identity's proof is keyed with that
+/// each side holds: the initiator the responder's ephemeral public key,
+/// the responder its ephemeral private key (kept only while a proof may
+/// still come).
+#[derive(Clone)]
+pub(crate) enum ProofExchange {
+    /// The initiator's: the responder's ephemeral public key.
+    Initiator([u8; X25519_KEY_LEN]),
+    /// The responder's: its ephemeral private key.
+    Responder(Box<StaticSecret>),
 }
 
 impl fmt::Debug for Transcript {
