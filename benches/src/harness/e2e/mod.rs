@@ -116,6 +116,19 @@ pub(crate) trait Workloads {
     /// Connects cold `count` times, one after the other, recording each
     /// connect's duration (ns) in `latencies`.
     fn connects(&mut self, count: usize, latencies: &mut Histogram<u64>) -> io::Result<()>;
+    /// [`connects`](Self::connects) to a server whose identity is an
+    /// X25519 key; unsupported by a transport without such identities.
+    fn connects_x25519(&mut self, count: usize, latencies: &mut Histogram<u64>) -> io::Result<()> {
+        let _ = (count, latencies);
+        Err(io::ErrorKind::Unsupported.into())
+    }
+    /// Connects `count` times, each resuming with the ticket the connect
+    /// before it received (one cold connect first, not timed);
+    /// unsupported by a transport without resumption.
+    fn connects_resumed(&mut self, count: usize, latencies: &mut Histogram<u64>) -> io::Result<()> {
+        let _ = (count, latencies);
+        Err(io::ErrorKind::Unsupported.into())
+    }
     /// On one connection to `to` (the server, or a relay in front of it),
     /// sends a few `len`-byte messages to warm up, then `count` more, one
     /// at a time, each answered once the server has it whole; records each
@@ -232,9 +245,17 @@ impl crate::Group for E2e {
 
     fn selected(&self, args: &Args) -> bool {
         let prefix = self.prefix;
-        ["bulk", "bulk/cost", "rr64", "rr64x32", "connect"]
-            .iter()
-            .any(|w| args.wants(&format!("{prefix}/{w}/")))
+        [
+            "bulk",
+            "bulk/cost",
+            "rr64",
+            "rr64x32",
+            "connect",
+            "connect_x25519",
+            "connect_resumed",
+        ]
+        .iter()
+        .any(|w| args.wants(&format!("{prefix}/{w}/")))
             || suite::selected(prefix, args)
     }
 
@@ -266,8 +287,21 @@ impl crate::Group for E2e {
                 );
             }
         }
-        if args.wants(&format!("{prefix}/connect/")) {
-            run_connects(prefix, transport.as_mut(), args, samples);
+        let connect_kinds: [(&str, ConnectFn); 3] = [
+            ("connect", |t, count, latencies| {
+                t.connects(count, latencies)
+            }),
+            ("connect_x25519", |t, count, latencies| {
+                t.connects_x25519(count, latencies)
+            }),
+            ("connect_resumed", |t, count, latencies| {
+                t.connects_resumed(count, latencies)
+            }),
+        ];
+        for (workload, connect) in connect_kinds {
+            if args.wants(&format!("{prefix}/{workload}/")) {
+                run_connects(prefix, workload, connect, transport.as_mut(), args, samples);
+            }
         }
         suite::run(prefix, transport.as_mut(), args);
     }
@@ -439,29 +473,43 @@ fn run_requests(
     );
 }
 
-fn run_connects(prefix: &str, transport: &mut dyn Workloads, args: &Args, samples: usize) {
+/// One way of connecting: `count` connects, each timed into the histogram.
+type ConnectFn = fn(&mut dyn Workloads, usize, &mut Histogram<u64>) -> io::Result<()>;
+
+/// The `workload` rows (`connect`, `connect_x25519`, `connect_resumed`):
+/// `samples` runs of `connect`; a transport that does not support the kind
+/// gets no row.
+fn run_connects(
+    prefix: &str,
+    workload: &str,
+    connect: ConnectFn,
+    transport: &mut dyn Workloads,
+    args: &Args,
+    samples: usize,
+) {
     let count = connects_per_sample(args.mode);
     let (mut p50, mut p99) = (Vec::new(), Vec::new());
     for _ in 0..samples {
         let mut latencies = latency_histogram();
-        match transport.connects(count, &mut latencies) {
+        match connect(transport, count, &mut latencies) {
             Ok(()) => {
                 p50.push(latencies.value_at_quantile(0.50) as f64);
                 p99.push(latencies.value_at_quantile(0.99) as f64);
             }
-            Err(e) => eprintln!("   {prefix}/connect: sample failed: {e}"),
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => return,
+            Err(e) => eprintln!("   {prefix}/{workload}: sample failed: {e}"),
         }
     }
     eprintln!(
-        "   {prefix}/connect: median {:.0} µs, p99 {:.0} µs",
+        "   {prefix}/{workload}: median {:.0} µs, p99 {:.0} µs",
         median(&p50) / 1e3,
         median(&p99) / 1e3
     );
     emit_all(
         args,
         vec![
-            (format!("{prefix}/connect/p50"), "ns", Better::Lower, p50),
-            (format!("{prefix}/connect/p99"), "ns", Better::Lower, p99),
+            (format!("{prefix}/{workload}/p50"), "ns", Better::Lower, p50),
+            (format!("{prefix}/{workload}/p99"), "ns", Better::Lower, p99),
         ],
     );
 }

@@ -13,7 +13,10 @@
 //! - `connect`: a cold connect (RSA-2048 intro, X25519, one round trip)
 //!   until the connection is usable. The server's intro rate limits are
 //!   raised for the benchmark (all connects come from 127.0.0.1, which the
-//!   defaults allow 10 per second).
+//!   defaults allow 10 per second). `connect_x25519`: the same to a second
+//!   server whose identity is an X25519 key. `connect_resumed`: to that
+//!   server from a client that keeps tickets, each connect resuming with
+//!   the ticket of the one before (which the client waits for, untimed).
 //! - `messages` and `message_flood`: whole messages of the given size
 //!   ([`Connection::send`]); the server answers a message with its first
 //!   64 bytes, counts `COUNT` messages, and answers a `TALLY` once it has
@@ -50,6 +53,9 @@ pub(crate) struct Tern {
     public: PublicIdentity,
     /// Dropping it stops the server's runtime.
     _stop: tokio::sync::oneshot::Sender<()>,
+    /// A second set-up whose server has an X25519 identity, made at its
+    /// first use.
+    x25519: Option<Box<Tern>>,
 }
 
 fn other(e: impl std::fmt::Display) -> io::Error {
@@ -72,6 +78,15 @@ impl Tern {
     /// one is given.
     pub(crate) fn start_with(config: Config, server_cpu: Option<usize>) -> io::Result<Self> {
         let identity = IdentityKey::generate(&mut OsRng).map_err(other)?;
+        Self::start_as(config, server_cpu, identity)
+    }
+
+    /// [`start_with`](Self::start_with), the server holding `identity`.
+    fn start_as(
+        config: Config,
+        server_cpu: Option<usize>,
+        identity: IdentityKey,
+    ) -> io::Result<Self> {
         let public = identity.public();
         let mut protocol = EndpointConfig::default();
         protocol.intro_limits.per_source_rate = 100_000;
@@ -127,7 +142,19 @@ impl Tern {
             server_addr,
             public,
             _stop: stop,
+            x25519: None,
         })
+    }
+
+    /// The set-up whose server has an X25519 identity.
+    fn x25519(&mut self) -> io::Result<&mut Tern> {
+        if self.x25519.is_none() {
+            let identity = IdentityKey::generate_x25519(&mut OsRng);
+            self.x25519 = Some(Box::new(Self::start_as(config(), None, identity)?));
+        }
+        self.x25519
+            .as_deref_mut()
+            .ok_or_else(|| other("no X25519 server"))
     }
 
     async fn connect(&self) -> io::Result<Connection> {
@@ -336,6 +363,50 @@ impl Workloads for Tern {
                 let start = Instant::now();
                 let connection = self.connect().await?;
                 latencies.saturating_record(super::nanos(start.elapsed()));
+                connection.close(0, Bytes::new()).await;
+            }
+            Ok(())
+        })
+    }
+
+    fn connects_x25519(&mut self, count: usize, latencies: &mut Histogram<u64>) -> io::Result<()> {
+        self.x25519()?.connects(count, latencies)
+    }
+
+    fn connects_resumed(&mut self, count: usize, latencies: &mut Histogram<u64>) -> io::Result<()> {
+        let tern = self.x25519()?;
+        let (server_addr, public) = (tern.server_addr, tern.public.clone());
+        tern.client.block_on(async {
+            // A client of its own that keeps tickets (the shared one keeps
+            // none, so that `connect` stays cold).
+            let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+            let client = Endpoint::bind(loopback, Config::default().max_udp_payload(1452))?;
+            let wait_for_ticket = |received: u64| {
+                let client = client.clone();
+                async move {
+                    let deadline = Instant::now() + Duration::from_secs(5);
+                    while client.stats().protocol.tickets_received <= received {
+                        if Instant::now() > deadline {
+                            return Err(other("no ticket came"));
+                        }
+                        tokio::time::sleep(Duration::from_micros(200)).await;
+                    }
+                    Ok(())
+                }
+            };
+            let first = client.connect(server_addr, &public).await.map_err(other)?;
+            wait_for_ticket(0).await?;
+            first.close(0, Bytes::new()).await;
+            for _ in 0..count {
+                let received = client.stats().protocol.tickets_received;
+                let resumed_before = client.stats().protocol.connects_resumed;
+                let start = Instant::now();
+                let connection = client.connect(server_addr, &public).await.map_err(other)?;
+                latencies.saturating_record(super::nanos(start.elapsed()));
+                if client.stats().protocol.connects_resumed != resumed_before + 1 {
+                    return Err(other("the connect did not resume"));
+                }
+                wait_for_ticket(received).await?;
                 connection.close(0, Bytes::new()).await;
             }
             Ok(())
