@@ -195,7 +195,9 @@ impl Responder {
         if fields.version != PROTOCOL_VERSION {
             return Err(AcceptError::UnsupportedVersion(fields.version));
         }
-        // Only once the body proved the secret is the ticket spent.
+        // Only once the body proved the secret, and its timestamp will
+        // pass, is the ticket spent.
+        self.replay.check_window(fields.timestamp_ms, now_ms)?;
         tickets
             .used
             .admit(ticket_id(&ticket), contents.issued_ms, now_ms)

@@ -150,6 +150,18 @@ fn a_ticket_without_its_secret_opens_nothing_and_is_not_spent() {
     assert!(responder.accept(&intro, t0(), &mut OsRng).is_ok());
 }
 
+#[test]
+fn a_resumed_intro_out_of_the_timestamp_window_is_refused_and_does_not_spend_its_ticket() {
+    let mut responder = responder(x25519_identity());
+    let (ticket, secret) = full_handshake(&mut responder, None);
+    let skewed = t0() - Duration::from_secs(60);
+    let (_, intro) = resumed_intro(&ticket, &secret, skewed);
+    let refused = responder.accept(&intro, t0(), &mut OsRng).map(|_| ());
+    assert!(matches!(refused, Err(AcceptError::StaleTimestamp { .. })));
+    let (_, intro) = resumed_intro(&ticket, &secret, t0());
+    assert!(responder.accept(&intro, t0(), &mut OsRng).is_ok());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
