@@ -1,8 +1,8 @@
 //! Level 0: the responder's CPU per intro, for each kind of identity. One
 //! iteration is everything a responder spends on a fresh intro that it
 //! accepts: opening and checking it (RSA-OAEP decryption, or the X25519
-//! intro's exchanges and seals), the replay guard, its own ephemeral key,
-//! the key schedule and the sealed reply. The intros are made beforehand,
+//! intro's exchanges and seals, or a resumed intro's ticket), the replay
+//! guard, its own ephemeral key, the key schedule and the sealed reply. The intros are made beforehand,
 //! outside the timing; each iteration gets a distinct one.
 //!
 //! The inverse of a figure is how many intros one core answers a second:
@@ -11,13 +11,17 @@
 
 #![forbid(unsafe_code)]
 
+use std::cell::RefCell;
 use std::num::NonZeroUsize;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use divan::{Bencher, black_box};
-use rand_core::OsRng;
-use tern_wire::{Frame, INTRO_LEN, IdentityKey, KeyConfig, PendingIntro, ReplayGuard, Responder};
+use rand_core::{OsRng, RngCore};
+use tern_wire::{
+    Frame, INTRO_LEN, IdentityKey, KeyConfig, PendingIntro, ReplayGuard, Responder,
+    ResumptionSecret, TicketPolicy,
+};
 
 fn main() {
     divan::main();
@@ -82,8 +86,54 @@ fn accept_and_reply(bencher: Bencher, identity: &IdentityKey, proving: Option<&I
         });
 }
 
+/// Accepts and answers fresh resumed intros to `identity`, each with a
+/// ticket of its own (tickets are single-use) issued beforehand.
+fn accept_resumed_and_reply(bencher: Bencher, identity: &IdentityKey) {
+    let now = SystemTime::now();
+    let responder =
+        RefCell::new(responder(identity).with_tickets(TicketPolicy::default(), &mut OsRng));
+    let mut reply = [0u8; 3 * INTRO_LEN];
+    bencher
+        .with_inputs(|| {
+            let mut secret = [0u8; 32];
+            OsRng.fill_bytes(&mut secret);
+            let secret = ResumptionSecret::from_bytes(secret);
+            let ticket = responder
+                .borrow()
+                .issue_ticket(&secret, None, now, &mut OsRng)
+                .expect("issues tickets");
+            let mut intro = [0u8; INTRO_LEN];
+            PendingIntro::write_resumed(
+                &ticket,
+                &secret,
+                7,
+                KeyConfig::default(),
+                now,
+                &mut OsRng,
+                &mut intro,
+            )
+            .expect("writes");
+            intro
+        })
+        .bench_local_refs(|intro| {
+            let accepted = responder
+                .borrow_mut()
+                .accept(intro, now, &mut OsRng)
+                .expect("a fresh resumed intro");
+            black_box(accepted.reply(9, &[Frame::Ping], &mut reply).expect("fits"))
+        });
+}
+
 mod responder_per_intro {
     use super::*;
+
+    /// A resumed intro (a ticket from an earlier session): two AES-GCM
+    /// opens, the responder's ephemeral key and `ee`; no operation on its
+    /// static key, so the same for either kind of identity.
+    #[divan::bench]
+    fn resumed(bencher: Bencher) {
+        accept_resumed_and_reply(bencher, super::x25519());
+    }
 
     /// An RSA intro: one blinded RSA-2048 decryption and one X25519
     /// exchange.

@@ -38,7 +38,10 @@ const PRIMARY: [&str; 7] = [
 /// Tern workloads quinn has no figure of its own for, each with the quinn
 /// workload its row compares with: Tern's connects with other identities
 /// against quinn's one cold connect (a full TLS 1.3 handshake).
-const QUINN_COUNTERPARTS: [(&str, &str); 1] = [("connect_x25519", "connect")];
+const QUINN_COUNTERPARTS: [(&str, &str); 2] = [
+    ("connect_x25519", "connect"),
+    ("connect_resumed", "connect"),
+];
 
 /// The quinn workload a Tern-only `workload` compares with, if any.
 fn quinn_counterpart(workload: &str) -> Option<&'static str> {

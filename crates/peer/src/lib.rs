@@ -171,4 +171,4 @@ pub use bytes::Bytes;
 pub use driver::StopCause;
 pub use proto::{CongestionConfig, CongestionKind, ConnectionError, ConnectionStats, StreamId};
 pub use tern_sockio::Backend;
-pub use tern_wire::{IdentityKey, IdentityKind, PublicIdentity};
+pub use tern_wire::{IdentityKey, IdentityKind, PublicIdentity, TicketPolicy};

@@ -79,12 +79,13 @@ pub struct ConnectionConfig {
     /// The largest message accepted from the peer (default 1 GiB,
     /// [`tern_wire::DEFAULT_MAX_MESSAGE_SIZE`]); a larger one is a
     /// protocol violation that ends the connection. A limit other than the
-    /// default is told to the peer in the first packet that may carry data,
+    /// default is told to the peer in this side's first packet (a
+    /// responder's in its reply, so an initiator knows it once connected),
     /// and from then on the peer's `send_message` refuses a larger message
     /// and its connection lives. Until it is told, the peer assumes the
-    /// default: a responder with a smaller limit should expect initiators
-    /// to wait for it ([`Connection::peer_max_message_size`](crate::Connection::peer_max_message_size))
-    /// or to keep their first round trip's messages under it.
+    /// default: an initiator with a smaller limit should expect the
+    /// responder's messages of the first round trip to be sent regardless
+    /// ([`Connection::peer_max_message_size`](crate::Connection::peer_max_message_size)).
     pub max_message_size: u64,
     /// Application streams of each kind (bidirectional, one-way) the peer
     /// may have open at once (default 100).
@@ -373,6 +374,16 @@ pub struct EndpointConfig {
     /// second (default 8); past it they are refused
     /// ([`RefusalReason::RateLimited`](tern_wire::RefusalReason)).
     pub introductions_per_second: u32,
+    /// Resumption tickets this side issues as a responder (wire format
+    /// §6.6; default: ten minutes' lifetime, 16 384 used tickets
+    /// remembered); `None`: it issues none and refuses every resumed
+    /// intro, whose initiator falls back to a full one.
+    pub tickets: Option<tern_wire::TicketPolicy>,
+    /// Tickets this side keeps as an initiator, one per responder key,
+    /// the least recently received dropped first (default 256; 0: it
+    /// keeps none and every connect makes a full intro). A connect to a
+    /// key it holds a live ticket for uses it, once.
+    pub ticket_cache: usize,
 }
 
 /// The default [`EndpointConfig::memory_budget`]: 6 GiB (see there).
@@ -391,6 +402,8 @@ impl Default for EndpointConfig {
             rate_limit: None,
             memory_budget: DEFAULT_MEMORY_BUDGET,
             introductions_per_second: 8,
+            tickets: Some(tern_wire::TicketPolicy::default()),
+            ticket_cache: 256,
         }
     }
 }

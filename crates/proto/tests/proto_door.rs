@@ -1,9 +1,11 @@
 //! The front door under attack, on tern-sim: intros spoofed from many
 //! addresses and from an honest peer's own address, many honest clients
 //! behind one address, tokens forged, expired or stolen, and an impostor's
-//! simultaneous open. Honest initiators must get in, the RSA work the
-//! intros cost must stay within the configured budget, and a connect must
-//! end with the peer it named or a typed error.
+//! simultaneous open. Honest initiators must get in, the work the intros
+//! cost (an RSA decryption, or an X25519 intro's exchanges) must stay
+//! within the configured budget, and a connect must end with the peer it
+//! named or a typed error. The flood tests run on both kinds of server
+//! identity, with floods of the intro type each one reads.
 
 mod support;
 
@@ -12,14 +14,14 @@ use std::time::Duration;
 
 use support::{
     EndpointSim, OnSim, client_connecting, identity, many_clients_server, other_identity,
-    seed_bytes, server_on_sim, third_identity, wall_start,
+    seed_bytes, server_on_sim_with, third_identity, wall_start, x25519_identity,
 };
 use tern_proto::{
     ConnectionError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Event,
     IntroLimiterConfig, Node, TransmitLimits,
 };
 use tern_sim::{LinkConfig, NodeId, Seed, Sim, SimConfig};
-use tern_wire::{INTRO_LEN, PublicIdentity, parse_retry};
+use tern_wire::{INTRO_LEN, IdentityKey, IdentityKind, PacketType, PublicIdentity, parse_retry};
 
 /// A server and honest clients on one simulated network.
 struct Door {
@@ -29,14 +31,31 @@ struct Door {
     clients: Vec<(NodeId, ConnectionHandle)>,
 }
 
+/// The server identities the flood tests run with: RSA-2048 and X25519.
+fn server_keys() -> [IdentityKey; 2] {
+    [identity(), x25519_identity()]
+}
+
 impl Door {
     fn new(seed: u64, server_config: EndpointConfig) -> Self {
-        let (sim, server, public) = server_on_sim(seed, server_config);
+        Self::with_key(seed, server_config, identity())
+    }
+
+    fn with_key(seed: u64, server_config: EndpointConfig, key: IdentityKey) -> Self {
+        let (sim, server, public) = server_on_sim_with(seed, server_config, key);
         Self {
             sim,
             server,
             public,
             clients: Vec::new(),
+        }
+    }
+
+    /// The intro type this server reads.
+    fn intro_type(&self) -> u8 {
+        match self.public.kind() {
+            IdentityKind::X25519 => PacketType::IntroX25519 as u8,
+            _ => PacketType::Intro as u8,
         }
     }
 
@@ -123,15 +142,16 @@ impl Noise {
         self.0 >> 16
     }
 
-    /// An intro of the right length whose ciphertext is noise: it costs an
-    /// RSA decryption if it gets that far.
-    fn intro(&mut self) -> [u8; INTRO_LEN] {
+    /// An intro of type `kind` and the right length whose body is noise:
+    /// it costs an RSA decryption, or an X25519 intro's first exchange, if
+    /// it gets that far.
+    fn intro(&mut self, kind: u8) -> [u8; INTRO_LEN] {
         let mut intro = [0u8; INTRO_LEN];
         for chunk in intro.chunks_mut(6) {
             let bytes = self.next().to_le_bytes();
             chunk.copy_from_slice(&bytes[..chunk.len()]);
         }
-        intro[0] = 0x10;
+        intro[0] = kind;
         intro
     }
 }
@@ -151,116 +171,128 @@ fn config_with(limits: IntroLimiterConfig) -> EndpointConfig {
 }
 
 #[test]
-fn honest_connects_succeed_during_a_spoofed_flood_and_rsa_work_stays_in_budget() {
-    let seed = Seed::from_env_or(2401);
-    let mut door = Door::new(seed.value(), config_with(budget()));
-    let mut noise = Noise(seed.value());
-    // 10 000 intros a second from ever-new addresses, for three seconds
-    // before the honest clients start and for as long as they take.
-    let flood = |door: &mut Door, noise: &mut Noise| {
-        for _ in 0..10 {
-            let ip = Ipv4Addr::from(0x0b00_0000 | (noise.next() as u32 & 0x00ff_ffff));
-            let from = SocketAddr::new(IpAddr::V4(ip), 1024 + noise.next() as u16 % 60_000);
-            door.inject(from, &mut noise.intro());
+fn honest_connects_succeed_during_a_spoofed_flood_and_intro_work_stays_in_budget() {
+    for (salt, key) in (0u64..).zip(server_keys()) {
+        let seed = Seed::from_env_or(2401);
+        let mut door = Door::with_key(seed.value() + salt, config_with(budget()), key);
+        let mut noise = Noise(seed.value());
+        // 10 000 intros a second from ever-new addresses, for three seconds
+        // before the honest clients start and for as long as they take.
+        let flood = |door: &mut Door, noise: &mut Noise| {
+            for _ in 0..10 {
+                let ip = Ipv4Addr::from(0x0b00_0000 | (noise.next() as u32 & 0x00ff_ffff));
+                let from = SocketAddr::new(IpAddr::V4(ip), 1024 + noise.next() as u16 % 60_000);
+                door.inject(from, &mut noise.intro(door.intro_type()));
+            }
+        };
+        door.run(Duration::from_secs(3), |door| flood(door, &mut noise));
+        for i in 0..8u8 {
+            door.connect_from(SocketAddr::from(([10, 0, 1, i], 4000)));
         }
-    };
-    door.run(Duration::from_secs(3), |door| flood(door, &mut noise));
-    for i in 0..8u8 {
-        door.connect_from(SocketAddr::from(([10, 0, 1, i], 4000)));
+        let start = door.sim.elapsed();
+        let (connected, failed) = door.run(Duration::from_secs(8), |door| flood(door, &mut noise));
+        let stats = door.server_stats();
+        let seconds = door.sim.elapsed().as_secs_f64();
+        let per_second = stats.intros_decrypted as f64 / seconds;
+        let kind = door.public.kind();
+        println!(
+            "{} {kind} intros opened in {seconds:.1} s ({per_second:.0}/s), {} intros retried, \
+             {connected} of 8 honest clients connected in {:?}",
+            stats.intros_decrypted,
+            stats.intros_retried,
+            door.sim.elapsed() - start,
+        );
+        assert_eq!((connected, failed), (8, 0), "every honest client connects");
+        let budget = budget();
+        let ceiling = budget.total_rate as f64 * seconds + budget.total_burst as f64;
+        assert!(
+            (stats.intros_decrypted as f64) <= ceiling,
+            "{} intros opened, budget {ceiling}",
+            stats.intros_decrypted
+        );
+        assert!(
+            stats.intros_retried > 10_000,
+            "the flood was answered with Retries"
+        );
+        assert_eq!(
+            stats.tokens_accepted, 8,
+            "each client came back once, validated"
+        );
     }
-    let start = door.sim.elapsed();
-    let (connected, failed) = door.run(Duration::from_secs(8), |door| flood(door, &mut noise));
-    let stats = door.server_stats();
-    let seconds = door.sim.elapsed().as_secs_f64();
-    let rsa_per_second = stats.intros_decrypted as f64 / seconds;
-    println!(
-        "{} RSA operations in {seconds:.1} s ({rsa_per_second:.0}/s), {} intros retried, \
-         {connected} of 8 honest clients connected in {:?}",
-        stats.intros_decrypted,
-        stats.intros_retried,
-        door.sim.elapsed() - start,
-    );
-    assert_eq!((connected, failed), (8, 0), "every honest client connects");
-    let budget = budget();
-    let ceiling = budget.total_rate as f64 * seconds + budget.total_burst as f64;
-    assert!(
-        (stats.intros_decrypted as f64) <= ceiling,
-        "{} RSA operations, budget {ceiling}",
-        stats.intros_decrypted
-    );
-    assert!(
-        stats.intros_retried > 10_000,
-        "the flood was answered with Retries"
-    );
-    assert_eq!(
-        stats.tokens_accepted, 8,
-        "each client came back once, validated"
-    );
 }
 
 #[test]
 fn a_peer_whose_address_a_flood_spoofs_still_connects() {
-    let seed = Seed::from_env_or(2402);
-    let mut door = Door::new(seed.value(), EndpointConfig::default());
-    let mut noise = Noise(seed.value());
-    let victim: SocketAddr = "10.0.3.3:4000".parse().expect("address");
-    // 1 000 intros a second from the victim's address: from its very
-    // port, and from the others of its IP.
-    let flood = |door: &mut Door, noise: &mut Noise| {
-        let port = match noise.next() % 2 {
-            0 => victim.port(),
-            _ => 1024 + noise.next() as u16 % 60_000,
+    for (salt, key) in (0u64..).zip(server_keys()) {
+        let seed = Seed::from_env_or(2402);
+        let mut door = Door::with_key(seed.value() + salt, EndpointConfig::default(), key);
+        let mut noise = Noise(seed.value());
+        let victim: SocketAddr = "10.0.3.3:4000".parse().expect("address");
+        // 1 000 intros a second from the victim's address: from its very
+        // port, and from the others of its IP.
+        let flood = |door: &mut Door, noise: &mut Noise| {
+            let port = match noise.next() % 2 {
+                0 => victim.port(),
+                _ => 1024 + noise.next() as u16 % 60_000,
+            };
+            door.inject(
+                SocketAddr::new(victim.ip(), port),
+                &mut noise.intro(door.intro_type()),
+            );
         };
-        door.inject(SocketAddr::new(victim.ip(), port), &mut noise.intro());
-    };
-    door.run(Duration::from_secs(1), |door| flood(door, &mut noise));
-    door.connect_from(victim);
-    let (connected, _) = door.run(Duration::from_secs(9), |door| flood(door, &mut noise));
-    assert_eq!(connected, 1, "the victim connects through the flood");
-    let stats = door.server_stats();
-    assert!(stats.intros_rate_limited > 1_000, "{stats:?}");
-    assert_eq!(stats.tokens_accepted, 1);
+        door.run(Duration::from_secs(1), |door| flood(door, &mut noise));
+        door.connect_from(victim);
+        let (connected, _) = door.run(Duration::from_secs(9), |door| flood(door, &mut noise));
+        assert_eq!(connected, 1, "the victim connects through the flood");
+        let stats = door.server_stats();
+        assert!(stats.intros_rate_limited > 1_000, "{stats:?}");
+        assert_eq!(stats.tokens_accepted, 1);
+    }
 }
 
 #[test]
 fn every_connect_of_one_endpoint_to_one_server_gets_its_own_retry() {
-    let seed = Seed::from_env_or(2406);
-    let mut door = Door::new(seed.value(), EndpointConfig::default());
-    let mut noise = Noise(seed.value());
-    let client: SocketAddr = "10.0.5.5:4000".parse().expect("address");
-    // A flood spoofed from the client's address keeps its source limit
-    // spent: each of its connects gets in only with its own token.
-    let flood = |door: &mut Door, noise: &mut Noise| {
-        let from = SocketAddr::new(client.ip(), 1024 + noise.next() as u16 % 60_000);
-        door.inject(from, &mut noise.intro());
-    };
-    door.run(Duration::from_millis(500), |door| flood(door, &mut noise));
-    door.connect_from(client);
-    door.connect_again(0);
-    door.connect_again(0);
-    let (connected, _) = door.run(Duration::from_secs(9), |door| flood(door, &mut noise));
-    assert_eq!(connected, 3, "each connect is validated and gets in");
-    assert_eq!(door.server_stats().tokens_accepted, 3);
+    for (salt, key) in (0u64..).zip(server_keys()) {
+        let seed = Seed::from_env_or(2406);
+        let mut door = Door::with_key(seed.value() + salt, EndpointConfig::default(), key);
+        let mut noise = Noise(seed.value());
+        let client: SocketAddr = "10.0.5.5:4000".parse().expect("address");
+        // A flood spoofed from the client's address keeps its source limit
+        // spent: each of its connects gets in only with its own token.
+        let flood = |door: &mut Door, noise: &mut Noise| {
+            let from = SocketAddr::new(client.ip(), 1024 + noise.next() as u16 % 60_000);
+            door.inject(from, &mut noise.intro(door.intro_type()));
+        };
+        door.run(Duration::from_millis(500), |door| flood(door, &mut noise));
+        door.connect_from(client);
+        door.connect_again(0);
+        door.connect_again(0);
+        let (connected, _) = door.run(Duration::from_secs(9), |door| flood(door, &mut noise));
+        assert_eq!(connected, 3, "each connect is validated and gets in");
+        assert_eq!(door.server_stats().tokens_accepted, 3);
+    }
 }
 
 #[test]
 fn five_hundred_clients_behind_one_address_all_connect() {
-    let seed = Seed::from_env_or(2403);
-    let mut door = Door::new(seed.value(), EndpointConfig::default());
-    let nat = Ipv4Addr::new(10, 0, 9, 9);
-    for i in 0..500u16 {
-        door.connect_from(SocketAddr::new(IpAddr::V4(nat), 10_000 + i));
+    for (salt, key) in (0u64..).zip(server_keys()) {
+        let seed = Seed::from_env_or(2403);
+        let mut door = Door::with_key(seed.value() + salt, EndpointConfig::default(), key);
+        let nat = Ipv4Addr::new(10, 0, 9, 9);
+        for i in 0..500u16 {
+            door.connect_from(SocketAddr::new(IpAddr::V4(nat), 10_000 + i));
+        }
+        let (connected, failed) = door.run(Duration::from_secs(10), |_| {});
+        let stats = door.server_stats();
+        println!(
+            "{connected} of 500 connected in {:?}; {} retried, {} intros opened",
+            door.sim.elapsed(),
+            stats.intros_retried,
+            stats.intros_decrypted
+        );
+        assert_eq!((connected, failed), (500, 0));
+        assert_eq!(stats.intros_accepted, 500);
     }
-    let (connected, failed) = door.run(Duration::from_secs(10), |_| {});
-    let stats = door.server_stats();
-    println!(
-        "{connected} of 500 connected in {:?}; {} retried, {} RSA operations",
-        door.sim.elapsed(),
-        stats.intros_retried,
-        stats.intros_decrypted
-    );
-    assert_eq!((connected, failed), (500, 0));
-    assert_eq!(stats.intros_accepted, 500);
 }
 
 /// The server's next transmitted datagram, if any.
@@ -285,8 +317,8 @@ fn forged_expired_stolen_and_truncated_tokens_are_refused_and_counted() {
     let mut noise = Noise(seed.value());
     let from: SocketAddr = "192.0.2.10:777".parse().expect("address");
     // The first intro uses the unvalidated burst; the second gets a Retry.
-    door.inject(from, &mut noise.intro());
-    let intro = noise.intro();
+    door.inject(from, &mut noise.intro(door.intro_type()));
+    let intro = noise.intro(door.intro_type());
     door.inject(from, &mut intro.clone());
     let retry = std::iter::from_fn(|| server_transmit(&mut door))
         .find(|(to, d)| *to == from && d[0] == 0x40)
@@ -301,7 +333,7 @@ fn forged_expired_stolen_and_truncated_tokens_are_refused_and_counted() {
     forged[20] ^= 1;
     // Forged, for another intro, from another address, truncated.
     door.inject(from, &mut with(&intro, &forged));
-    door.inject(from, &mut with(&noise.intro(), &token));
+    door.inject(from, &mut with(&noise.intro(door.intro_type()), &token));
     let thief: SocketAddr = "192.0.2.11:777".parse().expect("address");
     door.inject(thief, &mut with(&intro, &token));
     door.inject(from, &mut with(&intro, &token[..31]));
@@ -322,7 +354,7 @@ fn forged_expired_stolen_and_truncated_tokens_are_refused_and_counted() {
     // source's refilled burst is spent first, so it is not let in anyway.
     let late = door.sim.now() + Duration::from_secs(11);
     let server = &mut door.sim.node_mut(door.server).0;
-    server.handle_datagram(late, many_clients_server(), from, &mut noise.intro());
+    server.handle_datagram(late, many_clients_server(), from, &mut noise.intro(0x10));
     server.handle_datagram(late, many_clients_server(), from, &mut with(&intro, &token));
     let stats = server.stats();
     assert_eq!(stats.tokens_refused, 4, "{stats:?}");

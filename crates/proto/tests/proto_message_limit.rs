@@ -102,3 +102,39 @@ fn peers_with_the_default_limit_assume_it_of_each_other_and_announce_nothing() {
         DEFAULT_MAX_MESSAGE_SIZE
     );
 }
+
+#[test]
+fn the_initiator_knows_the_responders_limit_when_it_connects() {
+    let seed = Seed::from_env_or(150);
+    let link = LinkConfig {
+        delay: Duration::from_millis(10),
+        ..LinkConfig::default()
+    };
+    let mut pair = Pair::with_configs(
+        seed.value(),
+        link,
+        EndpointConfig::default(),
+        with_limit(SERVER_LIMIT),
+    );
+    let now = pair.sim.now();
+    let (server_addr, key) = (pair.server_addr, pair.server().public().expect("identity"));
+    let client = pair
+        .client()
+        .connect(now, server_addr, &key)
+        .expect("connect");
+    let client_node = pair.client;
+    let mut limit_at_connect = None;
+    drive(&mut pair.sim, Duration::from_secs(5), |sim| {
+        let endpoint = &mut sim.node_mut(client_node).0;
+        while let Some((handle, event)) = endpoint.poll_event() {
+            if handle == client && event == tern_proto::Event::Connected {
+                limit_at_connect = endpoint
+                    .connection(client)
+                    .map(|c| c.peer_max_message_size());
+            }
+        }
+        limit_at_connect.is_some()
+    });
+    // In the reply itself: before the initiator sent a single packet.
+    assert_eq!(limit_at_connect, Some(SERVER_LIMIT));
+}

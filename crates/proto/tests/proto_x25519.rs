@@ -63,6 +63,26 @@ fn an_x25519_client_identity_is_proven_in_the_intro_to_a_server_that_requires_on
 }
 
 #[test]
+fn an_x25519_client_identity_proves_itself_after_the_reply_to_an_rsa_server_that_requires_one() {
+    let seed = Seed::from_env_or(25_521);
+    let mut server_config = EndpointConfig::default();
+    server_config.connection.require_identity = true;
+    let mut pair = Pair::with_identities(
+        seed.value(),
+        link(),
+        (EndpointConfig::default(), Some(other_x25519_identity())),
+        (server_config, identity()),
+    );
+    let (_, server) = exchange(&mut pair, &[10, 2000], Duration::from_secs(5));
+    let accepted = pair.server().connection(server).expect("open");
+    assert_eq!(
+        accepted.peer_identity(),
+        Some(&other_x25519_identity().public())
+    );
+    assert_eq!(pair.server().stats().identities_unproven, 0);
+}
+
+#[test]
 fn one_endpoint_reaches_an_rsa_server_and_an_x25519_server() {
     for (salt, server_identity) in [(1, identity()), (2, x25519_identity())] {
         let seed = Seed::from_env_or(25_530 + salt);

@@ -21,9 +21,10 @@ use crate::error::{DecodeError, EncodeError};
 use crate::frame::{
     Ack, AckFrameRanges, AckFrameRangesRepr, AckFrequency, Close, CloseKind, DataBlocked, Datagram,
     Frame, FrameType, Identity, MAX_ACK_RANGES, MAX_REQUESTED_ACK_DELAY, MaxData, MaxMessageSize,
-    MaxStreamData, MaxStreams, Message, Padding, PathChallenge, PathResponse, ResetStream,
-    StopSending, Stream, StreamDataBlocked,
+    MaxStreamData, MaxStreams, Message, NewTicket, Padding, PathChallenge, PathResponse,
+    ResetStream, StopSending, Stream, StreamDataBlocked,
 };
+use crate::ticket::TICKET_LEN;
 use crate::varint::{VARINT_MAX, varint_len};
 
 mod observed_address;
@@ -346,6 +347,7 @@ impl<'a> Frame<'a> {
             Self::ConnectVia(_) => crate::rendezvous::FINGERPRINT_LEN,
             Self::Introduce(i) => rendezvous::introduce_len(i),
             Self::IntroductionRefused(_) => crate::rendezvous::FINGERPRINT_LEN + 1,
+            Self::NewTicket(t) => varint_len(t.lifetime_s) + TICKET_LEN,
         }
     }
 
@@ -403,6 +405,9 @@ impl<'a> Frame<'a> {
             }
             Self::MaxMessageSize(m) => {
                 checked("max message size", m.max)?;
+            }
+            Self::NewTicket(t) => {
+                checked("ticket lifetime", t.lifetime_s)?;
             }
             Self::PathChallenge(_)
             | Self::PathResponse(_)
@@ -541,6 +546,10 @@ impl<'a> Frame<'a> {
             Self::ConnectVia(c) => rendezvous::encode_connect_via(c, body)?,
             Self::Introduce(i) => rendezvous::encode_introduce(i, body)?,
             Self::IntroductionRefused(r) => rendezvous::encode_refused(r, body)?,
+            Self::NewTicket(t) => {
+                let at = put(&t.lifetime_s, body)?;
+                body[at..].copy_from_slice(t.ticket);
+            }
         }
         Ok(())
     }
@@ -710,6 +719,17 @@ impl<'a> Frame<'a> {
                 let (frame, rest) = rendezvous::decode_refused(body)?;
                 (Self::IntroductionRefused(frame), rest)
             }
+            FrameType::NewTicket => {
+                let (lifetime_s, rest) = take::<u64>(ty, body)?;
+                let (ticket, rest) = rest
+                    .split_first_chunk::<TICKET_LEN>()
+                    .ok_or(DecodeError::Truncated(ty))?;
+                let frame = NewTicket {
+                    lifetime_s: bounded(ty, lifetime_s)?,
+                    ticket,
+                };
+                (Self::NewTicket(frame), rest)
+            }
         };
         let used = bytes.len() - rest.len();
         if used != frame.encoded_len() {
@@ -865,6 +885,7 @@ pub(crate) mod tests {
         ObservedAddress(crate::ObservedAddress),
         MaxMessageSize(MaxMessageSize),
         Rendezvous(RendezvousFrame),
+        NewTicket(u64, Box<crate::Ticket>),
     }
 
     /// The rendezvous frames, which borrow nothing.
@@ -933,6 +954,10 @@ pub(crate) mod tests {
                 Self::Rendezvous(RendezvousFrame::ConnectVia(c)) => Frame::ConnectVia(*c),
                 Self::Rendezvous(RendezvousFrame::Introduce(i)) => Frame::Introduce(*i),
                 Self::Rendezvous(RendezvousFrame::Refused(r)) => Frame::IntroductionRefused(*r),
+                Self::NewTicket(lifetime_s, ticket) => Frame::NewTicket(NewTicket {
+                    lifetime_s: *lifetime_s,
+                    ticket,
+                }),
             }
         }
     }
@@ -1038,6 +1063,11 @@ pub(crate) mod tests {
                     })
                 }),
             varint().prop_map(|max| OwnedFrame::MaxMessageSize(MaxMessageSize { max })),
+            (varint(), any::<[u8; 32]>(), any::<u8>()).prop_map(|(lifetime, seed, fill)| {
+                let mut ticket = [fill; TICKET_LEN];
+                ticket[..32].copy_from_slice(&seed);
+                OwnedFrame::NewTicket(lifetime, Box::new(ticket))
+            }),
             rendezvous_frame().prop_map(OwnedFrame::Rendezvous),
         ]
     }

@@ -265,6 +265,30 @@ pub enum AcceptError {
     /// responder, or the reverse.
     #[error("intro for another kind of identity")]
     WrongKind,
+    /// A resumed intro whose ticket does not open here: forged, altered,
+    /// sealed by another responder or before this one restarted, or this
+    /// responder issues no tickets.
+    #[error("resumption ticket does not open")]
+    TicketRefused,
+    /// A resumed intro whose ticket is older than the ticket lifetime.
+    #[error("resumption ticket expired")]
+    TicketExpired,
+    /// A resumed intro whose ticket was already used (tickets are
+    /// single-use).
+    #[error("resumption ticket already used")]
+    TicketReused,
+}
+
+impl AcceptError {
+    /// Whether the intro was a resumed one this responder will not resume:
+    /// its initiator should fall back to a full intro.
+    #[must_use]
+    pub const fn is_ticket_refusal(&self) -> bool {
+        matches!(
+            self,
+            Self::TicketRefused | Self::TicketExpired | Self::TicketReused
+        )
+    }
 }
 
 /// An initiator could not use a packet as the reply to its intro.
@@ -317,8 +341,14 @@ pub enum ProofError {
     /// RSA signing failed.
     #[error("RSA signing failed")]
     Signing(#[source] rsa::Error),
-    /// The key is not RSA: an X25519 identity proves itself in the intro
-    /// (wire format §6.5), never with a signature.
-    #[error("an identity proof by signature takes an RSA key")]
+    /// The key is neither RSA nor X25519.
+    #[error("an identity proof takes an RSA or X25519 key")]
     NotRsa,
+    /// An X25519 identity's proof needs the responder's ephemeral key
+    /// (the initiator's public half, the responder's private half), which
+    /// this transcript does not hold: the responder let it go (the
+    /// initiator proved an identity in the intro), or this is the other
+    /// side's transcript.
+    #[error("no ephemeral key to prove or check an X25519 identity with")]
+    NoExchange,
 }

@@ -76,6 +76,8 @@ pub enum FrameType {
     Introduce = 0x18,
     /// [`Frame::IntroductionRefused`].
     IntroductionRefused = 0x19,
+    /// [`Frame::NewTicket`].
+    NewTicket = 0x15,
 }
 
 impl FrameType {
@@ -108,6 +110,7 @@ impl FrameType {
             0x17 => Self::ConnectVia,
             0x18 => Self::Introduce,
             0x19 => Self::IntroductionRefused,
+            0x15 => Self::NewTicket,
             _ => return None,
         })
     }
@@ -165,6 +168,8 @@ pub enum Frame<'a> {
     Introduce(Introduce),
     /// A rendezvous refuses an introduction the receiver asked for.
     IntroductionRefused(IntroductionRefused),
+    /// A resumption ticket from the responder.
+    NewTicket(NewTicket<'a>),
 }
 
 impl Frame<'_> {
@@ -203,6 +208,7 @@ impl Frame<'_> {
             Self::ConnectVia(_) => FrameType::ConnectVia,
             Self::Introduce(_) => FrameType::Introduce,
             Self::IntroductionRefused(_) => FrameType::IntroductionRefused,
+            Self::NewTicket(_) => FrameType::NewTicket,
         }
     }
 
@@ -621,6 +627,18 @@ pub struct ObservedAddress {
     pub sequence: u64,
     /// The address the receiver's packets come from, as the sender sees it.
     pub address: SocketAddr,
+}
+
+/// A resumption ticket (wire format §6.6): the responder sends one once
+/// the handshake is confirmed, and the initiator may present it, once,
+/// in its next intro to the same responder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewTicket<'a> {
+    /// How long the ticket may be used, in seconds from its arrival. At
+    /// most [`VARINT_MAX`].
+    pub lifetime_s: u64,
+    /// The ticket, opaque to the initiator.
+    pub ticket: &'a crate::Ticket,
 }
 
 #[cfg(test)]

@@ -60,6 +60,13 @@ pub enum PacketType {
     /// The initiator's handshake packet to an X25519 identity: its
     /// ephemeral key, then what Diffie-Hellman exchanges sealed.
     IntroX25519 = 0x50,
+    /// The initiator's handshake packet that resumes an earlier session:
+    /// its ephemeral key, the responder's ticket, and what the ticket's
+    /// resumption secret sealed.
+    IntroResume = 0x60,
+    /// The responder's answer to a resumed intro it will not take: send a
+    /// full intro instead.
+    ResumeRefused = 0x70,
 }
 
 impl PacketType {
@@ -71,6 +78,8 @@ impl PacketType {
             0x30 => Ok(Self::Data),
             0x40 => Ok(Self::Retry),
             0x50 => Ok(Self::IntroX25519),
+            0x60 => Ok(Self::IntroResume),
+            0x70 => Ok(Self::ResumeRefused),
             _ => Err(HeaderError::UnknownType(byte)),
         }
     }
@@ -184,6 +193,11 @@ pub enum Header {
     IntroX25519,
     /// A Retry; its body is the intro id and the token.
     Retry,
+    /// A resumed intro; its body is the initiator's ephemeral key, the
+    /// ticket and what the ticket's secret sealed.
+    IntroResume,
+    /// A ResumeRefused; its body is the intro id.
+    ResumeRefused,
     /// The reply to an intro. Everything here is associated data.
     IntroReply {
         /// The index the initiator chose for this connection.
@@ -214,6 +228,8 @@ impl Header {
             Self::Intro => PacketType::Intro,
             Self::IntroX25519 => PacketType::IntroX25519,
             Self::Retry => PacketType::Retry,
+            Self::IntroResume => PacketType::IntroResume,
+            Self::ResumeRefused => PacketType::ResumeRefused,
             Self::IntroReply { .. } => PacketType::IntroReply,
             Self::Data { .. } => PacketType::Data,
         }
@@ -223,7 +239,11 @@ impl Header {
     #[must_use]
     pub const fn receiver_index(&self) -> Option<u32> {
         match self {
-            Self::Intro | Self::IntroX25519 | Self::Retry => None,
+            Self::Intro
+            | Self::IntroX25519
+            | Self::Retry
+            | Self::IntroResume
+            | Self::ResumeRefused => None,
             Self::IntroReply { receiver_index, .. } | Self::Data { receiver_index, .. } => {
                 Some(*receiver_index)
             }
@@ -234,7 +254,11 @@ impl Header {
     #[must_use]
     pub const fn packet_number(&self) -> Option<PacketNumber> {
         match self {
-            Self::Intro | Self::IntroX25519 | Self::Retry => None,
+            Self::Intro
+            | Self::IntroX25519
+            | Self::Retry
+            | Self::IntroResume
+            | Self::ResumeRefused => None,
             Self::IntroReply { packet_number, .. } | Self::Data { packet_number, .. } => {
                 Some(*packet_number)
             }
@@ -246,7 +270,11 @@ impl Header {
     #[inline]
     pub const fn len(&self) -> usize {
         match self {
-            Self::Intro | Self::IntroX25519 | Self::Retry => 1,
+            Self::Intro
+            | Self::IntroX25519
+            | Self::Retry
+            | Self::IntroResume
+            | Self::ResumeRefused => 1,
             Self::IntroReply { packet_number, .. } => {
                 1 + 4 + packet_number.len() + X25519_KEY_LEN + 4
             }
@@ -273,6 +301,8 @@ impl Header {
             Self::Intro => dst[0] = PacketType::Intro as u8,
             Self::IntroX25519 => dst[0] = PacketType::IntroX25519 as u8,
             Self::Retry => dst[0] = PacketType::Retry as u8,
+            Self::IntroResume => dst[0] = PacketType::IntroResume as u8,
+            Self::ResumeRefused => dst[0] = PacketType::ResumeRefused as u8,
             Self::IntroReply {
                 receiver_index,
                 packet_number,
@@ -305,23 +335,19 @@ impl Header {
         if first & RESERVED_BIT != 0 {
             return Err(HeaderError::ReservedBits(first));
         }
-        if packet_type == PacketType::Intro {
-            if first != PacketType::Intro as u8 {
+        let bare = [
+            (PacketType::Intro, Self::Intro),
+            (PacketType::Retry, Self::Retry),
+            (PacketType::IntroX25519, Self::IntroX25519),
+            (PacketType::IntroResume, Self::IntroResume),
+            (PacketType::ResumeRefused, Self::ResumeRefused),
+        ];
+        if let Some(&(ty, header)) = bare.iter().find(|(ty, _)| *ty == packet_type) {
+            // A packet without index or number has no flags either.
+            if first != ty as u8 {
                 return Err(HeaderError::ReservedBits(first));
             }
-            return Ok((Self::Intro, 1));
-        }
-        if packet_type == PacketType::Retry {
-            if first != PacketType::Retry as u8 {
-                return Err(HeaderError::ReservedBits(first));
-            }
-            return Ok((Self::Retry, 1));
-        }
-        if packet_type == PacketType::IntroX25519 {
-            if first != PacketType::IntroX25519 as u8 {
-                return Err(HeaderError::ReservedBits(first));
-            }
-            return Ok((Self::IntroX25519, 1));
+            return Ok((header, 1));
         }
         let (index, rest) = rest
             .split_first_chunk::<4>()
@@ -388,7 +414,11 @@ fn emit_index_and_number(
 pub fn peek_receiver_index(datagram: &[u8]) -> Option<u32> {
     let (&first, rest) = datagram.split_first()?;
     match PacketType::from_byte(first).ok()? {
-        PacketType::Intro | PacketType::IntroX25519 | PacketType::Retry => None,
+        PacketType::Intro
+        | PacketType::IntroX25519
+        | PacketType::Retry
+        | PacketType::IntroResume
+        | PacketType::ResumeRefused => None,
         PacketType::IntroReply | PacketType::Data => {
             rest.first_chunk::<4>().map(|b| u32::from_be_bytes(*b))
         }
@@ -468,6 +498,9 @@ mod tests {
         prop_oneof![
             Just(Header::Intro),
             Just(Header::Retry),
+            Just(Header::IntroX25519),
+            Just(Header::IntroResume),
+            Just(Header::ResumeRefused),
             (any::<u32>(), any_number(), any::<[u8; 32]>(), any::<u32>()).prop_map(
                 |(receiver_index, packet_number, ephemeral, sender_index)| Header::IntroReply {
                     receiver_index,

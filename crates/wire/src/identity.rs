@@ -326,6 +326,12 @@ impl PublicIdentity {
         }
     }
 
+    /// What a resumption ticket is bound to: the SubjectPublicKeyInfo DER
+    /// (empty in the case, never seen, of an RSA key that does not encode).
+    pub(crate) fn binding(&self) -> Vec<u8> {
+        self.to_spki_der().unwrap_or_default()
+    }
+
     /// The RSA public key, if this is one.
     pub(crate) const fn rsa(&self) -> Option<&RsaPublicKey> {
         match &self.0 {

@@ -63,6 +63,7 @@ pub mod replay;
 pub mod size;
 #[cfg(test)]
 mod test_support;
+pub mod ticket;
 pub mod token;
 pub mod varint;
 #[cfg(all(test, wire_format_doc))]
@@ -83,12 +84,13 @@ pub use frame::{
     Ack, AckFrameRanges, AckFrameRangesIter, AckFrequency, Close, CloseKind,
     DEFAULT_MAX_MESSAGE_SIZE, DataBlocked, Datagram, Frame, FrameType, Identity, MAX_ACK_RANGES,
     MAX_REQUESTED_ACK_DELAY, MaxData, MaxMessageSize, MaxStreamData, MaxStreams, Message,
-    ObservedAddress, Padding, PathChallenge, PathResponse, ResetStream, StopSending, Stream,
-    StreamDataBlocked,
+    NewTicket, ObservedAddress, Padding, PathChallenge, PathResponse, ResetStream, StopSending,
+    Stream, StreamDataBlocked,
 };
 pub use handshake::{
     Accepted, ConnectionKeys, Established, INTRO_LEN, MAX_REPLY_LEN, PROTOCOL_VERSION,
-    PendingIntro, RefusedReply, Responder, Transcript, intro_id,
+    PendingIntro, RESUME_REFUSED_LEN, RefusedReply, Responder, TicketPolicy, Transcript, intro_id,
+    parse_resume_refused, write_resume_refused,
 };
 pub use header::{
     Header, KeyPhase, MAX_HEADER_LEN, MAX_PACKET_NUMBER, Packet, PacketNumber, PacketType,
@@ -104,6 +106,7 @@ pub use rendezvous::{
 };
 pub use replay::{DEFAULT_INTRO_RATE, DEFAULT_TIMESTAMP_WINDOW, IntroId, ReplayGuard};
 pub use size::{DEFAULT_UDP_PAYLOAD, MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, MaxUdpPayload};
+pub use ticket::{ResumptionSecret, TICKET_LEN, Ticket, TicketContents, TicketKey};
 pub use token::{
     INTRO_WITH_TOKEN_LEN, RETRY_LEN, TOKEN_LEN, Token, TokenError, TokenKey, parse_retry,
     split_intro, token_issued, write_retry,

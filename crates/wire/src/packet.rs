@@ -453,7 +453,11 @@ impl PacketOpener {
                 packet_number,
                 ..
             } => (receiver_index, packet_number, KeyPhase(false)),
-            Header::Intro | Header::IntroX25519 | Header::Retry => {
+            Header::Intro
+            | Header::IntroX25519
+            | Header::Retry
+            | Header::IntroResume
+            | Header::ResumeRefused => {
                 return Err(OpenError::WrongType(header.packet_type()));
             }
         };

@@ -1,4 +1,6 @@
-//! The initiator's optional proof of its own RSA identity.
+//! The initiator's optional proof of its own identity, after the reply:
+//! an RSA identity's signature, or an X25519 identity's exchange with the
+//! responder's ephemeral key (wire format §5.10).
 //!
 //! The handshake authenticates the responder only: the initiator must know
 //! its public key, and only its holder can complete the handshake. When the
@@ -36,8 +38,10 @@ use sha2::{Digest, Sha256};
 
 use crate::error::ProofError;
 use crate::frame::{Frame, Identity};
-use crate::handshake::Transcript;
+use crate::handshake::{ProofExchange, Transcript};
 use crate::identity::{IdentityKey, PublicIdentity};
+use hkdf::Hkdf;
+use x25519_dalek::{PublicKey, SharedSecret};
 
 /// Prefixed to the transcript hash in the signed message.
 const PROOF_LABEL: &[u8] = b"tern v2 initiator identity";
@@ -56,12 +60,28 @@ impl Transcript {
     /// Signs this session's transcript with the initiator's `key` (an RSA
     /// private-key operation, blinded with `rng`, about a millisecond) and
     /// returns the proof to send in an [`Identity`] frame.
+    ///
+    /// An X25519 identity cannot sign: its proof is a key only the holder
+    /// of its private key and the responder can derive, from the exchange
+    /// of that key with the responder's ephemeral key (see
+    /// [`x25519_proof`]); no asymmetric operation but that exchange.
     pub fn prove(
         &self,
         key: &IdentityKey,
         rng: &mut impl CryptoRngCore,
     ) -> Result<IdentityProof, ProofError> {
         let public_key = key.public().to_spki_der().map_err(ProofError::Key)?;
+        if let Some(secret) = key.x25519() {
+            let Some(ProofExchange::Initiator(ephemeral)) = &self.exchange else {
+                return Err(ProofError::NoExchange);
+            };
+            let shared = secret.diffie_hellman(&PublicKey::from(*ephemeral));
+            let tag = x25519_proof(self, &shared).ok_or(ProofError::Signature)?;
+            return Ok(IdentityProof {
+                public_key,
+                signature: tag.to_vec(),
+            });
+        }
         let signature = key
             .rsa()
             .ok_or(ProofError::NotRsa)?
@@ -81,6 +101,19 @@ impl Identity<'_> {
     /// that does not verify under the key.
     pub fn verify(&self, transcript: &Transcript) -> Result<PublicIdentity, ProofError> {
         let identity = PublicIdentity::from_spki_der(self.public_key).map_err(ProofError::Key)?;
+        if let Some(key) = identity.x25519_bytes() {
+            let Some(ProofExchange::Responder(ephemeral)) = &transcript.exchange else {
+                return Err(ProofError::NoExchange);
+            };
+            let shared = ephemeral.diffie_hellman(&PublicKey::from(*key));
+            let expected = x25519_proof(transcript, &shared).ok_or(ProofError::Signature)?;
+            // Compared through a hash, so the time a mismatch takes says
+            // nothing useful about the expected tag.
+            if Sha256::digest(expected) != Sha256::digest(self.signature) {
+                return Err(ProofError::Signature);
+            }
+            return Ok(identity);
+        }
         let key = identity.rsa().ok_or(ProofError::NotRsa)?;
         // RFC 8017 §8.1.2 step 2b applies RSAVP1, whose step 1 (§5.2.2)
         // reads: "If the signature representative s is not between 0 and
@@ -98,6 +131,27 @@ impl Identity<'_> {
         .map_err(|_| ProofError::Signature)?;
         Ok(identity)
     }
+}
+
+/// The proof of an X25519 identity for the session of `transcript`, from
+/// the exchange of that identity with the responder's ephemeral key
+/// (`None` if it is all zeros, a low-order key):
+///
+/// ```text
+/// HKDF-Expand(HKDF-Extract(salt = transcript hash, IKM = X25519(s_i, E_r)),
+///             "tern v2 initiator identity", 32)
+/// ```
+///
+/// Only the holders of the identity's private key and of the responder's
+/// ephemeral key can derive it, and it holds for this session only.
+fn x25519_proof(transcript: &Transcript, shared: &SharedSecret) -> Option<[u8; 32]> {
+    if !shared.was_contributory() {
+        return None;
+    }
+    let hkdf = Hkdf::<Sha256>::new(Some(&transcript.hash()), shared.as_bytes());
+    let mut tag = [0u8; 32];
+    hkdf.expand(PROOF_LABEL, &mut tag).ok()?;
+    Some(tag)
 }
 
 /// An initiator's identity proof for one session, made by
@@ -205,6 +259,48 @@ mod tests {
     }
 
     #[test]
+    fn an_x25519_identity_proves_itself_to_an_rsa_responder_for_its_session_only() {
+        let me = crate::test_support::other_x25519_identity();
+        let other = session();
+        let session = session();
+        let proof = session.initiator_transcript.prove(me, &mut OsRng).unwrap();
+        assert_eq!(proof.identity().signature.len(), 32);
+        assert_eq!(
+            proof.verify(&session.responder_transcript).unwrap(),
+            me.public()
+        );
+        // Another session, a changed bit, another key claimed, or the
+        // initiator's own transcript (no ephemeral private key): refused.
+        assert!(matches!(
+            proof.verify(&other.responder_transcript),
+            Err(ProofError::Signature)
+        ));
+        let mut forged = proof.clone();
+        forged.signature[7] ^= 1;
+        assert!(matches!(
+            forged.verify(&session.responder_transcript),
+            Err(ProofError::Signature)
+        ));
+        let mut claimed = proof.clone();
+        claimed.public_key = crate::test_support::x25519_identity()
+            .public()
+            .to_spki_der()
+            .unwrap();
+        assert!(matches!(
+            claimed.verify(&session.responder_transcript),
+            Err(ProofError::Signature)
+        ));
+        assert!(matches!(
+            proof.verify(&session.initiator_transcript),
+            Err(ProofError::NoExchange)
+        ));
+        assert!(matches!(
+            session.responder_transcript.prove(me, &mut OsRng),
+            Err(ProofError::NoExchange)
+        ));
+    }
+
+    #[test]
     fn a_proof_travels_in_the_first_data_packet_of_1200_bytes_beside_data() {
         let mut session = session();
         let proof = proof(&session.initiator_transcript);
@@ -241,13 +337,9 @@ mod tests {
     }
 
     #[test]
-    fn an_x25519_key_neither_signs_nor_verifies_a_proof() {
+    fn an_rsa_signature_claimed_for_an_x25519_key_is_refused() {
         let session = session();
         let x25519 = crate::test_support::x25519_identity();
-        assert!(matches!(
-            session.initiator_transcript.prove(x25519, &mut OsRng),
-            Err(ProofError::NotRsa)
-        ));
         let spki = x25519.public().to_spki_der().unwrap();
         let signature = proof(&session.initiator_transcript);
         let claim = Identity {
@@ -256,7 +348,7 @@ mod tests {
         };
         assert!(matches!(
             claim.verify(&session.responder_transcript),
-            Err(ProofError::NotRsa)
+            Err(ProofError::Signature)
         ));
     }
 

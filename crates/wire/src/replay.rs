@@ -115,6 +115,15 @@ impl ReplayGuard {
         self.seen.is_empty()
     }
 
+    /// Refuses `timestamp_ms` if it is outside the window around `now_ms`.
+    pub(crate) fn check_window(&self, timestamp_ms: u64, now_ms: u64) -> Result<(), AcceptError> {
+        let skew_ms = timestamp_ms.abs_diff(now_ms);
+        if skew_ms > self.window_ms {
+            return Err(AcceptError::StaleTimestamp { skew_ms });
+        }
+        Ok(())
+    }
+
     /// Accepts `id` with `timestamp_ms` at `now_ms` once; refuses it if the
     /// timestamp is outside the window or the intro is remembered.
     pub(crate) fn admit(
@@ -123,10 +132,7 @@ impl ReplayGuard {
         timestamp_ms: u64,
         now_ms: u64,
     ) -> Result<(), AcceptError> {
-        let skew_ms = timestamp_ms.abs_diff(now_ms);
-        if skew_ms > self.window_ms {
-            return Err(AcceptError::StaleTimestamp { skew_ms });
-        }
+        self.check_window(timestamp_ms, now_ms)?;
         let entry = (timestamp_ms, id);
         if self.seen.contains(&entry) {
             return Err(AcceptError::Replayed { intro_id: id });

@@ -297,3 +297,40 @@ fn the_documented_token_and_retry_are_what_the_responder_writes() {
     assert_eq!(key.open(&token, &intro, from), Ok(()));
     assert_eq!(crate::parse_retry(&retry), Ok((intro, token)));
 }
+
+/// The example X25519 intro of §6.5: responder private key bytes 0x20 to
+/// 0x3f, initiator's ephemeral private key bytes 0x40 to 0x5f, anonymous,
+/// sent at 1 750 000 000 000 ms with index 0x01020304. The responder
+/// with that key accepts it.
+#[test]
+fn the_example_x25519_intro_is_what_the_code_writes_and_its_responder_accepts() {
+    let responder: [u8; 32] = core::array::from_fn(|i| 0x20 + i as u8);
+    let ephemeral: [u8; 32] = core::array::from_fn(|i| 0x40 + i as u8);
+    let intro = crate::handshake::example_x25519_intro(
+        responder,
+        ephemeral,
+        1_750_000_000_000,
+        RECEIVER_INDEX,
+    );
+    let public = x25519_dalek::PublicKey::from(&x25519_dalek::StaticSecret::from(responder));
+    if std::env::var_os("TERN_PRINT_EXAMPLE").is_some() {
+        println!("{}", hex::encode(public.as_bytes()));
+        for chunk in intro.chunks(32) {
+            println!("{}", hex::encode(chunk));
+        }
+    }
+    assert_eq!(
+        public.as_bytes().to_vec(),
+        doc_hex("example-x25519-responder-key")
+    );
+    assert_eq!(intro.to_vec(), doc_hex("example-x25519-intro"));
+    let key = crate::IdentityKey(crate::identity::KeyPair::X25519(
+        x25519_dalek::StaticSecret::from(responder),
+    ));
+    let mut responder = Responder::new(key, ReplayGuard::default(), KeyConfig::default());
+    let accepted = responder
+        .accept(&intro, t0(), &mut OsRng)
+        .expect("accepted");
+    assert_eq!(accepted.initiator_index(), RECEIVER_INDEX);
+    assert_eq!(accepted.initiator_identity(), None);
+}

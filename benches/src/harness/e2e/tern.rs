@@ -14,9 +14,10 @@
 //!   until the connection is usable, from a client without identity. The
 //!   server's intro rate limits are raised for the benchmark (all connects
 //!   come from 127.0.0.1, which the defaults allow 10 per second).
-//! - `connect_x25519`: the same between X25519 identities (the intro in the
-//!   manner of Noise IK, no RSA on either side), the client's identity
-//!   proven in its intro.
+//! - `connect_x25519`: the same to a server with an X25519 identity (the
+//!   intro in the manner of Noise IK, no RSA on either side).
+//! - `connect_resumed`: the same pair, each connect resuming with the
+//!   ticket the one before left (which the client waits for, untimed).
 //! - `messages` and `message_flood`: whole messages of the given size
 //!   ([`Connection::send`]); the server answers a message with its first
 //!   64 bytes, counts `COUNT` messages, and answers a `TALLY` once it has
@@ -48,13 +49,23 @@ use super::{
 };
 
 /// Tern's connect rows beyond `connect`.
-pub(crate) const CONNECT_ROWS: [ConnectRow; 1] = [ConnectRow {
-    workload: "connect_x25519",
-    start: || {
-        let pair = Tern::start_as(config(), Identities::x25519(), None)?;
-        Ok(Box::new(pair))
+pub(crate) const CONNECT_ROWS: [ConnectRow; 2] = [
+    ConnectRow {
+        workload: "connect_x25519",
+        start: || {
+            let pair = Tern::start_as(config(), Identities::x25519(), None)?;
+            Ok(Box::new(pair))
+        },
     },
-}];
+    ConnectRow {
+        workload: "connect_resumed",
+        start: || {
+            let mut pair = Tern::start_as(config().ticket_cache(1), Identities::x25519(), None)?;
+            pair.resume = true;
+            Ok(Box::new(pair))
+        },
+    },
+];
 
 /// Who the two ends of a [`Tern`] pair are.
 pub(crate) struct Identities {
@@ -74,11 +85,12 @@ impl Identities {
         })
     }
 
-    /// X25519 identities on both sides.
+    /// An X25519 server and, as for RSA, a client without identity (the
+    /// cold connect quinn's is set against proves no client either).
     fn x25519() -> Self {
         Self {
             server: IdentityKey::generate_x25519(&mut OsRng),
-            client: Some(IdentityKey::generate_x25519(&mut OsRng)),
+            client: None,
         }
     }
 }
@@ -90,14 +102,20 @@ pub(crate) struct Tern {
     server: ServerThread,
     server_addr: SocketAddr,
     public: PublicIdentity,
+    /// Whether `connects` times resumed connects (each with the ticket of
+    /// the connect before) rather than cold ones.
+    resume: bool,
 }
 
 fn other(e: impl std::fmt::Display) -> io::Error {
     io::Error::other(e.to_string())
 }
 
+/// The client keeps no resumption tickets: every connect of the
+/// `connect` rows and every workload's connection is a cold one (the
+/// `connect_resumed` row asks for tickets).
 pub(crate) fn config() -> Config {
-    Config::default().max_udp_payload(1452)
+    Config::default().max_udp_payload(1452).ticket_cache(0)
 }
 
 impl Tern {
@@ -152,6 +170,7 @@ impl Tern {
             server,
             server_addr,
             public,
+            resume: false,
         })
     }
 
@@ -160,6 +179,42 @@ impl Tern {
             .connect(self.server_addr, &self.public)
             .await
             .map_err(other)
+    }
+
+    /// Waits (untimed) until the client holds more than `received`
+    /// tickets in all.
+    async fn ticket_after(&self, received: u64) -> io::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.endpoint.stats().protocol.tickets_received <= received {
+            if Instant::now() > deadline {
+                return Err(other("no ticket came"));
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        Ok(())
+    }
+
+    /// `count` resumed connects, each with the ticket the one before left
+    /// (a first, untimed connect leaves the first ticket).
+    fn resumed_connects(&mut self, count: usize, latencies: &mut Histogram<u64>) -> io::Result<()> {
+        self.client.block_on(async {
+            let received = self.endpoint.stats().protocol.tickets_received;
+            let first = self.connect().await?;
+            self.ticket_after(received).await?;
+            first.close(0, Bytes::new()).await;
+            for _ in 0..count {
+                let stats = self.endpoint.stats().protocol;
+                let start = Instant::now();
+                let connection = self.connect().await?;
+                latencies.saturating_record(super::nanos(start.elapsed()));
+                if self.endpoint.stats().protocol.connects_resumed != stats.connects_resumed + 1 {
+                    return Err(other("the connect did not resume"));
+                }
+                self.ticket_after(stats.tickets_received).await?;
+                connection.close(0, Bytes::new()).await;
+            }
+            Ok(())
+        })
     }
 }
 
@@ -359,6 +414,9 @@ impl Workloads for Tern {
     }
 
     fn connects(&mut self, count: usize, latencies: &mut Histogram<u64>) -> io::Result<()> {
+        if self.resume {
+            return self.resumed_connects(count, latencies);
+        }
         self.client.block_on(async {
             for _ in 0..count {
                 let start = Instant::now();

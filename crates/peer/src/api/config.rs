@@ -8,6 +8,7 @@ use tern_wire::IdentityKey;
 
 use crate::driver::DriverConfig;
 use crate::proto::{CongestionConfig, EndpointConfig, LedbatConfig};
+use tern_wire::TicketPolicy;
 
 /// How an endpoint is set up: its socket, its identity, and how its
 /// connections behave. Builder style; every setting has the default its
@@ -274,6 +275,24 @@ impl Config {
     pub fn intro_budget(mut self, per_second: u64, burst: u64) -> Self {
         self.endpoint.intro_limits.total_rate = per_second;
         self.endpoint.intro_limits.total_burst = burst;
+        self
+    }
+
+    /// The resumption tickets this endpoint issues as a server (default:
+    /// ten minutes' lifetime; `None`: none, and every resumed intro is
+    /// refused, its client falling back to a full intro). A client that
+    /// holds a ticket reconnects with no operation on a static key.
+    pub fn tickets(mut self, policy: Option<TicketPolicy>) -> Self {
+        self.endpoint.tickets = policy;
+        self
+    }
+
+    /// How many servers' tickets this endpoint keeps as a client, one per
+    /// server key (default 256; 0: none). `connect` to a key it holds a
+    /// live ticket for uses it, once, and counts it in
+    /// [`EndpointStats::connects_resumed`](crate::proto::EndpointStats::connects_resumed).
+    pub fn ticket_cache(mut self, servers: usize) -> Self {
+        self.endpoint.ticket_cache = servers;
         self
     }
 

@@ -17,6 +17,7 @@ use tern_wire::{
 use super::carried::{Carried, CarriedRecord};
 use super::identity::PeerIdentity;
 use super::path::Path;
+use super::resumption::ReceivedTicket;
 use super::{Connecting, Connection, Start, State};
 use crate::Side;
 
@@ -29,15 +30,21 @@ impl Connection {
     /// to carry. `wall` is the wall-clock time for the intro's timestamp.
     /// The intro's kind follows the responder's key. `prover` is this
     /// side's identity if it proves it: an X25519 identity to an X25519
-    /// responder is proven in the intro itself, any other with a signature
-    /// after the reply (an X25519 identity to an RSA responder cannot
-    /// sign, and stays anonymous).
+    /// responder is proven in the intro itself, any other with an Identity
+    /// frame after the reply (an RSA signature, or an X25519 identity's
+    /// exchange with the responder's ephemeral key).
+    ///
+    /// With a `resume` ticket from this responder the intro is the resumed
+    /// one (wire format §6.6); if the responder refuses it, a full intro
+    /// follows (`on_resume_refused`).
+    #[expect(clippy::too_many_arguments, reason = "what an intro needs")]
     pub(crate) fn connect(
         start: Start,
         keys: KeyConfig,
         remote: SocketAddr,
         responder: &PublicIdentity,
         prover: Option<&IdentityKey>,
+        resume: Option<&ReceivedTicket>,
         wall: SystemTime,
         rng: &mut impl CryptoRngCore,
     ) -> Result<Self, tern_wire::IntroError> {
@@ -48,23 +55,33 @@ impl Connection {
             ..
         } = start;
         let mut intro = vec![0u8; INTRO_LEN].into_boxed_slice();
-        let in_intro = prover.filter(|key| {
-            key.kind() == IdentityKind::X25519 && responder.kind() == IdentityKind::X25519
-        });
-        let pending = PendingIntro::write_as(
-            in_intro,
-            responder,
-            local_index,
-            keys,
-            wall,
-            rng,
-            &mut intro,
-        )?;
+        let in_intro = Self::proven_in_intro(prover, responder);
+        let pending = match resume {
+            Some(resume) => PendingIntro::write_resumed(
+                &resume.ticket,
+                &resume.secret,
+                local_index,
+                keys,
+                wall,
+                rng,
+                &mut intro,
+            )?,
+            None => PendingIntro::write_as(
+                in_intro,
+                responder,
+                local_index,
+                keys,
+                wall,
+                rng,
+                &mut intro,
+            )?,
+        };
         let backoff = config.initial_rtt * 3;
         let connecting = Connecting {
             pending: Some(pending),
             intro,
             token: None,
+            resumed: resume.is_some(),
             resend_at: now,
             backoff,
             deadline: now + config.handshake_timeout,
@@ -81,6 +98,19 @@ impl Connection {
         );
         connection.identity = identity;
         Ok(connection)
+    }
+
+    /// The identity an initiator proves in the intro itself: an X25519
+    /// identity to an X25519 responder (a resumed intro carries the same
+    /// proof in its ticket). Any other proves itself with an Identity frame
+    /// after the reply.
+    pub(super) fn proven_in_intro<'k>(
+        prover: Option<&'k IdentityKey>,
+        responder: &PublicIdentity,
+    ) -> Option<&'k IdentityKey> {
+        prover.filter(|key| {
+            key.kind() == IdentityKind::X25519 && responder.kind() == IdentityKind::X25519
+        })
     }
 
     /// An incoming connection from an accepted intro of `intro_len` bytes
@@ -111,11 +141,23 @@ impl Connection {
             }
         }
         let mut buf = vec![0u8; accepted.max_reply_len()];
-        let (len, keys) = accepted.reply(local_index, &[Frame::Ping], &mut buf)?;
+        // This side's message limit goes in the reply, so the initiator
+        // knows it from its first packet on rather than assuming 1 GiB for
+        // a round trip.
+        let limit = connection
+            .message_limits
+            .due_frame(connection.config.max_message_size);
+        let mut frames = vec![Frame::Ping];
+        frames.extend(limit);
+        let (len, keys) = accepted.reply(local_index, &frames, &mut buf)?;
         buf.truncate(len);
         // The reply is packet 0 of this side: the initiator acknowledges it.
         let mut record = CarriedRecord::new();
         record.push(Carried::Ping);
+        if limit.is_some() {
+            connection.message_limits.on_sent();
+            record.push(Carried::MaxMessageSize);
+        }
         let now = connection.epoch;
         connection.on_sent(now, 0, len, true, true, record);
         connection.keys = Some(keys);

@@ -7,7 +7,9 @@
 //! the responder knows it before it answers. Otherwise the initiator
 //! proves its own key only if it chooses to ([`ConnectionConfig::prove_identity`], on by default
 //! when its endpoint has an identity): once the reply authenticated, it
-//! signs the session's transcript and sends the proof (tern-wire's
+//! proves it for the session's transcript (an RSA identity signs it; an
+//! X25519 identity, which cannot sign, derives a key from its exchange with
+//! the responder's ephemeral key) and sends the proof (tern-wire's
 //! Identity frame) first in its next packet, again if that packet is lost,
 //! until the responder acknowledges it.
 //!
@@ -96,6 +98,11 @@ impl PeerIdentity {
             required,
             ..Self::default()
         }
+    }
+
+    /// Initiator: the responder's key it connects to.
+    pub(super) fn responder_key(&self) -> Option<&PublicIdentity> {
+        self.key.as_deref()
     }
 
     /// The proof to put first in the next packet, if one is due.

@@ -4,18 +4,18 @@
 //!
 //! Both sides assume [`DEFAULT_MAX_MESSAGE_SIZE`] (1 GiB) of each other
 //! until told otherwise, so a side whose limit is the default sends
-//! nothing. Any other limit goes in a MaxMessageSize frame in the first
-//! packet that may carry data (the initiator's first packet after the
-//! reply; the responder's first packet after the initiator's first), again
-//! if that packet is lost. The limit never changes during a connection,
+//! nothing. Any other limit goes in a MaxMessageSize frame in the side's
+//! first packet (the responder's reply, so the initiator knows it from
+//! the start; the initiator's first packet after the reply), again if
+//! that packet is lost. The limit never changes during a connection,
 //! so every copy carries the same value and their order does not matter.
 //!
 //! `send_message` refuses a message above the peer's limit
 //! ([`SendError::MessageTooLarge`](super::SendError::MessageTooLarge)) and
 //! the connection lives; a message above this side's own limit that
-//! arrives anyway is a protocol violation. The peer learns a limit below
-//! the default one trip after the handshake at the earliest: a message
-//! above it that it sent before is still refused on arrival (see
+//! arrives anyway is a protocol violation. The responder learns the
+//! initiator's limit with its first packet after the reply: a message
+//! above it that the responder sent before is still refused on arrival (see
 //! [`ConnectionConfig::max_message_size`]).
 
 use tern_wire::{DEFAULT_MAX_MESSAGE_SIZE, Frame, MaxMessageSize, VARINT_MAX};

@@ -46,6 +46,7 @@ mod observed;
 pub(crate) mod path;
 mod recovery;
 mod recv;
+mod resumption;
 mod rng;
 mod send;
 pub(crate) mod signals;
@@ -76,6 +77,7 @@ use datagram_queue::DatagramQueue;
 pub use error::{ConnectionError, ProtocolError, ReadError, SendError, WriteError};
 pub use event::Event;
 use path::{ChallengeToken, Path};
+pub(crate) use resumption::ReceivedTicket;
 pub use stats::ConnectionStats;
 pub use streams::ReadOutcome;
 use streams::messages::{MESSAGE_CHARGE, MessageReceiver, MessageSender};
@@ -90,6 +92,9 @@ struct Connecting {
     /// The responder's address-validation token, from its Retry: sent
     /// after the intro from then on.
     token: Option<tern_wire::Token>,
+    /// The intro is a resumed one: a ResumeRefused for it brings a full
+    /// intro.
+    resumed: bool,
     resend_at: Instant,
     backoff: Duration,
     deadline: Instant,
@@ -149,6 +154,12 @@ pub struct Connection {
     identity: identity::PeerIdentity,
     /// The largest message the peer accepts, and this side's announcement.
     message_limits: message_limit::MessageLimits,
+    /// A resumption ticket: the responder's to send, the initiator's
+    /// received and not yet taken by the endpoint (out of line: held for
+    /// a moment only).
+    ticket: Option<Box<resumption::TicketSlot>>,
+    /// Responder: a ticket was issued (or refused) once.
+    ticket_issued: bool,
     /// The reply to resend when the intro is repeated (responder, until the
     /// initiator's first packet confirms the handshake).
     reply: Option<Box<[u8]>>,
@@ -282,6 +293,8 @@ impl Connection {
             transcript: None,
             identity: identity::PeerIdentity::default(),
             message_limits,
+            ticket: None,
+            ticket_issued: false,
             reply: None,
             confirm_deadline: None,
             path,

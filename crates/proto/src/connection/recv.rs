@@ -311,6 +311,7 @@ impl Connection {
                     self.signals.on_received(signal);
                 }
             }
+            Frame::NewTicket(ticket) => self.on_ticket_frame(ticket),
             Frame::PathChallenge(PathChallenge { data }) => {
                 self.path_response_due = Some(*data);
             }

@@ -19,6 +19,7 @@ use super::streams::scheduler::Urgency;
 use super::streams::{Streams, Turn};
 use super::timers::PROBE_PACKETS;
 use super::{Connection, State};
+use crate::Side;
 use crate::{Transmit, TransmitLimits};
 
 /// The smallest datagram worth building (an ACK, a challenge).
@@ -248,6 +249,7 @@ impl Connection {
             || self.path_response_due.is_some()
             || self.proof_is_due()
             || self.signals.has_due()
+            || (self.side == Side::Responder && self.ticket.is_some())
     }
 
     /// An MTU probe, alone in its datagram, when one is due.
@@ -380,6 +382,14 @@ impl Connection {
             {
                 self.message_limits.on_sent();
                 record.push(Carried::MaxMessageSize);
+                ack_eliciting = true;
+            }
+            if self.side == Side::Responder
+                && let Some(slot) = self.ticket.as_deref()
+                && packet.push(&slot.frame()).is_ok()
+            {
+                // Sent once: a lost ticket costs a full intro next time.
+                self.ticket = None;
                 ack_eliciting = true;
             }
             self.observed.on_peer_address(self.path.remote());

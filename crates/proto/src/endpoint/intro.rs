@@ -11,8 +11,14 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use quanta::Instant;
+use std::time::{Duration, SystemTime};
 use tern_wire::replay::IntroId;
-use tern_wire::{RETRY_LEN, intro_id, parse_retry, split_intro, write_retry};
+
+use rand_core::CryptoRngCore;
+use tern_wire::{
+    PacketType, RESUME_REFUSED_LEN, RETRY_LEN, Responder, Ticket, intro_id, parse_resume_refused,
+    parse_retry, split_intro, write_resume_refused, write_retry,
+};
 
 use super::admission::Refusal;
 use super::{ConnectionHandle, Endpoint};
@@ -88,14 +94,23 @@ impl Endpoint {
             let (epoch, wall) = self.wall_epoch;
             wall + now.saturating_duration_since(epoch)
         };
-        self.stats.intros_decrypted += 1;
+        let resumed = intro.first() == Some(&(PacketType::IntroResume as u8));
+        self.stats.intros_decrypted += u64::from(!resumed);
         let accepted = match responder.accept(intro, wall, &mut self.rng) {
             Ok(accepted) => accepted,
+            Err(e) if e.is_ticket_refusal() => {
+                self.stats.resumptions_refused += 1;
+                if self.refusals.len() < MAX_QUEUED_RETRIES {
+                    self.refusals.push_back((from, write_resume_refused(&id)));
+                }
+                return;
+            }
             Err(_) => {
                 self.stats.intros_refused += 1;
                 return;
             }
         };
+        self.stats.resumptions_accepted += u64::from(resumed);
         if let Some(index) = evict {
             self.evict(now, index);
         }
@@ -150,6 +165,70 @@ impl Endpoint {
         let token = self.tokens.issue(now, id, from, &mut self.rng);
         self.retries.push_back((from, write_retry(id, &token)));
         self.stats.intros_retried += 1;
+    }
+
+    /// A ticket for `connection`, whose handshake is confirmed, from the
+    /// endpoint's `responder` (`None` if it issues none), valid for the
+    /// responder's ticket lifetime.
+    pub(super) fn issue_ticket(
+        responder: Option<&Responder>,
+        connection: &Connection,
+        wall: SystemTime,
+        rng: &mut impl CryptoRngCore,
+    ) -> Option<(Ticket, Duration)> {
+        let responder = responder?;
+        let lifetime = responder.ticket_lifetime()?;
+        let secret = connection.resumption_secret()?;
+        let ticket = responder.issue_ticket(secret, connection.peer_identity(), wall, rng)?;
+        Some((ticket, lifetime))
+    }
+
+    /// The next queued ResumeRefused, written into `buf`.
+    pub(super) fn poll_refusal(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        let dst = buf.get_mut(..RESUME_REFUSED_LEN)?;
+        let (destination, refusal) = self.refusals.pop_front()?;
+        dst.copy_from_slice(&refusal);
+        Some(Transmit {
+            destination,
+            len: RESUME_REFUSED_LEN,
+            segment_size: None,
+        })
+    }
+
+    /// A ResumeRefused, on the initiator's side: the connect whose resumed
+    /// intro it names sends a full intro instead, if it came from the
+    /// address that connect goes to.
+    pub(super) fn handle_resume_refused(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+    ) {
+        let wall = self.wall_time(now);
+        let found =
+            parse_resume_refused(datagram).and_then(|id| Some((id, *self.connecting.get(&id)?)));
+        let fallback = found.and_then(|(id, index)| {
+            let connection = self.connections.get_mut(index)?;
+            let new_id = connection.on_resume_refused(
+                now,
+                from,
+                &id,
+                self.prover.as_ref(),
+                self.config.keys,
+                wall,
+                &mut self.rng,
+            )?;
+            Some((id, new_id, index))
+        });
+        match fallback {
+            Some((id, new_id, index)) => {
+                self.connecting.remove(&id);
+                self.connecting.insert(new_id, index);
+                self.touch(index);
+                self.stats.resume_fallbacks += 1;
+            }
+            None => self.stats.dropped_unroutable += 1,
+        }
     }
 
     /// The next queued Retry, written into `buf`.

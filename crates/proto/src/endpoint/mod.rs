@@ -26,6 +26,7 @@ pub(crate) mod receiver_index;
 mod rendezvous;
 mod retry;
 mod stats;
+mod tickets;
 
 pub use rendezvous::ConnectViaError;
 pub use stats::EndpointStats;
@@ -56,6 +57,7 @@ use budget::MemoryBudget;
 use intro_limit::IntroLimiter;
 use receiver_index::{IndexFull, ReceiverIndex};
 use retry::Tokens;
+use tickets::TicketCache;
 
 /// A connection's handle: its receiver index, stable for its lifetime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -95,6 +97,14 @@ pub struct Endpoint {
     tokens: Tokens,
     /// Retries waiting to be sent: destination and datagram.
     retries: VecDeque<(SocketAddr, [u8; tern_wire::RETRY_LEN])>,
+    /// ResumeRefused packets waiting to be sent: destination and datagram.
+    refusals: VecDeque<(SocketAddr, [u8; tern_wire::RESUME_REFUSED_LEN])>,
+    /// The tickets this side holds for its connects.
+    tickets: TicketCache,
+    /// Draws the ticket key and the tickets' nonces: a stream of its own,
+    /// so that issuing tickets leaves every other draw of a seeded
+    /// endpoint as it was.
+    ticket_rng: ChaCha20Rng,
     /// Boxed, so a slot costs a pointer: the table grows by doubling and
     /// keeps the slots of closed connections, which inline would hold a
     /// whole connection's bytes each.
@@ -172,13 +182,19 @@ impl Endpoint {
             .congestion
             .controller(connection.max_udp_payload as u64)?;
         let mut rng = ChaCha20Rng::from_seed(seed);
+        let mut ticket_rng = ChaCha20Rng::from_seed(seed);
+        ticket_rng.set_stream(1);
         let prover = identity.clone().filter(|_| connection.prove_identity);
         let responder = identity.map(|identity| {
             let replay = ReplayGuard::for_intro_rate(
                 u32::try_from(config.intro_limits.total_rate).unwrap_or(u32::MAX),
                 tern_wire::DEFAULT_TIMESTAMP_WINDOW,
             );
-            Responder::new(identity, replay, config.keys)
+            let responder = Responder::new(identity, replay, config.keys);
+            match config.tickets {
+                Some(policy) => responder.with_tickets(policy, &mut ticket_rng),
+                None => responder,
+            }
         });
         let limiter = IntroLimiter::new(config.intro_limits, rng.next_u64());
         let tokens = Tokens::new(now);
@@ -197,6 +213,9 @@ impl Endpoint {
             admission,
             tokens,
             retries: VecDeque::new(),
+            refusals: VecDeque::new(),
+            tickets: TicketCache::new(config.ticket_cache),
+            ticket_rng,
             replies: HashMap::new(),
             connecting: HashMap::new(),
             outgoing: FxHashSet::default(),
@@ -287,15 +306,20 @@ impl Endpoint {
         let vacant = self.connections.vacant(&mut self.rng)?;
         let index = vacant.index();
         start.local_index = index;
+        let resume = self.tickets.take(start.now, responder);
         let connection = Connection::connect(
             start,
             self.config.keys,
             remote,
             responder,
             self.prover.as_ref(),
+            resume.as_ref(),
             wall,
             &mut self.rng,
         )?;
+        if resume.is_some() {
+            self.stats.connects_resumed += 1;
+        }
         if let Some(id) = connection.pending_intro_id() {
             self.connecting.insert(id, index);
         }
@@ -540,6 +564,14 @@ impl Node for Endpoint {
                 }
                 return;
             }
+            Some(&first) if first == PacketType::IntroResume as u8 => {
+                if self.refusing {
+                    self.stats.intros_declined += 1;
+                } else {
+                    self.handle_intro(now, from, datagram);
+                }
+                return;
+            }
             Some(&first) if first == PacketType::Retry as u8 => {
                 self.handle_retry(now, from, datagram);
                 return;
@@ -549,6 +581,10 @@ impl Node for Endpoint {
                     Some(nonce) => self.on_punch(now, from, nonce),
                     None => self.stats.dropped_unroutable += 1,
                 }
+                return;
+            }
+            Some(&first) if first == PacketType::ResumeRefused as u8 => {
+                self.handle_resume_refused(now, from, datagram);
                 return;
             }
             _ => {}
@@ -567,6 +603,24 @@ impl Node for Endpoint {
                     && let Some(key) = &self.prover
                 {
                     connection.prove(key, &mut self.rng);
+                }
+                if connection.wants_ticket() {
+                    let (epoch, wall) = self.wall_epoch;
+                    let wall = wall + now.saturating_duration_since(epoch);
+                    let issued = Self::issue_ticket(
+                        self.responder.as_ref(),
+                        connection,
+                        wall,
+                        &mut self.ticket_rng,
+                    );
+                    self.stats.tickets_issued += u64::from(issued.is_some());
+                    connection.send_ticket(issued);
+                }
+                if let Some(ticket) = connection.take_ticket()
+                    && let Some(responder) = connection.peer_identity()
+                {
+                    self.tickets.insert(now, responder, ticket);
+                    self.stats.tickets_received += 1;
                 }
                 self.budget.settle(index, connection);
                 // Rare, and at most a packet's worth.
@@ -605,6 +659,9 @@ impl Node for Endpoint {
         }
         if let Some(retry) = self.poll_retry(buf) {
             return Some(retry);
+        }
+        if let Some(refusal) = self.poll_refusal(buf) {
+            return Some(refusal);
         }
         if let Some(close) = self.poll_evicted(buf) {
             return Some(close);

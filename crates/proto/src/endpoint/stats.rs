@@ -43,6 +43,22 @@ pub struct EndpointStats {
     /// Intros refused before any RSA work because the table was full and
     /// no connection was idle long enough to make room.
     pub intros_table_full: u64,
+    /// Resumption tickets this side issued as a responder.
+    pub tickets_issued: u64,
+    /// Resumption tickets this side received (and kept) as an initiator.
+    pub tickets_received: u64,
+    /// Connects that went out with a resumed intro (a ticket this side
+    /// held for the key).
+    pub connects_resumed: u64,
+    /// Resumed intros this side accepted as a responder.
+    pub resumptions_accepted: u64,
+    /// Resumed intros this side refused, answered with ResumeRefused: the
+    /// ticket did not open (forged, or issued before a restart), expired
+    /// or was used before.
+    pub resumptions_refused: u64,
+    /// ResumeRefused packets this side took for one of its connects, each
+    /// followed by a full intro.
+    pub resume_fallbacks: u64,
     /// Connections freed.
     pub connections_closed: u64,
     /// Idle connections closed to make room for a new peer in a full

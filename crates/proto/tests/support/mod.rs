@@ -437,6 +437,15 @@ pub const MANY_CLIENTS_SERVER: &str = "10.0.0.2:5000";
 /// identity, `config`) at [`MANY_CLIENTS_SERVER`]; returns it, the server's
 /// node and its public key.
 pub fn server_on_sim(seed: u64, config: EndpointConfig) -> (EndpointSim, NodeId, PublicIdentity) {
+    server_on_sim_with(seed, config, identity())
+}
+
+/// [`server_on_sim`] with the server's identity `key` (of either kind).
+pub fn server_on_sim_with(
+    seed: u64,
+    config: EndpointConfig,
+    key: IdentityKey,
+) -> (EndpointSim, NodeId, PublicIdentity) {
     let link = LinkConfig {
         delay: Duration::from_millis(5),
         ..LinkConfig::default()
@@ -444,7 +453,7 @@ pub fn server_on_sim(seed: u64, config: EndpointConfig) -> (EndpointSim, NodeId,
     let mut sim = Sim::new(SimConfig::seeded(seed).with_default_link(link));
     let endpoint = Endpoint::new(
         config,
-        Some(identity()),
+        Some(key),
         seed_bytes(seed, 2),
         sim.now(),
         wall_start(),

@@ -9,9 +9,10 @@ use x25519_dalek::{PublicKey, StaticSecret};
 use zeroize::Zeroizing;
 
 use super::body::IntroBody;
-use super::schedule::{Transcript, derive_secrets, transcript};
+use super::schedule::{ProofExchange, Transcript, derive_secrets, transcript};
 use super::{
-    ConnectionKeys, INTRO_LEN, PROTOCOL_VERSION, intro_id, rsa_intro, unix_millis, x25519_intro,
+    ConnectionKeys, INTRO_LEN, PROTOCOL_VERSION, intro_id, resume_intro, rsa_intro, unix_millis,
+    x25519_intro,
 };
 use crate::error::{IntroError, ReplyError};
 use crate::header::{Header, PacketType};
@@ -19,6 +20,7 @@ use crate::identity::{IdentityKey, PublicIdentity, PublicKind};
 use crate::keys::{KeyConfig, SECRET_LEN};
 use crate::packet::{OpenedPacket, PacketOpener, PacketSealer};
 use crate::replay::IntroId;
+use crate::ticket::{ResumptionSecret, Ticket};
 
 /// An intro that was sent and awaits its reply.
 ///
@@ -131,15 +133,57 @@ impl PendingIntro {
                 (chain, initiator.cloned())
             }
         };
-        Ok(Self {
-            intro: Sha256::new_with_prefix(&dst[..]),
+        Ok(Self::sent(dst, salt, initiator, ephemeral, index, config))
+    }
+
+    /// An intro that resumes the session `ticket` was issued in (wire
+    /// format §6.6), sealed with that session's resumption `secret`, with
+    /// a fresh X25519 key from `rng`: one round trip and no operation but
+    /// the exchange of the two sides' fresh keys. The identity this side
+    /// proved in that session's intro, if any, carries over; an RSA
+    /// identity proves itself again after the reply.
+    pub fn write_resumed(
+        ticket: &Ticket,
+        secret: &ResumptionSecret,
+        index: u32,
+        config: KeyConfig,
+        now: SystemTime,
+        rng: &mut impl CryptoRngCore,
+        buf: &mut [u8],
+    ) -> Result<Self, IntroError> {
+        let available = buf.len();
+        let dst = buf.get_mut(..INTRO_LEN).ok_or(IntroError::BufferTooSmall {
+            needed: INTRO_LEN,
+            available,
+        })?;
+        let fields = x25519_intro::Fields {
+            version: PROTOCOL_VERSION,
+            timestamp_ms: unix_millis(now).ok_or(IntroError::ClockBeforeEpoch)?,
+            initiator_index: index,
+        };
+        let ephemeral = StaticSecret::random_from_rng(rng);
+        let salt = resume_intro::write(secret, ticket, &ephemeral, fields, dst)?;
+        Ok(Self::sent(dst, salt, None, ephemeral, index, config))
+    }
+
+    /// The intro `dst` holds, waiting for its reply.
+    fn sent(
+        dst: &[u8],
+        salt: Zeroizing<[u8; SECRET_LEN]>,
+        initiator: Option<StaticSecret>,
+        ephemeral: StaticSecret,
+        index: u32,
+        config: KeyConfig,
+    ) -> Self {
+        Self {
+            intro: Sha256::new_with_prefix(dst),
             id: intro_id(dst),
             salt,
             initiator,
             ephemeral,
             index,
             config,
-        })
+        }
     }
 
     /// The intro's id.
@@ -185,24 +229,25 @@ impl PendingIntro {
             None => Some(self.salt.clone()),
         };
         let shared = self.ephemeral.diffie_hellman(&responder_ephemeral);
-        let Some((i2r, r2i)) =
-            salt.and_then(|salt| derive_secrets(&salt, shared.as_bytes(), &hash))
+        let Some(secrets) = salt.and_then(|salt| derive_secrets(&salt, shared.as_bytes(), &hash))
         else {
             return Err(refuse(self, ReplyError::DegenerateKey));
         };
-        let mut opener = PacketOpener::new(r2i, self.index, self.config);
+        let mut opener = PacketOpener::new(secrets.r2i, self.index, self.config);
         let reply = match opener.open_typed(datagram, PacketType::IntroReply) {
             Ok(reply) => reply,
             Err(e) => return Err(refuse(self, ReplyError::Open(e))),
         };
         Ok(Established {
             keys: ConnectionKeys {
-                sealer: PacketSealer::new(i2r, sender_index, self.config),
+                sealer: PacketSealer::new(secrets.i2r, sender_index, self.config),
                 opener,
+                resumption: secrets.resumption,
             },
             transcript: Transcript {
                 intro: self.intro.clone(),
                 hash,
+                exchange: Some(ProofExchange::Initiator(ephemeral)),
             },
             reply,
         })

@@ -65,6 +65,9 @@
 mod body;
 mod initiator;
 mod responder;
+mod resume_intro;
+#[cfg(test)]
+mod resume_tests;
 mod rsa_intro;
 mod schedule;
 #[cfg(test)]
@@ -79,9 +82,12 @@ use sha2::{Digest, Sha256};
 
 use crate::packet::{PacketOpener, PacketSealer};
 use crate::replay::{INTRO_ID_LEN, IntroId};
+use crate::ticket::ResumptionSecret;
 
 pub use initiator::{Established, PendingIntro, RefusedReply};
-pub use responder::{Accepted, Responder};
+pub use responder::{Accepted, Responder, TicketPolicy};
+pub use resume_intro::{RESUME_REFUSED_LEN, parse_resume_refused, write_resume_refused};
+pub(crate) use schedule::ProofExchange;
 pub use schedule::Transcript;
 
 /// The protocol version this crate speaks; an intro with another is refused.
@@ -108,10 +114,37 @@ pub struct ConnectionKeys {
     pub sealer: PacketSealer,
     /// Opens what the peer sends.
     pub opener: PacketOpener,
+    /// The session's resumption secret: what a ticket issued in it
+    /// carries (responder), and what the intro that resumes it is sealed
+    /// with (initiator).
+    pub resumption: ResumptionSecret,
 }
 
 /// Milliseconds since the UNIX epoch, the intro's timestamp unit.
 fn unix_millis(now: SystemTime) -> Option<u64> {
     let since = now.duration_since(UNIX_EPOCH).ok()?;
     u64::try_from(since.as_millis()).ok()
+}
+
+/// The X25519 intro an anonymous initiator with the fixed `ephemeral`
+/// private key writes to the responder whose private key is `responder`:
+/// the wire format's example, which needs no RNG.
+#[cfg(test)]
+pub(crate) fn example_x25519_intro(
+    responder: [u8; 32],
+    ephemeral: [u8; 32],
+    timestamp_ms: u64,
+    initiator_index: u32,
+) -> [u8; INTRO_LEN] {
+    let responder = x25519_dalek::PublicKey::from(&x25519_dalek::StaticSecret::from(responder));
+    let fields = x25519_intro::Fields {
+        version: PROTOCOL_VERSION,
+        timestamp_ms,
+        initiator_index,
+    };
+    let mut intro = [0u8; INTRO_LEN];
+    let ephemeral = x25519_dalek::StaticSecret::from(ephemeral);
+    let written = x25519_intro::write(responder.as_bytes(), None, &ephemeral, fields, &mut intro);
+    assert!(written.is_ok(), "the example keys are not degenerate");
+    intro
 }

@@ -1,6 +1,8 @@
 //! The responder's side: it checks an intro and answers it.
 
 use core::fmt;
+use core::num::NonZeroUsize;
+use core::time::Duration;
 use std::time::SystemTime;
 
 use rand_core::CryptoRngCore;
@@ -8,9 +10,10 @@ use sha2::{Digest, Sha256};
 use x25519_dalek::{PublicKey, SharedSecret, StaticSecret};
 use zeroize::Zeroizing;
 
-use super::schedule::{Transcript, derive_secrets, transcript};
+use super::schedule::{ProofExchange, Transcript, derive_secrets, transcript};
 use super::{
-    ConnectionKeys, INTRO_LEN, PROTOCOL_VERSION, intro_id, rsa_intro, unix_millis, x25519_intro,
+    ConnectionKeys, INTRO_LEN, PROTOCOL_VERSION, intro_id, resume_intro, rsa_intro, unix_millis,
+    x25519_intro,
 };
 use crate::error::{AcceptError, ReplyBuildError};
 use crate::frame::Frame;
@@ -19,6 +22,7 @@ use crate::identity::{IdentityKey, KeyPair, PublicIdentity, PublicKind};
 use crate::keys::{KeyConfig, SECRET_LEN};
 use crate::packet::{PacketOpener, PacketSealer};
 use crate::replay::{INTRO_ID_LEN, IntroId, ReplayGuard};
+use crate::ticket::{ResumptionSecret, Ticket, TicketContents, TicketKey, ticket_id};
 
 /// The responder's side of the intro: its identity key and its replay guard.
 #[derive(Debug)]
@@ -29,6 +33,40 @@ pub struct Responder {
     public: PublicIdentity,
     replay: ReplayGuard,
     config: KeyConfig,
+    /// Resumption tickets, if this responder issues them.
+    tickets: Option<Tickets>,
+}
+
+/// How a responder issues and checks resumption tickets (wire format §6.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TicketPolicy {
+    /// How long a ticket may be used after it was issued.
+    pub lifetime: Duration,
+    /// The most used tickets remembered at once (each is single-use until
+    /// it expires). When full, the oldest is forgotten: it could then be
+    /// presented again, but only inside the very intro that used it, which
+    /// the intro's own timestamp and replay guard refuse (only the ticket's
+    /// holder can seal another).
+    pub capacity: NonZeroUsize,
+}
+
+impl Default for TicketPolicy {
+    /// Ten minutes (a peer that reconnects "soon"), and 16 384 tickets
+    /// used in that time (27 a second; about 1 MiB).
+    fn default() -> Self {
+        Self {
+            lifetime: Duration::from_secs(600),
+            capacity: NonZeroUsize::new(16_384).unwrap_or(NonZeroUsize::MIN),
+        }
+    }
+}
+
+/// A responder's ticket key and the tickets already used.
+#[derive(Debug)]
+struct Tickets {
+    key: TicketKey,
+    used: ReplayGuard,
+    lifetime: Duration,
 }
 
 impl Responder {
@@ -40,7 +78,48 @@ impl Responder {
             identity,
             replay,
             config,
+            tickets: None,
         }
+    }
+
+    /// This responder issues resumption tickets under `policy`, sealed with
+    /// a fresh key from `rng` that lives only as long as the responder: a
+    /// restarted one refuses every ticket issued before.
+    #[must_use]
+    pub fn with_tickets(mut self, policy: TicketPolicy, rng: &mut impl CryptoRngCore) -> Self {
+        self.tickets = Some(Tickets {
+            key: TicketKey::random(&self.public, rng),
+            used: ReplayGuard::new(policy.lifetime, policy.capacity),
+            lifetime: policy.lifetime,
+        });
+        self
+    }
+
+    /// How long the tickets this responder issues may be used; `None` if
+    /// it issues none.
+    #[must_use]
+    pub fn ticket_lifetime(&self) -> Option<Duration> {
+        self.tickets.as_ref().map(|t| t.lifetime)
+    }
+
+    /// A ticket for the session whose keys hold `secret`, whose initiator
+    /// proved `initiator` (an X25519 identity proven in the intro is
+    /// carried over; any other kind is not, and proves itself again),
+    /// issued `now`. `None` if this responder issues no tickets.
+    pub fn issue_ticket(
+        &self,
+        secret: &ResumptionSecret,
+        initiator: Option<&PublicIdentity>,
+        now: SystemTime,
+        rng: &mut impl CryptoRngCore,
+    ) -> Option<Ticket> {
+        let tickets = self.tickets.as_ref()?;
+        let contents = TicketContents {
+            secret: secret.clone(),
+            issued_ms: unix_millis(now)?,
+            initiator: initiator.and_then(PublicIdentity::x25519_bytes).copied(),
+        };
+        Some(tickets.key.seal(&contents, rng))
     }
 
     /// The responder's public identity.
@@ -68,13 +147,17 @@ impl Responder {
         let packet_type = match datagram.first() {
             Some(&byte) if byte == PacketType::Intro as u8 => PacketType::Intro,
             Some(&byte) if byte == PacketType::IntroX25519 as u8 => PacketType::IntroX25519,
+            Some(&byte) if byte == PacketType::IntroResume as u8 => PacketType::IntroResume,
             _ => return Err(AcceptError::NotAnIntro),
         };
-        if datagram.len() != INTRO_LEN {
-            return Err(AcceptError::WrongLength(datagram.len()));
-        }
+        let datagram: &[u8; INTRO_LEN] = datagram
+            .try_into()
+            .map_err(|_| AcceptError::WrongLength(datagram.len()))?;
         let now_ms = unix_millis(now).ok_or(AcceptError::ClockBeforeEpoch)?;
         let (keys, timestamp_ms) = match (&self.identity.0, &self.public.0, packet_type) {
+            _ if packet_type == PacketType::IntroResume => {
+                self.open_resumed(datagram, now_ms, rng)?
+            }
             (KeyPair::Rsa(key), _, PacketType::Intro) => Self::open_rsa(key, datagram, rng)?,
             (KeyPair::X25519(key), PublicKind::X25519(public), PacketType::IntroX25519) => {
                 Self::open_x25519(key, public, datagram, rng)?
@@ -90,6 +173,52 @@ impl Responder {
             config: self.config,
             ..keys
         })
+    }
+
+    /// The resumed intro: its ticket must open, be unexpired and unused,
+    /// and its body open with the ticket's secret; the chaining key is the
+    /// salt, and the ticket's initiator identity carries over.
+    fn open_resumed(
+        &mut self,
+        datagram: &[u8; INTRO_LEN],
+        now_ms: u64,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(Accepted, u64), AcceptError> {
+        let tickets = self.tickets.as_mut().ok_or(AcceptError::TicketRefused)?;
+        let ticket = resume_intro::ticket(datagram);
+        let contents = tickets
+            .key
+            .open(&ticket)
+            .ok_or(AcceptError::TicketRefused)?;
+        let opened = resume_intro::open_body(&contents.secret, datagram)?;
+        let fields = opened.fields;
+        if fields.version != PROTOCOL_VERSION {
+            return Err(AcceptError::UnsupportedVersion(fields.version));
+        }
+        // Only once the body proved the secret, and its timestamp will
+        // pass, is the ticket spent.
+        self.replay.check_window(fields.timestamp_ms, now_ms)?;
+        tickets
+            .used
+            .admit(ticket_id(&ticket), contents.issued_ms, now_ms)
+            .map_err(|e| match e {
+                AcceptError::StaleTimestamp { .. } => AcceptError::TicketExpired,
+                _ => AcceptError::TicketReused,
+            })?;
+        let ephemeral = StaticSecret::random_from_rng(rng);
+        let shared = ephemeral.diffie_hellman(&opened.ephemeral);
+        if !shared.was_contributory() {
+            return Err(AcceptError::DegenerateKey);
+        }
+        let initiator = contents.initiator.map(PublicIdentity::from_x25519_bytes);
+        let keys = Accepted::keys(
+            fields.initiator_index,
+            opened.chain,
+            &ephemeral,
+            &shared,
+            initiator,
+        );
+        Ok((keys, fields.timestamp_ms))
     }
 
     /// The RSA intro: the initiator's secret is the salt. (The responder's
@@ -160,6 +289,9 @@ pub struct Accepted {
     salt: Zeroizing<[u8; SECRET_LEN]>,
     /// The responder's ephemeral public key, which the reply carries.
     ephemeral: [u8; X25519_KEY_LEN],
+    /// Its private half, while the initiator is anonymous: an X25519
+    /// identity may still prove itself with it (wire format §5.10).
+    ephemeral_secret: Option<StaticSecret>,
     /// The exchange of the two ephemeral keys.
     shared: Zeroizing<[u8; X25519_KEY_LEN]>,
     /// The initiator's identity, proven in the X25519 intro.
@@ -193,6 +325,7 @@ impl Accepted {
             intro_len: 0,
             salt,
             ephemeral: PublicKey::from(ephemeral).to_bytes(),
+            ephemeral_secret: initiator.is_none().then(|| ephemeral.clone()),
             shared: Zeroizing::new(*shared.as_bytes()),
             initiator,
             config: KeyConfig::default(),
@@ -235,6 +368,10 @@ impl Accepted {
         Ok(Transcript {
             intro: self.intro.clone(),
             hash: self.transcript_hash(self.ephemeral, index)?,
+            exchange: self
+                .ephemeral_secret
+                .as_ref()
+                .map(|secret| ProofExchange::Responder(Box::new(secret.clone()))),
         })
     }
 
@@ -275,9 +412,9 @@ impl Accepted {
         let buf = &mut buf[..max];
         let ephemeral = self.ephemeral;
         let hash = self.transcript_hash(ephemeral, index)?;
-        let (i2r, r2i) = derive_secrets(&self.salt, &self.shared, &hash)
+        let secrets = derive_secrets(&self.salt, &self.shared, &hash)
             .ok_or(ReplyBuildError::DegenerateKey)?;
-        let mut sealer = PacketSealer::new(r2i, self.initiator_index, self.config);
+        let mut sealer = PacketSealer::new(secrets.r2i, self.initiator_index, self.config);
         let mut reply = sealer
             .start_reply(ephemeral, index, buf)
             .map_err(ReplyBuildError::Seal)?;
@@ -287,7 +424,8 @@ impl Accepted {
         let (len, _) = reply.finish().map_err(ReplyBuildError::Seal)?;
         let keys = ConnectionKeys {
             sealer,
-            opener: PacketOpener::new(i2r, index, self.config),
+            opener: PacketOpener::new(secrets.i2r, index, self.config),
+            resumption: secrets.resumption,
         };
         Ok((len, keys))
     }

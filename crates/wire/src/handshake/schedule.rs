@@ -5,43 +5,59 @@ use core::fmt;
 
 use hkdf::Hkdf;
 use sha2::{Digest, Sha256};
-use zeroize::Zeroize;
+use x25519_dalek::StaticSecret;
+use zeroize::Zeroizing;
 
 use crate::header::{Header, X25519_KEY_LEN};
 use crate::keys::{SECRET_LEN, TrafficSecret};
+use crate::ticket::ResumptionSecret;
 
 /// HKDF label of the initiator-to-responder secret.
 const LABEL_I2R: &[u8] = b"tern v2 i2r";
 /// HKDF label of the responder-to-initiator secret.
 const LABEL_R2I: &[u8] = b"tern v2 r2i";
+/// HKDF label of the resumption secret.
+const LABEL_RESUME: &[u8] = b"tern v2 resume";
 
-/// The session secrets of both directions, from the handshake's inputs.
-/// Refuses a non-contributory X25519 result and identical directions.
+/// A session's secrets: both directions' and the resumption secret a
+/// ticket issued in it carries.
+pub(super) struct Secrets {
+    pub(super) i2r: TrafficSecret,
+    pub(super) r2i: TrafficSecret,
+    pub(super) resumption: ResumptionSecret,
+}
+
+/// The session secrets of both directions and the resumption secret, from
+/// the handshake's inputs. Refuses a non-contributory X25519 result and
+/// identical directions.
 pub(super) fn derive_secrets(
     initiator_secret: &[u8; SECRET_LEN],
     shared: &[u8; X25519_KEY_LEN],
     transcript: &[u8; 32],
-) -> Option<(TrafficSecret, TrafficSecret)> {
+) -> Option<Secrets> {
     if shared.iter().all(|&b| b == 0) {
         return None;
     }
     let hkdf = Hkdf::<Sha256>::new(Some(initiator_secret), shared);
-    let mut i2r = [0u8; SECRET_LEN];
-    let mut r2i = [0u8; SECRET_LEN];
-    let mut info = [0u8; 11 + 32];
-    for (label, out) in [(LABEL_I2R, &mut i2r), (LABEL_R2I, &mut r2i)] {
+    let mut i2r = Zeroizing::new([0u8; SECRET_LEN]);
+    let mut r2i = Zeroizing::new([0u8; SECRET_LEN]);
+    let mut resumption = Zeroizing::new([0u8; SECRET_LEN]);
+    let mut info = [0u8; 14 + 32];
+    for (label, out) in [
+        (LABEL_I2R, &mut i2r),
+        (LABEL_R2I, &mut r2i),
+        (LABEL_RESUME, &mut resumption),
+    ] {
+        let info = &mut info[..label.len() + transcript.len()];
         info[..label.len()].copy_from_slice(label);
         info[label.len()..].copy_from_slice(transcript);
-        hkdf.expand(&info, out).ok()?;
+        hkdf.expand(info, &mut out[..]).ok()?;
     }
-    let distinct = i2r != r2i;
-    let secrets = (
-        TrafficSecret::from_bytes(i2r),
-        TrafficSecret::from_bytes(r2i),
-    );
-    i2r.zeroize();
-    r2i.zeroize();
-    distinct.then_some(secrets)
+    (*i2r != *r2i).then(|| Secrets {
+        i2r: TrafficSecret::from_bytes(*i2r),
+        r2i: TrafficSecret::from_bytes(*r2i),
+        resumption: ResumptionSecret(resumption),
+    })
 }
 
 /// SHA-256 of the intro datagram and the reply header.
@@ -54,6 +70,20 @@ pub(super) fn transcript(intro: &Sha256, reply_header: &[u8]) -> [u8; 32] {
 pub struct Transcript {
     pub(super) intro: Sha256,
     pub(super) hash: [u8; 32],
+    /// What an X25519 identity's proof is made with (wire format §5.10).
+    pub(crate) exchange: Option<ProofExchange>,
+}
+
+/// The half of the exchange an X25519 identity's proof is keyed with that
+/// each side holds: the initiator the responder's ephemeral public key,
+/// the responder its ephemeral private key (kept only while a proof may
+/// still come).
+#[derive(Clone)]
+pub(crate) enum ProofExchange {
+    /// The initiator's: the responder's ephemeral public key.
+    Initiator([u8; X25519_KEY_LEN]),
+    /// The responder's: its ephemeral private key.
+    Responder(Box<StaticSecret>),
 }
 
 impl fmt::Debug for Transcript {

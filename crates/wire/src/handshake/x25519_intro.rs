@@ -43,7 +43,7 @@
 
 use aes_gcm::Aes128Gcm;
 use aes_gcm::aead::{AeadInOut, KeyInit};
-use hkdf::Hkdf;
+use hkdf::{Hkdf, HkdfExtract};
 use sha2::{Digest, Sha256};
 use x25519_dalek::{PublicKey, SharedSecret, StaticSecret};
 use zeroize::Zeroizing;
@@ -64,7 +64,7 @@ pub(super) const BODY_AT: usize = STATIC_AT + X25519_KEY_LEN + TAG_LEN;
 pub(super) const BODY_LEN: usize = INTRO_LEN - BODY_AT - TAG_LEN;
 /// The body's fields: version (4), timestamp (8), initiator index (4); the
 /// rest is zero padding.
-const FIELDS_LEN: usize = 4 + 8 + 4;
+pub(super) const FIELDS_LEN: usize = 4 + 8 + 4;
 
 /// Prefixed to the responder's key in the first chaining key.
 const LABEL_PROTOCOL: &[u8] = b"tern v2 x25519 intro";
@@ -85,16 +85,16 @@ pub(super) struct Fields {
 }
 
 impl Fields {
-    pub(super) fn to_bytes(self) -> [u8; BODY_LEN] {
-        let mut out = [0u8; BODY_LEN];
+    /// Writes the fields at the start of `out` and zeros the rest.
+    pub(super) fn write(self, out: &mut [u8]) {
+        out.fill(0);
         out[..4].copy_from_slice(&self.version.to_be_bytes());
         out[4..12].copy_from_slice(&self.timestamp_ms.to_be_bytes());
         out[12..FIELDS_LEN].copy_from_slice(&self.initiator_index.to_be_bytes());
-        out
     }
 
     /// The fields of a body whose padding is all zeros.
-    fn from_bytes(bytes: &[u8; BODY_LEN]) -> Option<Self> {
+    pub(super) fn read(bytes: &[u8]) -> Option<Self> {
         let (fields, padding) = bytes.split_first_chunk::<FIELDS_LEN>()?;
         if padding.iter().any(|&b| b != 0) {
             return None;
@@ -127,11 +127,18 @@ pub(super) fn mix(ck: &[u8; 32], public: &[u8], shared: &SharedSecret) -> Option
     if !shared.was_contributory() {
         return None;
     }
-    let mut ikm = Zeroizing::new([0u8; 2 * X25519_KEY_LEN]);
-    ikm[..public.len()].copy_from_slice(public);
-    ikm[public.len()..public.len() + X25519_KEY_LEN].copy_from_slice(shared.as_bytes());
-    let (prk, _) = Hkdf::<Sha256>::extract(Some(ck), &ikm[..public.len() + X25519_KEY_LEN]);
-    Some(Zeroizing::new(prk.into()))
+    Some(mix_bytes(ck, &[public, shared.as_bytes()]))
+}
+
+/// HKDF-Extract with `ck` as the salt and `parts`, concatenated, as the
+/// input keying material.
+pub(super) fn mix_bytes(ck: &[u8; 32], parts: &[&[u8]]) -> ChainingKey {
+    let mut extract = HkdfExtract::<Sha256>::new(Some(ck));
+    for part in parts {
+        extract.input_ikm(part);
+    }
+    let (prk, _) = extract.finalize();
+    Zeroizing::new(prk.into())
 }
 
 /// The AEAD key that `label` names under the chaining key.
@@ -160,7 +167,13 @@ pub(super) fn seal(
 }
 
 /// Opens `payload` in place under the key `label` names.
-fn open(ck: &[u8; 32], label: &[u8], aad: &[u8], payload: &mut [u8], tag: &[u8]) -> Option<()> {
+pub(super) fn open(
+    ck: &[u8; 32],
+    label: &[u8],
+    aad: &[u8],
+    payload: &mut [u8],
+    tag: &[u8],
+) -> Option<()> {
     let tag: [u8; TAG_LEN] = tag.try_into().ok()?;
     seal_key(ck, label)?
         .decrypt_inout_detached(&[0u8; IV_LEN].into(), aad, payload.into(), &tag.into())
@@ -205,7 +218,7 @@ pub(super) fn write(
     };
     let (head, rest) = dst.split_at_mut(BODY_AT);
     let (body, body_tag) = rest.split_at_mut(BODY_LEN);
-    body.copy_from_slice(&fields.to_bytes());
+    fields.write(body);
     seal(&ck2, LABEL_BODY, head, body, body_tag).ok_or(IntroError::Sealing)?;
     Ok(ck2)
 }
@@ -269,7 +282,7 @@ pub(super) fn accept(
         &datagram[BODY_AT + BODY_LEN..],
     )
     .ok_or(AcceptError::Decryption)?;
-    let fields = Fields::from_bytes(&body).ok_or(AcceptError::Malformed)?;
+    let fields = Fields::read(&body[..]).ok_or(AcceptError::Malformed)?;
     Ok(Opened {
         fields,
         ephemeral,
@@ -296,10 +309,11 @@ mod tests {
             bit in 0u8..8,
         ) {
             let fields = Fields { version, timestamp_ms, initiator_index };
-            let mut bytes = fields.to_bytes();
-            prop_assert_eq!(Fields::from_bytes(&bytes), Some(fields));
+            let mut bytes = [0xff; BODY_LEN];
+            fields.write(&mut bytes);
+            prop_assert_eq!(Fields::read(&bytes), Some(fields));
             bytes[at] ^= 1 << bit;
-            prop_assert_eq!(Fields::from_bytes(&bytes), None);
+            prop_assert_eq!(Fields::read(&bytes), None);
         }
     }
 

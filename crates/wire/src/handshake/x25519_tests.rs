@@ -68,7 +68,7 @@ fn forged(claimed: [u8; X25519_KEY_LEN], ss_from: &StaticSecret, version: u32) -
     };
     let (head, rest) = dst.split_at_mut(BODY_AT);
     let (body, tag) = rest.split_at_mut(BODY_LEN);
-    body.copy_from_slice(&fields(version, t0()).to_bytes());
+    fields(version, t0()).write(body);
     seal(&ck2, LABEL_BODY, head, body, tag).expect("sealed");
     dst
 }
