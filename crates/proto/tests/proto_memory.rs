@@ -83,9 +83,12 @@ fn idle_connections_cost_at_most_their_measured_bound_each() {
     // build, 1 500 connections) with the table holding each connection
     // boxed: inline, its doubling left 9 326 at 1 500 connections and
     // 10 508 at 5 000, where 1 000 (a power of two's 98 %) hid the slack.
-    assert!(inline <= 5_100, "a connection is {inline} bytes inline");
+    // Then 5 088 inline and 7 837 in all (workspace build; 4 976 and 7 725
+    // alone) with resumption (the ticket's slot, the resumption secret),
+    // the rendezvous signals' pointer and the copies of a PING's ACK.
+    assert!(inline <= 5_150, "a connection is {inline} bytes inline");
     assert!(
-        per_connection <= 7_800,
+        per_connection <= 7_950,
         "an idle connection costs {per_connection} bytes ({inline} of them inline)"
     );
 }
