@@ -197,18 +197,21 @@ impl Connection {
         true
     }
 
-    /// Whether the window, and the rate limit's bucket, have room for one
-    /// more datagram of the batch after the `written` bytes before it. The
-    /// bucket was asked once for the batch's first datagram; without this
-    /// a whole run (64 KiB) would go on one datagram's tokens and leave the
-    /// connection silent while the debt is repaid, as bursts.
+    /// Whether the window, the pacer and the rate limit's bucket have room
+    /// for one more datagram of the batch after the `written` bytes before
+    /// it. The pacer and the bucket were asked once, for the batch's first
+    /// datagram; without this a whole run (64 datagrams) would go on one
+    /// datagram's tokens, as one burst into the bottleneck's queue, and
+    /// leave the connection silent while the debt is repaid.
     fn may_send_more(&self, size: usize, written: usize) -> bool {
+        let batch = (written + size) as u64;
         self.probes_due > 0
             || (self.loss.bytes_in_flight() + size as u64 <= self.controller.window()
+                && self.pacer.available() >= batch
                 && self
                     .rate_limit
                     .as_ref()
-                    .is_none_or(|bucket| bucket.available() >= (written + size) as u64))
+                    .is_none_or(|bucket| bucket.available() >= batch))
     }
 
     fn has_data_to_send(&self) -> bool {
