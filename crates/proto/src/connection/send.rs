@@ -29,6 +29,10 @@ pub(super) const MIN_PACKET: usize = 64;
 /// refused as a protocol violation. Each skip costs the peer one more
 /// ACK range, for a while.
 const SKIP_INTERVAL: u64 = 1024;
+/// Room left in a packet below which no more data is written into it: the
+/// header of a frame and a few bytes. Data that leaves less than this
+/// fills the packet to the byte with padding (see `build_packet`).
+const FULL_PACKET_SLACK: usize = 24;
 
 /// Packet numbers from one skip to the next: uniform in
 /// `2..2 + 2 * SKIP_INTERVAL`, so the peer cannot tell where the next one is.
@@ -293,6 +297,7 @@ impl Connection {
         {
             self.next_skip = skipped + skip_gap(&mut self.rng);
         }
+        let buf_len = buf.len();
         let mut packet = keys.sealer.start(buf).ok()?;
         let mut record = CarriedRecord::new();
         let mut ack_eliciting = false;
@@ -400,6 +405,17 @@ impl Connection {
             ) {
                 self.last_data = now;
                 ack_eliciting = true;
+                // Every packet of a run but the last is the run's stride
+                // long (GSO), and a frame's room is reckoned for the
+                // largest offset, so data left each packet a byte or two
+                // short of the one before and ended its run: a 16 KiB
+                // message went out as six runs of two datagrams, each a
+                // send and a receive of its own, where one run of twelve
+                // does. Padding the last bytes keeps the run going (a
+                // packet that cannot be padded only ends its run).
+                if packet.remaining() <= FULL_PACKET_SLACK {
+                    let _ = packet.pad_to(buf_len);
+                }
             }
             if self.ping_due && !ack_eliciting && packet.push(&Frame::Ping).is_ok() {
                 record.push(Carried::Ping);
@@ -435,7 +451,7 @@ impl Connection {
         record: &mut CarriedRecord,
     ) -> bool {
         let mut wrote = false;
-        while !record.is_full() && packet.remaining() > 24 {
+        while !record.is_full() && packet.remaining() > FULL_PACKET_SLACK {
             let Some(turn) = streams.next_turn() else {
                 break;
             };
