@@ -159,13 +159,26 @@ impl Connection {
 
     /// Updates the packet key before the AEAD limit (once the peer has
     /// confirmed the previous update).
+    ///
+    /// The peer confirms a key by acknowledging a packet sealed under it,
+    /// and it acknowledges only ack-eliciting packets: a side that sends
+    /// nothing but ACKs (the receiver of an upload) would never see its
+    /// key confirmed, reach the key's limit, and then be unable to send
+    /// even an ACK. With an update due and nothing ack-eliciting in flight,
+    /// a PING goes out to be acknowledged.
     fn update_keys(&mut self) {
-        if let Some(keys) = self.keys.as_mut()
-            && keys.sealer.key_update_due()
-            && keys.sealer.key_update_confirmed()
-            && keys.sealer.update_key().is_ok()
-        {
-            self.stats.key_updates += 1;
+        let Some(keys) = self.keys.as_mut() else {
+            return;
+        };
+        if !keys.sealer.key_update_due() {
+            return;
+        }
+        if keys.sealer.key_update_confirmed() {
+            if keys.sealer.update_key().is_ok() {
+                self.stats.key_updates += 1;
+            }
+        } else if self.loss.bytes_in_flight() == 0 {
+            self.ping_due = true;
         }
     }
 
