@@ -79,6 +79,13 @@ impl Pacer {
         self.bucket.ready_at(bytes, now)
     }
 
+    /// Bytes that may still leave back to back, as of the last
+    /// [`poll`](Self::poll) (0 while in debt): a run of datagrams admitted
+    /// by one `poll` stays within it.
+    pub fn available(&self) -> u64 {
+        self.bucket.available()
+    }
+
     /// A packet of `bytes` bytes left at `now` (paced or not: ACKs and probes
     /// are charged too, so the average rate holds).
     pub fn on_sent(&mut self, now: Instant, bytes: u64) {
@@ -142,6 +149,19 @@ mod tests {
             Take::WaitUntil(now + Duration::from_millis(1))
         );
         pacer.invariants().unwrap();
+    }
+
+    #[test]
+    fn what_is_available_is_the_burst_less_what_was_sent() {
+        let (clock, _mock) = quanta::Clock::mock();
+        let now = clock.now();
+        let mut pacer = Pacer::new(PacerConfig::default());
+        assert_eq!(pacer.poll(now, 1_452_000, 1_452), Take::Now);
+        assert_eq!(pacer.available(), 4 * 1_452);
+        pacer.on_sent(now, 3 * 1_452);
+        assert_eq!(pacer.available(), 1_452);
+        pacer.on_sent(now, 2 * 1_452);
+        assert_eq!(pacer.available(), 0, "in debt");
     }
 
     #[test]

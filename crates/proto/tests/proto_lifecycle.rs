@@ -7,7 +7,7 @@ mod support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use support::{Pair, drive, exchange, message};
+use support::{Pair, StreamTransfer, drive, exchange, message};
 use tern_proto::{ConnectionError, EndpointConfig, Event, Node};
 use tern_sim::{LinkConfig, Seed};
 
@@ -50,6 +50,41 @@ fn keys_are_updated_many_times_during_a_transfer_without_loss_or_duplication() {
         client_updates >= 10 && server_updates >= 3,
         "updates: client {client_updates}, server {server_updates}"
     );
+}
+
+/// The receiver of an upload sends nothing but ACKs, which are never
+/// acknowledged: it has its key confirmed by a PING when an update is due.
+/// Without that it reached the key's limit (after 1 024 ACKs here, about
+/// 1.5 s) and could send nothing more. The bottleneck keeps the sender's
+/// window well under half the limit, so that the sender's own updates
+/// are confirmed in time.
+#[test]
+fn a_receiver_that_only_acknowledges_updates_its_keys_too() {
+    let seed = Seed::from_env_or(44);
+    let mut config = EndpointConfig::default();
+    config.keys.key_limit = 1024;
+    let narrow = LinkConfig {
+        bottleneck: Some(tern_sim::Bottleneck {
+            bits_per_second: 20_000_000,
+            queue_bytes: 100_000,
+        }),
+        ..link(5)
+    };
+    let mut pair = Pair::new(seed.value(), narrow, config);
+    let mut transfer = StreamTransfer::start(&mut pair, Duration::from_secs(10));
+    let start = pair.sim.elapsed();
+    let mut received = 0;
+    while pair.sim.elapsed() < start + Duration::from_secs(5) {
+        received += transfer.turn(&mut pair);
+        assert!(pair.sim.step(), "the transfer went quiet");
+    }
+    let server = pair
+        .server()
+        .connection(transfer.server)
+        .expect("the connection lives");
+    let updates = server.stats().key_updates;
+    assert!(updates >= 5, "{updates} key updates, {received} bytes");
+    assert!(received > 8 << 20, "{received} bytes");
 }
 
 #[test]

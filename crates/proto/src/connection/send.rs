@@ -47,6 +47,10 @@ pub(super) const COPIED_PINGS_PER_RTT: u8 = PROBE_PACKETS;
 /// refused as a protocol violation. Each skip costs the peer one more
 /// ACK range, for a while.
 const SKIP_INTERVAL: u64 = 1024;
+/// Room left in a packet below which no more data is written into it: the
+/// header of a frame and a few bytes. Data that leaves less than this
+/// fills the packet to the byte with padding (see `build_packet`).
+const FULL_PACKET_SLACK: usize = 24;
 
 /// Packet numbers from one skip to the next: uniform in
 /// `2..2 + 2 * SKIP_INTERVAL`, so the peer cannot tell where the next one is.
@@ -186,13 +190,26 @@ impl Connection {
 
     /// Updates the packet key before the AEAD limit (once the peer has
     /// confirmed the previous update).
+    ///
+    /// The peer confirms a key by acknowledging a packet sealed under it,
+    /// and it acknowledges only ack-eliciting packets: a side that sends
+    /// nothing but ACKs (the receiver of an upload) would never see its
+    /// key confirmed, reach the key's limit, and then be unable to send
+    /// even an ACK. With an update due and nothing ack-eliciting in flight,
+    /// a PING goes out to be acknowledged.
     fn update_keys(&mut self) {
-        if let Some(keys) = self.keys.as_mut()
-            && keys.sealer.key_update_due()
-            && keys.sealer.key_update_confirmed()
-            && keys.sealer.update_key().is_ok()
-        {
-            self.stats.key_updates += 1;
+        let Some(keys) = self.keys.as_mut() else {
+            return;
+        };
+        if !keys.sealer.key_update_due() {
+            return;
+        }
+        if keys.sealer.key_update_confirmed() {
+            if keys.sealer.update_key().is_ok() {
+                self.stats.key_updates += 1;
+            }
+        } else if self.loss.bytes_in_flight() == 0 {
+            self.ping_due = true;
         }
     }
 
@@ -228,18 +245,21 @@ impl Connection {
         true
     }
 
-    /// Whether the window, and the rate limit's bucket, have room for one
-    /// more datagram of the batch after the `written` bytes before it. The
-    /// bucket was asked once for the batch's first datagram; without this
-    /// a whole run (64 KiB) would go on one datagram's tokens and leave the
-    /// connection silent while the debt is repaid, as bursts.
+    /// Whether the window, the pacer and the rate limit's bucket have room
+    /// for one more datagram of the batch after the `written` bytes before
+    /// it. The pacer and the bucket were asked once, for the batch's first
+    /// datagram; without this a whole run (64 datagrams) would go on one
+    /// datagram's tokens, as one burst into the bottleneck's queue, and
+    /// leave the connection silent while the debt is repaid.
     fn may_send_more(&self, size: usize, written: usize) -> bool {
+        let batch = (written + size) as u64;
         self.probes_due > 0
             || (self.loss.bytes_in_flight() + size as u64 <= self.controller.window()
+                && self.pacer.available() >= batch
                 && self
                     .rate_limit
                     .as_ref()
-                    .is_none_or(|bucket| bucket.available() >= (written + size) as u64))
+                    .is_none_or(|bucket| bucket.available() >= batch))
     }
 
     fn has_data_to_send(&self) -> bool {
@@ -323,6 +343,7 @@ impl Connection {
         {
             self.next_skip = skipped + skip_gap(&mut self.rng);
         }
+        let buf_len = buf.len();
         let mut packet = keys.sealer.start(buf).ok()?;
         let mut record = CarriedRecord::new();
         let mut ack_eliciting = false;
@@ -448,6 +469,17 @@ impl Connection {
             ) {
                 self.last_data = now;
                 ack_eliciting = true;
+                // Every packet of a run but the last is the run's stride
+                // long (GSO), and a frame's room is reckoned for the
+                // largest offset, so data left each packet a byte or two
+                // short of the one before and ended its run: a 16 KiB
+                // message went out as six runs of two datagrams, each a
+                // send and a receive of its own, where one run of twelve
+                // does. Padding the last bytes keeps the run going (a
+                // packet that cannot be padded only ends its run).
+                if packet.remaining() <= FULL_PACKET_SLACK {
+                    let _ = packet.pad_to(buf_len);
+                }
             }
             if self.ping_due && !ack_eliciting && packet.push(&Frame::Ping).is_ok() {
                 record.push(Carried::Ping);
@@ -486,7 +518,7 @@ impl Connection {
         record: &mut CarriedRecord,
     ) -> bool {
         let mut wrote = false;
-        while !record.is_full() && packet.remaining() > 24 {
+        while !record.is_full() && packet.remaining() > FULL_PACKET_SLACK {
             let Some(turn) = streams.next_turn() else {
                 break;
             };
