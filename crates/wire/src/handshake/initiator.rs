@@ -11,7 +11,7 @@ use zeroize::Zeroizing;
 use super::body::IntroBody;
 use super::schedule::{ProofExchange, Transcript, derive_secrets, transcript};
 use super::{
-    ConnectionKeys, INTRO_LEN, PROTOCOL_VERSION, intro_id, resume_intro, rsa_intro, unix_millis,
+    ConnectionKeys, PROTOCOL_VERSION, intro_id, intro_room, resume_intro, rsa_intro, unix_millis,
     x25519_intro,
 };
 use crate::error::{IntroError, ReplyError};
@@ -101,11 +101,7 @@ impl PendingIntro {
         rng: &mut impl CryptoRngCore,
         buf: &mut [u8],
     ) -> Result<Self, IntroError> {
-        let available = buf.len();
-        let dst = buf.get_mut(..INTRO_LEN).ok_or(IntroError::BufferTooSmall {
-            needed: INTRO_LEN,
-            available,
-        })?;
+        let dst = intro_room(buf)?;
         let timestamp_ms = unix_millis(now).ok_or(IntroError::ClockBeforeEpoch)?;
         let ephemeral = StaticSecret::random_from_rng(&mut *rng);
         let (salt, initiator) = match &responder.0 {
@@ -151,11 +147,7 @@ impl PendingIntro {
         rng: &mut impl CryptoRngCore,
         buf: &mut [u8],
     ) -> Result<Self, IntroError> {
-        let available = buf.len();
-        let dst = buf.get_mut(..INTRO_LEN).ok_or(IntroError::BufferTooSmall {
-            needed: INTRO_LEN,
-            available,
-        })?;
+        let dst = intro_room(buf)?;
         let fields = x25519_intro::Fields {
             version: PROTOCOL_VERSION,
             timestamp_ms: unix_millis(now).ok_or(IntroError::ClockBeforeEpoch)?,

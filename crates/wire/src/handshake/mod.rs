@@ -94,6 +94,18 @@ pub use schedule::Transcript;
 pub const PROTOCOL_VERSION: u32 = 2;
 /// Length of an intro packet: type byte and RSA ciphertext.
 pub const INTRO_LEN: usize = 1 + rsa_intro::RSA_CIPHERTEXT_LEN;
+
+/// The first [`INTRO_LEN`] bytes of `buf`, where an intro of any kind is
+/// written.
+fn intro_room(buf: &mut [u8]) -> Result<&mut [u8; INTRO_LEN], crate::IntroError> {
+    let available = buf.len();
+    buf.get_mut(..INTRO_LEN)
+        .and_then(|dst| <&mut [u8; INTRO_LEN]>::try_from(dst).ok())
+        .ok_or(crate::IntroError::BufferTooSmall {
+            needed: INTRO_LEN,
+            available,
+        })
+}
 /// The longest intro reply: three times the intro (anti-amplification).
 pub const MAX_REPLY_LEN: usize = 3 * INTRO_LEN;
 

@@ -55,21 +55,15 @@ fn chain(
     mix_bytes(&secret.0, &[ephemeral, ticket])
 }
 
-/// Writes a resumed intro carrying `ticket` into `dst` (exactly
-/// [`INTRO_LEN`] bytes); returns the chaining key the session secrets
+/// Writes a resumed intro carrying `ticket` into `dst`; returns the chaining key the session secrets
 /// start from.
 pub(super) fn write(
     secret: &ResumptionSecret,
     ticket: &Ticket,
     ephemeral: &StaticSecret,
     fields: Fields,
-    dst: &mut [u8],
+    dst: &mut [u8; INTRO_LEN],
 ) -> Result<ChainingKey, IntroError> {
-    let available = dst.len();
-    let dst: &mut [u8; INTRO_LEN] = dst.try_into().map_err(|_| IntroError::BufferTooSmall {
-        needed: INTRO_LEN,
-        available,
-    })?;
     let ephemeral_public = PublicKey::from(ephemeral).to_bytes();
     dst[0] = PacketType::IntroResume as u8;
     dst[EPHEMERAL_AT..TICKET_AT].copy_from_slice(&ephemeral_public);

@@ -180,8 +180,7 @@ pub(super) fn open(
         .ok()
 }
 
-/// Writes an X25519 intro to `responder` into `dst` (exactly
-/// [`INTRO_LEN`] bytes) from the initiator's `ephemeral` key and, if it
+/// Writes an X25519 intro to `responder` into `dst` from the initiator's `ephemeral` key and, if it
 /// proves an identity, its `initiator` key; returns the chaining key the
 /// session secrets start from.
 pub(super) fn write(
@@ -189,13 +188,8 @@ pub(super) fn write(
     initiator: Option<&StaticSecret>,
     ephemeral: &StaticSecret,
     fields: Fields,
-    dst: &mut [u8],
+    dst: &mut [u8; INTRO_LEN],
 ) -> Result<ChainingKey, IntroError> {
-    let available = dst.len();
-    let dst: &mut [u8; INTRO_LEN] = dst.try_into().map_err(|_| IntroError::BufferTooSmall {
-        needed: INTRO_LEN,
-        available,
-    })?;
     let responder_key = PublicKey::from(*responder);
     let ephemeral_public = PublicKey::from(ephemeral).to_bytes();
     dst[0] = PacketType::IntroX25519 as u8;
