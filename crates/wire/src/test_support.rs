@@ -38,3 +38,15 @@ pub(crate) fn other_x25519_identity() -> &'static IdentityKey {
     static KEY: OnceLock<IdentityKey> = OnceLock::new();
     KEY.get_or_init(|| IdentityKey::generate_x25519(&mut OsRng))
 }
+
+/// A packet `sender` seals opens with `receiver`'s keys: the two ends of a
+/// handshake agree.
+pub(crate) fn assert_keys_agree(
+    sender: &mut crate::ConnectionKeys,
+    receiver: &mut crate::ConnectionKeys,
+) {
+    let mut buf = [0u8; 100];
+    let packet = sender.sealer.start(&mut buf).expect("a key to seal with");
+    let (sent, _) = packet.finish().expect("a sealed packet");
+    assert!(receiver.opener.open(&mut buf[..sent]).is_ok());
+}
