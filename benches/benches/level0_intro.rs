@@ -46,6 +46,21 @@ fn initiator() -> &'static IdentityKey {
 }
 
 /// A responder for `identity` whose replay guard never fills in a run.
+/// What a responder does with an intro: accepts it and writes its reply
+/// into `reply`; returns the reply's length.
+fn answer(
+    responder: &mut Responder,
+    intro: &[u8; INTRO_LEN],
+    now: SystemTime,
+    reply: &mut [u8],
+) -> usize {
+    let accepted = responder
+        .accept(intro, now, &mut OsRng)
+        .expect("a fresh intro");
+    let (len, _keys) = accepted.reply(9, &[Frame::Ping], reply).expect("fits");
+    len
+}
+
 fn responder(identity: &IdentityKey) -> Responder {
     Responder::new(
         identity.clone(),
@@ -78,12 +93,7 @@ fn accept_and_reply(bencher: Bencher, identity: &IdentityKey, proving: Option<&I
             .expect("writes");
             intro
         })
-        .bench_local_refs(|intro| {
-            let accepted = responder
-                .accept(intro, now, &mut OsRng)
-                .expect("a fresh intro");
-            black_box(accepted.reply(9, &[Frame::Ping], &mut reply).expect("fits"))
-        });
+        .bench_local_refs(|intro| black_box(answer(&mut responder, intro, now, &mut reply)));
 }
 
 /// Accepts and answers fresh resumed intros to `identity`, each with a
@@ -116,11 +126,7 @@ fn accept_resumed_and_reply(bencher: Bencher, identity: &IdentityKey) {
             intro
         })
         .bench_local_refs(|intro| {
-            let accepted = responder
-                .borrow_mut()
-                .accept(intro, now, &mut OsRng)
-                .expect("a fresh resumed intro");
-            black_box(accepted.reply(9, &[Frame::Ping], &mut reply).expect("fits"))
+            black_box(answer(&mut responder.borrow_mut(), intro, now, &mut reply))
         });
 }
 
