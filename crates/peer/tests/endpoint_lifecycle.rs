@@ -12,7 +12,8 @@ use support::net::{client, localhost, numbered, pair, server, server_with};
 use tern_peer::driver::{Driver, DriverConfig};
 use tern_peer::proto::{EndpointConfig, Instant, Node, Transmit, TransmitLimits};
 use tern_peer::{
-    Bytes, Config, ConnectError, ConnectionError, ConnectionLost, Endpoint, StopCause, WriteError,
+    Bytes, Config, ConnectError, Connection, ConnectionError, ConnectionLost, Endpoint, StopCause,
+    WriteError,
 };
 
 /// Longer than anything below should take, shorter than the idle timeout
@@ -33,16 +34,7 @@ async fn dropping_every_handle_still_delivers_what_was_sent_and_the_close() {
         .expect("the message arrives")
         .expect("a message");
     assert!(received == message, "the message arrives whole");
-    let end = tokio::time::timeout(PATIENCE, b.closed())
-        .await
-        .expect("the close arrives");
-    assert!(
-        matches!(
-            end,
-            ConnectionLost::Connection(ConnectionError::PeerClosed { code: 0, .. })
-        ),
-        "closed by the peer, not timed out: {end:?}"
-    );
+    assert_closed_by_peer(&b, 0).await;
 }
 
 #[tokio::test]
@@ -125,16 +117,7 @@ async fn a_graceful_close_to_a_peer_that_stops_reading_ends_after_the_drain_time
         (DRAIN..DRAIN + Duration::from_secs(5)).contains(&took),
         "closed after {took:?}"
     );
-    let end = tokio::time::timeout(PATIENCE, b.closed())
-        .await
-        .expect("the close arrives");
-    assert!(
-        matches!(
-            end,
-            ConnectionLost::Connection(ConnectionError::PeerClosed { code: 5, .. })
-        ),
-        "{end:?}"
-    );
+    assert_closed_by_peer(&b, 5).await;
     // What the window let through can still be read; the rest was given up.
     let mut buf = vec![0u8; 64 << 10];
     let mut read = 0;
@@ -325,4 +308,19 @@ async fn a_driver_that_panicked_says_so_to_every_later_call() {
     assert!(task.await.is_err(), "the driver panicked");
     let stopped = handle.with_node(|_| ()).expect_err("the node is gone");
     assert_eq!(stopped.cause, StopCause::Panicked);
+}
+
+/// `connection` ends because its peer closed it with `code` (not by a
+/// timeout), within the test's patience.
+async fn assert_closed_by_peer(connection: &Connection, code: u64) {
+    let end = tokio::time::timeout(PATIENCE, connection.closed())
+        .await
+        .expect("the close arrives");
+    assert!(
+        matches!(
+            end,
+            ConnectionLost::Connection(ConnectionError::PeerClosed { code: c, .. }) if c == code
+        ),
+        "closed by the peer with code {code}, not timed out: {end:?}"
+    );
 }
