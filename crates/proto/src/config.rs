@@ -105,7 +105,9 @@ pub struct ConnectionConfig {
     /// becomes unreachable once the mapping lapses.
     pub keep_alive: Option<Duration>,
     /// How long without any packet from the peer before the connection is
-    /// given up (default 30 s).
+    /// given up (default 30 s); never less than three probe timeouts of
+    /// the path (RFC 9000 §10.1), so a path longer than this does not
+    /// close a busy connection between round trips.
     pub idle_timeout: Duration,
     /// How long a handshake may take before `connect` fails (default 10 s).
     pub handshake_timeout: Duration,

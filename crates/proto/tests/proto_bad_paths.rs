@@ -316,3 +316,40 @@ fn a_keep_alive_held_back_by_the_window_does_not_spin_the_driver() {
     );
     assert!(read > 0);
 }
+
+/// RFC 9000 §10.1: an idle timeout shorter than three probe timeouts is
+/// raised to three. 250 ms each way against a 300 ms idle timeout: a busy
+/// transfer waits a round trip for its first ACK and would be closed
+/// before it came; it runs for 5 s instead. Once the client stops
+/// writing, the silence still closes the connection, within a few probe
+/// timeouts.
+#[test]
+fn an_idle_timeout_shorter_than_the_path_is_raised_to_three_probe_timeouts() {
+    let seed = Seed::from_env_or(71);
+    let link = LinkConfig {
+        delay: Duration::from_millis(250),
+        ..LinkConfig::default()
+    };
+    let mut config = EndpointConfig::default();
+    config.connection.idle_timeout = Duration::from_millis(300);
+    config.connection.keep_alive = None;
+    let mut pair = Pair::new(seed.value(), link, config);
+    let mut transfer = StreamTransfer::start(&mut pair, Duration::from_secs(10));
+    let end = pair.sim.elapsed() + Duration::from_secs(5);
+    let mut read = 0;
+    while pair.sim.elapsed() < end {
+        read += transfer.turn(&mut pair);
+        assert!(pair.sim.step(), "the transfer went quiet");
+    }
+    assert!(read >= 1 << 20, "{read} bytes in 5 s");
+    let quiet_from = pair.sim.elapsed();
+    let closed = |pair: &mut Pair| {
+        pair.client()
+            .connection(transfer.client)
+            .is_none_or(|c| c.error().is_some())
+    };
+    while !closed(&mut pair) && pair.sim.elapsed() < quiet_from + Duration::from_secs(30) {
+        pair.sim.step();
+    }
+    assert!(closed(&mut pair), "the silence closed nothing in 30 s");
+}

@@ -163,7 +163,8 @@ impl Config {
     }
 
     /// How long without a packet from the peer before a connection fails
-    /// with [`ConnectionError::TimedOut`](crate::ConnectionError) (default 30 s).
+    /// with [`ConnectionError::TimedOut`](crate::ConnectionError) (default 30 s;
+    /// never less than three probe timeouts of the path).
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.endpoint.connection.idle_timeout = timeout;
         self

@@ -49,13 +49,25 @@ impl Connection {
         // whenever a packet may go, and keep-alives make that periodic.
         consider(self.path.next_challenge());
         consider(self.path.validation_deadline());
-        consider(Some(self.last_received + self.config.idle_timeout));
+        consider(Some(self.idle_deadline()));
         consider(self.close_deadline());
         consider(self.keep_alive_at());
         consider(self.send_blocked_until);
         consider(self.discard_previous_key_at);
         consider(self.proof_deadline());
         next
+    }
+
+    /// When silence from the peer closes the connection: the configured
+    /// idle timeout, raised to three probe timeouts (RFC 9000 §10.1), so
+    /// that on a path longer than the timeout a busy connection is not
+    /// closed between two round trips.
+    fn idle_deadline(&self) -> Instant {
+        let timeout = self
+            .config
+            .idle_timeout
+            .max(self.loss.base_pto().saturating_mul(3));
+        self.last_received + timeout
     }
 
     /// When a keep-alive ping is due; `None` while one waits to be sent.
@@ -104,7 +116,7 @@ impl Connection {
             self.state = State::Closed;
             return;
         }
-        if now >= self.last_received + self.config.idle_timeout {
+        if now >= self.idle_deadline() {
             self.finish_with(ConnectionError::TimedOut);
             return;
         }

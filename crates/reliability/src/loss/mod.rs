@@ -287,10 +287,17 @@ impl<T> LossDetector<T> {
     /// The current probe timeout period, including back-off.
     #[must_use]
     pub fn pto(&self) -> Duration {
-        let base = self
-            .rtt
-            .pto_base(self.config.granularity, self.config.peer_max_ack_delay);
-        base.saturating_mul(1 << self.pto_count.min(MAX_PTO_BACKOFF_EXPONENT))
+        self.base_pto()
+            .saturating_mul(1 << self.pto_count.min(MAX_PTO_BACKOFF_EXPONENT))
+    }
+
+    /// The probe timeout period the path's round trip calls for, without
+    /// back-off (what RFC 9000 §10.1 measures the idle timeout against: a
+    /// peer gone silent must not stretch it by backing off).
+    #[must_use]
+    pub fn base_pto(&self) -> Duration {
+        self.rtt
+            .pto_base(self.config.granularity, self.config.peer_max_ack_delay)
     }
 
     /// The connection moved to a new path at `now`. RFC 9000 §9.4: the RTT
