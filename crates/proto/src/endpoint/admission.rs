@@ -23,7 +23,8 @@ use quanta::Instant;
 use rustc_hash::FxHashMap;
 use tern_wire::MIN_UDP_PAYLOAD;
 
-use super::{Endpoint, event_key};
+use super::Endpoint;
+use super::turn::event_key;
 use crate::config::EndpointConfig;
 use crate::connection::ConnectionError;
 use crate::{ConnectionHandle, Transmit, TransmitLimits};

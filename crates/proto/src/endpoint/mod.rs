@@ -15,7 +15,8 @@
 //! This module holds the endpoint, its commands and its turns; `intro`
 //! what it does with an intro; `admission` who may take a place in the
 //! table (caps per address and network, eviction of the idlest); `budget`
-//! keeps its connections within one memory budget. The receiver-index
+//! keeps its connections within one memory budget; `turn` what a look at
+//! the touched connections does. The receiver-index
 //! table and the intro limiter are its building blocks.
 
 mod admission;
@@ -27,6 +28,7 @@ mod rendezvous;
 mod retry;
 mod stats;
 mod tickets;
+mod turn;
 
 pub use rendezvous::ConnectViaError;
 pub use stats::EndpointStats;
@@ -50,14 +52,15 @@ use tern_wire::{
 };
 
 use crate::config::{ConfigError, CongestionConfig, ConnectionConfig, EndpointConfig};
-use crate::connection::{Connection, ConnectionError, Event, Start};
-use crate::{Node, StreamId, Transmit, TransmitLimits};
+use crate::connection::{Connection, Event, Start};
+use crate::{Node, Transmit, TransmitLimits};
 use admission::Admission;
 use budget::MemoryBudget;
 use intro_limit::IntroLimiter;
 use receiver_index::{IndexFull, ReceiverIndex};
 use retry::Tokens;
 use tickets::TicketCache;
+use turn::{EventKey, event_key};
 
 /// A connection's handle: its receiver index, stable for its lifetime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -418,131 +421,6 @@ impl Endpoint {
     pub fn touched(&self) -> usize {
         self.dirty.len()
     }
-
-    /// Marks a connection as touched: it may have events, a new deadline,
-    /// or something to send.
-    fn touch(&mut self, index: u32) {
-        if self.is_dirty.insert(index) {
-            self.dirty.push(index);
-        }
-        if self.is_sending.insert(index) {
-            self.sending.push_back(index);
-        }
-    }
-
-    /// Looks at every touched connection: takes its events, frees it if it
-    /// is over, and re-arms its timer.
-    fn flush(&mut self) {
-        self.settle_lent();
-        let mut closed = 0;
-        // Rare (introductions, freed connections): handled after the loop,
-        // which holds a connection.
-        let (mut outcomes, mut gone) = (Vec::new(), Vec::new());
-        // Taken for the loop and put back empty, so its buffer is reused.
-        let mut dirty = std::mem::take(&mut self.dirty);
-        for index in dirty.drain(..) {
-            self.is_dirty.remove(&index);
-            let Some(connection) = self.connections.get_mut(index) else {
-                self.armed.remove(&index);
-                continue;
-            };
-            while let Some(event) = connection.poll_event() {
-                match event {
-                    Event::Closed(ConnectionError::Protocol(_)) => {
-                        self.stats.protocol_violations += 1;
-                    }
-                    Event::Closed(ConnectionError::IdentityNotProven) => {
-                        self.stats.identities_unproven += 1;
-                    }
-                    _ => {}
-                }
-                if self.rendezvous.is_attempt(index)
-                    && matches!(event, Event::Connected | Event::Closed(_))
-                {
-                    outcomes.push((index, event == Event::Connected));
-                }
-                if event == Event::Connected {
-                    self.connecting.retain(|_, i| *i != index);
-                    self.replies.retain(|_, i| *i != index);
-                    if !self.outgoing.contains(&index) {
-                        self.incoming.push_back(ConnectionHandle(index));
-                    }
-                }
-                let fresh = event_key(&event).is_none_or(|key| self.queued.insert((index, key)));
-                if fresh {
-                    self.events.push_back((ConnectionHandle(index), event));
-                }
-            }
-            if connection.is_done() {
-                self.connections.remove(index);
-                self.budget.remove(index);
-                self.admission.release(index);
-                self.armed.remove(&index);
-                self.freed.push(index);
-                gone.push(index);
-                closed += 1;
-                continue;
-            }
-            self.budget.look(index, connection);
-            let deadline = connection.poll_timeout();
-            if deadline != self.armed.get(&index).copied() {
-                match deadline {
-                    Some(at) => {
-                        self.armed.insert(index, at);
-                        self.push_timer(at, index);
-                    }
-                    None => {
-                        self.armed.remove(&index);
-                    }
-                }
-            }
-        }
-        self.dirty = dirty;
-        for (index, connected) in outcomes {
-            self.on_attempt_outcome(index, connected);
-        }
-        for index in gone {
-            self.forget_in_rendezvous(index);
-        }
-        self.keep_to_budget();
-        if closed > 0 {
-            self.stats.connections_closed += closed;
-            let live = |i: &u32| self.connections.get(*i).is_some();
-            self.replies.retain(|_, i| live(i));
-            self.connecting.retain(|_, i| live(i));
-            self.outgoing.retain(|i| live(i));
-        }
-    }
-
-    /// Adds a deadline to the heap. A deadline moved earlier leaves its old
-    /// entry behind, later than the new one, where pruning the top will not
-    /// reach it for a while (an idle timeout is half a minute away): when
-    /// stale entries outnumber live ones, the heap is rebuilt from `armed`,
-    /// in place, so it stays within twice the connections.
-    fn push_timer(&mut self, at: Instant, index: u32) {
-        let limit = 2 * self.armed.len() + 16;
-        if self.timers.len() >= limit {
-            self.timers.clear();
-            self.timers
-                .extend(self.armed.iter().map(|(&index, &at)| Reverse((at, index))));
-        } else {
-            // Room for the most it will hold: allocates when connections
-            // are added, not per deadline.
-            self.timers.reserve(limit - self.timers.len());
-            self.timers.push(Reverse((at, index)));
-        }
-    }
-
-    /// Drops timer entries that no longer match their connection's deadline,
-    /// so the heap's top is the earliest live one.
-    fn prune_timers(&mut self) {
-        while let Some(&Reverse((at, index))) = self.timers.peek() {
-            if self.armed.get(&index) == Some(&at) {
-                break;
-            }
-            self.timers.pop();
-        }
-    }
 }
 
 impl Node for Endpoint {
@@ -737,20 +615,4 @@ impl Node for Endpoint {
     fn is_idle(&mut self) -> bool {
         self.is_empty()
     }
-}
-
-/// An event without its payload, for telling repeats apart: its kind, and
-/// the stream it names. `Closed` has none: it comes once.
-type EventKey = (std::mem::Discriminant<Event>, Option<StreamId>);
-
-fn event_key(event: &Event) -> Option<EventKey> {
-    let stream = match event {
-        // Once each: never merged.
-        Event::Closed(_) | Event::Introduced { .. } | Event::IntroductionFailed { .. } => {
-            return None;
-        }
-        Event::StreamReadable(id) | Event::StreamWritable(id) => Some(*id),
-        _ => None,
-    };
-    Some((std::mem::discriminant(event), stream))
 }
