@@ -86,7 +86,8 @@ impl Connection {
     /// Initiator: the ticket received since the last call, with the
     /// session's resumption secret.
     pub(crate) fn take_ticket(&mut self) -> Option<ReceivedTicket> {
-        if self.side != Side::Initiator {
+        // Asked after every datagram: nothing is copied unless a ticket came.
+        if self.side != Side::Initiator || self.ticket.is_none() {
             return None;
         }
         let secret = self.resumption_secret()?.clone();
