@@ -69,16 +69,7 @@ async fn connections_waiting_to_be_accepted_are_closed_with_the_endpoint() {
         .expect("connects");
     server.close(3);
     assert!(server.accept().await.is_none(), "nothing to accept");
-    let end = tokio::time::timeout(PATIENCE, connection.closed())
-        .await
-        .expect("the close arrives");
-    assert!(
-        matches!(
-            end,
-            ConnectionLost::Connection(ConnectionError::PeerClosed { code: 3, .. })
-        ),
-        "{end:?}"
-    );
+    assert_closed_by_peer(&connection, 3).await;
 }
 
 #[tokio::test]
