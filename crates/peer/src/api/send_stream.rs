@@ -52,7 +52,10 @@ impl SendStream {
     }
 
     /// Writes what fits of `data`, waiting while nothing does; how many
-    /// bytes were taken.
+    /// bytes were taken. What fits is the least of the room in the
+    /// stream's and the connection's send buffers and the credit the peer
+    /// has granted the stream: a peer that stops reading holds the writer
+    /// once the stream's window is full, whatever room the buffers have.
     pub async fn write(&mut self, data: &[u8]) -> Result<usize, WriteError> {
         poll_fn(|cx| self.poll_write_bytes(cx, data)).await
     }
