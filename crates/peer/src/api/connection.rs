@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 
 use super::error::{ConnectionLost, SendDatagramError, SendError};
+use super::published::{Published, Snapshot};
 use super::recv_stream::RecvStream;
 use super::send_stream::SendStream;
 use super::state::{EndpointState, Slot, SlotId, Wakers};
@@ -20,8 +21,11 @@ use crate::proto::{
 /// streams. Clones share it; when the last clone (and every [`SendStream`]
 /// and [`RecvStream`] of it) is dropped, the connection is closed gracefully with code 0.
 ///
-/// Each call takes the endpoint's lock for a few microseconds and wakes the
-/// driver only when it changed something the driver must act on.
+/// Each call that acts on the connection takes the endpoint's lock for a
+/// few microseconds and wakes the driver only when it changed something
+/// the driver must act on. What it reads of the connection (figures, the
+/// peer's address, identity and limits) the driver publishes once per
+/// turn, so reading it never waits for the lock the driver's turn holds.
 #[derive(Clone, Debug)]
 pub struct Connection {
     inner: Arc<Inner>,
@@ -31,9 +35,8 @@ pub struct Connection {
 struct Inner {
     driver: DriverHandle<EndpointState>,
     slot: SlotId,
-    /// The peer's address when the handle was made: what
-    /// `remote_address` reports if the endpoint stopped since.
-    remote: SocketAddr,
+    /// What the driver published of the connection.
+    published: Arc<Published>,
 }
 
 impl Drop for Inner {
@@ -80,19 +83,20 @@ impl Connection {
     pub(crate) fn new(
         driver: DriverHandle<EndpointState>,
         slot: SlotId,
-        remote: SocketAddr,
+        published: Arc<Published>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 driver,
                 slot,
-                remote,
+                published,
             }),
         }
     }
 
     /// Runs `f` on this connection's slot and protocol state (the latter
-    /// `None` once the protocol freed it), without waking the driver.
+    /// `None` once the protocol freed it), without waking the driver; what
+    /// `f` changed is published if a handle reads it.
     pub(crate) fn with_slot<R>(
         &self,
         f: impl FnOnce(&mut Slot, Option<&mut ProtoConnection>) -> R,
@@ -100,8 +104,40 @@ impl Connection {
         let slot = self.inner.slot;
         self.inner
             .driver
-            .with_node_unwoken(|state| state.connection(slot).map(|(s, c)| f(s, c)))?
+            .with_node_unwoken(|state| {
+                state.connection(slot).map(|(s, mut c)| {
+                    let result = f(s, c.as_deref_mut());
+                    s.publish_if_watched(c.as_deref());
+                    result
+                })
+            })?
             .ok_or(DriverStopped::new(StopCause::Stopped))
+    }
+
+    /// Reads what the driver published of the connection, without the
+    /// endpoint's lock while the connection is watched; otherwise takes
+    /// the lock once, to publish it and have it watched (see
+    /// [`Published`]). After the endpoint stopped, what was last published.
+    fn read_published<R>(&self, f: impl FnOnce(&Snapshot) -> R) -> R {
+        let published = &self.inner.published;
+        if !published.is_watched() {
+            let now = self.inner.driver.now();
+            let slot = self.inner.slot;
+            let _ = self
+                .inner
+                .driver
+                .with_node_unwoken(|state| state.watch(now, slot));
+        }
+        published.read(f)
+    }
+
+    /// Like [`read_published`](Self::read_published), but `None` once the
+    /// endpoint stopped.
+    fn read_live<R>(&self, f: impl FnOnce(&Snapshot) -> Option<R>) -> Option<R> {
+        if self.inner.driver.is_stopped() {
+            return None;
+        }
+        self.read_published(f)
     }
 
     /// The slot this handle refers to.
@@ -251,9 +287,7 @@ impl Connection {
     /// what one packet carries on any path (`None` once the endpoint freed
     /// the connection).
     pub fn max_datagram_size(&self) -> Option<usize> {
-        self.with_slot(|_, connection| connection.map(|c| c.max_datagram_size()))
-            .ok()
-            .flatten()
+        self.read_live(|s| s.max_datagram_size)
     }
 
     /// The largest message the peer accepts, in bytes: its
@@ -262,9 +296,7 @@ impl Connection {
     /// [`DEFAULT_MAX_MESSAGE_SIZE`](crate::proto::DEFAULT_MAX_MESSAGE_SIZE)
     /// (1 GiB). `None` once the endpoint freed the connection.
     pub fn max_message_size(&self) -> Option<u64> {
-        self.with_slot(|_, connection| connection.map(|c| c.peer_max_message_size()))
-            .ok()
-            .flatten()
+        self.read_live(|s| s.max_message_size)
     }
 
     /// The next unreliable datagram from the peer.
@@ -425,8 +457,7 @@ impl Connection {
     /// changes when the peer roams and the new path is taken up), or the
     /// last one it went to once the connection is over.
     pub fn remote_address(&self) -> SocketAddr {
-        self.with_slot(|slot, connection| slot.refresh(connection.as_deref()).0)
-            .unwrap_or(self.inner.remote)
+        self.read_published(|s| s.remote)
     }
 
     /// This side's address as the peer sees it: behind a NAT, the public
@@ -434,9 +465,7 @@ impl Connection {
     /// itself. `None` until the peer's first report arrives (one round trip
     /// after the handshake) and once the endpoint freed the connection.
     pub fn observed_address(&self) -> Option<SocketAddr> {
-        self.with_slot(|_, connection| connection.and_then(|c| c.observed_address()))
-            .ok()
-            .flatten()
+        self.read_live(|s| s.observed_address)
     }
 
     /// The identity the peer proved: on a connection from
@@ -446,9 +475,7 @@ impl Connection {
     /// anonymous initiator (see [`Incoming`](crate::Incoming)). Once
     /// proven, it stays reported after the connection is over.
     pub fn peer_identity(&self) -> Option<PublicIdentity> {
-        self.with_slot(|slot, connection| slot.refresh(connection.as_deref()).1.cloned())
-            .ok()
-            .flatten()
+        self.read_published(|s| s.identity.clone())
     }
 
     /// Refuses a connection a peer opened (see [`Incoming::refuse`](crate::Incoming::refuse)).
@@ -465,9 +492,7 @@ impl Connection {
     /// key updates (`None` once the endpoint freed it). Datagrams per
     /// system call are the endpoint's: see [`Endpoint::stats`](crate::Endpoint::stats).
     pub fn stats(&self) -> Option<ConnectionStats> {
-        self.with_slot(|_, connection| connection.map(|c| c.stats()))
-            .ok()
-            .flatten()
+        self.read_live(|s| s.stats)
     }
 }
 

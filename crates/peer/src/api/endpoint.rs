@@ -201,9 +201,12 @@ impl Endpoint {
                 None => state.proto.connect(now, addr, identity),
             }
             .map_err(ConnectError::Start)?;
-            Ok::<_, ConnectError>(state.add(handle, addr))
+            let slot = state.add(now, handle, addr);
+            let published = state.published(slot).ok_or(ConnectError::Abandoned)?;
+            Ok::<_, ConnectError>((slot, published))
         })??;
-        let connection = Connection::new(self.driver.clone(), slot, addr);
+        let (slot, published) = slot;
+        let connection = Connection::new(self.driver.clone(), slot, published);
         let handshake = poll_fn(|cx| {
             connection.with_slot(|slot, _| {
                 if slot.connected {
@@ -299,10 +302,8 @@ impl Endpoint {
             Ok(Ok(Err(Some(reason)))) => Err(ConnectError::IntroductionRefused(reason)),
             Ok(Ok(Err(None))) => Err(ConnectError::NoDirectPath),
             Ok(Ok(Ok((id, peer)))) => {
-                let remote = peer
-                    .map(|(remote, _)| remote)
-                    .ok_or(ConnectError::Abandoned)?;
-                Ok(Connection::new(self.driver.clone(), id, remote))
+                let peer = peer.ok_or(ConnectError::Abandoned)?;
+                Ok(Connection::new(self.driver.clone(), id, peer.published))
             }
         }
     }
@@ -325,12 +326,12 @@ impl Endpoint {
     /// # }
     /// ```
     pub async fn accept(&self) -> Option<Incoming> {
-        let (slot, remote, identity) = poll_fn(|cx| {
+        let (slot, peer) = poll_fn(|cx| {
             let taken = self.driver.with_node_unwoken(|state| {
                 while let Some(slot) = state.incoming.pop_front() {
                     // A slot dropped since it was queued: the next one.
-                    if let Some((remote, identity)) = state.peer(slot) {
-                        return Poll::Ready(Some((slot, remote, identity)));
+                    if let Some(peer) = state.peer(slot) {
+                        return Poll::Ready(Some((slot, peer)));
                     }
                 }
                 if state.closing.is_some() {
@@ -342,8 +343,8 @@ impl Endpoint {
             taken.unwrap_or(Poll::Ready(None))
         })
         .await?;
-        let connection = Connection::new(self.driver.clone(), slot, remote);
-        Some(Incoming::new(connection, remote, identity))
+        let connection = Connection::new(self.driver.clone(), slot, peer.published);
+        Some(Incoming::new(connection, peer.remote, peer.identity))
     }
 
     /// The next connection a peer opened, accepted whoever opened it:
@@ -418,6 +419,46 @@ impl Endpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a handle reads of its connection never waits for the lock
+    /// the driver holds for its turns: here the lock is held throughout,
+    /// and another thread still reads the connection's figures, address
+    /// and limits.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reading_a_connection_does_not_wait_for_the_endpoints_lock() {
+        let localhost = "127.0.0.1:0".parse().expect("an address");
+        let key = tern_wire::IdentityKey::generate_x25519(&mut OsRng);
+        let public = key.public();
+        let server = Endpoint::bind(localhost, Config::default().identity(key)).expect("binds");
+        let client = Endpoint::bind(localhost, Config::default()).expect("binds");
+        let (connection, accepted) = tokio::join!(
+            client.connect(server.local_addr(), &public),
+            server.accept_connection()
+        );
+        let (connection, _accepted) = (connection.expect("connects"), accepted.expect("accepts"));
+        let before = connection.stats().expect("open");
+        let read = client
+            .driver
+            .with_node_unwoken(|_| {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let reader = connection.clone();
+                std::thread::spawn(move || {
+                    let read = (
+                        reader.stats(),
+                        reader.remote_address(),
+                        reader.max_message_size(),
+                    );
+                    let _ = tx.send(read);
+                });
+                rx.recv_timeout(Duration::from_secs(5))
+            })
+            .expect("the driver runs")
+            .expect("read while the lock is held");
+        let (stats, remote, max_message_size) = read;
+        assert_eq!(stats.map(|s| s.congestion), Some(before.congestion));
+        assert_eq!(remote, server.local_addr());
+        assert!(max_message_size.is_some());
+    }
 
     #[tokio::test]
     async fn a_connect_the_protocol_gives_up_without_a_word_ends_abandoned_at_once() {

@@ -13,6 +13,7 @@ mod connection;
 mod endpoint;
 mod error;
 mod incoming;
+mod published;
 mod recv_stream;
 mod send_stream;
 mod state;

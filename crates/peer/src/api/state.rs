@@ -9,10 +9,12 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::task::{Context, Waker};
 
 use bytes::Bytes;
 
+use super::published::{Published, WATCH_FOR};
 use crate::proto::{
     Connection as ProtoConnection, ConnectionError, ConnectionHandle, Endpoint, Event, Instant,
     KeyFingerprint, Node, PublicIdentity, RefusalReason, SendRefused, StreamId, Transmit,
@@ -67,6 +69,10 @@ pub(crate) struct Slot {
     identity: Option<PublicIdentity>,
     /// Every application handle is gone.
     released: bool,
+    /// What the connection's handles read without the endpoint's lock.
+    pub(crate) published: Arc<Published>,
+    /// When a handle last read what was published (as the driver saw it).
+    read_at: Instant,
     pub(crate) connect: Wakers,
     pub(crate) recv: Wakers,
     pub(crate) send: Wakers,
@@ -81,7 +87,12 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
-    fn new(handle: ConnectionHandle, remote: SocketAddr, span: tracing::Span) -> Self {
+    fn new(
+        handle: ConnectionHandle,
+        remote: SocketAddr,
+        span: tracing::Span,
+        now: Instant,
+    ) -> Self {
         Self {
             span,
             handle: Some(handle),
@@ -90,6 +101,8 @@ impl Slot {
             remote,
             identity: None,
             released: false,
+            published: Arc::new(Published::new(remote)),
+            read_at: now,
             connect: Wakers::default(),
             recv: Wakers::default(),
             send: Wakers::default(),
@@ -116,6 +129,21 @@ impl Slot {
             }
         }
         (self.remote, self.identity.as_ref())
+    }
+
+    /// Publishes the `connection` (`None`: freed) for the handles.
+    pub(crate) fn publish(&mut self, connection: Option<&ProtoConnection>) {
+        self.refresh(connection);
+        self.published
+            .publish(connection, self.remote, self.identity.as_ref());
+    }
+
+    /// Publishes the `connection` if a handle watches it: after a handle
+    /// call changed it, so that the caller reads what its call did.
+    pub(crate) fn publish_if_watched(&mut self, connection: Option<&ProtoConnection>) {
+        if self.published.is_watched() {
+            self.publish(connection);
+        }
     }
 
     fn wake_stream(&mut self, id: StreamId, read: bool) {
@@ -164,6 +192,14 @@ impl Slot {
     }
 }
 
+/// Who is at the other end of a connection, as an accepted or introduced
+/// connection's handle is made.
+pub(crate) struct Peer {
+    pub(crate) remote: SocketAddr,
+    pub(crate) identity: Option<PublicIdentity>,
+    pub(crate) published: Arc<Published>,
+}
+
 /// A slot's key: unique for the endpoint's lifetime, unlike the protocol's
 /// handle, which a later connection may reuse once the first is freed.
 pub(crate) type SlotId = u64;
@@ -191,6 +227,8 @@ pub(crate) struct EndpointState {
     pub(crate) introductions:
         HashMap<(SlotId, KeyFingerprint), Result<SlotId, Option<RefusalReason>>>,
     pub(crate) introduced: Wakers,
+    /// Slots whose connection is published at the end of every turn.
+    watched: Vec<SlotId>,
 }
 
 impl EndpointState {
@@ -206,12 +244,18 @@ impl EndpointState {
             closing: None,
             introductions: HashMap::new(),
             introduced: Wakers::default(),
+            watched: Vec::new(),
         }
     }
 
     /// Gives a new protocol connection, with the peer at `remote`, its
     /// slot.
-    pub(crate) fn add(&mut self, handle: ConnectionHandle, remote: SocketAddr) -> SlotId {
+    pub(crate) fn add(
+        &mut self,
+        now: Instant,
+        handle: ConnectionHandle,
+        remote: SocketAddr,
+    ) -> SlotId {
         let id = self.next_slot;
         self.next_slot += 1;
         let connection = self.proto.connection(handle);
@@ -224,8 +268,8 @@ impl EndpointState {
             ),
             None => tracing::Span::none(),
         };
-        let mut slot = Slot::new(handle, remote, span);
-        slot.refresh(connection.as_deref());
+        let mut slot = Slot::new(handle, remote, span, now);
+        slot.publish(connection.as_deref());
         self.slots.insert(id, slot);
         if let Some(stale) = self.by_handle.insert(handle, id) {
             // The protocol freed a connection and gave its handle to this
@@ -235,11 +279,66 @@ impl EndpointState {
         id
     }
 
-    /// The peer's address and proven identity of the connection of `id`.
-    pub(crate) fn peer(&mut self, id: SlotId) -> Option<(SocketAddr, Option<PublicIdentity>)> {
+    /// The peer's address and proven identity of the connection of `id`,
+    /// and what its handles read of it.
+    pub(crate) fn peer(&mut self, id: SlotId) -> Option<Peer> {
         let (slot, connection) = self.connection(id)?;
         let (remote, identity) = slot.refresh(connection.as_deref());
-        Some((remote, identity.cloned()))
+        let identity = identity.cloned();
+        Some(Peer {
+            remote,
+            identity,
+            published: Arc::clone(&slot.published),
+        })
+    }
+
+    /// What the handles of `id` read of it.
+    pub(crate) fn published(&self, id: SlotId) -> Option<Arc<Published>> {
+        self.slots.get(&id).map(|slot| Arc::clone(&slot.published))
+    }
+
+    /// Publishes the connection of `id` now, and at the end of every turn
+    /// from now on until nobody read it for [`WATCH_FOR`].
+    pub(crate) fn watch(&mut self, now: Instant, id: SlotId) {
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return;
+        };
+        let connection = slot.handle.and_then(|h| self.proto.connection_ref(h));
+        slot.publish(connection);
+        slot.read_at = now;
+        if !slot.published.is_watched() {
+            slot.published.set_watched(true);
+            // A freed connection's last publication is final.
+            if slot.handle.is_some() {
+                self.watched.push(id);
+            }
+        }
+    }
+
+    /// Publishes every watched connection, and stops watching those
+    /// nobody read for [`WATCH_FOR`] and those the protocol freed (whose
+    /// last publication says so).
+    fn publish_watched(&mut self, now: Instant) {
+        let Self {
+            watched,
+            slots,
+            proto,
+            ..
+        } = self;
+        watched.retain(|id| {
+            let Some(slot) = slots.get_mut(id) else {
+                return false;
+            };
+            if slot.published.take_read() {
+                slot.read_at = now;
+            } else if now.saturating_duration_since(slot.read_at) > WATCH_FOR {
+                slot.published.set_watched(false);
+                return false;
+            }
+            let connection = slot.handle.and_then(|h| proto.connection_ref(h));
+            slot.publish(connection);
+            slot.handle.is_some()
+        });
     }
 
     /// Refuses the connection a peer opened that `id` names: closed at
@@ -263,6 +362,7 @@ impl EndpointState {
     fn detach(&mut self, id: SlotId) {
         if let Some(slot) = self.slots.get_mut(&id) {
             slot.handle = None;
+            slot.publish(None);
             // Whoever waits learns that it is gone, with or without the
             // event that should have said so.
             slot.wake_everyone();
@@ -361,7 +461,7 @@ impl EndpointState {
                 // A connection a peer opened: its first event is `Connected`.
                 None if event == Event::Connected => {
                     match self.proto.connection(handle).map(|c| c.remote()) {
-                        Some(remote) => self.add(handle, remote),
+                        Some(remote) => self.add(now, handle, remote),
                         None => continue,
                     }
                 }
@@ -421,6 +521,7 @@ impl EndpointState {
             }
         }
         self.forget_freed();
+        self.publish_watched(now);
         if self.proto.is_empty() {
             self.idle.wake_all();
         }
@@ -571,7 +672,7 @@ mod tests {
         let slots: Vec<SlotId> = (0..CONNECTIONS)
             .map(|_| {
                 let handle = client.proto.connect(now, SERVER, &public).expect("connect");
-                client.add(handle, SERVER)
+                client.add(now, handle, SERVER)
             })
             .collect();
         shuttle(&mut client, &mut server, now);
@@ -594,6 +695,28 @@ mod tests {
         client.poll_timeout();
         client.end_turn(now);
         assert_eq!(client.proto.touched(), 0);
+    }
+
+    #[test]
+    fn a_connection_nobody_reads_is_published_no_more() {
+        let now = Instant::now();
+        let (mut client, mut server) = pair(now);
+        let public = server.public().expect("identity");
+        let handle = client.proto.connect(now, SERVER, &public).expect("connect");
+        let id = client.add(now, handle, SERVER);
+        shuttle(&mut client, &mut server, now);
+        let published = client.published(id).expect("a slot");
+        client.watch(now, id);
+        assert!(published.is_watched());
+        assert!(published.read(|s| s.stats).is_some());
+        // Read within the time: still published every turn.
+        let later = now + WATCH_FOR / 2;
+        client.end_turn(later);
+        assert!(published.is_watched());
+        // Nobody read since: no longer.
+        client.end_turn(later + WATCH_FOR + Duration::from_millis(1));
+        assert!(!published.is_watched());
+        assert!(client.watched.is_empty());
     }
 
     #[test]
@@ -629,7 +752,7 @@ mod tests {
         // The protocol may hand a freed connection's index to a new
         // connection before the turn ends; the new record takes the handle.
         let (&reused, &old) = client.by_handle.iter().next().expect("not yet forgotten");
-        let new = client.add(reused, SERVER);
+        let new = client.add(now, reused, SERVER);
         assert_eq!(client.by_handle[&reused], new);
         assert!(
             !client.slots.contains_key(&old),

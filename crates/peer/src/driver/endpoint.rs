@@ -514,6 +514,12 @@ impl<N> DriverHandle<N> {
         Ok(f(node))
     }
 
+    /// Whether the driver has ended (its cause is recorded), without
+    /// taking the node's lock.
+    pub fn is_stopped(&self) -> bool {
+        self.shared().cause.get().is_some()
+    }
+
     /// Why the driver ended ([`StopCause::Stopped`] until it records
     /// another).
     fn stopped(&self) -> DriverStopped {

@@ -351,6 +351,15 @@ impl Endpoint {
             .map(|connection| &mut **connection)
     }
 
+    /// A connection, to look at: unlike [`connection`](Self::connection)
+    /// it neither marks the connection as touched nor lends it memory, so
+    /// looking costs the endpoint's next turn nothing.
+    pub fn connection_ref(&self, handle: ConnectionHandle) -> Option<&Connection> {
+        self.connections
+            .get(handle.0)
+            .map(|connection| &**connection)
+    }
+
     /// The application is done with a connection: what it did not read is
     /// dropped, and one still open is closed gracefully with `code`. It is
     /// freed once over.

@@ -1,0 +1,119 @@
+//! [`Published`]: what a connection's handles read of it (figures, the
+//! peer's address, identity and limits), copied out by the driver so that
+//! reading it never waits for the endpoint's lock.
+//!
+//! The endpoint's lock is held by the driver for a whole turn, and under
+//! bulk load a thread preempted while it holds it makes a handle wait for
+//! milliseconds (docs/benchmarks.md, "The endpoint lock under load"). A
+//! connection that a handle reads is *watched*: the driver publishes it at
+//! the end of every turn, and every handle call that changes the
+//! connection under the endpoint's lock publishes it too, so a read sees
+//! what the caller's own earlier calls did. This lock is held only for a
+//! copy. A connection nobody read for [`WATCH_FOR`] is no longer
+//! published each turn (a turn costs nothing for connections nobody
+//! looks at); the next read takes the endpoint's lock once, publishes,
+//! and watches it again.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use crate::proto::{Connection as ProtoConnection, ConnectionStats, PublicIdentity};
+
+/// How long a connection stays watched after the last read of what was
+/// published of it.
+pub(crate) const WATCH_FOR: Duration = Duration::from_secs(1);
+
+/// What was published of one connection, as one copy.
+#[derive(Clone, Debug)]
+pub(crate) struct Snapshot {
+    /// `None` once the protocol freed the connection (likewise below).
+    pub(crate) stats: Option<ConnectionStats>,
+    pub(crate) max_message_size: Option<u64>,
+    pub(crate) max_datagram_size: Option<usize>,
+    pub(crate) observed_address: Option<SocketAddr>,
+    /// The peer's address, the last seen once the connection is freed.
+    pub(crate) remote: SocketAddr,
+    /// The identity the peer proved, kept likewise.
+    pub(crate) identity: Option<PublicIdentity>,
+}
+
+impl Snapshot {
+    fn new(remote: SocketAddr) -> Self {
+        Self {
+            stats: None,
+            max_message_size: None,
+            max_datagram_size: None,
+            observed_address: None,
+            remote,
+            identity: None,
+        }
+    }
+}
+
+/// One connection's published state, shared by its slot (the driver's
+/// side) and its handles.
+#[derive(Debug)]
+pub(crate) struct Published {
+    snapshot: Mutex<Snapshot>,
+    /// The driver publishes the connection at the end of every turn.
+    watched: AtomicBool,
+    /// A handle read it since the driver's last look.
+    read: AtomicBool,
+}
+
+impl Published {
+    pub(crate) fn new(remote: SocketAddr) -> Self {
+        Self {
+            snapshot: Mutex::new(Snapshot::new(remote)),
+            watched: AtomicBool::new(false),
+            read: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the driver publishes it every turn: what was published is
+    /// then as fresh as the last turn or the last handle call.
+    pub(crate) fn is_watched(&self) -> bool {
+        self.watched.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_watched(&self, watched: bool) {
+        self.watched.store(watched, Ordering::Release);
+    }
+
+    /// Whether a handle read it since the last call (which forgets it).
+    pub(crate) fn take_read(&self) -> bool {
+        self.read.swap(false, Ordering::AcqRel)
+    }
+
+    /// Runs `f` on what was last published (under this lock only, held
+    /// for `f`: keep it a copy).
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&Snapshot) -> R) -> R {
+        self.read.store(true, Ordering::Release);
+        f(&self.snapshot.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Publishes the `connection` (`None`: freed), whose peer is at
+    /// `remote` and proved `identity`.
+    pub(crate) fn publish(
+        &self,
+        connection: Option<&ProtoConnection>,
+        remote: SocketAddr,
+        identity: Option<&PublicIdentity>,
+    ) {
+        let stats = connection.map(ProtoConnection::stats);
+        let max_message_size = connection.map(ProtoConnection::peer_max_message_size);
+        let max_datagram_size = connection.map(ProtoConnection::max_datagram_size);
+        let observed_address = connection.and_then(ProtoConnection::observed_address);
+        let mut snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
+        snapshot.stats = stats;
+        snapshot.max_message_size = max_message_size;
+        snapshot.max_datagram_size = max_datagram_size;
+        snapshot.observed_address = observed_address;
+        snapshot.remote = remote;
+        if snapshot.identity.as_ref() != identity {
+            snapshot.identity = identity.cloned();
+        }
+    }
+}
