@@ -4,10 +4,12 @@
 //! Two endpoints on loopback in one process, on a tokio runtime with two
 //! workers. A client task writes a stream as fast as the server reads it;
 //! beside it a probe task calls `Connection::stats()` on the sending
-//! connection every 200 µs. That call takes the endpoint's one lock (the
-//! one the driver holds for a whole turn) and copies a few figures under
-//! it, so its duration is the wait for the lock plus well under a
-//! microsecond of work. The same probe runs on an idle connection first,
+//! connection every 200 µs. That call used to take the endpoint's one lock
+//! (the one the driver holds for a whole turn); it now copies the figures
+//! the driver publishes per connection behind a lock of its own (the
+//! first call takes the endpoint's lock once, to have them published), so
+//! its duration is the wait for either lock plus well under a microsecond
+//! of work. The same probe runs on an idle connection first,
 //! as the baseline. During the load the probe alternates with the same
 //! call on a connection of a second, idle pair of endpoints (locks of
 //! their own): the control, which waits for no lock held by the transfer,

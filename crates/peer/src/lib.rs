@@ -99,7 +99,9 @@
 //! the trait documents. The async API ([`Endpoint`], [`Connection`],
 //! [`SendStream`], [`RecvStream`]) is built on top of both: application handles share the
 //! protocol's state with the driver under one short lock and are woken
-//! once per driver turn, by what concerns them.
+//! once per driver turn, by what concerns them; what they only read of a
+//! connection ([`Connection::stats`], its address and limits) is published
+//! by the driver behind a lock of its own and never waits for its turn.
 //!
 //! # Running a node
 //! A node decides; the driver moves its datagrams. This one answers every

@@ -6,7 +6,10 @@
 //! handles share the protocol's state with the driver under one short lock
 //! and wake it when they queued something; the driver wakes exactly the
 //! tasks its turn concerned (a message arrived, room to send, a stream
-//! readable), once per turn.
+//! readable), once per turn. What handles only read of a connection
+//! (figures, the peer's address and limits) the driver publishes per
+//! connection behind a lock of its own, so reading it never waits for the
+//! driver's turn.
 
 mod config;
 mod connection;
