@@ -14,7 +14,10 @@
 //! call on a connection of a second, idle pair of endpoints (locks of
 //! their own): the control, which waits for no lock held by the transfer,
 //! only for the threads to be scheduled, so the difference between the
-//! two is the lock's. Durations go to HDR histograms (1 ns resolution);
+//! two is the lock's. A third call alternates with them: `Endpoint::stats()`
+//! on the loaded client endpoint, which still takes the endpoint's lock,
+//! as every call that acts on a connection (`write`, `send`, `read`, ...)
+//! does. Durations go to HDR histograms (1 ns resolution);
 //! the percentiles are printed, with the transfer's throughput.
 //!
 //! `cargo bench -p tern-benches --bench level2_lock_wait` (add
@@ -67,7 +70,7 @@ async fn run(load: Duration, per_turn: usize) -> Result<(), Box<dyn std::error::
     );
     let (connection, accepted) = (connection?, accepted.ok_or("the server stopped")?);
 
-    let (idle, _) = probe(&connection, None, Duration::from_secs(1)).await;
+    let (idle, ..) = probe(&connection, None, Duration::from_secs(1)).await;
     report("idle connection", &idle);
     let control_server = Endpoint::bind(
         localhost,
@@ -109,12 +112,16 @@ async fn run(load: Duration, per_turn: usize) -> Result<(), Box<dyn std::error::
     };
     // Let the transfer reach its pace before probing.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let (loaded, control) = probe(&connection, Some(&control), load).await;
+    let (loaded, control, locked) = probe(&connection, Some((&control, &client)), load).await;
     running.store(false, Ordering::Relaxed);
     let elapsed = writer.await??;
     let bytes = reader.await??;
     report("under bulk load", &loaded);
     report("control (another endpoint, idle) meanwhile", &control);
+    report(
+        "Endpoint::stats() of the loaded endpoint (takes its lock) meanwhile",
+        &locked,
+    );
     println!(
         "transfer: {} MiB in {:.2} s, {:.0} MB/s",
         bytes >> 20,
@@ -124,32 +131,36 @@ async fn run(load: Duration, per_turn: usize) -> Result<(), Box<dyn std::error::
     Ok(())
 }
 
-/// Times `stats()` on `connection` every [`PROBE_EVERY`] for `time`,
-/// and on `control` in between if given.
+/// Times `stats()` on `connection` every [`PROBE_EVERY`] for `time`, and
+/// if given, in between, on the control connection and `stats()` of the
+/// loaded endpoint.
 async fn probe(
     connection: &Connection,
-    control: Option<&Connection>,
+    others: Option<(&Connection, &Endpoint)>,
     time: Duration,
-) -> (Histogram<u64>, Histogram<u64>) {
+) -> (Histogram<u64>, Histogram<u64>, Histogram<u64>) {
     let new = || Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("valid bounds");
-    let (mut probed, mut controlled) = (new(), new());
+    let (mut probed, mut controlled, mut locked) = (new(), new(), new());
     let end = quanta::Instant::now() + time;
     while quanta::Instant::now() < end {
-        time_stats(connection, &mut probed);
+        time_call(&mut probed, || connection.stats());
         tokio::time::sleep(PROBE_EVERY).await;
-        if let Some(control) = control {
-            time_stats(control, &mut controlled);
+        if let Some((control, endpoint)) = others {
+            time_call(&mut controlled, || control.stats());
+            tokio::time::sleep(PROBE_EVERY).await;
+            time_call(&mut locked, || endpoint.stats());
             tokio::time::sleep(PROBE_EVERY).await;
         }
     }
-    (probed, controlled)
+    (probed, controlled, locked)
 }
 
-fn time_stats(connection: &Connection, histogram: &mut Histogram<u64>) {
+/// Times one call of `f` into `histogram`.
+fn time_call<T>(histogram: &mut Histogram<u64>, f: impl FnOnce() -> T) {
     let start = quanta::Instant::now();
-    let stats = connection.stats();
+    let result = f();
     let took = start.elapsed();
-    std::hint::black_box(stats);
+    std::hint::black_box(result);
     let _ = histogram.record(took.as_nanos().max(1) as u64);
 }
 
