@@ -8,7 +8,8 @@
 //! read by the application. Each attack class keeps to the rules (an
 //! attacker closed for a violation costs nothing more), so it is the most
 //! work a class can buy: tiny stream fragments, empty messages, empty
-//! datagrams, pings, ACKs of everything, and resets.
+//! datagrams, pings (in a batch, and one per turn), ACKs of everything,
+//! and resets.
 
 #![forbid(unsafe_code)]
 
@@ -69,11 +70,32 @@ fn deliver(mut batch: Batch) -> Batch {
         a.endpoint
             .handle_datagram(now, a.endpoint_addr, a.addr, packet);
     }
+    turn(a);
+    batch
+}
+
+/// As [`deliver`], with a turn after every packet: a driver that receives
+/// the attacker's datagrams one at a time.
+#[inline(never)]
+fn deliver_each(mut batch: Batch) -> Batch {
+    let a = &mut batch.attacker;
+    let now = a.now();
+    for packet in &mut batch.packets {
+        a.endpoint
+            .handle_datagram(now, a.endpoint_addr, a.addr, packet);
+        turn(a);
+    }
+    batch
+}
+
+/// The endpoint's turn as the driver takes it: everything it sends, then
+/// its next deadline.
+fn turn(a: &mut Attacker) {
+    let now = a.now();
     let limits = TransmitLimits::new(1, MAX_DATAGRAM);
     let mut buf = [0u8; MAX_DATAGRAM];
     while a.endpoint.poll_transmit(now, limits, &mut buf).is_some() {}
     black_box(a.endpoint.poll_timeout());
-    batch
 }
 
 /// The attacker's connection is still open after the batch: the class kept
@@ -84,6 +106,15 @@ fn still_open(batch: &mut Batch) {
 }
 
 fn run(bencher: Bencher, make: fn() -> Batch, after: fn(&mut Batch)) {
+    run_with(bencher, make, deliver, after);
+}
+
+fn run_with(
+    bencher: Bencher,
+    make: fn() -> Batch,
+    deliver: fn(Batch) -> Batch,
+    after: fn(&mut Batch),
+) {
     bencher
         .with_inputs(make)
         .input_counter(|b: &Batch| BytesCount::new(b.bytes))
@@ -206,6 +237,19 @@ fn pings(bencher: Bencher) {
     run(
         bencher,
         || batch(|a, _| a.seal(&[Frame::Ping]).0, 400),
+        still_open,
+    );
+}
+
+/// Pings again, each in a turn of its own: every one is answered (its ACK
+/// sealed and sent) and the endpoint's deadline asked for, the fixed cost
+/// of a turn per packet.
+#[divan::bench]
+fn pings_turn_each(bencher: Bencher) {
+    run_with(
+        bencher,
+        || batch(|a, _| a.seal(&[Frame::Ping]).0, 400),
+        deliver_each,
         still_open,
     );
 }
