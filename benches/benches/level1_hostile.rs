@@ -8,7 +8,8 @@
 //! read by the application. Each attack class keeps to the rules (an
 //! attacker closed for a violation costs nothing more), so it is the most
 //! work a class can buy: tiny stream fragments, empty messages, empty
-//! datagrams, pings, ACKs of everything, and resets.
+//! datagrams, pings (in a batch, and one per turn), ACKs of everything,
+//! and resets.
 
 #![forbid(unsafe_code)]
 
@@ -16,7 +17,10 @@ use std::time::Duration;
 
 use divan::counter::BytesCount;
 use divan::{Bencher, black_box};
-use tern_proto::{Direction, EndpointConfig, INITIAL_STREAM_WINDOW, ReadOutcome, Side, StreamId};
+use tern_proto::{
+    Direction, EndpointConfig, INITIAL_CONNECTION_WINDOW, INITIAL_STREAM_WINDOW, Node, ReadOutcome,
+    Side, StreamId, TransmitLimits,
+};
 use tern_wire::{Ack, AckFrameRanges, Datagram, Frame, Message, ResetStream, Stream};
 
 #[global_allocator]
@@ -27,7 +31,7 @@ static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();
 #[allow(missing_docs)]
 mod support;
 
-use support::attacker::Attacker;
+use support::attacker::{Attacker, MAX_DATAGRAM};
 
 fn main() {
     divan::main();
@@ -53,14 +57,45 @@ fn batch(mut seal: impl FnMut(&mut Attacker, usize) -> Vec<u8>, packets: usize) 
     }
 }
 
-/// The endpoint's work on a batch: every packet, then its turn.
+/// The endpoint's work on a batch: every packet, then its turn, as the
+/// driver takes it (everything it sends, then its next deadline). The
+/// attacker's own records of what went where are left out: they are the
+/// harness's work, not the endpoint's. Never inlined, so a profiler can
+/// count its instructions alone (`--toggle-collect` in callgrind).
+#[inline(never)]
 fn deliver(mut batch: Batch) -> Batch {
-    let from = batch.attacker.addr;
+    let a = &mut batch.attacker;
+    let now = a.now();
     for packet in &mut batch.packets {
-        batch.attacker.deliver(from, packet);
+        a.endpoint
+            .handle_datagram(now, a.endpoint_addr, a.addr, packet);
     }
-    batch.attacker.turn();
+    turn(a);
     batch
+}
+
+/// As [`deliver`], with a turn after every packet: a driver that receives
+/// the attacker's datagrams one at a time.
+#[inline(never)]
+fn deliver_each(mut batch: Batch) -> Batch {
+    let a = &mut batch.attacker;
+    let now = a.now();
+    for packet in &mut batch.packets {
+        a.endpoint
+            .handle_datagram(now, a.endpoint_addr, a.addr, packet);
+        turn(a);
+    }
+    batch
+}
+
+/// The endpoint's turn as the driver takes it: everything it sends, then
+/// its next deadline.
+fn turn(a: &mut Attacker) {
+    let now = a.now();
+    let limits = TransmitLimits::new(1, MAX_DATAGRAM);
+    let mut buf = [0u8; MAX_DATAGRAM];
+    while a.endpoint.poll_transmit(now, limits, &mut buf).is_some() {}
+    black_box(a.endpoint.poll_timeout());
 }
 
 /// The attacker's connection is still open after the batch: the class kept
@@ -71,6 +106,15 @@ fn still_open(batch: &mut Batch) {
 }
 
 fn run(bencher: Bencher, make: fn() -> Batch, after: fn(&mut Batch)) {
+    run_with(bencher, make, deliver, after);
+}
+
+fn run_with(
+    bencher: Bencher,
+    make: fn() -> Batch,
+    deliver: fn(Batch) -> Batch,
+    after: fn(&mut Batch),
+) {
     bencher
         .with_inputs(make)
         .input_counter(|b: &Batch| BytesCount::new(b.bytes))
@@ -197,6 +241,19 @@ fn pings(bencher: Bencher) {
     );
 }
 
+/// Pings again, each in a turn of its own: every one is answered (its ACK
+/// sealed and sent) and the endpoint's deadline asked for, the fixed cost
+/// of a turn per packet.
+#[divan::bench]
+fn pings_turn_each(bencher: Bencher) {
+    run_with(
+        bencher,
+        || batch(|a, _| a.seal(&[Frame::Ping]).0, 400),
+        deliver_each,
+        still_open,
+    );
+}
+
 /// Packets each acknowledging everything the endpoint sent (32 ranges,
 /// every packet again) and asking for an ACK.
 #[divan::bench]
@@ -245,18 +302,26 @@ fn sent_ranges(attacker: &mut Attacker) -> Vec<std::ops::RangeInclusive<u64>> {
         .collect()
 }
 
-/// A byte a quarter into a stream's first window, then its reset: the
-/// bytes up to it credited to the connection, per stream (the eight
-/// streams a peer may open at first).
+/// A byte into a stream, then its reset: the bytes up to it credited to
+/// the connection, per stream. As many streams as the endpoint granted
+/// with the handshake (its MaxStreams, read back: 100 by default), each
+/// byte as far in as the connection window lets them all go (a quarter of
+/// the stream's first window at most).
 #[divan::bench]
 fn resets(bencher: Bencher) {
     run(
         bencher,
         || {
-            batch(
+            let mut far = 0;
+            let mut streams = 0;
+            let batch = batch(
                 |a, k| {
+                    if k == 0 {
+                        streams = a.granted.bi_streams;
+                        let window = a.granted.data.max(INITIAL_CONNECTION_WINDOW);
+                        far = (window / streams - 1).min(INITIAL_STREAM_WINDOW / 4);
+                    }
                     let id = bi(k as u64);
-                    let far = INITIAL_STREAM_WINDOW / 4;
                     a.seal(&[
                         Frame::Stream(Stream {
                             id,
@@ -272,9 +337,15 @@ fn resets(bencher: Bencher) {
                     ])
                     .0
                 },
-                8,
-            )
+                RESET_STREAMS,
+            );
+            assert_eq!(streams, RESET_STREAMS as u64, "the streams granted");
+            batch
         },
         still_open,
     );
 }
+
+/// The two-way streams an endpoint grants by default
+/// (`ConnectionConfig::max_concurrent_streams`).
+const RESET_STREAMS: usize = 100;

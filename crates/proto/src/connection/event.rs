@@ -1,6 +1,8 @@
 //! What the application is told about a connection: its [`Event`]s, which
 //! the connection queues once per kind until they are taken.
 
+use std::collections::VecDeque;
+
 #[cfg(doc)]
 use super::Connection;
 use super::error::ConnectionError;
@@ -64,4 +66,109 @@ pub enum Event {
         /// The rendezvous's refusal, if it refused.
         reason: Option<RefusalReason>,
     },
+}
+
+/// The events waiting for the application, each queued once until it is
+/// taken. Whether one already waits is known at a constant cost, however
+/// many the queue holds (a peer that opens and resets a hundred streams
+/// queues a hundred): a bit per kind for the kinds without a payload,
+/// and the stream itself for its [`Event::StreamReadable`] (its receiving
+/// half remembers, see [`Events::push_new`]). The rest are rare and
+/// looked for along the queue.
+#[derive(Debug, Default)]
+pub(super) struct Events {
+    queue: VecDeque<Event>,
+    /// A bit per kind without a payload that waits in `queue`.
+    kinds: u16,
+}
+
+impl Events {
+    /// Queues `event` unless one like it waits already.
+    pub(super) fn push(&mut self, event: Event) {
+        match kind_bit(&event) {
+            Some(bit) if self.kinds & bit != 0 => {}
+            Some(bit) => {
+                self.kinds |= bit;
+                self.queue.push_back(event);
+            }
+            None if self.queue.contains(&event) => {}
+            None => self.queue.push_back(event),
+        }
+    }
+
+    /// Queues `event`, which the caller knows is not waiting (a stream's
+    /// readable event, which its stream remembers queuing).
+    pub(super) fn push_new(&mut self, event: Event) {
+        self.queue.push_back(event);
+    }
+
+    /// The oldest event.
+    pub(super) fn pop(&mut self) -> Option<Event> {
+        let event = self.queue.pop_front()?;
+        if let Some(bit) = kind_bit(&event) {
+            self.kinds &= !bit;
+        }
+        Some(event)
+    }
+
+    /// Gives the queue's memory back while it is empty.
+    pub(super) fn release_memory(&mut self) {
+        if self.queue.is_empty() {
+            self.queue = VecDeque::new();
+        }
+    }
+}
+
+/// The bit of an event's kind, for the kinds without a payload.
+fn kind_bit(event: &Event) -> Option<u16> {
+    let index = match event {
+        Event::Connected => 0,
+        Event::MessageReceived => 1,
+        Event::DatagramReceived => 2,
+        Event::StreamOpened => 3,
+        Event::MessagesWritable => 4,
+        Event::DatagramsWritable => 5,
+        Event::ObservedAddressChanged => 6,
+        Event::StreamsAvailable => 7,
+        Event::StreamReadable(_)
+        | Event::StreamWritable(_)
+        | Event::Closed(_)
+        | Event::Introduced { .. }
+        | Event::IntroductionFailed { .. } => return None,
+    };
+    Some(1 << index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_event_waits_once_until_taken() {
+        let mut events = Events::default();
+        let stream = StreamId(4);
+        for _ in 0..3 {
+            events.push(Event::MessageReceived);
+            events.push(Event::StreamWritable(stream));
+        }
+        events.push_new(Event::StreamReadable(stream));
+        events.push(Event::DatagramReceived);
+        let taken: Vec<_> = std::iter::from_fn(|| events.pop()).collect();
+        assert_eq!(
+            taken,
+            [
+                Event::MessageReceived,
+                Event::StreamWritable(stream),
+                Event::StreamReadable(stream),
+                Event::DatagramReceived,
+            ]
+        );
+        events.push(Event::MessageReceived);
+        assert_eq!(
+            events.pop(),
+            Some(Event::MessageReceived),
+            "queued again once taken"
+        );
+        assert_eq!(events.pop(), None);
+    }
 }

@@ -55,7 +55,6 @@ pub(crate) mod streams;
 mod timers;
 mod untaken;
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
 use std::sync::Arc;
@@ -245,7 +244,7 @@ pub struct Connection {
     released: bool,
     datagrams_out: DatagramQueue,
     datagrams_in: untaken::Untaken<()>,
-    events: VecDeque<Event>,
+    events: event::Events,
     /// A graceful close waits for everything sent to be acknowledged.
     close_when_drained: Option<close::PendingClose>,
     close_frame: Option<(CloseKind, u64, Bytes)>,
@@ -339,7 +338,7 @@ impl Connection {
             released: false,
             datagrams_out,
             datagrams_in: untaken::Untaken::new(),
-            events: VecDeque::new(),
+            events: event::Events::default(),
             close_when_drained: None,
             close_frame: None,
             close_due: false,
@@ -450,16 +449,18 @@ impl Connection {
     /// application is not looking (one `MessageReceived` means "call
     /// `recv_message` until it is empty").
     fn notify(&mut self, event: Event) {
-        if !self.events.contains(&event) {
-            self.events.push_back(event);
-        }
+        self.events.push(event);
     }
 
     /// The next event, if any. Each kind of event is queued once until it
     /// is taken: after `MessageReceived`, take every message; after
     /// `StreamOpened`, accept every stream.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        let event = self.events.pop()?;
+        if let Event::StreamReadable(id) = event {
+            self.streams.readable_taken(id);
+        }
+        Some(event)
     }
 
     fn is_open_for_data(&self) -> bool {
@@ -662,7 +663,7 @@ impl Connection {
     fn flush_readable(&mut self) {
         self.streams.wake_writers();
         while let Some(id) = self.streams.poll_readable() {
-            self.notify(Event::StreamReadable(id));
+            self.events.push_new(Event::StreamReadable(id));
         }
         while let Some(id) = self.streams.poll_writable() {
             self.notify(Event::StreamWritable(id));
@@ -681,7 +682,11 @@ impl Connection {
 
 /// The largest message that travels in one Message frame: what any packet
 /// at the 1 200-byte minimum carries, so it fits whatever the path.
+/// Worked out once: every Datagram frame received is checked against it.
 fn small_message_limit() -> usize {
-    tern_wire::MaxUdpPayload::new(tern_wire::MIN_UDP_PAYLOAD)
-        .map_or(1024, tern_wire::MaxUdpPayload::guaranteed_message_capacity)
+    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        tern_wire::MaxUdpPayload::new(tern_wire::MIN_UDP_PAYLOAD)
+            .map_or(1024, tern_wire::MaxUdpPayload::guaranteed_message_capacity)
+    })
 }

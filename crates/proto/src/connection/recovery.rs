@@ -3,7 +3,6 @@
 //! congestion controller, the MTU search, the streams and the messages
 //! learn which.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use quanta::Instant;
@@ -50,9 +49,7 @@ impl Connection {
         self.loss.shrink_when_empty();
         self.recovery = RecoveryBuffer::default();
         self.ack_ranges = Vec::new();
-        if self.events.is_empty() {
-            self.events = VecDeque::new();
-        }
+        self.events.release_memory();
     }
 
     pub(super) fn rtt(&self) -> Rtt {

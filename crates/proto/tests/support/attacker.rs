@@ -85,6 +85,9 @@ pub struct Attacker {
     /// Whether `elsewhere` keeps what the endpoint sends to addresses
     /// other than the attacker's (off: only counted).
     pub keep_elsewhere: bool,
+    /// The flow-control limits the endpoint granted with the handshake
+    /// (its first packets after it), as the attacker read them.
+    pub granted: Limits,
 }
 
 impl Attacker {
@@ -142,6 +145,7 @@ impl Attacker {
             inbox: Vec::new(),
             elsewhere: Vec::new(),
             keep_elsewhere: false,
+            granted: Limits::default(),
         };
         attacker
             .received_from
@@ -154,7 +158,10 @@ impl Attacker {
         attacker.turn();
         attacker.handle = attacker.endpoint.accept().expect("accepted");
         assert!(attacker.connection().is_some_and(|c| c.is_established()));
-        attacker.inbox.clear();
+        // Read, and the inbox left empty.
+        let mut granted = Limits::default();
+        attacker.take_limits(&mut granted);
+        attacker.granted = granted;
         attacker
     }
 

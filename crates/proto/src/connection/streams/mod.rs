@@ -127,6 +127,9 @@ struct Incoming {
     reset_code: Option<u64>,
     /// This side asked the peer to stop sending, with this code.
     stop_code: Option<u64>,
+    /// A [`StreamReadable`](crate::Event::StreamReadable) event for it
+    /// waits to be taken: no other is queued (see `poll_readable`).
+    readable_queued: bool,
 }
 
 /// What the application learns from a read.
@@ -498,7 +501,14 @@ impl Streams {
             if record.is_full() {
                 break;
             }
-            let Some(inc) = self.incoming.get(&id) else {
+            // A stream whose size is known (its end or its reset came)
+            // needs no more credit: nothing is announced for it (RFC 9000
+            // §4.5), so a stream reset as it opens costs no frame.
+            let Some(inc) = self
+                .incoming
+                .get(&id)
+                .filter(|inc| inc.data.final_size().is_none())
+            else {
                 self.max_stream_data_due.pop();
                 continue;
             };

@@ -38,6 +38,20 @@ impl RangeSet {
         if range.is_empty() {
             return;
         }
+        // At or after the last range's start (bytes arriving in order, one
+        // frame or one packet at a time): only the last range can be
+        // touched, and it is reached without a search.
+        if let Some(mut last) = self.ranges.last_entry()
+            && range.start >= *last.key()
+        {
+            let end = last.get_mut();
+            if range.start > *end {
+                self.ranges.insert(range.start, range.end);
+            } else if range.end > *end {
+                *end = range.end;
+            }
+            return;
+        }
         let mut end = range.end;
         // A range starting at or before `range.start` that reaches it
         // takes the new end in place.
@@ -101,7 +115,12 @@ impl RangeSet {
 
     /// The first range.
     pub(crate) fn first(&self) -> Option<Range<u64>> {
-        self.ranges.iter().next().map(|(&s, &e)| s..e)
+        self.ranges.first_key_value().map(|(&s, &e)| s..e)
+    }
+
+    /// The end of the last range: nothing at or past it is in the set.
+    pub(crate) fn end(&self) -> Option<u64> {
+        self.ranges.last_key_value().map(|(_, &e)| e)
     }
 
     /// Removes and returns up to `max` bytes from the front of the first range.
@@ -187,6 +206,7 @@ mod tests {
         assert_eq!(set.gaps(0..50).collect::<Vec<_>>(), [0..10, 15..25, 40..50]);
         assert_eq!(set.pop_front(3), Some(10..13));
         assert_eq!(set.first(), Some(13..15));
+        assert_eq!(set.end(), Some(40));
     }
 
     #[derive(Debug, Clone)]
@@ -232,6 +252,8 @@ mod tests {
                 for (i, bit) in model.iter().enumerate() {
                     prop_assert_eq!(set.contains(i as u64..i as u64 + 1), *bit);
                 }
+                let last = model.iter().rposition(|b| *b).map(|i| i as u64 + 1);
+                prop_assert_eq!(set.end(), last);
                 let gaps: u64 = set.gaps(0..256).map(|g| g.end - g.start).sum();
                 prop_assert_eq!(gaps, model.iter().filter(|b| !**b).count() as u64);
             }

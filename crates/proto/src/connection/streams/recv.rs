@@ -28,6 +28,7 @@ impl Streams {
             charged: 0,
             reset_code: None,
             stop_code: None,
+            readable_queued: false,
         }
     }
 
@@ -206,9 +207,19 @@ impl Streams {
         self.retired_remote[slot(Direction::Uni)] += 1;
     }
 
-    /// The next stream that became readable since the last look.
+    /// The next stream that became readable since the last look and had
+    /// no readable event waiting (it has one from now on, until
+    /// [`Self::readable_taken`]). So a stream's event is queued once,
+    /// however many frames made it readable, at a constant cost.
     pub(in crate::connection) fn poll_readable(&mut self) -> Option<StreamId> {
         self.readable.pop()
+    }
+
+    /// The application took `id`'s readable event.
+    pub(in crate::connection) fn readable_taken(&mut self, id: StreamId) {
+        if let Some(inc) = self.incoming.get_mut(&id) {
+            inc.readable_queued = false;
+        }
     }
 
     // ---- the peer's side ----
@@ -259,7 +270,9 @@ impl Streams {
             .insert(&mut self.pages, offset, data, fin)
             .map_err(ProtocolError::StreamData)?;
         if inc.message.is_none() {
-            if inc.data.readable() > 0 || inc.data.is_finished() {
+            if (inc.data.readable() > 0 || inc.data.is_finished())
+                && !std::mem::replace(&mut inc.readable_queued, true)
+            {
                 self.readable.push(id);
             }
             self.grant_update();
@@ -302,7 +315,9 @@ impl Streams {
         } else {
             inc.data.discard(&mut self.pages);
             inc.reset_code = Some(frame.error_code);
-            self.readable.push(id);
+            if !std::mem::replace(&mut inc.readable_queued, true) {
+                self.readable.push(id);
+            }
         }
         self.on_consumed(unread);
         Ok(())

@@ -151,11 +151,19 @@ impl RecvStream {
         self.highest = self.highest.max(end);
         let start = offset.max(self.read);
         if start < end {
-            for gap in self.received.gaps(start..end) {
-                let from = (gap.start - offset) as usize;
-                let to = (gap.end - offset) as usize;
-                self.pages.write(pool, gap.start, &data[from..to]);
-                self.buffered += gap.end - gap.start;
+            if self.received.end().is_none_or(|held| held <= start) {
+                // Past everything held (bytes in order): all of it is new,
+                // with no search for gaps.
+                self.pages
+                    .write(pool, start, &data[(start - offset) as usize..]);
+                self.buffered += end - start;
+            } else {
+                for gap in self.received.gaps(start..end) {
+                    let from = (gap.start - offset) as usize;
+                    let to = (gap.end - offset) as usize;
+                    self.pages.write(pool, gap.start, &data[from..to]);
+                    self.buffered += gap.end - gap.start;
+                }
             }
             self.received.insert(start..end);
             let runs = self.received.len();
