@@ -19,8 +19,8 @@ use std::time::{Duration, SystemTime};
 use divan::{Bencher, black_box};
 use rand_core::{OsRng, RngCore};
 use tern_wire::{
-    Frame, INTRO_LEN, IdentityKey, KeyConfig, PendingIntro, ReplayGuard, Responder,
-    ResumptionSecret, TicketPolicy,
+    EphemeralKey, EphemeralKeys, Frame, INTRO_LEN, IdentityKey, KeyConfig, PendingIntro,
+    ReplayGuard, Responder, ResumptionSecret, TicketPolicy,
 };
 
 fn main() {
@@ -83,6 +83,7 @@ fn accept_and_reply(bencher: Bencher, identity: &IdentityKey, proving: Option<&I
             let mut intro = [0u8; INTRO_LEN];
             PendingIntro::write_as(
                 proving,
+                EphemeralKey::random(&mut OsRng),
                 &public,
                 7,
                 KeyConfig::default(),
@@ -94,6 +95,40 @@ fn accept_and_reply(bencher: Bencher, identity: &IdentityKey, proving: Option<&I
             intro
         })
         .bench_local_refs(|intro| black_box(answer(&mut responder, intro, now, &mut reply)));
+}
+
+/// Accepts and answers fresh anonymous intros to `identity` with the
+/// responder's ephemeral key drawn ahead, outside the timing, as an
+/// endpoint's stock of keys has it: what stands between the intro and the
+/// reply.
+fn accept_from_stock_and_reply(bencher: Bencher, identity: &IdentityKey) {
+    let now = SystemTime::now();
+    let public = identity.public();
+    let mut responder = responder(identity);
+    let mut reply = [0u8; 3 * INTRO_LEN];
+    bencher
+        .with_inputs(|| {
+            let mut intro = [0u8; INTRO_LEN];
+            PendingIntro::write(
+                &public,
+                7,
+                KeyConfig::default(),
+                now,
+                &mut OsRng,
+                &mut intro,
+            )
+            .expect("writes");
+            let mut stock = EphemeralKeys::new(1);
+            stock.refill(&mut OsRng);
+            (intro, stock)
+        })
+        .bench_local_refs(|(intro, stock)| {
+            let accepted = responder
+                .accept_from(intro, now, stock, &mut OsRng)
+                .expect("a fresh intro");
+            let (len, _keys) = accepted.reply(9, &[Frame::Ping], &mut reply).expect("fits");
+            black_box(len)
+        });
 }
 
 /// Accepts and answers fresh resumed intros to `identity`, each with a
@@ -116,10 +151,10 @@ fn accept_resumed_and_reply(bencher: Bencher, identity: &IdentityKey) {
             PendingIntro::write_resumed(
                 &ticket,
                 &secret,
+                EphemeralKey::random(&mut OsRng),
                 7,
                 KeyConfig::default(),
                 now,
-                &mut OsRng,
                 &mut intro,
             )
             .expect("writes");
@@ -155,6 +190,13 @@ mod responder_per_intro {
         accept_and_reply(bencher, super::x25519(), None);
     }
 
+    /// An X25519 intro from an anonymous initiator, the responder's key
+    /// drawn ahead: `es` and `ee`.
+    #[divan::bench]
+    fn x25519_key_ahead(bencher: Bencher) {
+        accept_from_stock_and_reply(bencher, super::x25519());
+    }
+
     /// An X25519 intro whose initiator proves its X25519 identity: `es`,
     /// `ss`, `ee` and `se`.
     #[divan::bench]
@@ -175,6 +217,7 @@ mod initiator_per_intro {
             black_box(
                 PendingIntro::write_as(
                     proving,
+                    EphemeralKey::random(&mut OsRng),
                     &public,
                     7,
                     KeyConfig::default(),
@@ -197,5 +240,89 @@ mod initiator_per_intro {
     #[divan::bench]
     fn x25519(bencher: Bencher) {
         write(bencher, super::x25519(), None);
+    }
+
+    /// The X25519 intro, anonymous, its ephemeral key drawn ahead (outside
+    /// the timing): `es` and the seals.
+    #[divan::bench]
+    fn x25519_key_ahead(bencher: Bencher) {
+        let now = SystemTime::now();
+        let public = super::x25519().public();
+        let mut intro = [0u8; INTRO_LEN];
+        bencher
+            .with_inputs(|| EphemeralKey::random(&mut OsRng))
+            .bench_local_values(|key| {
+                black_box(
+                    PendingIntro::write_as(
+                        None,
+                        key,
+                        &public,
+                        7,
+                        KeyConfig::default(),
+                        now,
+                        &mut OsRng,
+                        &mut intro,
+                    )
+                    .expect("writes"),
+                )
+            });
+    }
+}
+
+/// The RSA-2048 intro's decryption alone (RSA-OAEP with SHA-256, the
+/// private key's CRT values precomputed as when it is generated or
+/// loaded): with the blinding every intro gets, and without, to tell what
+/// the blinding (a fresh random factor and its inverse modulo n per call)
+/// costs.
+mod rsa_decrypt {
+    use super::*;
+    use rsa::{Oaep, RsaPrivateKey, RsaPublicKey};
+    use sha2::Sha256;
+
+    fn key_and_ciphertext() -> (RsaPrivateKey, Vec<u8>) {
+        let key = RsaPrivateKey::new(&mut OsRng, 2048).expect("RSA key generation");
+        let ciphertext = RsaPublicKey::from(&key)
+            .encrypt(&mut OsRng, Oaep::new::<Sha256>(), &[7u8; 120])
+            .expect("encrypts");
+        (key, ciphertext)
+    }
+
+    /// What every intro gets: blinded.
+    #[divan::bench]
+    fn blinded(bencher: Bencher) {
+        let (key, ciphertext) = key_and_ciphertext();
+        bencher.bench_local(|| {
+            black_box(key.decrypt_blinded(&mut OsRng, Oaep::new::<Sha256>(), &ciphertext))
+        });
+    }
+
+    /// Unblinded: for the comparison only (open to timing attacks).
+    #[divan::bench]
+    fn unblinded(bencher: Bencher) {
+        let (key, ciphertext) = key_and_ciphertext();
+        bencher.bench_local(|| black_box(key.decrypt(Oaep::new::<Sha256>(), &ciphertext)));
+    }
+}
+
+/// The X25519 operations an intro is made of, alone: what each step of the
+/// connect's critical path costs on this machine.
+mod exchange {
+    use super::*;
+    use x25519_dalek::{PublicKey, StaticSecret};
+
+    /// A variable-base exchange (`es`, `ee`, `ss`, `se`): x25519-dalek's
+    /// Montgomery ladder.
+    #[divan::bench]
+    fn diffie_hellman(bencher: Bencher) {
+        let ours = StaticSecret::random_from_rng(OsRng);
+        let theirs = PublicKey::from(&StaticSecret::random_from_rng(OsRng));
+        bencher.bench_local(|| black_box(ours.diffie_hellman(black_box(&theirs))));
+    }
+
+    /// A fixed-base multiplication: the public half of a fresh key.
+    #[divan::bench]
+    fn public_key(bencher: Bencher) {
+        let ours = StaticSecret::random_from_rng(OsRng);
+        bencher.bench_local(|| black_box(PublicKey::from(black_box(&ours))));
     }
 }

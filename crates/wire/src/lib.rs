@@ -88,9 +88,9 @@ pub use frame::{
     Stream, StreamDataBlocked,
 };
 pub use handshake::{
-    Accepted, ConnectionKeys, Established, INTRO_LEN, MAX_REPLY_LEN, PROTOCOL_VERSION,
-    PendingIntro, RESUME_REFUSED_LEN, RefusedReply, Responder, TicketPolicy, Transcript, intro_id,
-    parse_resume_refused, write_resume_refused,
+    Accepted, ConnectionKeys, EphemeralKey, EphemeralKeys, Established, INTRO_LEN, MAX_REPLY_LEN,
+    PROTOCOL_VERSION, PendingIntro, RESUME_REFUSED_LEN, RefusedReply, Responder, TicketPolicy,
+    Transcript, intro_id, parse_resume_refused, write_resume_refused,
 };
 pub use header::{
     Header, KeyPhase, MAX_HEADER_LEN, MAX_PACKET_NUMBER, Packet, PacketNumber, PacketType,

@@ -11,7 +11,8 @@ use quanta::Instant;
 
 use rand_core::CryptoRngCore;
 use tern_wire::{
-    Accepted, Frame, INTRO_LEN, IdentityKey, IdentityKind, KeyConfig, PendingIntro, PublicIdentity,
+    Accepted, EphemeralKey, Frame, INTRO_LEN, IdentityKey, IdentityKind, KeyConfig, PendingIntro,
+    PublicIdentity,
 };
 
 use super::carried::{Carried, CarriedRecord};
@@ -34,12 +35,16 @@ impl Connection {
     /// frame after the reply (an RSA signature, or an X25519 identity's
     /// exchange with the responder's ephemeral key).
     ///
+    /// `ephemeral` is the intro's fresh X25519 key, which the endpoint
+    /// draws.
+    ///
     /// With a `resume` ticket from this responder the intro is the resumed
     /// one (wire format §6.6); if the responder refuses it, a full intro
     /// follows (`on_resume_refused`).
     #[expect(clippy::too_many_arguments, reason = "what an intro needs")]
     pub(crate) fn connect(
         start: Start,
+        ephemeral: EphemeralKey,
         keys: KeyConfig,
         remote: SocketAddr,
         responder: &PublicIdentity,
@@ -60,14 +65,15 @@ impl Connection {
             Some(resume) => PendingIntro::write_resumed(
                 &resume.ticket,
                 &resume.secret,
+                ephemeral,
                 local_index,
                 keys,
                 wall,
-                rng,
                 &mut intro,
             )?,
             None => PendingIntro::write_as(
                 in_intro,
+                ephemeral,
                 responder,
                 local_index,
                 keys,

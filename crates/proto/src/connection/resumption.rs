@@ -14,7 +14,9 @@ use std::time::{Duration, SystemTime};
 use quanta::Instant;
 use rand_core::CryptoRngCore;
 use tern_wire::replay::IntroId;
-use tern_wire::{Frame, IdentityKey, KeyConfig, NewTicket, PendingIntro, ResumptionSecret, Ticket};
+use tern_wire::{
+    EphemeralKey, Frame, IdentityKey, KeyConfig, NewTicket, PendingIntro, ResumptionSecret, Ticket,
+};
 
 use super::{Connection, State};
 use crate::Side;
@@ -127,8 +129,10 @@ impl Connection {
             return None;
         }
         let in_intro = Self::proven_in_intro(prover, &responder);
+        let ephemeral = EphemeralKey::random(rng);
         let pending = PendingIntro::write_as(
             in_intro,
+            ephemeral,
             &responder,
             local_index,
             keys,

@@ -48,7 +48,8 @@ use rand_core::RngCore;
 use tern_congestion::{AnyController, Take, TokenBucket};
 use tern_wire::replay::IntroId;
 use tern_wire::{
-    IdentityKey, PacketType, PublicIdentity, ReplayGuard, Responder, peek_receiver_index,
+    EphemeralKey, IdentityKey, PacketType, PublicIdentity, ReplayGuard, Responder,
+    peek_receiver_index,
 };
 
 use crate::config::{ConfigError, CongestionConfig, ConnectionConfig, EndpointConfig};
@@ -310,8 +311,10 @@ impl Endpoint {
         let index = vacant.index();
         start.local_index = index;
         let resume = self.tickets.take(start.now, responder);
+        let ephemeral = EphemeralKey::random(&mut self.rng);
         let connection = Connection::connect(
             start,
+            ephemeral,
             self.config.keys,
             remote,
             responder,

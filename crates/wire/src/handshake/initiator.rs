@@ -9,6 +9,7 @@ use x25519_dalek::{PublicKey, StaticSecret};
 use zeroize::Zeroizing;
 
 use super::body::IntroBody;
+use super::ephemeral::EphemeralKey;
 use super::schedule::{ProofExchange, Transcript, derive_secrets, transcript};
 use super::{
     ConnectionKeys, PROTOCOL_VERSION, intro_id, intro_room, resume_intro, rsa_intro, unix_millis,
@@ -85,15 +86,20 @@ impl PendingIntro {
         rng: &mut impl CryptoRngCore,
         buf: &mut [u8],
     ) -> Result<Self, IntroError> {
-        Self::write_as(None, responder, index, config, now, rng, buf)
+        let ephemeral = EphemeralKey::random(rng);
+        Self::write_as(None, ephemeral, responder, index, config, now, rng, buf)
     }
 
-    /// [`PendingIntro::write`], proving the initiator's `identity` in the
-    /// intro if it is an X25519 key and the responder's is too (wire
-    /// format §6.5). An RSA identity proves itself after the reply, with
-    /// [`Transcript::prove`], to either kind of responder.
+    /// [`PendingIntro::write`] with the fresh X25519 key `ephemeral`
+    /// (drawn ahead, perhaps: [`crate::EphemeralKeys`]), proving the
+    /// initiator's `identity` in the intro if it is an X25519 key and the
+    /// responder's is too (wire format §6.5). An RSA identity proves
+    /// itself after the reply, with [`Transcript::prove`], to either kind
+    /// of responder. `rng` draws the RSA intro's secret and padding.
+    #[expect(clippy::too_many_arguments, reason = "what an intro needs")]
     pub fn write_as(
         identity: Option<&IdentityKey>,
+        ephemeral: EphemeralKey,
         responder: &PublicIdentity,
         index: u32,
         config: KeyConfig,
@@ -103,7 +109,6 @@ impl PendingIntro {
     ) -> Result<Self, IntroError> {
         let dst = intro_room(buf)?;
         let timestamp_ms = unix_millis(now).ok_or(IntroError::ClockBeforeEpoch)?;
-        let ephemeral = StaticSecret::random_from_rng(&mut *rng);
         let (salt, initiator) = match &responder.0 {
             PublicKind::Rsa(key) => {
                 let mut secret = Zeroizing::new([0u8; SECRET_LEN]);
@@ -112,7 +117,7 @@ impl PendingIntro {
                     version: PROTOCOL_VERSION,
                     timestamp_ms,
                     secret,
-                    ephemeral: PublicKey::from(&ephemeral).to_bytes(),
+                    ephemeral: *ephemeral.public(),
                     initiator_index: index,
                 };
                 rsa_intro::seal(key, &body, rng, dst)?;
@@ -134,17 +139,17 @@ impl PendingIntro {
 
     /// An intro that resumes the session `ticket` was issued in (wire
     /// format §6.6), sealed with that session's resumption `secret`, with
-    /// a fresh X25519 key from `rng`: one round trip and no operation but
-    /// the exchange of the two sides' fresh keys. The identity this side
-    /// proved in that session's intro, if any, carries over; an RSA
+    /// the fresh X25519 key `ephemeral`: one round trip and no operation
+    /// but the exchange of the two sides' fresh keys. The identity this
+    /// side proved in that session's intro, if any, carries over; an RSA
     /// identity proves itself again after the reply.
     pub fn write_resumed(
         ticket: &Ticket,
         secret: &ResumptionSecret,
+        ephemeral: EphemeralKey,
         index: u32,
         config: KeyConfig,
         now: SystemTime,
-        rng: &mut impl CryptoRngCore,
         buf: &mut [u8],
     ) -> Result<Self, IntroError> {
         let dst = intro_room(buf)?;
@@ -153,7 +158,6 @@ impl PendingIntro {
             timestamp_ms: unix_millis(now).ok_or(IntroError::ClockBeforeEpoch)?,
             initiator_index: index,
         };
-        let ephemeral = StaticSecret::random_from_rng(rng);
         let salt = resume_intro::write(secret, ticket, &ephemeral, fields, dst)?;
         Ok(Self::sent(dst, salt, None, ephemeral, index, config))
     }
@@ -163,7 +167,7 @@ impl PendingIntro {
         dst: &[u8],
         salt: Zeroizing<[u8; SECRET_LEN]>,
         initiator: Option<StaticSecret>,
-        ephemeral: StaticSecret,
+        ephemeral: EphemeralKey,
         index: u32,
         config: KeyConfig,
     ) -> Self {
@@ -172,7 +176,7 @@ impl PendingIntro {
             id: intro_id(dst),
             salt,
             initiator,
-            ephemeral,
+            ephemeral: ephemeral.into_secret(),
             index,
             config,
         }

@@ -63,6 +63,7 @@
 //! how many timing measurements an attacker can collect.
 
 mod body;
+mod ephemeral;
 mod initiator;
 mod responder;
 mod resume_intro;
@@ -84,6 +85,7 @@ use crate::packet::{PacketOpener, PacketSealer};
 use crate::replay::{INTRO_ID_LEN, IntroId};
 use crate::ticket::ResumptionSecret;
 
+pub use ephemeral::{EphemeralKey, EphemeralKeys};
 pub use initiator::{Established, PendingIntro, RefusedReply};
 pub use responder::{Accepted, Responder, TicketPolicy};
 pub use resume_intro::{RESUME_REFUSED_LEN, parse_resume_refused, write_resume_refused};
@@ -155,7 +157,8 @@ pub(crate) fn example_x25519_intro(
         initiator_index,
     };
     let mut intro = [0u8; INTRO_LEN];
-    let ephemeral = x25519_dalek::StaticSecret::from(ephemeral);
+    let ephemeral =
+        ephemeral::EphemeralKey::from_secret(x25519_dalek::StaticSecret::from(ephemeral));
     let written = x25519_intro::write(responder.as_bytes(), None, &ephemeral, fields, &mut intro);
     assert!(written.is_ok(), "the example keys are not degenerate");
     intro

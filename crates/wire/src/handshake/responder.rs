@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 use x25519_dalek::{PublicKey, SharedSecret, StaticSecret};
 use zeroize::Zeroizing;
 
+use super::ephemeral::{EphemeralKey, EphemeralKeys};
 use super::schedule::{ProofExchange, Transcript, derive_secrets, transcript};
 use super::{
     ConnectionKeys, INTRO_LEN, PROTOCOL_VERSION, intro_id, resume_intro, rsa_intro, unix_millis,
@@ -144,6 +145,20 @@ impl Responder {
         now: SystemTime,
         rng: &mut impl CryptoRngCore,
     ) -> Result<Accepted, AcceptError> {
+        self.accept_from(datagram, now, &mut EphemeralKeys::new(0), rng)
+    }
+
+    /// [`Responder::accept`], with the responder's X25519 key from `keys`
+    /// (drawn ahead, so its reply waits for no key generation; from `rng`
+    /// if `keys` has none left). A key is taken only once the intro has
+    /// opened, so a forged intro spends none.
+    pub fn accept_from(
+        &mut self,
+        datagram: &[u8],
+        now: SystemTime,
+        keys: &mut EphemeralKeys,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<Accepted, AcceptError> {
         let packet_type = match datagram.first() {
             Some(&byte) if byte == PacketType::Intro as u8 => PacketType::Intro,
             Some(&byte) if byte == PacketType::IntroX25519 as u8 => PacketType::IntroX25519,
@@ -156,11 +171,11 @@ impl Responder {
         let now_ms = unix_millis(now).ok_or(AcceptError::ClockBeforeEpoch)?;
         let (keys, timestamp_ms) = match (&self.identity.0, &self.public.0, packet_type) {
             _ if packet_type == PacketType::IntroResume => {
-                self.open_resumed(datagram, now_ms, rng)?
+                self.open_resumed(datagram, now_ms, keys, rng)?
             }
-            (KeyPair::Rsa(key), _, PacketType::Intro) => Self::open_rsa(key, datagram, rng)?,
+            (KeyPair::Rsa(key), _, PacketType::Intro) => Self::open_rsa(key, datagram, keys, rng)?,
             (KeyPair::X25519(key), PublicKind::X25519(public), PacketType::IntroX25519) => {
-                Self::open_x25519(key, public, datagram, rng)?
+                Self::open_x25519(key, public, datagram, keys, rng)?
             }
             _ => return Err(AcceptError::WrongKind),
         };
@@ -182,6 +197,7 @@ impl Responder {
         &mut self,
         datagram: &[u8; INTRO_LEN],
         now_ms: u64,
+        keys: &mut EphemeralKeys,
         rng: &mut impl CryptoRngCore,
     ) -> Result<(Accepted, u64), AcceptError> {
         let tickets = self.tickets.as_mut().ok_or(AcceptError::TicketRefused)?;
@@ -205,8 +221,8 @@ impl Responder {
                 AcceptError::StaleTimestamp { .. } => AcceptError::TicketExpired,
                 _ => AcceptError::TicketReused,
             })?;
-        let ephemeral = StaticSecret::random_from_rng(rng);
-        let shared = ephemeral.diffie_hellman(&opened.ephemeral);
+        let ephemeral = keys.take(rng);
+        let shared = ephemeral.secret().diffie_hellman(&opened.ephemeral);
         if !shared.was_contributory() {
             return Err(AcceptError::DegenerateKey);
         }
@@ -227,6 +243,7 @@ impl Responder {
     fn open_rsa(
         key: &rsa::RsaPrivateKey,
         datagram: &[u8],
+        keys: &mut EphemeralKeys,
         rng: &mut impl CryptoRngCore,
     ) -> Result<(Accepted, u64), AcceptError> {
         let body = rsa_intro::open(key, datagram, rng)?;
@@ -236,8 +253,10 @@ impl Responder {
         if body.secret.iter().all(|&b| b == 0) {
             return Err(AcceptError::DegenerateKey);
         }
-        let ephemeral = StaticSecret::random_from_rng(rng);
-        let shared = ephemeral.diffie_hellman(&PublicKey::from(body.ephemeral));
+        let ephemeral = keys.take(rng);
+        let shared = ephemeral
+            .secret()
+            .diffie_hellman(&PublicKey::from(body.ephemeral));
         if !shared.was_contributory() {
             return Err(AcceptError::DegenerateKey);
         }
@@ -251,6 +270,7 @@ impl Responder {
         key: &StaticSecret,
         public: &[u8; X25519_KEY_LEN],
         datagram: &[u8],
+        keys: &mut EphemeralKeys,
         rng: &mut impl CryptoRngCore,
     ) -> Result<(Accepted, u64), AcceptError> {
         let opened = x25519_intro::accept(key, public, datagram)?;
@@ -258,15 +278,15 @@ impl Responder {
         if fields.version != PROTOCOL_VERSION {
             return Err(AcceptError::UnsupportedVersion(fields.version));
         }
-        let ephemeral = StaticSecret::random_from_rng(rng);
+        let ephemeral = keys.take(rng);
         let salt = match &opened.initiator {
             Some(initiator) => {
-                let se = ephemeral.diffie_hellman(initiator);
+                let se = ephemeral.secret().diffie_hellman(initiator);
                 x25519_intro::mix(&opened.chain, &[], &se).ok_or(AcceptError::DegenerateKey)?
             }
             None => opened.chain,
         };
-        let shared = ephemeral.diffie_hellman(&opened.ephemeral);
+        let shared = ephemeral.secret().diffie_hellman(&opened.ephemeral);
         if !shared.was_contributory() {
             return Err(AcceptError::DegenerateKey);
         }
@@ -314,7 +334,7 @@ impl Accepted {
     fn keys(
         initiator_index: u32,
         salt: Zeroizing<[u8; SECRET_LEN]>,
-        ephemeral: &StaticSecret,
+        ephemeral: &EphemeralKey,
         shared: &SharedSecret,
         initiator: Option<PublicIdentity>,
     ) -> Self {
@@ -324,8 +344,8 @@ impl Accepted {
             intro: Sha256::new(),
             intro_len: 0,
             salt,
-            ephemeral: PublicKey::from(ephemeral).to_bytes(),
-            ephemeral_secret: initiator.is_none().then(|| ephemeral.clone()),
+            ephemeral: *ephemeral.public(),
+            ephemeral_secret: initiator.is_none().then(|| ephemeral.secret().clone()),
             shared: Zeroizing::new(*shared.as_bytes()),
             initiator,
             config: KeyConfig::default(),

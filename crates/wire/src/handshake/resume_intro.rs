@@ -17,9 +17,10 @@
 //! responder participation. The ticket is single-use and expires: the
 //! responder checks both ([`super::Responder`]).
 
-use x25519_dalek::{PublicKey, StaticSecret};
+use x25519_dalek::PublicKey;
 
 use super::INTRO_LEN;
+use super::ephemeral::EphemeralKey;
 use super::x25519_intro::{ChainingKey, Fields, mix_bytes, open, seal};
 use crate::aead::TAG_LEN;
 use crate::error::{AcceptError, IntroError};
@@ -60,15 +61,15 @@ fn chain(
 pub(super) fn write(
     secret: &ResumptionSecret,
     ticket: &Ticket,
-    ephemeral: &StaticSecret,
+    ephemeral: &EphemeralKey,
     fields: Fields,
     dst: &mut [u8; INTRO_LEN],
 ) -> Result<ChainingKey, IntroError> {
-    let ephemeral_public = PublicKey::from(ephemeral).to_bytes();
+    let ephemeral_public = ephemeral.public();
     dst[0] = PacketType::IntroResume as u8;
-    dst[EPHEMERAL_AT..TICKET_AT].copy_from_slice(&ephemeral_public);
+    dst[EPHEMERAL_AT..TICKET_AT].copy_from_slice(ephemeral_public);
     dst[TICKET_AT..BODY_AT].copy_from_slice(ticket);
-    let ck1 = chain(secret, &ephemeral_public, ticket);
+    let ck1 = chain(secret, ephemeral_public, ticket);
     let (head, rest) = dst.split_at_mut(BODY_AT);
     let (body, tag) = rest.split_at_mut(BODY_LEN);
     fields.write(body);

@@ -35,6 +35,7 @@ fn full_handshake(
     let mut intro = [0u8; INTRO_LEN];
     let pending = PendingIntro::write_as(
         me,
+        EphemeralKey::random(&mut OsRng),
         &responder.public(),
         INITIATOR_INDEX,
         KeyConfig::default(),
@@ -64,10 +65,10 @@ fn resumed_intro(
     let pending = PendingIntro::write_resumed(
         ticket,
         secret,
+        EphemeralKey::random(&mut OsRng),
         INITIATOR_INDEX,
         KeyConfig::default(),
         now,
-        &mut OsRng,
         &mut intro,
     )
     .unwrap();

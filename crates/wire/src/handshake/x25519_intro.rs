@@ -49,6 +49,7 @@ use x25519_dalek::{PublicKey, SharedSecret, StaticSecret};
 use zeroize::Zeroizing;
 
 use super::INTRO_LEN;
+use super::ephemeral::EphemeralKey;
 use crate::aead::{IV_LEN, KEY_LEN, TAG_LEN};
 use crate::error::{AcceptError, IntroError};
 use crate::header::{PacketType, X25519_KEY_LEN};
@@ -186,16 +187,16 @@ pub(super) fn open(
 pub(super) fn write(
     responder: &[u8; X25519_KEY_LEN],
     initiator: Option<&StaticSecret>,
-    ephemeral: &StaticSecret,
+    ephemeral: &EphemeralKey,
     fields: Fields,
     dst: &mut [u8; INTRO_LEN],
 ) -> Result<ChainingKey, IntroError> {
     let responder_key = PublicKey::from(*responder);
-    let ephemeral_public = PublicKey::from(ephemeral).to_bytes();
+    let ephemeral_public = ephemeral.public();
     dst[0] = PacketType::IntroX25519 as u8;
-    dst[EPHEMERAL_AT..STATIC_AT].copy_from_slice(&ephemeral_public);
-    let es = ephemeral.diffie_hellman(&responder_key);
-    let ck1 = mix(&start(responder), &ephemeral_public, &es).ok_or(IntroError::DegenerateKey)?;
+    dst[EPHEMERAL_AT..STATIC_AT].copy_from_slice(ephemeral_public);
+    let es = ephemeral.secret().diffie_hellman(&responder_key);
+    let ck1 = mix(&start(responder), ephemeral_public, &es).ok_or(IntroError::DegenerateKey)?;
 
     let static_public = initiator.map(|key| PublicKey::from(key).to_bytes());
     let (head, rest) = dst.split_at_mut(STATIC_AT);

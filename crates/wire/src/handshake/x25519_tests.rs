@@ -14,7 +14,7 @@ use super::x25519_intro::{
 use super::*;
 use crate::aead::TAG_LEN;
 use crate::error::{AcceptError, IntroError, ReplyError};
-use crate::header::{PacketType, X25519_KEY_LEN};
+use crate::header::{Header, PacketType, X25519_KEY_LEN};
 use crate::identity::{IdentityKey, PublicIdentity};
 use crate::keys::KeyConfig;
 use crate::replay::ReplayGuard;
@@ -81,6 +81,7 @@ fn an_initiator_proves_its_x25519_identity_in_the_intro_and_both_sides_agree_on_
     let mut intro = [0u8; INTRO_LEN];
     let pending = PendingIntro::write_as(
         Some(me),
+        EphemeralKey::random(&mut OsRng),
         &x25519_identity().public(),
         INITIATOR_INDEX,
         KeyConfig::default(),
@@ -108,6 +109,7 @@ fn an_anonymous_initiator_proves_nothing_and_an_rsa_identity_is_not_put_in_the_i
         let mut intro = [0u8; INTRO_LEN];
         PendingIntro::write_as(
             me,
+            EphemeralKey::random(&mut OsRng),
             &x25519_identity().public(),
             INITIATOR_INDEX,
             KeyConfig::default(),
@@ -148,6 +150,58 @@ fn a_claimed_identity_without_its_private_key_does_not_open() {
     let genuine = forged(claimed, &holder, PROTOCOL_VERSION);
     let accepted = responder.accept(&genuine, t0(), &mut OsRng).unwrap();
     assert_eq!(accepted.initiator_identity(), Some(&victim));
+}
+
+#[test]
+fn keys_drawn_ahead_serve_one_handshake_each_and_a_refused_intro_spends_none() {
+    let mut stock = EphemeralKeys::new(2);
+    stock.refill(&mut OsRng);
+    let mut responder = responder(x25519_identity());
+    // A forged intro (its body sealed with the wrong key) does not open:
+    // the responder's key stays in stock for a real one.
+    let attacker = StaticSecret::random_from_rng(OsRng);
+    let forged = forged([7; X25519_KEY_LEN], &attacker, PROTOCOL_VERSION);
+    assert!(
+        responder
+            .accept_from(&forged, t0(), &mut stock, &mut OsRng)
+            .is_err()
+    );
+    assert_eq!(stock.len(), 2);
+
+    let initiator_key = stock.take(&mut OsRng);
+    let initiator_public = *initiator_key.public();
+    let mut intro = [0u8; INTRO_LEN];
+    let pending = PendingIntro::write_as(
+        None,
+        initiator_key,
+        &x25519_identity().public(),
+        INITIATOR_INDEX,
+        KeyConfig::default(),
+        t0(),
+        &mut OsRng,
+        &mut intro,
+    )
+    .unwrap();
+    assert_eq!(
+        intro[1..STATIC_AT],
+        initiator_public,
+        "the intro carries it"
+    );
+    let accepted = responder
+        .accept_from(&intro, t0(), &mut stock, &mut OsRng)
+        .unwrap();
+    assert!(stock.is_empty(), "the responder took the other");
+    let mut reply = vec![0u8; 1452];
+    let (len, mut responder_keys) = accepted.reply(RESPONDER_INDEX, &[], &mut reply).unwrap();
+    let Ok((Header::IntroReply { ephemeral, .. }, _)) = Header::parse(&reply[..len]) else {
+        panic!("an intro reply");
+    };
+    assert_ne!(
+        ephemeral, initiator_public,
+        "each side has a key of its own"
+    );
+    let mut established = pending.open_reply(&mut reply[..len]).unwrap();
+    assert_keys_agree(&mut established.keys, &mut responder_keys);
 }
 
 #[test]
