@@ -373,6 +373,19 @@ impl Endpoint {
             return;
         };
         self.stats.punches_received += 1;
+        // A punch got through: the other side's NAT is open toward this
+        // one, so the intro goes now rather than at the start it was given.
+        if let Role::Initiator {
+            start_at: start_at @ Some(_),
+            ..
+        } = &mut intro.role
+        {
+            *start_at = Some(now);
+            self.handle_rendezvous_timeout(now);
+        }
+        let Some(intro) = self.rendezvous.introductions.get_mut(&nonce) else {
+            return;
+        };
         let Role::Initiator {
             key,
             start_at: None,
