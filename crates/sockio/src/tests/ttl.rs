@@ -69,11 +69,16 @@ impl TtlReceiver {
     }
 }
 
-/// Sends, through `backend` bound at `local`, a plain datagram, one with TTL
-/// 3, a run of three with TTL 5 and a plain one, and checks the TTL each
-/// arrived with: the plain ones keep the socket's own.
-async fn each_datagram_arrives_with_its_own_ttl(backend: Backend, local: SocketAddr) {
-    let rx = TtlReceiver::bind(local);
+/// Sends, through `backend` bound at `local`, to a receiver at `remote`, a
+/// plain datagram, one with TTL 3, a run of three with TTL 5 and a plain
+/// one, and checks the TTL each arrived with: the plain ones keep the
+/// socket's own.
+async fn each_datagram_arrives_with_its_own_ttl(
+    backend: Backend,
+    local: SocketAddr,
+    remote: SocketAddr,
+) {
+    let rx = TtlReceiver::bind(remote);
     let mut tx = bind(backend, local);
     let to = rx.addr();
     let usual = socket2::SockRef::from(&rx.0);
@@ -105,7 +110,7 @@ async fn each_datagram_arrives_with_its_own_ttl(backend: Backend, local: SocketA
     assert_eq!(
         receiving.await.expect("receiver"),
         expected,
-        "{backend:?} on {local}"
+        "{backend:?} from {local} to {to}"
     );
     assert_eq!(tx.counters().datagrams_sent, 6);
 }
@@ -118,7 +123,7 @@ async fn every_backend_sends_a_datagrams_own_ttl_and_only_on_it() {
         Backend::Offload,
         Backend::IoUring,
     ] {
-        each_datagram_arrives_with_its_own_ttl(backend, v4()).await;
+        each_datagram_arrives_with_its_own_ttl(backend, v4(), v4()).await;
     }
 }
 
@@ -135,6 +140,23 @@ async fn every_backend_sends_a_datagrams_own_hop_limit_over_ipv6() {
         Backend::Offload,
         Backend::IoUring,
     ] {
-        each_datagram_arrives_with_its_own_ttl(backend, loopback).await;
+        each_datagram_arrives_with_its_own_ttl(backend, loopback, loopback).await;
+    }
+}
+
+#[tokio::test]
+async fn a_dual_stack_socket_sends_an_ipv4_datagrams_own_ttl() {
+    let any = SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0));
+    if std::net::UdpSocket::bind(any).is_err() {
+        eprintln!("skipped: no IPv6 here");
+        return;
+    }
+    for backend in [
+        Backend::Portable,
+        Backend::Mmsg,
+        Backend::Offload,
+        Backend::IoUring,
+    ] {
+        each_datagram_arrives_with_its_own_ttl(backend, any, v4()).await;
     }
 }
