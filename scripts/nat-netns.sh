@@ -4,8 +4,12 @@
 # changes). Addresses come from the documentation ranges (RFC 5737):
 #
 #   PREFIX-a   192.0.2.2     ── PREFIX-nat1 192.0.2.1    | 203.0.113.1  ─┐
-#   PREFIX-b   198.51.100.2  ── PREFIX-nat2 198.51.100.1 | 203.0.113.2  ─┤ bridge in
+#   PREFIX-b   198.51.100.2  ── PREFIX-nat2 198.51.100.1 | 203.0.113.2  ─┤ routed by
 #                                       PREFIX-pub 203.0.113.10 (public) ─┘ PREFIX-pub
+#
+# The public side is a router (PREFIX-pub, a point-to-point link to each
+# NAT), not a switch: as on the Internet, a datagram between the two NATs
+# crosses a router, where one sent with a small TTL expires.
 #
 # Each NAT is nftables `masquerade` on its public side: "cone" keeps the
 # source port where it can (endpoint-independent mapping) and conntrack
@@ -66,12 +70,14 @@ nat() {
     in_ns "$host" ip route add default via "$lan_nat"
     in_ns "nat$i" ip addr add "$lan_nat/24" dev lan
     in_ns "nat$i" ip link set lan up
-    # The NAT's public side, on the public bridge.
+    # The NAT's public side: a link of its own to the public router.
     ip link add wan netns "$router" type veth peer name "wan$i" netns "$(ns pub)"
-    in_ns pub ip link set "wan$i" master br0
     in_ns pub ip link set "wan$i" up
-    in_ns "nat$i" ip addr add "$wan/24" dev wan
+    in_ns pub ip route add "$wan/32" dev "wan$i"
+    in_ns "nat$i" ip addr add "$wan/32" dev wan
     in_ns "nat$i" ip link set wan up
+    in_ns "nat$i" ip route add 203.0.113.10/32 dev wan
+    in_ns "nat$i" ip route add default via 203.0.113.10 dev wan
     in_ns "nat$i" ip link set lo up
     in_ns "nat$i" sysctl -qw net.ipv4.ip_forward=1
     in_ns "nat$i" nft -f - <<NFT
@@ -95,9 +101,8 @@ up() {
         ip netns add "$(ns "$n")"
         in_ns "$n" ip link set lo up
     done
-    in_ns pub ip link add br0 type bridge
-    in_ns pub ip addr add 203.0.113.10/24 dev br0
-    in_ns pub ip link set br0 up
+    in_ns pub ip addr add 203.0.113.10/32 dev lo
+    in_ns pub sysctl -qw net.ipv4.ip_forward=1
     nat 1 "$kind1" a 192.0.2.1 192.0.2.2 203.0.113.1
     nat 2 "$kind2" b 198.51.100.1 198.51.100.2 203.0.113.2
     echo "up: $(ns a) 192.0.2.2 behind $(ns nat1) 203.0.113.1 ($kind1)," \

@@ -64,6 +64,7 @@ impl Node for Blaster {
             destination: self.to,
             len: count * PAYLOAD,
             segment_size: (count > 1).then_some(PAYLOAD),
+            ttl: None,
         })
     }
 

@@ -5,13 +5,15 @@
 //! nftables (the script installs nftables when missing), so it is ignored
 //! unless asked for (`cargo test -p tern-cli --test nat -- --ignored`, which
 //! CI runs as root); asked for where they are missing, it fails and says why.
+//! Two peers behind two such cone NATs find each other through `tern relay`
+//! on the public side and connect directly.
 
 mod support;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use support::{Server, keys, path};
+use support::{Server, keys, path, run};
 
 /// The script's namespaces, under a name of this run, removed when dropped.
 struct Nats {
@@ -33,8 +35,11 @@ impl Nats {
     }
 
     fn up(nat1: &str, nat2: &str) -> Self {
+        // One set of namespaces per test: the tests of this file run at once.
+        static SETS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let set = SETS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let nats = Self {
-            prefix: format!("tern-nat{}", std::process::id() % 100_000),
+            prefix: format!("tern-nat{}-{set}", std::process::id() % 100_000),
         };
         let output = nats.run(&["up", nat1, nat2]);
         assert!(output.status.success(), "the script failed: {output:?}");
@@ -141,4 +146,69 @@ fn clients_behind_a_cone_and_a_symmetric_linux_nat_reach_a_public_server() {
         .output()
         .expect("runs the client");
     assert!(!unreachable.status.success());
+}
+
+#[test]
+#[ignore = "needs root with ip and nftables (network namespaces); run with --ignored"]
+fn peers_behind_two_cone_linux_nats_connect_directly_through_a_rendezvous() {
+    if let Err(why) = support::root_with(&["ip", "bash"]) {
+        panic!("network namespaces need root with ip: {why}");
+    }
+    let nats = Nats::up("cone", "cone");
+    let keys = keys();
+    let relay_dir = tempfile::tempdir().expect("temporary directory");
+    let made = run(&["keygen", "--out", path(relay_dir.path())]);
+    assert!(made.status.success(), "{made:?}");
+    let relay_pub = relay_dir.path().join("tern.pub");
+    let relay = Server::start_command(
+        nats.tern_in("pub"),
+        &[
+            "relay",
+            "--listen",
+            "203.0.113.10:0",
+            "--key",
+            path(&relay_dir.path().join("tern.key")),
+        ],
+    );
+    let rendezvous = [
+        "--rendezvous",
+        relay.addr.as_str(),
+        "--rendezvous-key",
+        path(&relay_pub),
+    ];
+    let mut server_args = vec![
+        "perf",
+        "server",
+        "--listen",
+        "198.51.100.2:5201",
+        "--key",
+        path(&keys.private),
+    ];
+    server_args.extend_from_slice(&rendezvous);
+    let server = Server::start_command(nats.tern_in("b"), &server_args);
+    server.lines_until("registered with the rendezvous");
+    let mut client_args = vec![
+        "perf",
+        "client",
+        "--key",
+        path(&keys.public),
+        "--bytes",
+        "100M",
+        "--json",
+    ];
+    client_args.extend_from_slice(&rendezvous);
+    let output = nats
+        .tern_in("a")
+        .args(&client_args)
+        .output()
+        .expect("runs the client");
+    assert!(output.status.success(), "{output:?}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("one JSON document");
+    assert_eq!(report["bytes_agree"], true);
+    // Direct: to the server's NAT, not through the rendezvous.
+    let address = report["address"].as_str().unwrap_or_default();
+    assert!(address.starts_with("203.0.113.2:"), "{report}");
+    assert!(nats.masqueraded("nat1") > 0 && nats.masqueraded("nat2") > 0);
+    relay.lines_until("introduction made");
 }

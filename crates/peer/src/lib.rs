@@ -125,7 +125,7 @@
 //!     fn poll_transmit(&mut self, _: Instant, _: TransmitLimits, buf: &mut [u8]) -> Option<Transmit> {
 //!         let (destination, len) = self.answers.pop()?;
 //!         buf[0] = len;
-//!         Some(Transmit { destination, len: 1, segment_size: None })
+//!         Some(Transmit { destination, len: 1, segment_size: None, ttl: None })
 //!     }
 //!
 //!     fn poll_timeout(&mut self) -> Option<Instant> {

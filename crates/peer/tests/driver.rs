@@ -88,6 +88,7 @@ impl Node for Blaster {
             destination: self.to,
             len: size * count as usize,
             segment_size: (count > 1).then_some(size),
+            ttl: None,
         })
     }
 
@@ -160,6 +161,7 @@ impl Node for Sink {
             destination: to,
             len: 8,
             segment_size: None,
+            ttl: None,
         })
     }
 
@@ -404,6 +406,7 @@ impl Node for Echo {
             destination: to,
             len,
             segment_size: None,
+            ttl: None,
         })
     }
 
@@ -585,6 +588,7 @@ impl Node for Refused {
             destination,
             len: 4,
             segment_size: None,
+            ttl: None,
         })
     }
 

@@ -376,6 +376,16 @@ pub struct EndpointConfig {
     /// second (default 8); past it they are refused
     /// ([`RefusalReason::RateLimited`](tern_wire::RefusalReason)).
     pub introductions_per_second: u32,
+    /// As the side asking for an introduction: the IP time to live of the
+    /// one punch it sends toward the other side as the introduction
+    /// arrives, before the other side punches back (default 2; `None`: no
+    /// such punch). It opens this side's NAT toward the other side and
+    /// expires at a router past it, before the other side's NAT: arriving
+    /// there, it would leave state that moves that NAT's mapping for the
+    /// other side's punches (Linux conntrack does), as a punch of the other
+    /// side arriving first would move this side's. 2 passes one NAT; give
+    /// 3 behind two (a carrier-grade NAT behind the home one).
+    pub punch_ttl: Option<u8>,
     /// Resumption tickets this side issues as a responder (wire format
     /// §6.6; default: ten minutes' lifetime, 16 384 used tickets
     /// remembered); `None`: it issues none and refuses every resumed
@@ -404,6 +414,7 @@ impl Default for EndpointConfig {
             rate_limit: None,
             memory_budget: DEFAULT_MEMORY_BUDGET,
             introductions_per_second: 8,
+            punch_ttl: Some(2),
             tickets: Some(tern_wire::TicketPolicy::default()),
             ticket_cache: 256,
         }

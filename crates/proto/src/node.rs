@@ -135,6 +135,10 @@ pub struct Transmit {
     /// Size in bytes of every datagram but the last when several were
     /// written; `None` for one datagram of `len` bytes.
     pub segment_size: Option<usize>,
+    /// The IP time to live (IPv6 hop limit) for these datagrams alone;
+    /// `None`, as for all but a NAT-opening punch, keeps the socket's. A
+    /// driver keeps a transmit with its own TTL out of runs with others.
+    pub ttl: Option<u8>,
 }
 
 impl Transmit {
@@ -181,12 +185,14 @@ mod tests {
             destination: to(),
             len: 25,
             segment_size: Some(10),
+            ttl: None,
         };
         assert_eq!((run.stride(), run.datagrams()), (10, 3));
         let one = Transmit {
             destination: to(),
             len: 7,
             segment_size: None,
+            ttl: None,
         };
         assert_eq!((one.stride(), one.datagrams()), (7, 1));
         let empty = Transmit { len: 0, ..one };

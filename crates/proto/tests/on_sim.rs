@@ -81,6 +81,7 @@ impl Node for Reliable {
                 destination: self.peer,
                 len: 9,
                 segment_size: None,
+                ttl: None,
             });
         }
         let window_end = (self.confirmed + 64).min(self.total);
@@ -100,6 +101,7 @@ impl Node for Reliable {
             destination: self.peer,
             len: n * 100,
             segment_size: Some(100),
+            ttl: None,
         })
     }
 

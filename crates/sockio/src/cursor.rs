@@ -26,6 +26,8 @@ pub(crate) struct Chunk<'a> {
     pub(crate) bytes: &'a [u8],
     pub(crate) segment_size: usize,
     pub(crate) segments: usize,
+    /// The transmit's own time to live, if any.
+    pub(crate) ttl: Option<u8>,
 }
 
 impl Cursor {
@@ -62,6 +64,7 @@ impl Cursor {
             } else {
                 take.div_ceil(stride)
             },
+            ttl: transmit.ttl,
         })
     }
 

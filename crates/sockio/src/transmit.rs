@@ -20,6 +20,10 @@ pub struct Transmit<'a> {
     /// Size in bytes of every datagram in `contents` but the last; `None` means
     /// `contents` is a single datagram. Must not be `Some(0)`.
     pub segment_size: Option<usize>,
+    /// The IP time to live (IPv6 hop limit) of these datagrams alone;
+    /// `None` leaves the socket's. A NAT traversal sets a small one so that
+    /// a punch opens the sender's own NAT and expires before the peer's.
+    pub ttl: Option<u8>,
 }
 
 impl<'a> Transmit<'a> {
@@ -29,6 +33,15 @@ impl<'a> Transmit<'a> {
             destination,
             contents,
             segment_size: None,
+            ttl: None,
+        }
+    }
+
+    /// The same datagrams with their own IP time to live (IPv6 hop limit).
+    pub fn with_ttl(self, ttl: u8) -> Self {
+        Self {
+            ttl: Some(ttl),
+            ..self
         }
     }
 

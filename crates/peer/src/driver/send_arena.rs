@@ -19,13 +19,17 @@ struct Run {
     len: usize,
     stride: usize,
     segments: usize,
+    /// The datagrams' own time to live; a run with one is never extended
+    /// and never extends another.
+    ttl: Option<u8>,
 }
 
 impl Run {
-    /// Whether every datagram is `stride` bytes (no short tail), so one more
-    /// datagram of at most `stride` bytes may follow in the same run.
+    /// Whether every datagram is `stride` bytes (no short tail) and none
+    /// has its own TTL, so one more datagram of at most `stride` bytes may
+    /// follow in the same run.
     fn extendable(&self) -> bool {
-        self.stride > 0 && self.len == self.stride * self.segments
+        self.stride > 0 && self.len == self.stride * self.segments && self.ttl.is_none()
     }
 }
 
@@ -122,12 +126,14 @@ impl SendArena {
                 len,
                 stride,
                 segments,
+                ttl: transmit.ttl,
             };
             match self.runs.last_mut() {
                 Some(last)
                     if last.destination == run.destination
                         && last.extendable()
                         && run.len > 0
+                        && run.ttl.is_none()
                         && (run.stride == last.stride
                             || (run.segments == 1 && run.len <= last.stride))
                         && last.segments + run.segments <= max_segments =>
@@ -188,6 +194,9 @@ impl SendArena {
             let mut transmit = tern_sockio::Transmit::new(run.destination, bytes);
             if run.segments > 1 {
                 transmit = transmit.with_segment_size(run.stride);
+            }
+            if let Some(ttl) = run.ttl {
+                transmit = transmit.with_ttl(ttl);
             }
             if i == 0 && self.front_segments > 0 {
                 transmit = transmit.skip_segments(self.front_segments);
@@ -271,6 +280,7 @@ mod tests {
                 destination,
                 len,
                 segment_size: None,
+                ttl: None,
             })
         }
 
@@ -326,6 +336,44 @@ mod tests {
         assert_eq!(run.len, 140);
         assert_eq!(arena.buf[run.start], 2);
         assert_eq!(arena.buf[run.start + 100], 3);
+    }
+
+    /// The queue's datagram number `.1` with TTL 2, as a NAT-opening punch.
+    struct WithTtl(Queue, usize);
+
+    impl Node for WithTtl {
+        fn handle_datagram(&mut self, _: Instant, _: SocketAddr, _: SocketAddr, _: &mut [u8]) {}
+
+        fn poll_transmit(
+            &mut self,
+            now: Instant,
+            limits: TransmitLimits,
+            buf: &mut [u8],
+        ) -> Option<Transmit> {
+            let marked = self.0.1 == self.1;
+            let transmit = self.0.poll_transmit(now, limits, buf)?;
+            Some(Transmit {
+                ttl: marked.then_some(2),
+                ..transmit
+            })
+        }
+
+        fn poll_timeout(&mut self) -> Option<Instant> {
+            None
+        }
+
+        fn handle_timeout(&mut self, _: Instant) {}
+    }
+
+    #[test]
+    fn a_datagram_with_its_own_ttl_runs_alone_and_keeps_it() {
+        let mut node = WithTtl(Queue(vec![(addr(1), 100); 5], 0), 2);
+        let mut arena = SendArena::new(16, 100);
+        let now = quanta::Clock::mock().0.now();
+        assert_eq!(arena.fill(&mut node, now, 64), (Filled::Drained, 5));
+        assert_eq!(shape(&arena), [(1, 100, 2), (1, 100, 1), (1, 100, 2)]);
+        let ttls = arena.with_transmits(|t| t.iter().map(|t| t.ttl).collect::<Vec<_>>());
+        assert_eq!(ttls, [None, Some(2), None]);
     }
 
     #[test]
@@ -404,6 +452,7 @@ mod tests {
                 destination: addr(peer),
                 len,
                 segment_size: (count > 1).then_some(size),
+                ttl: None,
             })
         }
 

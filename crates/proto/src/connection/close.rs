@@ -241,6 +241,7 @@ impl Connection {
                 destination: self.path.remote(),
                 len,
                 segment_size: None,
+                ttl: None,
             });
         }
         let destination = self
@@ -254,6 +255,7 @@ impl Connection {
             destination,
             len,
             segment_size: None,
+            ttl: None,
         })
     }
 

@@ -167,6 +167,7 @@ impl Connection {
             destination: self.path.remote(),
             len,
             segment_size,
+            ttl: None,
         }
     }
 

@@ -187,6 +187,7 @@ impl Endpoint {
             destination: *destination,
             len: close.len(),
             segment_size: None,
+            ttl: None,
         };
         self.admission.closes.pop_front();
         Some(transmit)

@@ -192,6 +192,7 @@ impl Endpoint {
             destination,
             len: RESUME_REFUSED_LEN,
             segment_size: None,
+            ttl: None,
         })
     }
 
@@ -240,6 +241,7 @@ impl Endpoint {
             destination,
             len: RETRY_LEN,
             segment_size: None,
+            ttl: None,
         })
     }
 

@@ -545,6 +545,7 @@ impl Node for Endpoint {
                 destination: to,
                 len: reply.len(),
                 segment_size: None,
+                ttl: None,
             });
         }
         if let Some(retry) = self.poll_retry(buf) {

@@ -48,6 +48,11 @@ const PUNCH_SCHEDULE: [Duration; 6] = [
     Duration::from_millis(800),
 ];
 
+/// How long the side asked for waits for the asker's punch to have left
+/// before it punches, and the asker for the first punch to have left before
+/// its intro goes: the one-way times are estimates (half round trips).
+const PUNCH_LEAD: Duration = Duration::from_millis(10);
+
 /// Introductions held at once; past it a new one is dropped (and counted).
 const MAX_INTRODUCTIONS: usize = 64;
 
@@ -93,6 +98,9 @@ enum Role {
         /// Connects started, with their addresses.
         attempts: Vec<(SocketAddr, u32)>,
         won: bool,
+        /// Whether the punch of small TTL toward `address` is sent (or
+        /// none is to be, see [`EndpointConfig::punch_ttl`]).
+        opened: bool,
     },
     /// This side was asked for: it punches toward the asker.
     Target {
@@ -272,15 +280,21 @@ impl Endpoint {
         };
         let mut nonce = [0; 8];
         self.rng.fill_bytes(&mut nonce);
-        // The side asked for starts punching as its Introduce arrives (half
-        // its round trip from now); the asker waits until then, so its
-        // intro never reaches a filter still closed.
-        let start_delay = (asked.1.saturating_sub(asking.1) / 2).min(MAX_START_DELAY);
+        // Each Introduce arrives half its round trip from now. The asker
+        // then sends a punch of small TTL that opens its NAT toward the side
+        // asked for; that side starts punching a lead later, into the open
+        // mapping (a punch of it arriving first would leave state in the
+        // asker's NAT that moves the asker's mapping); the asker's intro goes
+        // a lead after the first punch, so it never meets a closed filter.
+        let (asker_way, target_way) = (asking.1 / 2, asked.1 / 2);
+        let target_delay = (asker_way.saturating_sub(target_way) + PUNCH_LEAD).min(MAX_START_DELAY);
+        let start_delay = ((target_way + target_delay).saturating_sub(asker_way) + PUNCH_LEAD)
+            .min(MAX_START_DELAY);
         let to_target = Introduce {
             nonce,
             peer: asker_fingerprint,
             initiator: false,
-            start_delay: Duration::ZERO,
+            start_delay: target_delay,
             address: asking.0,
         };
         let to_asker = Introduce {
@@ -325,6 +339,7 @@ impl Endpoint {
                 start_at: Some(start),
                 attempts: Vec::new(),
                 won: false,
+                opened: self.config.punch_ttl.is_none(),
             }
         } else {
             if !self.rendezvous.registered_with.contains(&from) {
@@ -358,6 +373,19 @@ impl Endpoint {
             return;
         };
         self.stats.punches_received += 1;
+        // A punch got through: the other side's NAT is open toward this
+        // one, so the intro goes now rather than at the start it was given.
+        if let Role::Initiator {
+            start_at: start_at @ Some(_),
+            ..
+        } = &mut intro.role
+        {
+            *start_at = Some(now);
+            self.handle_rendezvous_timeout(now);
+        }
+        let Some(intro) = self.rendezvous.introductions.get_mut(&nonce) else {
+            return;
+        };
         let Role::Initiator {
             key,
             start_at: None,
@@ -444,29 +472,38 @@ impl Endpoint {
         }
     }
 
-    /// The next punch due, written into `buf`.
+    /// The next punch due, written into `buf`: the asker's one of small
+    /// TTL as soon as its introduction arrived, the other side's on their
+    /// schedule.
     pub(super) fn poll_punch(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let dst = buf.get_mut(..PUNCH_LEN)?;
-        let (nonce, to) = self
-            .rendezvous
-            .introductions
-            .iter_mut()
-            .find_map(|(nonce, intro)| match &mut intro.role {
-                Role::Target { to, start, sent } => {
-                    let at = *start + *PUNCH_SCHEDULE.get(*sent)?;
-                    (at <= now).then(|| {
-                        *sent += 1;
-                        (*nonce, *to)
-                    })
-                }
-                Role::Initiator { .. } => None,
-            })?;
+        let punch_ttl = self.config.punch_ttl;
+        let (nonce, to, ttl) =
+            self.rendezvous
+                .introductions
+                .iter_mut()
+                .find_map(|(nonce, intro)| match &mut intro.role {
+                    Role::Target { to, start, sent } => {
+                        let at = *start + *PUNCH_SCHEDULE.get(*sent)?;
+                        (at <= now).then(|| {
+                            *sent += 1;
+                            (*nonce, *to, None)
+                        })
+                    }
+                    Role::Initiator {
+                        address, opened, ..
+                    } => (!*opened).then(|| {
+                        *opened = true;
+                        (*nonce, *address, punch_ttl)
+                    }),
+                })?;
         dst.copy_from_slice(&write_punch(&nonce));
         self.stats.punches_sent += 1;
         Some(Transmit {
             destination: to,
             len: PUNCH_LEN,
             segment_size: None,
+            ttl,
         })
     }
 

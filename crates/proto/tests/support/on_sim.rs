@@ -43,6 +43,7 @@ impl<N: Node> tern_sim::Node for OnSim<N> {
             destination,
             len,
             segment_size,
+            ..
         } = self.0.poll_transmit(now, limits, buf)?;
         Some(tern_sim::Transmit {
             source: None,

@@ -137,24 +137,56 @@ impl MsgScratch {
         msg.msg_iov = &raw mut self.iovs[i];
         msg.msg_iovlen = 1;
         msg.msg_flags = 0;
-        if chunk.segments > 1 {
-            msg.msg_control = self.controls[i].0.as_mut_ptr().cast();
-            msg.msg_controllen = cmsg_space(size_of::<u16>());
-            // SAFETY: msg_control points to CONTROL_LEN bytes aligned for
-            // cmsghdr and msg_controllen covers one cmsg of a u16, so the first
-            // header is non-null and it and its data lie inside the buffer.
-            unsafe {
-                let cmsg = libc::CMSG_FIRSTHDR(msg);
+        let gso = chunk.segments > 1;
+        if !gso && chunk.ttl.is_none() {
+            msg.msg_control = ptr::null_mut();
+            msg.msg_controllen = 0;
+            return;
+        }
+        let len = if gso { cmsg_space(size_of::<u16>()) } else { 0 }
+            + if chunk.ttl.is_some() {
+                cmsg_space(size_of::<libc::c_int>())
+            } else {
+                0
+            };
+        // Cleared first: finding the next header reads its length field,
+        // which a receive may have left behind.
+        self.controls[i].0[..len].fill(0);
+        msg.msg_control = self.controls[i].0.as_mut_ptr().cast();
+        msg.msg_controllen = len;
+        // SAFETY: msg_control points to CONTROL_LEN bytes aligned for
+        // cmsghdr and msg_controllen covers exactly the control messages
+        // written below (at most a u16 and an int, well within the buffer),
+        // so each header CMSG_FIRSTHDR/CMSG_NXTHDR gives is non-null and it
+        // and its data lie inside the buffer.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+            if gso {
                 (*cmsg).cmsg_level = libc::SOL_UDP;
                 (*cmsg).cmsg_type = libc::UDP_SEGMENT;
                 (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
                 // The segment size fits: a chunk of several segments is at most 65 507 bytes.
                 let size = u16::try_from(chunk.segment_size).unwrap_or(u16::MAX);
                 ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), size);
+                cmsg = libc::CMSG_NXTHDR(msg, cmsg);
             }
-        } else {
-            msg.msg_control = ptr::null_mut();
-            msg.msg_controllen = 0;
+            if let Some(ttl) = chunk.ttl {
+                // An IPv4 destination (v4-mapped on an IPv6 socket too) takes
+                // the IPv4 option; the kernel reads either as an int.
+                let (level, kind) = match chunk.destination {
+                    SocketAddr::V6(a) if a.ip().to_ipv4_mapped().is_none() => {
+                        (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT)
+                    }
+                    _ => (libc::IPPROTO_IP, libc::IP_TTL),
+                };
+                (*cmsg).cmsg_level = level;
+                (*cmsg).cmsg_type = kind;
+                (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as _;
+                ptr::write_unaligned(
+                    libc::CMSG_DATA(cmsg).cast::<libc::c_int>(),
+                    libc::c_int::from(ttl),
+                );
+            }
         }
     }
 
@@ -632,10 +664,13 @@ pub(crate) fn send_gated(
         else {
             return Ok(());
         };
-        let first = [Transmit::new(
-            chunk.destination,
-            &chunk.bytes[..chunk.segment_size.min(chunk.bytes.len())],
-        )];
+        let first = [Transmit {
+            ttl: chunk.ttl,
+            ..Transmit::new(
+                chunk.destination,
+                &chunk.bytes[..chunk.segment_size.min(chunk.bytes.len())],
+            )
+        }];
         let listed = refusals.len();
         let sent_before = counters.datagrams_sent.load(Ordering::Relaxed);
         backend.send_batch(fd, &first, &mut Cursor::default(), 1, counters, refusals)?;

@@ -42,7 +42,11 @@ impl Portable {
                 other => other,
             };
             bump(&counters.send_syscalls, 1);
-            match io.try_send_to(chunk.bytes, destination) {
+            let result = match chunk.ttl {
+                None => io.try_send_to(chunk.bytes, destination),
+                Some(ttl) => send_with_ttl(io, chunk.bytes, destination, ttl),
+            };
+            match result {
                 Ok(_) => {
                     bump(&counters.datagrams_sent, 1);
                     bump(&counters.bytes_sent, chunk.bytes.len() as u64);
@@ -107,6 +111,35 @@ impl Portable {
         bump(&counters.bytes_received, bytes as u64);
         bump(&counters.recv_batches, 1);
         Ok(filled)
+    }
+}
+
+/// Sends one datagram with its own time to live: the socket's option set
+/// around the send and put back after (no ancillary data here). An option
+/// the OS refuses fails the datagram alone, as refused by local policy:
+/// sent with the socket's usual time to live, it would go further than its
+/// sender meant.
+fn send_with_ttl(
+    io: &TokioUdp,
+    bytes: &[u8],
+    destination: SocketAddr,
+    ttl: u8,
+) -> io::Result<usize> {
+    let socket = socket2::SockRef::from(io);
+    let denied = |e: io::Error| io::Error::new(io::ErrorKind::PermissionDenied, e);
+    let v6_path = matches!(destination, SocketAddr::V6(a) if a.ip().to_ipv4_mapped().is_none());
+    if v6_path {
+        let usual = socket.unicast_hops_v6().map_err(denied)?;
+        socket.set_unicast_hops_v6(u32::from(ttl)).map_err(denied)?;
+        let sent = io.try_send_to(bytes, destination);
+        socket.set_unicast_hops_v6(usual)?;
+        sent
+    } else {
+        let usual = socket.ttl_v4().map_err(denied)?;
+        socket.set_ttl_v4(u32::from(ttl)).map_err(denied)?;
+        let sent = io.try_send_to(bytes, destination);
+        socket.set_ttl_v4(usual)?;
+        sent
     }
 }
 

@@ -17,6 +17,8 @@ use crate::{Backend, GRO_SLOT_LEN, RecvBuffers, RefusalReason, SocketConfig, Tra
 
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+mod ttl;
 
 const WAIT: Duration = Duration::from_secs(5);
 
