@@ -265,15 +265,19 @@ fn the_goodput_matrix_at_100_mbit() {
 
 /// The lossy-ACK cells beside the matrix: 10 Mbit/s forward at 10 and 50
 /// ms, the way back (the ACKs alone) losing 10 % or 30 % of its datagrams
-/// in bursts of four on average, both controllers, three seeds. Asserted:
-/// intact, the connection never closes (`transfer` fails if it does), and,
-/// at 10 %, no second without progress. Before probes asked for an ACK at
-/// once, LEDBAT waited 2.0 s (10 ms) and 14.0 s (50 ms) at 10 %, and the
+/// in bursts of four on average, both controllers, six seeds. Asserted:
+/// intact, the connection never closes (`transfer` fails if it does), and
+/// no second without progress. Before probes asked for an ACK at once,
+/// LEDBAT waited 2.0 s (10 ms) and 14.0 s (50 ms) at 10 %, and the
 /// connection closed at 30 %; before a PING was answered with three ACK
 /// datagrams, 2.3 s (10 ms, seed 28); before the responder's re-sent
 /// handshake reply stopped giving RTT samples, 10.3 s (30 %, 50 ms, seed
 /// 27: a five-second sample from the handshake left the receiver's probe
-/// timeout at 16 s, and a lost window update waited for it).
+/// timeout at 16 s, and a lost window update waited for it); before a
+/// flow-control update went again with the ACKs of the next round trip,
+/// 4.15 s (30 %, 10 ms, seed 34: the update was lost, the sender used the
+/// rest of its credit, and only the receiver's backed-off probes crossed
+/// the lossy way).
 #[test]
 fn the_lossy_ack_cells() {
     let seed = Seed::from_env_or(26).value();
@@ -288,7 +292,7 @@ fn the_lossy_ack_cells() {
                 ("ledbat", CongestionConfig::ledbat()),
                 ("cubic", CongestionConfig::cubic()),
             ] {
-                for k in 0..3 {
+                for k in 0..6 {
                     let o = transfer(seed + k, path, congestion);
                     let ideal = SIZE as f64 * 8.0 / 10e6 + rtt_ms as f64 / 1e3;
                     eprintln!(
@@ -299,13 +303,7 @@ fn the_lossy_ack_cells() {
                         ideal / o.time.as_secs_f64() * 100.0,
                         o.longest_gap.as_secs_f64(),
                     );
-                    // A burst of 20 ACK datagrams or more (tern-sim counts
-                    // a burst in datagrams, and a stalled sender elicits six
-                    // per probe timeout) still outlasts a second of
-                    // backed-off probes at 30 %: asserted there is that the
-                    // connection lives and the data arrives
-                    // (docs/benchmarks.md).
-                    if back_loss < 0.2 && o.longest_gap >= Duration::from_secs(1) {
+                    if o.longest_gap >= Duration::from_secs(1) {
                         stalls.push((name, back_loss, rtt_ms, seed + k, o.longest_gap));
                     }
                 }
