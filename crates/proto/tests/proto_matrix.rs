@@ -1,7 +1,8 @@
 //! The goodput matrix: 4 MiB transfers through tern-sim paths that are
 //! slow (1, 10, 100 Mbit/s), long (10 to 300 ms), lossy (0.1 to 5 %, or in
 //! bursts) and reordering (5 or 10 %), with LEDBAT and with CUBIC, three
-//! seeds each: 1 080 transfers. The table is printed (`--nocapture`), and
+//! seeds each: 1 080 transfers (and 10 080, with 28 seeds, in an ignored
+//! test run on demand). The table is printed (`--nocapture`), and
 //! docs/benchmarks.md holds it as measured. Asserted in every cell: the
 //! transfer finishes with every byte intact; the receiver never waits 3 s
 //! for progress (the longest wait seen is 2.3 s, at 300 ms and 5 % loss,
@@ -189,10 +190,68 @@ fn transfer_at(seed: u64, path: Path, mbit: f64, congestion: CongestionConfig) -
 /// reorders.
 const LEARNING: u64 = 10;
 
-/// Every cell at `mbit`, for both controllers and three seeds.
-fn matrix(mbit: u64) {
+/// What the transfers of [`matrix`] showed, over all its cells.
+#[derive(Debug, Default)]
+struct Tally {
+    transfers: usize,
+    /// Each transfer's longest wait for progress.
+    gaps: Vec<Duration>,
+    /// Over the reordering cells: packets declared lost beyond
+    /// `LEARNING` per transfer, and datagrams the path dropped.
+    declared: u64,
+    dropped: u64,
+}
+
+impl Tally {
+    /// The longest wait, and the 99th percentile of the transfers'
+    /// longest waits.
+    fn longest_and_p99(&self) -> (Duration, Duration) {
+        let mut gaps = self.gaps.clone();
+        gaps.sort_unstable();
+        let last = gaps.last().copied().unwrap_or_default();
+        let p99 = gaps
+            .get(gaps.len().saturating_sub(1) * 99 / 100)
+            .copied()
+            .unwrap_or_default();
+        (last, p99)
+    }
+
+    /// Transfers that waited `at_least` for progress at some point.
+    fn waits(&self, at_least: Duration) -> usize {
+        self.gaps.iter().filter(|&&g| g >= at_least).count()
+    }
+
+    /// What the matrix asserts: never 3 s without progress, and on the
+    /// reordering cells at most 1.5 times as many losses declared as the
+    /// path dropped.
+    fn check(&self, mbit: u64) {
+        let (longest, p99) = self.longest_and_p99();
+        eprintln!(
+            "{mbit} Mbit/s: {} transfers, longest wait {:.2} s, 99th percentile {:.2} s, {} waited a second or more; reordering cells: {} declared lost beyond learning, {} dropped",
+            self.transfers,
+            longest.as_secs_f64(),
+            p99.as_secs_f64(),
+            self.waits(Duration::from_secs(1)),
+            self.declared,
+            self.dropped,
+        );
+        assert!(
+            longest < Duration::from_secs(3),
+            "{mbit} Mbit/s: {longest:?} without progress"
+        );
+        assert!(
+            self.declared as f64 <= 1.5 * self.dropped as f64,
+            "{mbit} Mbit/s, reordering paths: {} declared lost beyond learning, {} dropped",
+            self.declared,
+            self.dropped
+        );
+    }
+}
+
+/// Every cell at `mbit`, for both controllers and `seeds` seeds each.
+fn matrix(mbit: u64, seeds: u64) -> Tally {
     let seed = Seed::from_env_or(26).value();
-    let (mut declared, mut dropped) = (0, 0);
+    let mut tally = Tally::default();
     for rtt_ms in [10, 50, 150, 300] {
         for (loss, bursty) in [
             (0.0, false),
@@ -212,7 +271,7 @@ fn matrix(mbit: u64) {
                     ("ledbat", CongestionConfig::ledbat()),
                     ("cubic", CongestionConfig::cubic()),
                 ] {
-                    for k in 0..3 {
+                    for k in 0..seeds {
                         let o = transfer(seed + k, path, congestion);
                         let ideal = SIZE as f64 * 8.0 / (mbit as f64 * 1e6) + rtt_ms as f64 / 1e3;
                         eprintln!(
@@ -228,52 +287,62 @@ fn matrix(mbit: u64) {
                             o.dropped,
                             o.spurious,
                         );
-                        assert!(
-                            o.longest_gap < Duration::from_secs(3),
-                            "{name} {path:?}: {:?} without progress",
-                            o.longest_gap
-                        );
+                        tally.transfers += 1;
+                        tally.gaps.push(o.longest_gap);
                         if reorder > 0.0 {
-                            declared += o.declared.saturating_sub(LEARNING);
-                            dropped += o.dropped;
+                            tally.declared += o.declared.saturating_sub(LEARNING);
+                            tally.dropped += o.dropped;
                         }
                     }
                 }
             }
         }
     }
-    assert!(
-        declared as f64 <= 1.5 * dropped as f64,
-        "{mbit} Mbit/s, reordering paths: {declared} declared lost beyond learning, {dropped} dropped"
-    );
+    tally
 }
 
 #[test]
 fn the_goodput_matrix_at_1_mbit() {
-    matrix(1);
+    matrix(1, 3).check(1);
 }
 
 #[test]
 fn the_goodput_matrix_at_10_mbit() {
-    matrix(10);
+    matrix(10, 3).check(10);
 }
 
 #[test]
 fn the_goodput_matrix_at_100_mbit() {
-    matrix(100);
+    matrix(100, 3).check(100);
+}
+
+/// The 10 000 transfers: the matrix with 28 seeds per cell (10 080
+/// transfers, nine times the three tests above), asserted as they are and
+/// summed up per rate. Too long for CI; run it on demand, in release:
+/// `cargo test -p tern-proto --release --test proto_matrix -- --ignored --nocapture`.
+#[test]
+#[ignore = "10 080 transfers: run on demand (docs/benchmarks.md)"]
+fn ten_thousand_transfers_across_the_matrix() {
+    for mbit in [1, 10, 100] {
+        matrix(mbit, 28).check(mbit);
+    }
 }
 
 /// The lossy-ACK cells beside the matrix: 10 Mbit/s forward at 10 and 50
 /// ms, the way back (the ACKs alone) losing 10 % or 30 % of its datagrams
-/// in bursts of four on average, both controllers, three seeds. Asserted:
-/// intact, the connection never closes (`transfer` fails if it does), and,
-/// at 10 %, no second without progress. Before probes asked for an ACK at
-/// once, LEDBAT waited 2.0 s (10 ms) and 14.0 s (50 ms) at 10 %, and the
+/// in bursts of four on average, both controllers, six seeds. Asserted:
+/// intact, the connection never closes (`transfer` fails if it does), and
+/// no second without progress. Before probes asked for an ACK at once,
+/// LEDBAT waited 2.0 s (10 ms) and 14.0 s (50 ms) at 10 %, and the
 /// connection closed at 30 %; before a PING was answered with three ACK
 /// datagrams, 2.3 s (10 ms, seed 28); before the responder's re-sent
 /// handshake reply stopped giving RTT samples, 10.3 s (30 %, 50 ms, seed
 /// 27: a five-second sample from the handshake left the receiver's probe
-/// timeout at 16 s, and a lost window update waited for it).
+/// timeout at 16 s, and a lost window update waited for it); before a
+/// flow-control update went again with the ACKs of the next round trip,
+/// 4.15 s (30 %, 10 ms, seed 34: the update was lost, the sender used the
+/// rest of its credit, and only the receiver's backed-off probes crossed
+/// the lossy way).
 #[test]
 fn the_lossy_ack_cells() {
     let seed = Seed::from_env_or(26).value();
@@ -288,7 +357,7 @@ fn the_lossy_ack_cells() {
                 ("ledbat", CongestionConfig::ledbat()),
                 ("cubic", CongestionConfig::cubic()),
             ] {
-                for k in 0..3 {
+                for k in 0..6 {
                     let o = transfer(seed + k, path, congestion);
                     let ideal = SIZE as f64 * 8.0 / 10e6 + rtt_ms as f64 / 1e3;
                     eprintln!(
@@ -299,13 +368,7 @@ fn the_lossy_ack_cells() {
                         ideal / o.time.as_secs_f64() * 100.0,
                         o.longest_gap.as_secs_f64(),
                     );
-                    // A burst of 20 ACK datagrams or more (tern-sim counts
-                    // a burst in datagrams, and a stalled sender elicits six
-                    // per probe timeout) still outlasts a second of
-                    // backed-off probes at 30 %: asserted there is that the
-                    // connection lives and the data arrives
-                    // (docs/benchmarks.md).
-                    if back_loss < 0.2 && o.longest_gap >= Duration::from_secs(1) {
+                    if o.longest_gap >= Duration::from_secs(1) {
                         stalls.push((name, back_loss, rtt_ms, seed + k, o.longest_gap));
                     }
                 }

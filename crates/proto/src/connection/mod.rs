@@ -191,6 +191,9 @@ pub struct Connection {
     /// Since when, and for how many PINGs, ACKs went `ACKS_PER_PING`
     /// times (see `COPIED_PINGS_PER_RTT`).
     copied_pings: (Instant, u8),
+    /// The limits of the last flow-control update, repeated for a round
+    /// trip (see `LimitsRepeat`).
+    limits_repeat: send::LimitsRepeat,
     ack_ranges: Vec<RangeInclusive<u64>>,
     path_response_due: Option<ChallengeToken>,
     /// A challenge for the current path, to send with the next packet.
@@ -308,6 +311,7 @@ impl Connection {
             ack_pending: false,
             ack_copies_due: 0,
             copied_pings: (now, 0),
+            limits_repeat: send::LimitsRepeat::default(),
             ack_ranges: Vec::new(),
             path_response_due: None,
             challenge_due: None,

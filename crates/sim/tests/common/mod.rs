@@ -39,6 +39,8 @@ pub(crate) struct Blaster {
     pub sent: u64,
     pub next_at: Option<Instant>,
     due: bool,
+    /// Datagrams per transmit, as one run of equal segments (GSO).
+    segments: usize,
 }
 
 impl Blaster {
@@ -57,7 +59,15 @@ impl Blaster {
             sent: 0,
             next_at: Some(start),
             due: false,
+            segments: 1,
         }
+    }
+
+    /// Each transmit a run of `segments` datagrams (the last run shorter
+    /// if `count` ends it).
+    pub(crate) fn in_runs_of(mut self, segments: usize) -> Self {
+        self.segments = segments.max(1);
+        self
     }
 }
 
@@ -135,13 +145,16 @@ impl Node for Toy {
                     return None;
                 }
                 b.due = false;
-                datagram(b.sent, b.len, buf);
-                b.sent += 1;
+                let run = (b.count - b.sent).min(b.segments as u64) as usize;
+                for (i, out) in buf.chunks_mut(b.len).take(run).enumerate() {
+                    datagram(b.sent + i as u64, b.len, out);
+                }
+                b.sent += run as u64;
                 Some(Transmit {
                     source: None,
                     destination: b.to,
-                    len: b.len,
-                    segment_size: None,
+                    len: b.len * run,
+                    segment_size: (run > 1).then_some(b.len),
                 })
             }
             Toy::Sink(s) => {
