@@ -142,6 +142,9 @@ pub(crate) fn run(
     progress: &Progress,
 ) -> Collected {
     let mut command = bench_command(target);
+    // A benchmark too long for quick mode whole (level1_matrix) sizes
+    // itself down by this.
+    command.env("TERN_BENCH_MODE", mode.name());
     if mode == Mode::Quick {
         command.args(QUICK_ARGS);
     }

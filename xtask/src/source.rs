@@ -11,6 +11,16 @@ pub(crate) enum Mode {
     Full,
 }
 
+impl Mode {
+    /// As the results file and the harness spell it.
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Self::Quick => "quick",
+            Self::Full => "full",
+        }
+    }
+}
+
 /// What one source produced.
 #[derive(Debug, Default)]
 pub(crate) struct Collected {

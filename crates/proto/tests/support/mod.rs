@@ -4,6 +4,7 @@
 
 pub mod attacker;
 pub mod greedy;
+pub mod matrix;
 mod on_sim;
 
 pub use on_sim::OnSim;

@@ -1,0 +1,293 @@
+//! The goodput matrix's transfers, shared by its tests (crates/proto/tests/
+//! proto_matrix.rs, three seeds a cell) and the level-1 benchmark that runs
+//! the 10 000 (benches/benches/level1_matrix.rs): 4 MiB transfers
+//! through tern-sim paths that are slow, long, lossy and reordering, with
+//! LEDBAT and with CUBIC.
+
+use std::time::Duration;
+
+use tern_proto::{CongestionConfig, EndpointConfig, ReadOutcome};
+use tern_sim::{Bottleneck, GilbertElliott, LinkConfig, Seed};
+
+use super::{Pair, exchange};
+
+pub const SIZE: u64 = 4 << 20;
+
+/// One cell's path; the way back is plain delay unless it has a rate of
+/// its own.
+#[derive(Debug, Clone, Copy)]
+pub struct Path {
+    pub mbit: u64,
+    pub rtt_ms: u64,
+    pub loss: f64,
+    pub bursty: bool,
+    pub reorder: f64,
+    /// A bottleneck on the way back (an asymmetric link), in Mbit/s.
+    pub back_mbit: Option<f64>,
+    /// The share of the way back's datagrams (the ACKs) lost in bursts.
+    pub back_burst_loss: Option<f64>,
+}
+
+impl Path {
+    /// A path of `mbit` and `rtt_ms` with nothing else.
+    pub fn plain(mbit: u64, rtt_ms: u64) -> Self {
+        Self {
+            mbit,
+            rtt_ms,
+            loss: 0.0,
+            bursty: false,
+            reorder: 0.0,
+            back_mbit: None,
+            back_burst_loss: None,
+        }
+    }
+}
+
+/// What one transfer measured.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Outcome {
+    /// From the first byte written to the last byte read.
+    pub time: Duration,
+    /// The longest time the receiver read nothing.
+    pub longest_gap: Duration,
+    /// Packets the sender declared lost, and of those proved spurious.
+    pub declared: u64,
+    pub spurious: u64,
+    /// Datagrams the data direction dropped.
+    pub dropped: u64,
+}
+
+/// Bursty loss of `mean` of the datagrams, in bursts of four on average
+/// (tern-sim counts a burst in datagrams).
+fn bursts(mean: f64) -> GilbertElliott {
+    let p_bad_to_good = 0.25;
+    GilbertElliott {
+        p_good_to_bad: p_bad_to_good * mean / (1.0 - mean),
+        p_bad_to_good,
+        loss_good: 0.0,
+        loss_bad: 1.0,
+    }
+}
+
+/// One 4 MiB stream from client to server over `path`.
+pub fn transfer(seed: u64, path: Path, congestion: CongestionConfig) -> Outcome {
+    transfer_at(seed, path, path.mbit as f64, congestion)
+}
+
+/// As [`transfer`], with the forward bottleneck at `mbit` (which may be
+/// fractional; `path.mbit` is ignored).
+pub fn transfer_at(seed: u64, path: Path, mbit: f64, congestion: CongestionConfig) -> Outcome {
+    let rate = (mbit * 1e6) as u64;
+    let forward = LinkConfig {
+        delay: Duration::from_millis(path.rtt_ms) / 2,
+        loss: path.loss,
+        reorder: path.reorder,
+        burst_loss: path.bursty.then_some(GilbertElliott {
+            p_good_to_bad: 0.005,
+            p_bad_to_good: 0.25,
+            loss_good: 0.0,
+            loss_bad: 0.5,
+        }),
+        bottleneck: Some(Bottleneck {
+            bits_per_second: rate,
+            // A queue of one bandwidth-delay product, at least 64 KB.
+            queue_bytes: ((rate / 8) * path.rtt_ms / 1000).max(64_000) as usize,
+        }),
+        ..LinkConfig::default()
+    };
+    let back = LinkConfig {
+        delay: Duration::from_millis(path.rtt_ms) / 2,
+        bottleneck: path.back_mbit.map(|mbit| Bottleneck {
+            bits_per_second: (mbit * 1e6) as u64,
+            queue_bytes: 256_000,
+        }),
+        burst_loss: path.back_burst_loss.map(bursts),
+        ..LinkConfig::default()
+    };
+    let mut config = EndpointConfig::default();
+    config.connection.congestion = congestion;
+    let mut pair = Pair::new(seed, back, config);
+    let (client, server) = (pair.client, pair.server);
+    pair.sim.set_link(client, server, forward);
+    let (c, s) = exchange(&mut pair, &[10], Duration::from_secs(60));
+    let stream = pair
+        .client()
+        .connection(c)
+        .and_then(|c| c.open_stream())
+        .expect("a stream");
+    let chunk = vec![0x5a; 64 * 1024];
+    let mut buf = vec![0; 64 * 1024];
+    let (mut written, mut read, mut finished) = (0u64, 0u64, false);
+    let start = pair.sim.elapsed();
+    let mut last_progress = start;
+    let mut longest_gap = Duration::ZERO;
+    while read < SIZE {
+        let elapsed = pair.sim.elapsed() - start;
+        let Some(conn) = pair.client().connection(c) else {
+            panic!("{path:?}: the connection closed after {read} bytes, {elapsed:?} in");
+        };
+        while written < SIZE {
+            let want = (SIZE - written).min(chunk.len() as u64) as usize;
+            let n = conn.write(stream, &chunk[..want]).expect("open");
+            if n == 0 {
+                break;
+            }
+            written += n as u64;
+        }
+        if written == SIZE && !finished {
+            conn.finish(stream).expect("open");
+            finished = true;
+        }
+        let conn = pair.server().connection(s).expect("open");
+        conn.accept_stream();
+        let mut progressed = false;
+        loop {
+            match conn.read(stream, &mut buf) {
+                Ok(ReadOutcome::Read(0)) | Err(_) => break,
+                Ok(ReadOutcome::Read(n)) => {
+                    assert!(buf[..n].iter().all(|&b| b == 0x5a), "{path:?}: corrupted");
+                    read += n as u64;
+                    progressed = true;
+                }
+                Ok(ReadOutcome::Finished) => {
+                    assert_eq!(read, SIZE, "{path:?}: finished early");
+                    break;
+                }
+            }
+        }
+        if progressed {
+            let now = pair.sim.elapsed();
+            longest_gap = longest_gap.max(now - last_progress);
+            last_progress = now;
+        }
+        assert!(
+            pair.sim.elapsed() - start < Duration::from_secs(3_600),
+            "{path:?}: {read} of {SIZE} bytes after an hour"
+        );
+        assert!(pair.sim.step(), "{path:?}: the transfer went quiet");
+    }
+    let stats = pair.client().connection(c).expect("open").stats();
+    let link = pair.sim.link_stats(client, server);
+    Outcome {
+        time: pair.sim.elapsed() - start,
+        longest_gap,
+        declared: stats.lost_packets,
+        spurious: stats.spurious_losses,
+        dropped: link.lost + link.queue_dropped,
+    }
+}
+
+/// Spurious losses a connection may declare while it learns that its path
+/// reorders.
+pub const LEARNING: u64 = 10;
+
+/// What the transfers of [`matrix`] showed, over all its cells.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub transfers: usize,
+    /// Each transfer's longest wait for progress.
+    pub gaps: Vec<Duration>,
+    /// Over the reordering cells: packets declared lost beyond
+    /// `LEARNING` per transfer, and datagrams the path dropped.
+    pub declared: u64,
+    pub dropped: u64,
+}
+
+impl Tally {
+    /// The longest wait, and the 99th percentile of the transfers'
+    /// longest waits.
+    fn longest_and_p99(&self) -> (Duration, Duration) {
+        let mut gaps = self.gaps.clone();
+        gaps.sort_unstable();
+        let last = gaps.last().copied().unwrap_or_default();
+        let p99 = gaps
+            .get(gaps.len().saturating_sub(1) * 99 / 100)
+            .copied()
+            .unwrap_or_default();
+        (last, p99)
+    }
+
+    /// Transfers that waited `at_least` for progress at some point.
+    fn waits(&self, at_least: Duration) -> usize {
+        self.gaps.iter().filter(|&&g| g >= at_least).count()
+    }
+
+    /// What the matrix asserts: never 3 s without progress, and on the
+    /// reordering cells at most 1.5 times as many losses declared as the
+    /// path dropped.
+    pub fn check(&self, mbit: u64) {
+        let (longest, p99) = self.longest_and_p99();
+        eprintln!(
+            "{mbit} Mbit/s: {} transfers, longest wait {:.2} s, 99th percentile {:.2} s, {} waited a second or more; reordering cells: {} declared lost beyond learning, {} dropped",
+            self.transfers,
+            longest.as_secs_f64(),
+            p99.as_secs_f64(),
+            self.waits(Duration::from_secs(1)),
+            self.declared,
+            self.dropped,
+        );
+        assert!(
+            longest < Duration::from_secs(3),
+            "{mbit} Mbit/s: {longest:?} without progress"
+        );
+        assert!(
+            self.declared as f64 <= 1.5 * self.dropped as f64,
+            "{mbit} Mbit/s, reordering paths: {} declared lost beyond learning, {} dropped",
+            self.declared,
+            self.dropped
+        );
+    }
+}
+
+/// Every cell at `mbit`, for both controllers and `seeds` seeds each.
+pub fn matrix(mbit: u64, seeds: u64) -> Tally {
+    let seed = Seed::from_env_or(26).value();
+    let mut tally = Tally::default();
+    for rtt_ms in [10, 50, 150, 300] {
+        for (loss, bursty) in [
+            (0.0, false),
+            (0.001, false),
+            (0.01, false),
+            (0.05, false),
+            (0.0, true),
+        ] {
+            for reorder in [0.0, 0.05, 0.10] {
+                let path = Path {
+                    loss,
+                    bursty,
+                    reorder,
+                    ..Path::plain(mbit, rtt_ms)
+                };
+                for (name, congestion) in [
+                    ("ledbat", CongestionConfig::ledbat()),
+                    ("cubic", CongestionConfig::cubic()),
+                ] {
+                    for k in 0..seeds {
+                        let o = transfer(seed + k, path, congestion);
+                        let ideal = SIZE as f64 * 8.0 / (mbit as f64 * 1e6) + rtt_ms as f64 / 1e3;
+                        eprintln!(
+                            "{name:>6} {mbit:>3} Mbit/s {rtt_ms:>3} ms loss {:>3.1} % {} reorder {:>2.0} % seed {}: {:>7.2} s ({:>5.1} % of ideal), gap {:>5.2} s, declared {:>4} dropped {:>4} spurious {:>3}",
+                            loss * 100.0,
+                            if bursty { "bursty" } else { "      " },
+                            reorder * 100.0,
+                            seed + k,
+                            o.time.as_secs_f64(),
+                            ideal / o.time.as_secs_f64() * 100.0,
+                            o.longest_gap.as_secs_f64(),
+                            o.declared,
+                            o.dropped,
+                            o.spurious,
+                        );
+                        tally.transfers += 1;
+                        tally.gaps.push(o.longest_gap);
+                        if reorder > 0.0 {
+                            tally.declared += o.declared.saturating_sub(LEARNING);
+                            tally.dropped += o.dropped;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    tally
+}
