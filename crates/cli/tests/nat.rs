@@ -14,9 +14,13 @@ use std::process::{Command, Output};
 use support::{Server, keys, path};
 
 /// The script's namespaces, under a name of this run, removed when dropped.
+/// One set at a time: the tests of this file take turns.
 struct Nats {
     prefix: String,
+    _turn: std::sync::MutexGuard<'static, ()>,
 }
+
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Nats {
     fn script() -> PathBuf {
@@ -35,6 +39,9 @@ impl Nats {
     fn up(nat1: &str, nat2: &str) -> Self {
         let nats = Self {
             prefix: format!("tern-nat{}", std::process::id() % 100_000),
+            _turn: TURN
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
         };
         let output = nats.run(&["up", nat1, nat2]);
         assert!(output.status.success(), "the script failed: {output:?}");
@@ -141,4 +148,91 @@ fn clients_behind_a_cone_and_a_symmetric_linux_nat_reach_a_public_server() {
         .output()
         .expect("runs the client");
     assert!(!unreachable.status.success());
+}
+
+/// A `tern relay` on the public side, and its public key file.
+fn relay_on(nats: &Nats, dir: &std::path::Path) -> (Server, PathBuf) {
+    let made = support::run(&["keygen", "--out", path(dir)]);
+    assert!(made.status.success(), "{made:?}");
+    let relay = Server::start_command(
+        nats.tern_in("pub"),
+        &[
+            "relay",
+            "--listen",
+            "203.0.113.10:0",
+            "--key",
+            path(&dir.join("tern.key")),
+        ],
+    );
+    (relay, dir.join("tern.pub"))
+}
+
+#[test]
+#[ignore = "needs root with ip and nftables (network namespaces); run with --ignored"]
+fn behind_a_cone_and_a_symmetric_linux_nat_perf_and_send_go_through_the_relay() {
+    if let Err(why) = support::root_with(&["ip", "bash"]) {
+        panic!("network namespaces need root with ip: {why}");
+    }
+    let nats = Nats::up("cone", "symmetric");
+    let keys = keys();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let (relay, relay_pub) = relay_on(&nats, dir.path());
+    let via = [
+        "--rendezvous",
+        &relay.addr,
+        "--rendezvous-key",
+        path(&relay_pub),
+    ];
+    let mut args = vec!["perf", "server", "--listen", "198.51.100.2:0"];
+    args.extend(["--key", path(&keys.private)]);
+    args.extend(via);
+    let server = Server::start_command(nats.tern_in("b"), &args);
+    server.lines_until("registered with the rendezvous");
+    let output = nats
+        .tern_in("a")
+        .args(["perf", "client", "--key", path(&keys.public)])
+        .args(via)
+        .args(["--bytes", "20M", "--json"])
+        .output()
+        .expect("runs the client");
+    assert!(output.status.success(), "{output:?}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("one JSON document");
+    assert_eq!(report["bytes_agree"], true);
+    assert_eq!(report["path"], format!("relayed via {}", relay.addr));
+    relay.lines_until("relaying a pair");
+    assert!(nats.masqueraded("nat1") > 0 && nats.masqueraded("nat2") > 0);
+    drop(server);
+
+    // A file, to a receiver behind the symmetric NAT.
+    let out = tempfile::tempdir().expect("temporary directory");
+    let mut args = vec![
+        "recv",
+        "--listen",
+        "198.51.100.2:0",
+        "--out",
+        path(out.path()),
+    ];
+    args.extend(["--key", path(&keys.private)]);
+    args.extend(via);
+    let receiver = Server::start_command(nats.tern_in("b"), &args);
+    receiver.lines_until("registered with the rendezvous");
+    let file = support::random_file(dir.path(), "through.bin", 8 << 20);
+    let output = nats
+        .tern_in("a")
+        .args(["send", path(&file), "--key", path(&keys.public)])
+        .args(via)
+        .output()
+        .expect("runs the sender");
+    assert!(output.status.success(), "{output:?}");
+    let printed = support::stdout(&output);
+    assert!(
+        printed.contains(&format!("path: relayed via {}", relay.addr)),
+        "{printed}"
+    );
+    receiver.lines_until("through.bin");
+    assert_eq!(
+        support::sha256(&out.path().join("through.bin")),
+        support::sha256(&file)
+    );
 }
