@@ -611,3 +611,30 @@ fn one_rendezvous_takes_at_most_a_quarter_of_a_peers_introductions() {
     let target = world.endpoint(world.target).stats();
     assert_eq!(target.signals_unexpected, 24 - 16, "{target:?}");
 }
+
+#[test]
+fn grants_a_rendezvous_sends_unasked_are_bounded_and_counted() {
+    let mut attacker = support::attacker::Attacker::connect(EndpointConfig::default());
+    // The endpoint registered with the attacker: it takes grants from it.
+    let handle = attacker.handle;
+    assert!(attacker.endpoint.register(handle));
+    for slot in 1..=40u32 {
+        attacker.send(&[tern_wire::Frame::RelayGrant(tern_wire::RelayGrant {
+            slot,
+            peer: tern_proto::KeyFingerprint([slot as u8; 32]),
+            initiator: false,
+        })]);
+    }
+    // And grants as if it had asked, which it did not.
+    for slot in 100..110u32 {
+        attacker.send(&[tern_wire::Frame::RelayGrant(tern_wire::RelayGrant {
+            slot,
+            peer: tern_proto::KeyFingerprint([1; 32]),
+            initiator: true,
+        })]);
+    }
+    attacker.turn();
+    let stats = attacker.endpoint.stats();
+    assert_eq!(stats.signals_unexpected, (40 - 16) + 10, "{stats:?}");
+    assert_eq!(attacker.endpoint.len(), 1, "no connect started");
+}

@@ -26,6 +26,11 @@ use crate::{Transmit, TransmitLimits};
 /// intro.
 const GRANT_LIFETIME: Duration = Duration::from_secs(10);
 
+/// Slots one rendezvous may have waiting for an intro here at once: past
+/// it a grant is dropped (and counted), so a rendezvous cannot make this
+/// side hold slots without end.
+const MAX_WAITING_PER_RENDEZVOUS: usize = 16;
+
 /// Which way a connection's packets go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -116,10 +121,16 @@ impl Endpoint {
         if self.relayed.granted.contains_key(&grant.slot) {
             return; // A repeat: the slot is known.
         }
+        let waiting = self
+            .relayed
+            .granted
+            .values()
+            .filter(|granted| granted.rendezvous == from && granted.connection.is_none())
+            .count();
         let expected = if grant.initiator {
             self.relay_asked(from, &grant.peer)
         } else {
-            self.registered_with(from)
+            self.registered_with(from) && waiting < MAX_WAITING_PER_RENDEZVOUS
         };
         if !expected {
             self.stats.signals_unexpected += 1;
