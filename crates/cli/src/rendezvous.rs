@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use clap::Args;
 use rand_core::OsRng;
-use tern_peer::proto::{ConnectionPath, PathPolicy};
+use tern_peer::proto::{ConnectionPath, PathPolicy, RelayConfig};
 use tern_peer::{ConnectError, Connection, Endpoint, IdentityKey, PublicIdentity};
 
 use crate::error::CliError;
@@ -162,6 +162,13 @@ pub(crate) struct RelayArgs {
     /// The rendezvous's private key (tern.key).
     #[arg(long, value_name = "PRIVATE_KEY_FILE")]
     key: PathBuf,
+    /// Cap on what the relay forwards for one pair, both directions, in
+    /// Mbit/s (default 32).
+    #[arg(long, value_name = "MBIT")]
+    pair_rate: Option<f64>,
+    /// Pairs relayed at once (default 64; 0: introductions only).
+    #[arg(long, value_name = "N")]
+    max_pairs: Option<usize>,
     #[command(flatten)]
     net: NetOptions,
 }
@@ -175,12 +182,23 @@ const REPORT_EVERY: Duration = Duration::from_millis(100);
 /// line per peer, per introduction and per relayed pair.
 pub(crate) async fn relay(args: RelayArgs) -> Result<(), CliError> {
     let key = keys::read_private(&args.key)?;
-    let endpoint = net::listen(args.listen, key, &args.net)?;
+    let mut relay = RelayConfig::default();
+    match args.pair_rate {
+        None => {}
+        Some(mbit) if mbit.is_finite() && mbit > 0.0 => {
+            relay.bytes_per_second = (mbit * 1e6 / 8.0) as u64;
+        }
+        Some(_) => return Err(CliError::Usage("--pair-rate must be above zero".to_owned())),
+    }
+    relay.max_pairs = args.max_pairs.unwrap_or(relay.max_pairs);
+    let endpoint = net::listen_with(args.listen, key, args.net.config().relay(relay))?;
     let interrupted = crate::interrupted();
     tokio::pin!(interrupted);
     println!(
-        "tern relay on {} (rendezvous and relay); Ctrl-C to stop",
-        endpoint.local_addr()
+        "tern relay on {} (rendezvous and relay: at most {} pairs, {} each); Ctrl-C to stop",
+        endpoint.local_addr(),
+        relay.max_pairs,
+        crate::units::rate(relay.bytes_per_second, Duration::from_secs(1)),
     );
     let mut peers = Vec::new();
     let mut reported = (0, 0, 0, 0);

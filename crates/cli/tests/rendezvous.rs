@@ -11,16 +11,18 @@ use support::{Server, keys, path, random_file, receiver, run, sha256, stdout};
 
 /// A running `tern relay`, its key files, and their directory.
 fn relay() -> (Server, PathBuf, tempfile::TempDir) {
+    relay_with(&[])
+}
+
+/// [`relay`], with `extra` arguments.
+fn relay_with(extra: &[&str]) -> (Server, PathBuf, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temporary directory");
     let made = run(&["keygen", "--out", path(dir.path())]);
     assert!(made.status.success(), "{made:?}");
-    let relay = Server::start(&[
-        "relay",
-        "--listen",
-        "127.0.0.1:0",
-        "--key",
-        path(&dir.path().join("tern.key")),
-    ]);
+    let key = dir.path().join("tern.key");
+    let mut args = vec!["relay", "--listen", "127.0.0.1:0", "--key", path(&key)];
+    args.extend_from_slice(extra);
+    let relay = Server::start(&args);
     (relay, dir.path().join("tern.pub"), dir)
 }
 
@@ -114,7 +116,7 @@ fn a_file_is_sent_to_a_receiver_found_through_the_relay() {
 
 #[test]
 fn with_relay_only_the_data_goes_through_the_relay_and_arrives_intact() {
-    let (relay, relay_pub, _dir) = relay();
+    let (relay, relay_pub, _dir) = relay_with(&["--pair-rate", "200"]);
     let keys = keys();
     let server = Server::start(&[
         "perf",
@@ -183,4 +185,38 @@ fn with_relay_only_the_data_goes_through_the_relay_and_arrives_intact() {
     );
     receiver.lines_until("relayed.bin");
     assert_eq!(sha256(&out.path().join("relayed.bin")), sha256(&file));
+}
+
+#[test]
+fn a_relay_allowed_no_pairs_refuses_relay_only_by_type() {
+    let (relay, relay_pub, _dir) = relay_with(&["--max-pairs", "0"]);
+    let keys = keys();
+    let server = Server::start(&[
+        "perf",
+        "server",
+        "--listen",
+        "127.0.0.1:0",
+        "--key",
+        path(&keys.private),
+        "--rendezvous",
+        &relay.addr,
+        "--rendezvous-key",
+        path(&relay_pub),
+    ]);
+    server.lines_until("registered with the rendezvous");
+    let output = run(&[
+        "perf",
+        "client",
+        "--key",
+        path(&keys.public),
+        "--rendezvous",
+        &relay.addr,
+        "--rendezvous-key",
+        path(&relay_pub),
+        "--relay-only",
+    ]);
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("RelayFull"), "{said}");
+    relay.lines_until("relay refused");
 }
