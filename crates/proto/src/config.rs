@@ -402,8 +402,9 @@ pub struct RelayConfig {
     pub max_pairs: usize,
     /// As a rendezvous: bytes per second forwarded for one pair, both
     /// directions together, counting what the relay sends (default
-    /// 4 000 000, 32 Mbit/s); a packet over it is dropped and counted, and
-    /// the pair's congestion control slows down.
+    /// 4 000 000, 32 Mbit/s). What comes faster waits in the pair's queue,
+    /// up to 100 ms of this rate (at least 64 KiB); a packet past that is
+    /// dropped and counted, and the pair's congestion control slows down.
     pub bytes_per_second: u64,
     /// As a rendezvous: a pair that forwarded nothing for this long is
     /// forgotten (default 60 s, twice the default idle timeout: a live

@@ -517,13 +517,14 @@ fn a_flood_over_the_pairs_rate_is_dropped_and_counted_and_its_replays_are_taken_
     let forwarded = after.relay_packets_forwarded - before.relay_packets_forwarded;
     let dropped = after.relay_dropped_over_cap - before.relay_dropped_over_cap;
     assert_eq!(forwarded + dropped, 1000);
-    // At most the bucket's burst (64 KiB) went on at once.
+    // At most the bucket's burst (64 KiB) went on at once, and the pair's
+    // queue (100 ms of the rate, at least 64 KiB) took what follows.
     let bytes = after.relay_bytes_forwarded - before.relay_bytes_forwarded;
     assert!(
-        bytes <= 64 * 1024 + packet.len() as u64,
+        bytes <= 2 * 64 * 1024 + packet.len() as u64,
         "{bytes} bytes forwarded"
     );
-    assert!(dropped > 900, "{dropped} dropped");
+    assert!(dropped > 850, "{dropped} dropped");
     // The target saw the replays of one packet, and took it once.
     world.sim.run_for(Duration::from_millis(200));
     let target = world.endpoint(world.target);

@@ -640,7 +640,7 @@ impl Endpoint {
         if let Some(punch) = self.poll_punch(now, buf) {
             return Some(punch);
         }
-        if let Some(forward) = self.poll_forward(buf) {
+        if let Some(forward) = self.poll_forward(now, buf) {
             return Some(forward);
         }
         self.rate_wait = None;

@@ -9,10 +9,12 @@
 //! connection that slot was granted on; the slot is then swapped for the
 //! other side's and the packet goes to the other side's address, the
 //! carried datagram untouched (it is sealed under keys the rendezvous
-//! never sees). Each pair has a byte rate, pairs are capped in number
-//! ([`RelayConfig`]), and a pair is forgotten when it was idle for
-//! `idle_timeout` or when either side's connection here closes. Whatever
-//! is not forwarded is counted by why.
+//! never sees). Each pair has a byte rate: what comes faster waits in the
+//! pair's own queue, up to [`BACKLOG`] of its rate, so that a sender above
+//! it first sees delay (which LEDBAT backs off from) and only then loss.
+//! Pairs are capped in number ([`RelayConfig`]), and a pair is forgotten
+//! when it was idle for `idle_timeout` or when either side's connection
+//! here closes. Whatever is not forwarded is counted by why.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -33,6 +35,14 @@ use crate::connection::signals::Signal;
 /// and the packet is dropped (its sender's loss recovery resends).
 const MAX_QUEUED: usize = 1024;
 
+/// How long a pair's packets may wait for its rate, as a share of a
+/// second: 100 ms, LEDBAT's target delay (at the default rate, 400 kB per
+/// pair). At least [`MIN_BACKLOG`] bytes.
+const BACKLOG: u64 = 10;
+
+/// The smallest queue a pair gets, in bytes.
+const MIN_BACKLOG: u64 = 64 * 1024;
+
 /// One side of a relayed pair.
 #[derive(Debug, Clone, Copy)]
 struct End {
@@ -47,6 +57,38 @@ struct Pair {
     ends: [End; 2],
     bucket: TokenBucket,
     last_active: Instant,
+    /// Packets waiting for the pair's rate, and their bytes.
+    backlog: VecDeque<(SocketAddr, Vec<u8>)>,
+    backlog_bytes: u64,
+    /// When the first of them may go.
+    release_at: Option<Instant>,
+}
+
+impl Pair {
+    /// Moves what the rate lets go now to `queue` (while it has room),
+    /// and notes when the next may go.
+    fn release(&mut self, now: Instant, queue: &mut VecDeque<(SocketAddr, Vec<u8>)>) {
+        self.release_at = None;
+        while let Some((_, packet)) = self.backlog.front() {
+            let len = packet.len() as u64;
+            match self.bucket.take(len, now) {
+                Take::WaitUntil(at) => {
+                    self.release_at = Some(at);
+                    return;
+                }
+                Take::Now if queue.len() >= MAX_QUEUED => {
+                    self.release_at = Some(now);
+                    return;
+                }
+                Take::Now => {
+                    if let Some(packet) = self.backlog.pop_front() {
+                        self.backlog_bytes -= len;
+                        queue.push_back(packet);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The pairs relayed here and the packets waiting to go.
@@ -68,10 +110,21 @@ impl Relay {
         self.pairs.len()
     }
 
-    /// When the idlest pair is due to be forgotten.
+    /// When the idlest pair is due to be forgotten, or a waiting packet
+    /// may go.
     pub(super) fn deadline(&self, idle_timeout: std::time::Duration) -> Option<Instant> {
         let oldest = self.pairs.values().map(|pair| pair.last_active).min()?;
-        Some(oldest + idle_timeout)
+        let release = self.pairs.values().filter_map(|pair| pair.release_at).min();
+        Some(release.map_or(oldest + idle_timeout, |at| at.min(oldest + idle_timeout)))
+    }
+
+    /// Moves every pair's packets that may go now to the queue.
+    pub(super) fn release(&mut self, now: Instant) {
+        for pair in self.pairs.values_mut() {
+            if pair.release_at.is_some_and(|at| at <= now) {
+                pair.release(now, &mut self.queue);
+            }
+        }
     }
 
     fn remove(&mut self, key: u32) {
@@ -148,6 +201,9 @@ impl Endpoint {
                     ends,
                     bucket,
                     last_active: now,
+                    backlog: VecDeque::new(),
+                    backlog_bytes: 0,
+                    release_at: None,
                 };
                 self.relay.pairs.insert(asker_slot, pair);
                 self.stats.relay_pairs_made += 1;
@@ -173,6 +229,7 @@ impl Endpoint {
     /// A relay packet from `from` for slot `slot`: forwarded to the other
     /// side of its pair, or dropped and counted.
     pub(super) fn forward_relayed(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        let backlog = (self.config.relay.bytes_per_second / BACKLOG).max(MIN_BACKLOG);
         let Some((slot, _)) = tern_wire::parse_relay(datagram) else {
             self.stats.relay_dropped_unknown_slot += 1;
             return;
@@ -207,7 +264,10 @@ impl Endpoint {
             return;
         }
         let len = datagram.len();
-        if pair.bucket.take(len as u64, now) != Take::Now || self.relay.queue.len() >= MAX_QUEUED {
+        let now_ok = self.relay.queue.len() < MAX_QUEUED
+            && pair.backlog.is_empty()
+            && pair.bucket.take(len as u64, now) == Take::Now;
+        if !now_ok && pair.backlog_bytes + len as u64 > backlog {
             self.stats.relay_dropped_over_cap += 1;
             return;
         }
@@ -218,13 +278,24 @@ impl Endpoint {
         if tern_wire::write_relay_header(&mut packet, receiver.slot).is_none() {
             return;
         }
-        self.relay.queue.push_back((to, packet));
+        if now_ok {
+            self.relay.queue.push_back((to, packet));
+        } else {
+            pair.backlog.push_back((to, packet));
+            pair.backlog_bytes += len as u64;
+            if pair.release_at.is_none() {
+                pair.release(now, &mut self.relay.queue);
+            }
+        }
         self.stats.relay_packets_forwarded += 1;
         self.stats.relay_bytes_forwarded += len as u64;
     }
 
     /// The next packet to forward, written into `buf`.
-    pub(super) fn poll_forward(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+    pub(super) fn poll_forward(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if self.relay.queue.is_empty() {
+            self.relay.release(now);
+        }
         while let Some((destination, packet)) = self.relay.queue.pop_front() {
             let len = packet.len();
             let copied = buf.get_mut(..len).map(|dst| dst.copy_from_slice(&packet));

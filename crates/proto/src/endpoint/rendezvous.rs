@@ -515,6 +515,7 @@ impl Endpoint {
     pub(super) fn handle_rendezvous_timeout(&mut self, now: Instant) {
         self.rendezvous.latest = Some(now);
         self.expire_relayed_pairs(now);
+        self.relay.release(now);
         self.expire_grants(now);
         let (mut starts, mut expired, mut relays, mut failed) = (vec![], vec![], vec![], vec![]);
         for (nonce, intro) in &mut self.rendezvous.introductions {
