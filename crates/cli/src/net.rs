@@ -90,7 +90,8 @@ pub(crate) struct NetOptions {
 }
 
 impl NetOptions {
-    fn config(&self) -> Config {
+    /// The endpoint configuration these options ask for.
+    pub(crate) fn config(&self) -> Config {
         let mut config = Config::default()
             .backend(self.backend.backend())
             .idle_timeout(self.idle_timeout)
@@ -156,7 +157,16 @@ pub(crate) fn listen(
     identity: IdentityKey,
     options: &NetOptions,
 ) -> Result<Endpoint, CliError> {
-    Endpoint::bind(listen, options.config().identity(identity)).map_err(|source| CliError::Listen {
+    listen_with(listen, identity, options.config())
+}
+
+/// [`listen`] with a configuration of the caller's making.
+pub(crate) fn listen_with(
+    listen: SocketAddr,
+    identity: IdentityKey,
+    config: Config,
+) -> Result<Endpoint, CliError> {
+    Endpoint::bind(listen, config.identity(identity)).map_err(|source| CliError::Listen {
         addr: listen,
         source,
     })

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use crate::control::{self, Control, Direction, Limit, PerfParams, SideReport};
 use crate::error::{CliError, printable, read_error, write_error};
 use crate::net::{self, NetOptions};
-use crate::rendezvous::{self, RendezvousOptions};
+use crate::rendezvous::{self, PathOptions, RendezvousOptions};
 use crate::{keys, units};
 
 /// How long a server waits for a new client to say what it wants.
@@ -92,6 +92,8 @@ pub(crate) struct ClientArgs {
     connect_timeout: Duration,
     #[command(flatten)]
     rendezvous: RendezvousOptions,
+    #[command(flatten)]
+    paths: PathOptions,
     #[command(flatten)]
     net: NetOptions,
 }
@@ -450,6 +452,11 @@ fn agreement(client: &SideReport, server: &SideReport) -> (bool, Vec<String>) {
 #[derive(Debug, Serialize)]
 struct JsonReport<'a> {
     address: SocketAddr,
+    /// `direct ADDR` or `relayed via ADDR`.
+    path: String,
+    /// From the start of the connect (through the rendezvous, if one was
+    /// given) to the connection to the peer.
+    connect_ms: f64,
     backend: String,
     params: PerfParams,
     intervals: &'a [Interval],
@@ -462,8 +469,10 @@ struct JsonReport<'a> {
 pub(crate) async fn client(args: ClientArgs) -> Result<(), CliError> {
     let params = args.params()?;
     let public = keys::read_public(&args.key)?;
+    let connecting = Instant::now();
     let (endpoint, _rendezvous, connection) = rendezvous::reach(
         &args.rendezvous,
+        &args.paths,
         args.addr.as_deref(),
         &public,
         &args.net,
@@ -471,14 +480,27 @@ pub(crate) async fn client(args: ClientArgs) -> Result<(), CliError> {
     )
     .await?;
     let addr = connection.remote_address();
-    let run = run_client(&args, params, addr, &endpoint, &connection).await;
+    let path = Path {
+        route: rendezvous::path_of(&connection),
+        connect: connecting.elapsed(),
+    };
+    let run = run_client(&args, params, &path, addr, &endpoint, &connection).await;
     net::close_on_error(&connection, run).await
+}
+
+/// How the client reached the server.
+struct Path {
+    /// `direct ADDR` or `relayed via ADDR`.
+    route: String,
+    /// How long the connect took.
+    connect: Duration,
 }
 
 /// The client's run on an established connection.
 async fn run_client(
     args: &ClientArgs,
     params: PerfParams,
+    path: &Path,
     addr: SocketAddr,
     endpoint: &Endpoint,
     connection: &Connection,
@@ -562,6 +584,8 @@ async fn run_client(
     if args.json {
         let document = JsonReport {
             address: addr,
+            path: path.route.clone(),
+            connect_ms: path.connect.as_secs_f64() * 1e3,
             backend: endpoint.backend().to_string(),
             params,
             intervals: &intervals,
@@ -574,7 +598,12 @@ async fn run_client(
             serde_json::to_string_pretty(&document).unwrap_or_default()
         );
     } else {
-        println!("{}", summary_line("client", &mine));
+        println!(
+            "{}; path: {}, connected in {}",
+            summary_line("client", &mine),
+            path.route,
+            units::millis(path.connect),
+        );
         println!("{}", summary_line("server", &theirs));
         for line in &lines {
             println!("{line}");

@@ -1,8 +1,9 @@
 //! Rendezvous for the commands: `tern relay` introduces peers that
-//! registered with it; servers register (`--rendezvous`) and stay
-//! registered; clients find a server through it by its key alone.
-//! (The relay does not forward packets yet: peers whose NATs let no direct
-//! path through fail with "no direct path".)
+//! registered with it, and relays the connection of those whose NATs let
+//! no direct path through (it sees ciphertext only); servers register
+//! (`--rendezvous`) and stay registered; clients find a server through it
+//! by its key alone, directly where they can, relayed otherwise
+//! (`--no-relay`, `--relay-only`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use clap::Args;
 use rand_core::OsRng;
+use tern_peer::proto::{ConnectionPath, PathPolicy, RelayConfig};
 use tern_peer::{ConnectError, Connection, Endpoint, IdentityKey, PublicIdentity};
 
 use crate::error::CliError;
@@ -35,6 +37,37 @@ impl RendezvousOptions {
             return Ok(None);
         };
         Ok(Some((net::resolve(addr).await?, keys::read_public(key)?)))
+    }
+}
+
+/// Which paths a client may take to a peer it finds through a rendezvous.
+#[derive(Clone, Debug, Args)]
+pub(crate) struct PathOptions {
+    /// Fail rather than relay: only a direct path through the NATs.
+    #[arg(long, requires = "rendezvous", conflicts_with = "relay_only")]
+    no_relay: bool,
+    /// Go through the rendezvous's relay at once, without hole punching.
+    #[arg(long, requires = "rendezvous")]
+    relay_only: bool,
+}
+
+impl PathOptions {
+    fn policy(&self) -> PathPolicy {
+        match (self.no_relay, self.relay_only) {
+            (true, _) => PathPolicy::DirectOnly,
+            (_, true) => PathPolicy::RelayOnly,
+            _ => PathPolicy::DirectThenRelay,
+        }
+    }
+}
+
+/// Which way `connection`'s packets go, as the summaries say it:
+/// `direct ADDR` or `relayed via ADDR`.
+pub(crate) fn path_of(connection: &Connection) -> String {
+    match connection.path() {
+        Some(ConnectionPath::Relayed { via }) => format!("relayed via {via}"),
+        Some(ConnectionPath::Direct(addr)) => format!("direct {addr}"),
+        _ => format!("direct {}", connection.remote_address()),
     }
 }
 
@@ -69,6 +102,7 @@ pub(crate) async fn stay_registered(endpoint: Endpoint, addr: SocketAddr, key: P
 pub(crate) async fn connect_via(
     (addr, key): (SocketAddr, PublicIdentity),
     peer: &PublicIdentity,
+    policy: PathPolicy,
     options: &NetOptions,
     connect_timeout: Duration,
 ) -> Result<(Endpoint, Connection, Connection), CliError> {
@@ -78,7 +112,7 @@ pub(crate) async fn connect_via(
     let (endpoint, rendezvous) =
         net::connect_as(Some(own), addr, &key, options, connect_timeout).await?;
     tracing::info!(%addr, "asking the rendezvous for the peer");
-    match endpoint.connect_via(&rendezvous, peer).await {
+    match endpoint.connect_via_with(&rendezvous, peer, policy).await {
         Ok(connection) => Ok((endpoint, rendezvous, connection)),
         Err(e) => Err(CliError::Connection {
             peer: Some(addr),
@@ -93,9 +127,10 @@ pub(crate) async fn connect_via(
 pub(crate) type Reached = (Endpoint, Option<Connection>, Connection);
 
 /// Reaches the peer holding `peer`: through the rendezvous when one is
-/// given, at `addr` otherwise.
+/// given (on the paths `paths` allows), at `addr` otherwise.
 pub(crate) async fn reach(
     rendezvous: &RendezvousOptions,
+    paths: &PathOptions,
     addr: Option<&str>,
     peer: &PublicIdentity,
     options: &NetOptions,
@@ -104,7 +139,7 @@ pub(crate) async fn reach(
     match (rendezvous.target().await?, addr) {
         (Some(rendezvous), _) => {
             let (endpoint, rendezvous, connection) =
-                connect_via(rendezvous, peer, options, connect_timeout).await?;
+                connect_via(rendezvous, peer, paths.policy(), options, connect_timeout).await?;
             Ok((endpoint, Some(rendezvous), connection))
         }
         (None, Some(addr)) => {
@@ -127,26 +162,46 @@ pub(crate) struct RelayArgs {
     /// The rendezvous's private key (tern.key).
     #[arg(long, value_name = "PRIVATE_KEY_FILE")]
     key: PathBuf,
+    /// Cap on what the relay forwards for one pair, both directions, in
+    /// Mbit/s (default 32).
+    #[arg(long, value_name = "MBIT")]
+    pair_rate: Option<f64>,
+    /// Pairs relayed at once (default 64; 0: introductions only).
+    #[arg(long, value_name = "N")]
+    max_pairs: Option<usize>,
     #[command(flatten)]
     net: NetOptions,
 }
 
-/// How often the rendezvous looks at its counters to report introductions.
+/// How often the rendezvous looks at its counters to report introductions
+/// and relayed pairs.
 const REPORT_EVERY: Duration = Duration::from_millis(100);
 
 /// Runs a rendezvous until interrupted: accepts every peer, introduces
-/// those that ask, and prints a line per peer and per introduction.
+/// those that ask, relays those that find no direct path, and prints a
+/// line per peer, per introduction and per relayed pair.
 pub(crate) async fn relay(args: RelayArgs) -> Result<(), CliError> {
     let key = keys::read_private(&args.key)?;
-    let endpoint = net::listen(args.listen, key, &args.net)?;
+    let mut relay = RelayConfig::default();
+    match args.pair_rate {
+        None => {}
+        Some(mbit) if mbit.is_finite() && mbit > 0.0 => {
+            relay.bytes_per_second = (mbit * 1e6 / 8.0) as u64;
+        }
+        Some(_) => return Err(CliError::Usage("--pair-rate must be above zero".to_owned())),
+    }
+    relay.max_pairs = args.max_pairs.unwrap_or(relay.max_pairs);
+    let endpoint = net::listen_with(args.listen, key, args.net.config().relay(relay))?;
     let interrupted = crate::interrupted();
     tokio::pin!(interrupted);
     println!(
-        "tern relay on {} (rendezvous; relaying not built yet); Ctrl-C to stop",
-        endpoint.local_addr()
+        "tern relay on {} (rendezvous and relay: at most {} pairs, {} each); Ctrl-C to stop",
+        endpoint.local_addr(),
+        relay.max_pairs,
+        crate::units::rate(relay.bytes_per_second, Duration::from_secs(1)),
     );
     let mut peers = Vec::new();
-    let mut reported = (0, 0);
+    let mut reported = (0, 0, 0, 0);
     let mut tick = tokio::time::interval(REPORT_EVERY);
     loop {
         tokio::select! {
@@ -158,12 +213,28 @@ pub(crate) async fn relay(args: RelayArgs) -> Result<(), CliError> {
             _ = tick.tick() => {
                 peers.retain(|c: &Connection| c.stats().is_some());
                 let stats = endpoint.stats().protocol;
-                let now = (stats.introductions_made, stats.introductions_refused);
+                let now = (
+                    stats.introductions_made,
+                    stats.introductions_refused,
+                    stats.relay_pairs_made,
+                    stats.relay_refused,
+                );
                 for _ in reported.0..now.0 {
                     println!("introduction made ({} peers)", peers.len());
                 }
                 for _ in reported.1..now.1 {
                     println!("introduction refused");
+                }
+                for _ in reported.2..now.2 {
+                    println!(
+                        "relaying a pair ({} relayed now; {} packets, {} forwarded so far)",
+                        stats.relay_pairs,
+                        stats.relay_packets_forwarded,
+                        crate::units::bytes(stats.relay_bytes_forwarded),
+                    );
+                }
+                for _ in reported.3..now.3 {
+                    println!("relay refused");
                 }
                 reported = now;
             }

@@ -32,7 +32,7 @@ use crate::control::{self, Control};
 use crate::error::{CliError, printable, read_error, write_error};
 use crate::net::{self, NetOptions};
 use crate::progress::Progress;
-use crate::rendezvous::{self, RendezvousOptions};
+use crate::rendezvous::{self, PathOptions, RendezvousOptions};
 use crate::{keys, names, units};
 
 /// How long a receiver waits for a new sender to offer its file.
@@ -69,6 +69,8 @@ pub(crate) struct SendArgs {
     restart: bool,
     #[command(flatten)]
     rendezvous: RendezvousOptions,
+    #[command(flatten)]
+    paths: PathOptions,
     #[command(flatten)]
     net: NetOptions,
 }
@@ -122,6 +124,7 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
     };
     let (_endpoint, _rendezvous, connection) = rendezvous::reach(
         &args.rendezvous,
+        &args.paths,
         args.addr.as_deref(),
         &public,
         &net_options,
@@ -258,9 +261,10 @@ async fn send_file(
     let congestion = connection
         .stats()
         .map_or("unknown", |stats| stats.congestion.name());
+    let route = rendezvous::path_of(connection);
     connection.close(0, Bytes::from_static(b"done")).await;
     println!(
-        "sent {name} ({}) to {addr} in {:.2} s ({}, congestion {congestion}); {sent} bytes sent from byte {offset}; SHA-256 {sha256} verified by the receiver",
+        "sent {name} ({}) to {addr} in {:.2} s ({}, congestion {congestion}); {sent} bytes sent from byte {offset}; SHA-256 {sha256} verified by the receiver; path: {route}",
         units::bytes(size),
         elapsed.as_secs_f64(),
         units::rate(sent, elapsed),

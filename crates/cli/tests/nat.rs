@@ -13,12 +13,16 @@ mod support;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use support::{Server, keys, path, run};
+use support::{Server, keys, path};
 
 /// The script's namespaces, under a name of this run, removed when dropped.
+/// One set at a time: the tests of this file take turns.
 struct Nats {
     prefix: String,
+    _turn: std::sync::MutexGuard<'static, ()>,
 }
+
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Nats {
     fn script() -> PathBuf {
@@ -35,11 +39,11 @@ impl Nats {
     }
 
     fn up(nat1: &str, nat2: &str) -> Self {
-        // One set of namespaces per test: the tests of this file run at once.
-        static SETS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let set = SETS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let nats = Self {
-            prefix: format!("tern-nat{}-{set}", std::process::id() % 100_000),
+            prefix: format!("tern-nat{}", std::process::id() % 100_000),
+            _turn: TURN
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
         };
         let output = nats.run(&["up", nat1, nat2]);
         assert!(output.status.success(), "the script failed: {output:?}");
@@ -148,6 +152,93 @@ fn clients_behind_a_cone_and_a_symmetric_linux_nat_reach_a_public_server() {
     assert!(!unreachable.status.success());
 }
 
+/// A `tern relay` on the public side, and its public key file.
+fn relay_on(nats: &Nats, dir: &std::path::Path) -> (Server, PathBuf) {
+    let made = support::run(&["keygen", "--out", path(dir)]);
+    assert!(made.status.success(), "{made:?}");
+    let relay = Server::start_command(
+        nats.tern_in("pub"),
+        &[
+            "relay",
+            "--listen",
+            "203.0.113.10:0",
+            "--key",
+            path(&dir.join("tern.key")),
+        ],
+    );
+    (relay, dir.join("tern.pub"))
+}
+
+#[test]
+#[ignore = "needs root with ip and nftables (network namespaces); run with --ignored"]
+fn behind_a_cone_and_a_symmetric_linux_nat_perf_and_send_go_through_the_relay() {
+    if let Err(why) = support::root_with(&["ip", "bash"]) {
+        panic!("network namespaces need root with ip: {why}");
+    }
+    let nats = Nats::up("cone", "symmetric");
+    let keys = keys();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let (relay, relay_pub) = relay_on(&nats, dir.path());
+    let via = [
+        "--rendezvous",
+        &relay.addr,
+        "--rendezvous-key",
+        path(&relay_pub),
+    ];
+    let mut args = vec!["perf", "server", "--listen", "198.51.100.2:0"];
+    args.extend(["--key", path(&keys.private)]);
+    args.extend(via);
+    let server = Server::start_command(nats.tern_in("b"), &args);
+    server.lines_until("registered with the rendezvous");
+    let output = nats
+        .tern_in("a")
+        .args(["perf", "client", "--key", path(&keys.public)])
+        .args(via)
+        .args(["--bytes", "20M", "--json"])
+        .output()
+        .expect("runs the client");
+    assert!(output.status.success(), "{output:?}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("one JSON document");
+    assert_eq!(report["bytes_agree"], true);
+    assert_eq!(report["path"], format!("relayed via {}", relay.addr));
+    relay.lines_until("relaying a pair");
+    assert!(nats.masqueraded("nat1") > 0 && nats.masqueraded("nat2") > 0);
+    drop(server);
+
+    // A file, to a receiver behind the symmetric NAT.
+    let out = tempfile::tempdir().expect("temporary directory");
+    let mut args = vec![
+        "recv",
+        "--listen",
+        "198.51.100.2:0",
+        "--out",
+        path(out.path()),
+    ];
+    args.extend(["--key", path(&keys.private)]);
+    args.extend(via);
+    let receiver = Server::start_command(nats.tern_in("b"), &args);
+    receiver.lines_until("registered with the rendezvous");
+    let file = support::random_file(dir.path(), "through.bin", 8 << 20);
+    let output = nats
+        .tern_in("a")
+        .args(["send", path(&file), "--key", path(&keys.public)])
+        .args(via)
+        .output()
+        .expect("runs the sender");
+    assert!(output.status.success(), "{output:?}");
+    let printed = support::stdout(&output);
+    assert!(
+        printed.contains(&format!("path: relayed via {}", relay.addr)),
+        "{printed}"
+    );
+    receiver.lines_until("through.bin");
+    assert_eq!(
+        support::sha256(&out.path().join("through.bin")),
+        support::sha256(&file)
+    );
+}
+
 #[test]
 #[ignore = "needs root with ip and nftables (network namespaces); run with --ignored"]
 fn peers_behind_two_cone_linux_nats_connect_directly_through_a_rendezvous() {
@@ -156,50 +247,24 @@ fn peers_behind_two_cone_linux_nats_connect_directly_through_a_rendezvous() {
     }
     let nats = Nats::up("cone", "cone");
     let keys = keys();
-    let relay_dir = tempfile::tempdir().expect("temporary directory");
-    let made = run(&["keygen", "--out", path(relay_dir.path())]);
-    assert!(made.status.success(), "{made:?}");
-    let relay_pub = relay_dir.path().join("tern.pub");
-    let relay = Server::start_command(
-        nats.tern_in("pub"),
-        &[
-            "relay",
-            "--listen",
-            "203.0.113.10:0",
-            "--key",
-            path(&relay_dir.path().join("tern.key")),
-        ],
-    );
-    let rendezvous = [
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let (relay, relay_pub) = relay_on(&nats, dir.path());
+    let via = [
         "--rendezvous",
-        relay.addr.as_str(),
+        &relay.addr,
         "--rendezvous-key",
         path(&relay_pub),
     ];
-    let mut server_args = vec![
-        "perf",
-        "server",
-        "--listen",
-        "198.51.100.2:5201",
-        "--key",
-        path(&keys.private),
-    ];
-    server_args.extend_from_slice(&rendezvous);
-    let server = Server::start_command(nats.tern_in("b"), &server_args);
+    let mut args = vec!["perf", "server", "--listen", "198.51.100.2:5201"];
+    args.extend(["--key", path(&keys.private)]);
+    args.extend(via);
+    let server = Server::start_command(nats.tern_in("b"), &args);
     server.lines_until("registered with the rendezvous");
-    let mut client_args = vec![
-        "perf",
-        "client",
-        "--key",
-        path(&keys.public),
-        "--bytes",
-        "100M",
-        "--json",
-    ];
-    client_args.extend_from_slice(&rendezvous);
     let output = nats
         .tern_in("a")
-        .args(&client_args)
+        .args(["perf", "client", "--key", path(&keys.public)])
+        .args(via)
+        .args(["--bytes", "100M", "--json", "--no-relay"])
         .output()
         .expect("runs the client");
     assert!(output.status.success(), "{output:?}");
@@ -207,8 +272,8 @@ fn peers_behind_two_cone_linux_nats_connect_directly_through_a_rendezvous() {
         serde_json::from_slice(&output.stdout).expect("one JSON document");
     assert_eq!(report["bytes_agree"], true);
     // Direct: to the server's NAT, not through the rendezvous.
-    let address = report["address"].as_str().unwrap_or_default();
-    assert!(address.starts_with("203.0.113.2:"), "{report}");
+    let path_taken = report["path"].as_str().unwrap_or_default();
+    assert!(path_taken.starts_with("direct 203.0.113.2:"), "{report}");
     assert!(nats.masqueraded("nat1") > 0 && nats.masqueraded("nat2") > 0);
     relay.lines_until("introduction made");
 }

@@ -1,6 +1,7 @@
 //! Introductions on real loopback sockets: a peer registers with a
 //! rendezvous, another finds it there by its key alone and connects to it
-//! directly; a key nobody registered is refused by type.
+//! directly, or through the rendezvous's relay; a key nobody registered is
+//! refused by type.
 
 mod support;
 
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use rand_core::OsRng;
 use support::net::localhost;
-use tern_peer::proto::RefusalReason;
+use tern_peer::proto::{ConnectionPath, PathPolicy, RefusalReason};
 use tern_peer::{Config, ConnectError, Connection, Endpoint, IdentityKey};
 
 /// Longer than anything below should take, shorter than the idle timeout.
@@ -57,6 +58,10 @@ async fn a_registered_peer_is_found_by_its_key_and_reached_directly() {
     let to_target = connected.expect("connected through the introduction");
     assert_eq!(to_target.peer_identity(), Some(target_key.public()));
     assert_eq!(to_target.remote_address(), target.local_addr(), "direct");
+    assert_eq!(
+        to_target.path(),
+        Some(ConnectionPath::Direct(target.local_addr()))
+    );
     let incoming = incoming.expect("the asker arrives");
     assert_eq!(incoming.identity(), Some(&asker_key.public()));
     let from_asker = incoming.accept();
@@ -86,4 +91,45 @@ async fn a_key_nobody_registered_is_refused_by_type() {
         ),
         "{outcome:?}"
     );
+}
+
+#[tokio::test]
+async fn relay_only_carries_the_connection_through_the_rendezvous_both_ways() {
+    let (rendezvous, rendezvous_key) = endpoint();
+    let (asker, _) = endpoint();
+    let (target, target_key) = endpoint();
+    let (target_to_r, _r_to_target) = connect(&target, &rendezvous, &rendezvous_key).await;
+    target.register(&target_to_r).expect("registered");
+    let (asker_to_r, _r_to_asker) = connect(&asker, &rendezvous, &rendezvous_key).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let target_public = target_key.public();
+    let (connected, incoming) = tokio::time::timeout(PATIENCE, async {
+        tokio::join!(
+            asker.connect_via_with(&asker_to_r, &target_public, PathPolicy::RelayOnly),
+            target.accept()
+        )
+    })
+    .await
+    .expect("the introduction ends");
+    let to_target = connected.expect("connected through the relay");
+    let via = rendezvous.local_addr();
+    assert_eq!(to_target.path(), Some(ConnectionPath::Relayed { via }));
+    let from_asker = incoming.expect("the asker arrives").accept();
+    assert_eq!(from_asker.path(), Some(ConnectionPath::Relayed { via }));
+    to_target.send(&b"relayed"[..]).await.expect("sent");
+    let received = tokio::time::timeout(PATIENCE, from_asker.recv())
+        .await
+        .expect("recv ends")
+        .expect("a message");
+    assert_eq!(&received[..], b"relayed");
+    from_asker.send(&b"and back"[..]).await.expect("sent");
+    let back = tokio::time::timeout(PATIENCE, to_target.recv())
+        .await
+        .expect("recv ends")
+        .expect("a message");
+    assert_eq!(&back[..], b"and back");
+    let stats = rendezvous.stats().protocol;
+    assert_eq!(stats.relay_pairs_made, 1);
+    assert!(stats.relay_packets_forwarded >= 4, "{stats:?}");
 }

@@ -396,6 +396,44 @@ pub struct EndpointConfig {
     /// keeps none and every connect makes a full intro). A connect to a
     /// key it holds a live ticket for uses it, once.
     pub ticket_cache: usize,
+    /// The relay: what this side grants as a rendezvous, and when it asks
+    /// for one as a peer.
+    pub relay: RelayConfig,
+}
+
+/// The relay fallback (wire format §5.15): a rendezvous forwards the
+/// packets of two of its peers that found no direct path, seeing only
+/// ciphertext.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RelayConfig {
+    /// As a rendezvous: pairs relayed at once (default 64; 0: it relays
+    /// nobody). A request past it is refused (`RelayFull`).
+    pub max_pairs: usize,
+    /// As a rendezvous: bytes per second forwarded for one pair, both
+    /// directions together, counting what the relay sends (default
+    /// 4 000 000, 32 Mbit/s). What comes faster waits in the pair's queue,
+    /// up to 100 ms of this rate (at least 64 KiB); a packet past that is
+    /// dropped and counted, and the pair's congestion control slows down.
+    pub bytes_per_second: u64,
+    /// As a rendezvous: a pair that forwarded nothing for this long is
+    /// forgotten (default 60 s, twice the default idle timeout: a live
+    /// connection's keep-alives hold its pair).
+    pub idle_timeout: Duration,
+    /// As a peer: how long after an introduction's connects start, with
+    /// none completed, the peer asks the rendezvous to relay (default 2 s).
+    pub fallback_after: Duration,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        Self {
+            max_pairs: 64,
+            bytes_per_second: 4_000_000,
+            idle_timeout: Duration::from_secs(60),
+            fallback_after: Duration::from_secs(2),
+        }
+    }
 }
 
 /// The default [`EndpointConfig::memory_budget`]: 6 GiB (see there).
@@ -417,6 +455,7 @@ impl Default for EndpointConfig {
             punch_ttl: Some(2),
             tickets: Some(tern_wire::TicketPolicy::default()),
             ticket_cache: 256,
+            relay: RelayConfig::default(),
         }
     }
 }

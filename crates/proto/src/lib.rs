@@ -100,6 +100,7 @@ pub use tern_wire::{
 pub use config::{
     ConfigError, CongestionConfig, CongestionKind, ConnectionConfig, DEFAULT_MEMORY_BUDGET,
     EndpointConfig, INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS, INITIAL_STREAM_WINDOW,
+    RelayConfig,
 };
 pub use connection::streams::stream_id::{Direction, Side, StreamId};
 pub use connection::{
@@ -107,7 +108,10 @@ pub use connection::{
     SendError, WriteError,
 };
 pub use endpoint::intro_limit::IntroLimiterConfig;
-pub use endpoint::{ConnectError, ConnectViaError, ConnectionHandle, Endpoint, EndpointStats};
+pub use endpoint::{
+    ConnectError, ConnectViaError, ConnectionHandle, ConnectionPath, Endpoint, EndpointStats,
+    PathPolicy,
+};
 pub use node::{Node, SendRefused, Transmit, TransmitLimits};
 
 /// Building blocks exposed for Tern's own benchmarks (level 0 and 1), so

@@ -2,10 +2,10 @@
 //! behaviours in tern-sim): a public endpoint introduces two peers behind
 //! NATs; the asker connects to the address it is given, the other side
 //! punches, and the pair connects directly wherever its two NATs allow it.
-//! Every pair of NAT kinds at 0 and 2 % loss: the cells that allow a
-//! direct path connect and carry 1 MB intact; the others (a symmetric NAT
-//! against a port-restricted or symmetric one) end in a typed failure, in
-//! bounded time — the relay's cases.
+//! Every pair of NAT kinds at 0 and 2 % loss connects and carries 1 MB
+//! intact: directly where the two NATs allow it, through the rendezvous's
+//! relay otherwise (a symmetric NAT against a port-restricted or
+//! symmetric one), which then forwards ciphertext it holds no key for.
 
 mod support;
 
@@ -16,8 +16,8 @@ use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::SeedableRng;
 use support::{EndpointSim, OnSim, seed_bytes, wall_start};
 use tern_proto::{
-    ConnectionHandle, Endpoint, EndpointConfig, Event, IdentityKey, PublicIdentity, ReadOutcome,
-    RefusalReason,
+    ConnectionHandle, ConnectionPath, Endpoint, EndpointConfig, EndpointStats, Event, IdentityKey,
+    Node, PathPolicy, PublicIdentity, ReadOutcome, RefusalReason, RelayConfig, TransmitLimits,
 };
 use tern_sim::{LinkConfig, NatConfig, NodeId, Seed, Sim, SimConfig};
 
@@ -48,6 +48,17 @@ struct World {
 
 impl World {
     fn new(seed: u64, asker_nat: NatConfig, target_nat: NatConfig, loss: f64) -> Self {
+        Self::with_relay(seed, asker_nat, target_nat, loss, RelayConfig::default())
+    }
+
+    /// [`new`](Self::new), the rendezvous relaying as `relay` says.
+    fn with_relay(
+        seed: u64,
+        asker_nat: NatConfig,
+        target_nat: NatConfig,
+        loss: f64,
+        relay: RelayConfig,
+    ) -> Self {
         let link = LinkConfig {
             delay: Duration::from_millis(10),
             loss,
@@ -76,8 +87,18 @@ impl World {
         let target_to_r = target
             .connect(now, addr(RENDEZVOUS), &r_key)
             .expect("connect");
+        let mut r_config = config;
+        r_config.relay = relay;
+        let r_endpoint = Endpoint::new(
+            r_config,
+            Some(key(1)),
+            seed_bytes(seed, 1),
+            now,
+            wall_start(),
+        )
+        .expect("config");
         let rendezvous = sim
-            .add_node(OnSim(endpoint(key(1), 1)), &[addr(RENDEZVOUS)])
+            .add_node(OnSim(r_endpoint), &[addr(RENDEZVOUS)])
             .expect("address");
         let nat_a = sim.add_nat(asker_nat, "203.0.113.1".parse().expect("ip"));
         let nat_b = sim.add_nat(target_nat, "203.0.113.2".parse().expect("ip"));
@@ -143,21 +164,27 @@ impl World {
     /// Registers the target, then asks for it from the asker: the outcome,
     /// and the virtual time from the ask to it.
     fn introduce(&mut self, deadline: Duration) -> (Event, Duration) {
+        self.introduce_with(deadline, PathPolicy::default())
+    }
+
+    /// [`introduce`](Self::introduce) on the paths `policy` allows.
+    fn introduce_with(&mut self, deadline: Duration, policy: PathPolicy) -> (Event, Duration) {
         let (target_to_r, asker_to_r) = (self.target_to_r, self.asker_to_r);
         assert!(self.endpoint(self.target).register(target_to_r));
         self.sim.run_for(Duration::from_millis(100));
         let asked_at = self.sim.elapsed();
         let key = self.target_key.clone();
         self.endpoint(self.asker)
-            .connect_via(asker_to_r, &key)
+            .connect_via_with(asker_to_r, &key, policy)
             .expect("asked");
         let outcome = self.introduction(deadline);
         (outcome, self.sim.elapsed() - asked_at)
     }
 
     /// Sends `len` bytes on a stream from the asker's `handle` and reads
-    /// them on the target; returns them and the virtual time to the first.
-    fn transfer(&mut self, handle: ConnectionHandle, len: usize) -> (Vec<u8>, Duration) {
+    /// them on the target; returns the virtual time to the first and to
+    /// the last.
+    fn transfer(&mut self, handle: ConnectionHandle, len: usize) -> (Duration, Duration) {
         let data: Vec<u8> = (0..len).map(|i| (i * 7 + (i >> 10)) as u8).collect();
         let stream = self
             .endpoint(self.asker)
@@ -199,8 +226,8 @@ impl World {
             }
             got.len() >= len
         });
-        assert_eq!(got, data, "1 MB intact");
-        (got, first.unwrap_or_default())
+        assert_eq!(got, data, "intact");
+        (first.unwrap_or_default(), self.sim.elapsed() - start)
     }
 }
 
@@ -224,7 +251,7 @@ fn direct_possible(asker: &str, target: &str) -> bool {
 }
 
 #[test]
-fn every_pair_of_nat_kinds_connects_directly_where_the_nats_allow_it() {
+fn every_pair_of_nat_kinds_connects_directly_where_the_nats_allow_it_and_relayed_otherwise() {
     let seed = Seed::from_env_or(2501);
     let mut table = Vec::new();
     for loss in [0.0, 0.02] {
@@ -233,32 +260,33 @@ fn every_pair_of_nat_kinds_connects_directly_where_the_nats_allow_it() {
                 let cell = format!("{a_name} -> {b_name}, loss {loss}");
                 let mut world = World::new(seed.value(), a_nat.clone(), b_nat.clone(), loss);
                 let (outcome, connected_in) = world.introduce(Duration::from_secs(30));
-                match outcome {
-                    Event::Introduced { peer, connection } => {
-                        assert!(
-                            direct_possible(a_name, b_name),
-                            "{cell}: unexpectedly direct"
-                        );
-                        assert_eq!(peer, world.target_key.fingerprint(), "{cell}");
-                        let proved = world
-                            .endpoint(world.asker)
-                            .connection(connection)
-                            .and_then(|c| c.peer_identity().cloned());
-                        assert_eq!(proved.as_ref(), Some(&world.target_key), "{cell}");
-                        let (_, first_byte) = world.transfer(connection, 1 << 20);
-                        table.push(format!(
-                            "{cell}: direct in {connected_in:?}, first byte {first_byte:?} later"
-                        ));
-                    }
-                    Event::IntroductionFailed { reason, .. } => {
-                        assert!(!direct_possible(a_name, b_name), "{cell}: failed");
-                        assert_eq!(reason, None, "{cell}: the rendezvous did introduce");
-                        table.push(format!("{cell}: no direct path ({connected_in:?})"));
-                    }
-                    other => panic!("{cell}: {other:?}"),
-                }
+                let Event::Introduced { peer, connection } = outcome else {
+                    panic!("{cell}: {outcome:?}");
+                };
+                assert_eq!(peer, world.target_key.fingerprint(), "{cell}");
+                let proved = world
+                    .endpoint(world.asker)
+                    .connection(connection)
+                    .and_then(|c| c.peer_identity().cloned());
+                assert_eq!(proved.as_ref(), Some(&world.target_key), "{cell}");
+                let path = world.endpoint(world.asker).path(connection);
+                let relayed = matches!(path, Some(ConnectionPath::Relayed { via }) if via == addr(RENDEZVOUS));
+                assert_eq!(
+                    relayed,
+                    !direct_possible(a_name, b_name),
+                    "{cell}: {path:?}"
+                );
+                let (first_byte, all) = world.transfer(connection, 1 << 20);
+                let how = if relayed { "relayed" } else { "direct" };
+                table.push(format!(
+                    "{cell}: {how} in {connected_in:?}, first byte {first_byte:?} later, 1 MB in {all:?}"
+                ));
                 let stats = world.endpoint(world.rendezvous).stats();
                 assert_eq!(stats.introductions_made, 1, "{cell}");
+                assert_eq!(stats.relay_pairs_made, u64::from(relayed), "{cell}");
+                if relayed {
+                    assert!(stats.relay_bytes_forwarded > 1 << 20, "{cell}: {stats:?}");
+                }
             }
         }
     }
@@ -343,4 +371,271 @@ fn a_punch_for_no_introduction_is_dropped_and_counted() {
     let after = world.endpoint(world.asker).stats();
     assert_eq!(after.punches_unknown, before.punches_unknown + 1);
     assert_eq!(after.punches_sent, 0);
+}
+
+/// A world whose asker and target are connected through the relay at
+/// once ([`PathPolicy::RelayOnly`]), with the rendezvous relaying as
+/// `relay` says; the asker's connection to the target.
+fn relayed_world(seed: u64, relay: RelayConfig) -> (World, ConnectionHandle) {
+    let full = NatConfig::full_cone();
+    let mut world = World::with_relay(seed, full.clone(), full, 0.0, relay);
+    let (outcome, _) = world.introduce_with(Duration::from_secs(10), PathPolicy::RelayOnly);
+    let Event::Introduced { connection, .. } = outcome else {
+        panic!("{outcome:?}");
+    };
+    (world, connection)
+}
+
+impl World {
+    /// Has the asker send a message on `handle` and takes its datagram off
+    /// the network before the simulation carries it: a relay packet.
+    fn steal_relay_packet(&mut self, handle: ConnectionHandle) -> Vec<u8> {
+        let now = self.sim.now();
+        let endpoint = self.endpoint(self.asker);
+        endpoint
+            .connection(handle)
+            .expect("open")
+            .send_message(vec![7; 1000].into())
+            .expect("room");
+        let mut buf = vec![0; 1452];
+        let limits = TransmitLimits::new(1, 1452);
+        loop {
+            let transmit = endpoint
+                .poll_transmit(now, limits, &mut buf)
+                .expect("a datagram");
+            if buf[0] == tern_wire::RELAY_TYPE {
+                return buf[..transmit.len].to_vec();
+            }
+        }
+    }
+
+    /// Hands `datagram` to `node` as if it came from `from`.
+    fn deliver(&mut self, node: NodeId, from: SocketAddr, datagram: &[u8]) {
+        let now = self.sim.now();
+        let mut copy = datagram.to_vec();
+        self.endpoint(node)
+            .handle_datagram(now, addr(RENDEZVOUS), from, &mut copy);
+    }
+
+    /// The asker's address as the rendezvous sees it.
+    fn asker_public(&mut self) -> SocketAddr {
+        let handle = self.asker_to_r;
+        let connection = self.endpoint(self.asker).connection(handle).expect("open");
+        connection.observed_address().expect("learned")
+    }
+
+    fn relay_stats(&mut self) -> EndpointStats {
+        self.endpoint(self.rendezvous).stats()
+    }
+}
+
+#[test]
+fn relay_only_skips_punching_and_the_relay_sees_only_what_it_forwards() {
+    let seed = Seed::from_env_or(2504);
+    let (mut world, connection) = relayed_world(seed.value(), RelayConfig::default());
+    let path = world.endpoint(world.asker).path(connection);
+    assert_eq!(
+        path,
+        Some(ConnectionPath::Relayed {
+            via: addr(RENDEZVOUS)
+        })
+    );
+    assert_eq!(world.endpoint(world.target).stats().punches_sent, 0);
+    assert_eq!(world.relay_stats().introductions_made, 0);
+    let (first_byte, _) = world.transfer(connection, 256 << 10);
+    assert!(first_byte < Duration::from_millis(100), "{first_byte:?}");
+    let stats = world.relay_stats();
+    assert_eq!((stats.relay_pairs_made, stats.relay_pairs), (1, 1));
+    assert!(stats.relay_bytes_forwarded > 256 << 10, "{stats:?}");
+}
+
+#[test]
+fn a_relay_packet_from_another_address_than_its_slot_owner_is_dropped_and_counted() {
+    let seed = Seed::from_env_or(2505);
+    let (mut world, connection) = relayed_world(seed.value(), RelayConfig::default());
+    let packet = world.steal_relay_packet(connection);
+    let before = world.relay_stats();
+    // Another peer (or a spoofer) names the asker's slot.
+    world.deliver(world.rendezvous, addr("203.0.113.99:5555"), &packet);
+    // A slot nobody was granted, from the owner's address.
+    let owner = world.asker_public();
+    let mut forged = packet.clone();
+    forged[4] ^= 1;
+    world.deliver(world.rendezvous, owner, &forged);
+    // Short, slot 0, nested: not relay packets at all.
+    for junk in [
+        &[0x81, 0, 0, 0][..],
+        &[0x81, 0, 0, 0, 0, 0x20],
+        &[0x81, 0, 0, 0, 1, 0x81, 1],
+    ] {
+        world.deliver(world.rendezvous, owner, junk);
+    }
+    let after = world.relay_stats();
+    assert_eq!(
+        after.relay_dropped_not_owner,
+        before.relay_dropped_not_owner + 1
+    );
+    assert_eq!(
+        after.relay_dropped_unknown_slot,
+        before.relay_dropped_unknown_slot + 4
+    );
+    assert_eq!(
+        after.relay_packets_forwarded, before.relay_packets_forwarded,
+        "nothing forwarded"
+    );
+    // The control: the same packet from its owner is forwarded.
+    world.deliver(world.rendezvous, owner, &packet);
+    let control = world.relay_stats();
+    assert_eq!(
+        control.relay_packets_forwarded,
+        after.relay_packets_forwarded + 1
+    );
+    // And a peer drops a relay packet on a slot not granted to it.
+    let target_before = world.endpoint(world.target).stats();
+    world.deliver(world.target, addr(RENDEZVOUS), &forged);
+    let target_after = world.endpoint(world.target).stats();
+    assert_eq!(
+        target_after.relay_dropped_unknown_slot,
+        target_before.relay_dropped_unknown_slot + 1
+    );
+}
+
+#[test]
+fn a_flood_over_the_pairs_rate_is_dropped_and_counted_and_its_replays_are_taken_once() {
+    let seed = Seed::from_env_or(2506);
+    let mut relay = RelayConfig::default();
+    relay.bytes_per_second = 200_000;
+    let (mut world, connection) = relayed_world(seed.value(), relay);
+    let packet = world.steal_relay_packet(connection);
+    let owner = world.asker_public();
+    world.sim.run_for(Duration::from_secs(1));
+    let before = world.relay_stats();
+    for _ in 0..1000 {
+        world.deliver(world.rendezvous, owner, &packet);
+    }
+    let after = world.relay_stats();
+    let forwarded = after.relay_packets_forwarded - before.relay_packets_forwarded;
+    let dropped = after.relay_dropped_over_cap - before.relay_dropped_over_cap;
+    assert_eq!(forwarded + dropped, 1000);
+    // At most the bucket's burst (64 KiB) went on at once, and the pair's
+    // queue (100 ms of the rate, at least 64 KiB) took what follows.
+    let bytes = after.relay_bytes_forwarded - before.relay_bytes_forwarded;
+    assert!(
+        bytes <= 2 * 64 * 1024 + packet.len() as u64,
+        "{bytes} bytes forwarded"
+    );
+    assert!(dropped > 850, "{dropped} dropped");
+    // The target saw the replays of one packet, and took it once.
+    world.sim.run_for(Duration::from_millis(200));
+    let target = world.endpoint(world.target);
+    let mut got = 0;
+    while let Some(handle) = target.accept() {
+        let connection = target.connection(handle).expect("open");
+        got += std::iter::from_fn(|| connection.recv_message()).count();
+    }
+    assert_eq!(got, 1, "the message, once");
+}
+
+#[test]
+fn a_relay_full_or_off_refuses_by_type_and_direct_only_fails_without_a_relay() {
+    let seed = Seed::from_env_or(2507);
+    let mut off = RelayConfig::default();
+    off.max_pairs = 0;
+    let full = NatConfig::full_cone();
+    let mut world = World::with_relay(seed.value(), full.clone(), full, 0.0, off);
+    let (outcome, _) = world.introduce_with(Duration::from_secs(5), PathPolicy::RelayOnly);
+    assert!(
+        matches!(
+            outcome,
+            Event::IntroductionFailed {
+                reason: Some(RefusalReason::RelayFull),
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(world.relay_stats().relay_refused, 1);
+    // A symmetric pair, direct only: no relay is asked for, and it fails.
+    let symmetric = NatConfig::symmetric();
+    let mut world = World::new(seed.value(), symmetric.clone(), symmetric, 0.0);
+    let (outcome, took) = world.introduce_with(Duration::from_secs(30), PathPolicy::DirectOnly);
+    assert!(
+        matches!(outcome, Event::IntroductionFailed { reason: None, .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(world.relay_stats().relay_pairs_made, 0, "took {took:?}");
+}
+
+#[test]
+fn an_idle_pair_is_forgotten_and_a_side_leaving_the_rendezvous_ends_its_pair() {
+    let seed = Seed::from_env_or(2508);
+    let mut relay = RelayConfig::default();
+    relay.idle_timeout = Duration::from_secs(5);
+    let (mut world, connection) = relayed_world(seed.value(), relay);
+    assert_eq!(world.relay_stats().relay_pairs, 1);
+    let now = world.sim.now();
+    world.endpoint(world.asker).release(now, connection, 0);
+    world.sim.run_for(Duration::from_secs(8));
+    let stats = world.relay_stats();
+    assert_eq!((stats.relay_pairs, stats.relay_pairs_expired), (0, 1));
+
+    let (mut world, _) = relayed_world(seed.value(), RelayConfig::default());
+    let (now, handle) = (world.sim.now(), world.asker_to_r);
+    world.endpoint(world.asker).release(now, handle, 0);
+    world.sim.run_for(Duration::from_secs(3));
+    let stats = world.relay_stats();
+    assert_eq!((stats.relay_pairs, stats.relay_pairs_expired), (0, 0));
+}
+
+#[test]
+fn one_rendezvous_takes_at_most_a_quarter_of_a_peers_introductions() {
+    let seed = Seed::from_env_or(2509);
+    let full = NatConfig::full_cone();
+    let mut world = World::new(seed.value(), full.clone(), full, 0.0);
+    let (target_to_r, asker_to_r) = (world.target_to_r, world.asker_to_r);
+    assert!(world.endpoint(world.target).register(target_to_r));
+    world.sim.run_for(Duration::from_millis(100));
+    // 24 introductions to the target within its introductions' lifetime,
+    // at the rate the rendezvous grants (8 a second).
+    let key = world.target_key.clone();
+    for _ in 0..3 {
+        for _ in 0..8 {
+            world
+                .endpoint(world.asker)
+                .connect_via_with(asker_to_r, &key, PathPolicy::DirectOnly)
+                .expect("asked");
+            world.sim.run_for(Duration::from_millis(100));
+        }
+        world.sim.run_for(Duration::from_millis(300));
+    }
+    assert_eq!(world.relay_stats().introductions_made, 24);
+    let target = world.endpoint(world.target).stats();
+    assert_eq!(target.signals_unexpected, 24 - 16, "{target:?}");
+}
+
+#[test]
+fn grants_a_rendezvous_sends_unasked_are_bounded_and_counted() {
+    let mut attacker = support::attacker::Attacker::connect(EndpointConfig::default());
+    // The endpoint registered with the attacker: it takes grants from it.
+    let handle = attacker.handle;
+    assert!(attacker.endpoint.register(handle));
+    for slot in 1..=40u32 {
+        attacker.send(&[tern_wire::Frame::RelayGrant(tern_wire::RelayGrant {
+            slot,
+            peer: tern_proto::KeyFingerprint([slot as u8; 32]),
+            initiator: false,
+        })]);
+    }
+    // And grants as if it had asked, which it did not.
+    for slot in 100..110u32 {
+        attacker.send(&[tern_wire::Frame::RelayGrant(tern_wire::RelayGrant {
+            slot,
+            peer: tern_proto::KeyFingerprint([1; 32]),
+            initiator: true,
+        })]);
+    }
+    attacker.turn();
+    let stats = attacker.endpoint.stats();
+    assert_eq!(stats.signals_unexpected, (40 - 16) + 10, "{stats:?}");
+    assert_eq!(attacker.endpoint.len(), 1, "no connect started");
 }

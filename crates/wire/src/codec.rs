@@ -346,7 +346,11 @@ impl<'a> Frame<'a> {
             Self::Register(_) => 0,
             Self::ConnectVia(_) => crate::rendezvous::FINGERPRINT_LEN,
             Self::Introduce(i) => rendezvous::introduce_len(i),
-            Self::IntroductionRefused(_) => crate::rendezvous::FINGERPRINT_LEN + 1,
+            Self::IntroductionRefused(_) | Self::RelayRefused(_) => {
+                crate::rendezvous::FINGERPRINT_LEN + 1
+            }
+            Self::RelayRequest(_) => crate::rendezvous::FINGERPRINT_LEN,
+            Self::RelayGrant(_) => 4 + crate::rendezvous::FINGERPRINT_LEN + 1,
             Self::NewTicket(t) => varint_len(t.lifetime_s) + TICKET_LEN,
         }
     }
@@ -414,7 +418,12 @@ impl<'a> Frame<'a> {
             | Self::Datagram(_)
             | Self::Identity(_) => {}
             Self::ObservedAddress(o) => observed_address::validate(o)?,
-            Self::Register(_) | Self::ConnectVia(_) | Self::IntroductionRefused(_) => {}
+            Self::Register(_)
+            | Self::ConnectVia(_)
+            | Self::IntroductionRefused(_)
+            | Self::RelayRequest(_)
+            | Self::RelayRefused(_) => {}
+            Self::RelayGrant(g) => rendezvous::validate_grant(g)?,
             Self::Introduce(i) => rendezvous::validate_introduce(i)?,
             Self::AckFrequency(a) => {
                 checked("ack frequency sequence", a.sequence)?;
@@ -545,7 +554,10 @@ impl<'a> Frame<'a> {
             Self::Register(_) => {}
             Self::ConnectVia(c) => rendezvous::encode_connect_via(c, body)?,
             Self::Introduce(i) => rendezvous::encode_introduce(i, body)?,
-            Self::IntroductionRefused(r) => rendezvous::encode_refused(r, body)?,
+            Self::IntroductionRefused(r) => rendezvous::encode_refused(&r.peer, r.reason, body)?,
+            Self::RelayRequest(r) => rendezvous::encode_fingerprint(&r.peer, body)?,
+            Self::RelayGrant(g) => rendezvous::encode_grant(g, body)?,
+            Self::RelayRefused(r) => rendezvous::encode_refused(&r.peer, r.reason, body)?,
             Self::NewTicket(t) => {
                 let at = put(&t.lifetime_s, body)?;
                 body[at..].copy_from_slice(t.ticket);
@@ -716,8 +728,26 @@ impl<'a> Frame<'a> {
                 (Self::Introduce(frame), rest)
             }
             FrameType::IntroductionRefused => {
-                let (frame, rest) = rendezvous::decode_refused(body)?;
-                (Self::IntroductionRefused(frame), rest)
+                let ((peer, reason), rest) = rendezvous::decode_refused(ty, body)?;
+                (
+                    Self::IntroductionRefused(crate::IntroductionRefused { peer, reason }),
+                    rest,
+                )
+            }
+            FrameType::RelayRequest => {
+                let (peer, rest) = rendezvous::fingerprint(ty, body)?;
+                (Self::RelayRequest(crate::RelayRequest { peer }), rest)
+            }
+            FrameType::RelayGrant => {
+                let (frame, rest) = rendezvous::decode_grant(body)?;
+                (Self::RelayGrant(frame), rest)
+            }
+            FrameType::RelayRefused => {
+                let ((peer, reason), rest) = rendezvous::decode_refused(ty, body)?;
+                (
+                    Self::RelayRefused(crate::RelayRefused { peer, reason }),
+                    rest,
+                )
             }
             FrameType::NewTicket => {
                 let (lifetime_s, rest) = take::<u64>(ty, body)?;
@@ -895,6 +925,9 @@ pub(crate) mod tests {
         ConnectVia(crate::ConnectVia),
         Introduce(crate::Introduce),
         Refused(crate::IntroductionRefused),
+        RelayRequest(crate::RelayRequest),
+        RelayGrant(crate::RelayGrant),
+        RelayRefused(crate::RelayRefused),
     }
 
     impl OwnedFrame {
@@ -954,6 +987,9 @@ pub(crate) mod tests {
                 Self::Rendezvous(RendezvousFrame::ConnectVia(c)) => Frame::ConnectVia(*c),
                 Self::Rendezvous(RendezvousFrame::Introduce(i)) => Frame::Introduce(*i),
                 Self::Rendezvous(RendezvousFrame::Refused(r)) => Frame::IntroductionRefused(*r),
+                Self::Rendezvous(RendezvousFrame::RelayRequest(r)) => Frame::RelayRequest(*r),
+                Self::Rendezvous(RendezvousFrame::RelayGrant(g)) => Frame::RelayGrant(*g),
+                Self::Rendezvous(RendezvousFrame::RelayRefused(r)) => Frame::RelayRefused(*r),
                 Self::NewTicket(lifetime_s, ticket) => Frame::NewTicket(NewTicket {
                     lifetime_s: *lifetime_s,
                     ticket,
@@ -1096,8 +1132,23 @@ pub(crate) mod tests {
                         address: core::net::SocketAddr::from((ip, port)),
                     })
                 }),
-            (peer, 1u8..=3).prop_map(|(peer, reason)| {
+            (peer.clone(), 1u8..=4).prop_map(|(peer, reason)| {
                 RendezvousFrame::Refused(crate::IntroductionRefused {
+                    peer,
+                    reason: crate::RefusalReason::from_byte(reason).expect("known"),
+                })
+            }),
+            peer.clone()
+                .prop_map(|peer| RendezvousFrame::RelayRequest(crate::RelayRequest { peer })),
+            (1..=u32::MAX, peer.clone(), any::<bool>()).prop_map(|(slot, peer, initiator)| {
+                RendezvousFrame::RelayGrant(crate::RelayGrant {
+                    slot,
+                    peer,
+                    initiator,
+                })
+            }),
+            (peer, 1u8..=4).prop_map(|(peer, reason)| {
+                RendezvousFrame::RelayRefused(crate::RelayRefused {
                     peer,
                     reason: crate::RefusalReason::from_byte(reason).expect("known"),
                 })
@@ -1263,7 +1314,7 @@ pub(crate) mod tests {
 
     #[test]
     fn unknown_frame_types_are_refused() {
-        assert_eq!(decode_err(&[0x1a]), DecodeError::UnknownFrameType(0x1a));
+        assert_eq!(decode_err(&[0x1d]), DecodeError::UnknownFrameType(0x1d));
         assert_eq!(
             decode_err(&[0xff, 1, 2]),
             DecodeError::UnknownFrameType(0xff)

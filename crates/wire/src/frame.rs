@@ -12,7 +12,9 @@ use core::ops::RangeInclusive;
 use core::time::Duration;
 
 use crate::error::EncodeError;
-pub use crate::rendezvous::{ConnectVia, Introduce, IntroductionRefused, Register};
+pub use crate::rendezvous::{
+    ConnectVia, Introduce, IntroductionRefused, Register, RelayGrant, RelayRefused, RelayRequest,
+};
 use crate::varint::VARINT_MAX;
 
 /// The most ranges one ACK frame may carry.
@@ -76,6 +78,12 @@ pub enum FrameType {
     Introduce = 0x18,
     /// [`Frame::IntroductionRefused`].
     IntroductionRefused = 0x19,
+    /// [`Frame::RelayRequest`].
+    RelayRequest = 0x1a,
+    /// [`Frame::RelayGrant`].
+    RelayGrant = 0x1b,
+    /// [`Frame::RelayRefused`].
+    RelayRefused = 0x1c,
     /// [`Frame::NewTicket`].
     NewTicket = 0x15,
 }
@@ -110,6 +118,9 @@ impl FrameType {
             0x17 => Self::ConnectVia,
             0x18 => Self::Introduce,
             0x19 => Self::IntroductionRefused,
+            0x1a => Self::RelayRequest,
+            0x1b => Self::RelayGrant,
+            0x1c => Self::RelayRefused,
             0x15 => Self::NewTicket,
             _ => return None,
         })
@@ -168,6 +179,13 @@ pub enum Frame<'a> {
     Introduce(Introduce),
     /// A rendezvous refuses an introduction the receiver asked for.
     IntroductionRefused(IntroductionRefused),
+    /// The sender asks the receiver, a rendezvous, to relay its connection
+    /// to a peer.
+    RelayRequest(RelayRequest),
+    /// A rendezvous grants the receiver a relay slot toward a peer.
+    RelayGrant(RelayGrant),
+    /// A rendezvous refuses a relay the receiver asked for.
+    RelayRefused(RelayRefused),
     /// A resumption ticket from the responder.
     NewTicket(NewTicket<'a>),
 }
@@ -208,6 +226,9 @@ impl Frame<'_> {
             Self::ConnectVia(_) => FrameType::ConnectVia,
             Self::Introduce(_) => FrameType::Introduce,
             Self::IntroductionRefused(_) => FrameType::IntroductionRefused,
+            Self::RelayRequest(_) => FrameType::RelayRequest,
+            Self::RelayGrant(_) => FrameType::RelayGrant,
+            Self::RelayRefused(_) => FrameType::RelayRefused,
             Self::NewTicket(_) => FrameType::NewTicket,
         }
     }

@@ -9,7 +9,16 @@
 //! nonce, and when to start — or with an [`IntroductionRefused`]. The
 //! initiator then connects to the address it was given; the other side
 //! sends punches ([`write_punch`]) toward the initiator's, so that its own
-//! NAT lets the initiator's intro in. Byte layouts: `docs/wire-format.md`.
+//! NAT lets the initiator's intro in.
+//!
+//! When no direct path opens, the pair's connection runs through the
+//! rendezvous instead: the asker sends [`RelayRequest`], and the rendezvous
+//! answers each side with a [`RelayGrant`] naming a slot of its own (or
+//! with a [`RelayRefused`]). Each side then wraps every datagram of that
+//! connection in a relay packet ([`write_relay_header`]) carrying its slot;
+//! the rendezvous swaps in the other side's slot and forwards it. The inner
+//! datagram stays sealed under the pair's keys. Byte layouts:
+//! `docs/wire-format.md`.
 
 use core::net::SocketAddr;
 use core::time::Duration;
@@ -104,6 +113,8 @@ pub enum RefusalReason {
     /// The asker did not prove an identity: the other side could not
     /// tell who is coming.
     NotIdentified = 3,
+    /// The rendezvous relays as many pairs as it will (a [`RelayRefused`]).
+    RelayFull = 4,
 }
 
 impl RefusalReason {
@@ -114,9 +125,69 @@ impl RefusalReason {
             1 => Self::UnknownPeer,
             2 => Self::RateLimited,
             3 => Self::NotIdentified,
+            4 => Self::RelayFull,
             _ => return None,
         })
     }
+}
+
+/// A peer asks the rendezvous to relay its connection to the peer with
+/// this key (which must be registered there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelayRequest {
+    /// Whom to reach.
+    pub peer: KeyFingerprint,
+}
+
+/// The rendezvous relays the receiver's connection with a peer: the
+/// receiver wraps that connection's datagrams with `slot`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelayGrant {
+    /// The receiver's slot: random, never 0, and told to nobody else.
+    pub slot: u32,
+    /// The peer at the other end of the slot.
+    pub peer: KeyFingerprint,
+    /// Whether the receiver asked (it connects) or was asked for.
+    pub initiator: bool,
+}
+
+/// The rendezvous will not relay toward the peer the receiver named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelayRefused {
+    /// The peer asked for.
+    pub peer: KeyFingerprint,
+    /// Why.
+    pub reason: RefusalReason,
+}
+
+/// The first byte of a relay packet: a packet type of its own (`0x81`).
+pub const RELAY_TYPE: u8 = 0x81;
+
+/// Bytes a relay packet adds before the datagram it carries: its type and
+/// the slot.
+pub const RELAY_HEADER_LEN: usize = 1 + 4;
+
+/// Writes a relay packet's header for `slot` into the first
+/// [`RELAY_HEADER_LEN`] bytes of `buf` (the carried datagram follows).
+/// Returns `None` if `buf` is shorter.
+pub fn write_relay_header(buf: &mut [u8], slot: u32) -> Option<()> {
+    let header = buf.get_mut(..RELAY_HEADER_LEN)?;
+    header[0] = RELAY_TYPE;
+    header[1..].copy_from_slice(&slot.to_be_bytes());
+    Some(())
+}
+
+/// The slot of a relay packet and the datagram it carries; `None` if
+/// `datagram` is not one: shorter than a header and one byte, slot 0, or
+/// carrying a punch or another relay packet (a relay never nests).
+#[must_use]
+pub fn parse_relay(datagram: &[u8]) -> Option<(u32, &[u8])> {
+    let (&ty, rest) = datagram.split_first()?;
+    let (slot, inner) = rest.split_first_chunk::<4>()?;
+    let slot = u32::from_be_bytes(*slot);
+    let first = *inner.first()?;
+    (ty == RELAY_TYPE && slot != 0 && first != PUNCH_TYPE && first != RELAY_TYPE)
+        .then_some((slot, inner))
 }
 
 /// The first byte of a punch: a packet type of its own (`0x80`).
@@ -171,7 +242,36 @@ mod tests {
         assert_eq!(parse_punch(&[0x61, 1, 2, 3, 4, 5, 6, 7, 8]), None);
     }
 
+    #[test]
+    fn a_relay_packet_is_its_type_slot_and_datagram() {
+        let mut packet = [0u8; 8];
+        assert_eq!(write_relay_header(&mut packet[..4], 7), None);
+        write_relay_header(&mut packet, 0x0102_0304).expect("room");
+        packet[5..].copy_from_slice(&[0x20, 9, 9]);
+        assert_eq!(packet[..5], [0x81, 1, 2, 3, 4]);
+        assert_eq!(parse_relay(&packet), Some((0x0102_0304, &[0x20, 9, 9][..])));
+        assert_eq!(parse_relay(&packet[..5]), None, "nothing carried");
+        let mut zero = packet;
+        zero[1..5].fill(0);
+        assert_eq!(parse_relay(&zero), None, "slot 0");
+        for nested in [RELAY_TYPE, PUNCH_TYPE] {
+            let mut nest = packet;
+            nest[5] = nested;
+            assert_eq!(parse_relay(&nest), None, "no nesting");
+        }
+        packet[0] = 0x80;
+        assert_eq!(parse_relay(&packet), None);
+    }
+
     proptest! {
+        #[test]
+        fn a_relay_packet_round_trips(slot in 1..=u32::MAX, inner in prop::collection::vec(0u8..0x80, 1..64)) {
+            let mut packet = vec![0; RELAY_HEADER_LEN + inner.len()];
+            write_relay_header(&mut packet, slot).expect("room");
+            packet[RELAY_HEADER_LEN..].copy_from_slice(&inner);
+            prop_assert_eq!(parse_relay(&packet), Some((slot, &inner[..])));
+        }
+
         #[test]
         fn only_a_punch_parses_as_one(bytes in prop::collection::vec(any::<u8>(), 0..16)) {
             let parsed = parse_punch(&bytes);

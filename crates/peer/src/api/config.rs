@@ -7,7 +7,7 @@ use tern_sockio::Backend;
 use tern_wire::IdentityKey;
 
 use crate::driver::DriverConfig;
-use crate::proto::{CongestionConfig, EndpointConfig, LedbatConfig};
+use crate::proto::{CongestionConfig, EndpointConfig, LedbatConfig, RelayConfig};
 use tern_wire::TicketPolicy;
 
 /// How an endpoint is set up: its socket, its identity, and how its
@@ -294,6 +294,15 @@ impl Config {
     /// [`EndpointStats::connects_resumed`](crate::proto::EndpointStats::connects_resumed).
     pub fn ticket_cache(mut self, servers: usize) -> Self {
         self.endpoint.ticket_cache = servers;
+        self
+    }
+
+    /// What this endpoint relays as a rendezvous (pairs at once, bytes per
+    /// second per pair, idle timeout) and how long its `connect_via`
+    /// tries direct paths before asking for a relay (default:
+    /// [`RelayConfig::default`]).
+    pub fn relay(mut self, relay: RelayConfig) -> Self {
+        self.endpoint.relay = relay;
         self
     }
 

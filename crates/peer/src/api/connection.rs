@@ -460,6 +460,22 @@ impl Connection {
         self.read_published(|s| s.remote)
     }
 
+    /// Which way this connection's packets go: straight to the peer, or
+    /// through a rendezvous's relay ([`Endpoint::connect_via`](crate::Endpoint::connect_via)
+    /// falls back to one when no direct path opens). `None` once the
+    /// endpoint freed the connection.
+    pub fn path(&self) -> Option<proto::ConnectionPath> {
+        let slot = self.inner.slot;
+        self.inner
+            .driver
+            .with_node_unwoken(|state| {
+                let handle = state.connection(slot).and_then(|(slot, _)| slot.handle)?;
+                state.proto.path(handle)
+            })
+            .ok()
+            .flatten()
+    }
+
     /// This side's address as the peer sees it: behind a NAT, the public
     /// address and port of its mapping, which this side cannot learn by
     /// itself. `None` until the peer's first report arrives (one round trip

@@ -255,14 +255,30 @@ impl Endpoint {
     /// Connects to the peer holding `peer`, found through the rendezvous
     /// at the other end of `rendezvous` (where that peer registered): the
     /// rendezvous tells each side where the other is, and the two open a
-    /// direct path through their NATs. Ends at a peer that proved `peer`,
-    /// or in a typed error: the rendezvous refused
-    /// ([`ConnectError::IntroductionRefused`]), or no direct path opened
+    /// direct path through their NATs; when none opens within the
+    /// configured bound (2 s by default), the connection runs through the
+    /// rendezvous's relay, which forwards it sealed
+    /// ([`Connection::path`] says which). Ends at a peer that proved
+    /// `peer`, or in a typed error: the rendezvous refused
+    /// ([`ConnectError::IntroductionRefused`]), or no connection completed
     /// ([`ConnectError::NoDirectPath`]).
     pub async fn connect_via(
         &self,
         rendezvous: &Connection,
         peer: &PublicIdentity,
+    ) -> Result<Connection, ConnectError> {
+        self.connect_via_with(rendezvous, peer, proto::PathPolicy::default())
+            .await
+    }
+
+    /// [`connect_via`](Self::connect_via) on the paths `policy` allows:
+    /// direct only (failing rather than relaying), or relayed only
+    /// (without hole punching).
+    pub async fn connect_via_with(
+        &self,
+        rendezvous: &Connection,
+        peer: &PublicIdentity,
+        policy: proto::PathPolicy,
     ) -> Result<Connection, ConnectError> {
         let via = rendezvous.slot();
         let fingerprint = peer.fingerprint();
@@ -270,7 +286,7 @@ impl Endpoint {
             let handle = state.connection(via).and_then(|(slot, _)| slot.handle);
             let handle = handle.ok_or(proto::ConnectViaError::NoConnection)?;
             state.introductions.remove(&(via, fingerprint));
-            state.proto.connect_via(handle, peer)
+            state.proto.connect_via_with(handle, peer, policy)
         })??;
         let outcome = poll_fn(|cx| {
             let looked = self.driver.with_node_unwoken(|state| {

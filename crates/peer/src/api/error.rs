@@ -34,9 +34,10 @@ pub enum ConnectError {
     /// ([`Endpoint::connect_via`](crate::Endpoint::connect_via)).
     #[error("the rendezvous refused the introduction: {0:?}")]
     IntroductionRefused(proto::RefusalReason),
-    /// The rendezvous introduced the two peers, but no direct connection
-    /// completed: their NATs let no path through (a relay is needed).
-    #[error("no direct path to the peer")]
+    /// The rendezvous introduced the two peers, but no connection
+    /// completed: their NATs let no direct path through, and the relay
+    /// was not allowed or did not carry one either.
+    #[error("no path to the peer (direct or relayed)")]
     NoDirectPath,
     /// The rendezvous connection cannot carry the request (it is closed,
     /// or too many introductions are pending).

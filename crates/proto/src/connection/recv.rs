@@ -306,7 +306,10 @@ impl Connection {
             Frame::Register(_)
             | Frame::ConnectVia(_)
             | Frame::Introduce(_)
-            | Frame::IntroductionRefused(_) => {
+            | Frame::IntroductionRefused(_)
+            | Frame::RelayRequest(_)
+            | Frame::RelayGrant(_)
+            | Frame::RelayRefused(_) => {
                 if let Some(signal) = super::signals::Signal::of(frame) {
                     self.signals.on_received(signal);
                 }

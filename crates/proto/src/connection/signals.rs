@@ -1,6 +1,6 @@
-//! Rendezvous signals: the Register, ConnectVia, Introduce and
-//! IntroductionRefused frames a connection carries for its endpoint, which
-//! acts on them (`endpoint::rendezvous`). The connection only carries them
+//! Rendezvous signals: the Register, ConnectVia, Introduce,
+//! IntroductionRefused and relay frames a connection carries for its
+//! endpoint, which acts on them (`endpoint::rendezvous`, `endpoint::relay`). The connection only carries them
 //! reliably: each goes until acknowledged, and again if its packet is lost.
 //! A frame received is queued for the endpoint, which takes it right after
 //! the datagram that brought it.
@@ -8,7 +8,10 @@
 use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
-use tern_wire::{ConnectVia, Frame, Introduce, IntroductionRefused, Register};
+use tern_wire::{
+    ConnectVia, Frame, Introduce, IntroductionRefused, Register, RelayGrant, RelayRefused,
+    RelayRequest,
+};
 
 /// Signals held unacknowledged, at most: past it the oldest is given up.
 /// The endpoint sends few (one per introduction), so this is never reached
@@ -26,6 +29,9 @@ pub(crate) enum Signal {
     ConnectVia(ConnectVia),
     Introduce(Introduce),
     Refused(IntroductionRefused),
+    RelayRequest(RelayRequest),
+    RelayGrant(RelayGrant),
+    RelayRefused(RelayRefused),
 }
 
 impl Signal {
@@ -36,6 +42,9 @@ impl Signal {
             Frame::ConnectVia(c) => Self::ConnectVia(c),
             Frame::Introduce(i) => Self::Introduce(i),
             Frame::IntroductionRefused(r) => Self::Refused(r),
+            Frame::RelayRequest(r) => Self::RelayRequest(r),
+            Frame::RelayGrant(g) => Self::RelayGrant(g),
+            Frame::RelayRefused(r) => Self::RelayRefused(r),
             _ => return None,
         })
     }
@@ -46,6 +55,9 @@ impl Signal {
             Self::ConnectVia(c) => Frame::ConnectVia(c),
             Self::Introduce(i) => Frame::Introduce(i),
             Self::Refused(r) => Frame::IntroductionRefused(r),
+            Self::RelayRequest(r) => Frame::RelayRequest(r),
+            Self::RelayGrant(g) => Frame::RelayGrant(g),
+            Self::RelayRefused(r) => Frame::RelayRefused(r),
         }
     }
 }

@@ -32,10 +32,21 @@ use crate::{ConnectionError, EndpointStats};
 pub(super) const MAX_QUEUED_RETRIES: usize = 1024;
 
 impl Endpoint {
-    pub(super) fn handle_intro(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+    /// An intro from `from`; `relayed` if a relay slot of this side
+    /// carried it, from the rendezvous that vouches for its sender (so
+    /// the address caps, which would count every relayed peer as one, and
+    /// Retries, which would go to the rendezvous, do not apply). Returns
+    /// the connection it made.
+    pub(super) fn handle_intro(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+        relayed: bool,
+    ) -> Option<u32> {
         let Some((intro, token)) = split_intro(datagram) else {
             self.stats.dropped_unroutable += 1;
-            return;
+            return None;
         };
         let id = intro_id(intro);
         if let Some(&index) = self.replies.get(&id) {
@@ -47,31 +58,33 @@ impl Endpoint {
                 self.stored_replies.push_back((from, index));
                 self.stats.intros_repeated += 1;
             }
-            return;
+            return None;
         }
         if self.responder.is_none() {
             self.stats.intros_refused += 1;
-            return;
+            return None;
         }
         match self.admission.check(from.ip()) {
+            _ if relayed => {}
             Ok(()) => {}
             Err(Refusal::Address) => {
                 self.stats.intros_address_capped += 1;
-                return;
+                return None;
             }
             Err(Refusal::Prefix) => {
                 self.stats.intros_prefix_capped += 1;
-                return;
+                return None;
             }
         }
-        let validated = token.is_some_and(|token| {
-            let checked = self.tokens.check(now, &token, &id, from);
-            match checked {
-                Ok(()) => self.stats.tokens_accepted += 1,
-                Err(_) => self.stats.tokens_refused += 1,
-            }
-            checked.is_ok()
-        });
+        let validated = relayed
+            || token.is_some_and(|token| {
+                let checked = self.tokens.check(now, &token, &id, from);
+                match checked {
+                    Ok(()) => self.stats.tokens_accepted += 1,
+                    Err(_) => self.stats.tokens_refused += 1,
+                }
+                checked.is_ok()
+            });
         let admitted = if validated {
             self.limiter.admit_validated(now)
         } else {
@@ -82,14 +95,12 @@ impl Endpoint {
             if !validated {
                 self.queue_retry(now, from, &id);
             }
-            return;
+            return None;
         }
         let Ok(evict) = self.room(now) else {
-            return;
+            return None;
         };
-        let Some(responder) = self.responder.as_mut() else {
-            return;
-        };
+        let responder = self.responder.as_mut()?;
         let wall = {
             let (epoch, wall) = self.wall_epoch;
             wall + now.saturating_duration_since(epoch)
@@ -100,14 +111,16 @@ impl Endpoint {
             Ok(accepted) => accepted,
             Err(e) if e.is_ticket_refusal() => {
                 self.stats.resumptions_refused += 1;
-                if self.refusals.len() < MAX_QUEUED_RETRIES {
+                // Through a relay it would reach the rendezvous, not the
+                // initiator: that one waits for its handshake timeout.
+                if self.refusals.len() < MAX_QUEUED_RETRIES && !relayed {
                     self.refusals.push_back((from, write_resume_refused(&id)));
                 }
-                return;
+                return None;
             }
             Err(_) => {
                 self.stats.intros_refused += 1;
-                return;
+                return None;
             }
         };
         self.stats.resumptions_accepted += u64::from(resumed);
@@ -121,7 +134,7 @@ impl Endpoint {
         // other's responder, and each side also accepts the other's.
         let Ok(vacant) = self.connections.vacant(&mut self.rng) else {
             self.stats.intros_refused += 1;
-            return;
+            return None;
         };
         let index = vacant.index();
         let Ok(connection) = Connection::accept(
@@ -132,14 +145,22 @@ impl Endpoint {
             &mut self.rng,
         ) else {
             self.stats.intros_refused += 1;
-            return;
+            return None;
         };
         vacant.insert(Box::new(connection));
-        self.admission.count(index, from.ip());
+        if !relayed {
+            self.admission.count(index, from.ip());
+        }
         self.touch(index);
         self.stats.intros_accepted += 1;
         self.replies.insert(id, index);
         self.stored_replies.push_back((from, index));
+        Some(index)
+    }
+
+    /// Whether `datagram` repeats an intro that made a connection.
+    pub(super) fn is_repeated_intro(&self, datagram: &[u8]) -> bool {
+        split_intro(datagram).is_some_and(|(intro, _)| self.replies.contains_key(&intro_id(intro)))
     }
 
     /// Refuses a connection a peer opened, after looking at who it is

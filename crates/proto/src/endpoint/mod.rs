@@ -24,13 +24,16 @@ mod budget;
 mod intro;
 pub(crate) mod intro_limit;
 pub(crate) mod receiver_index;
+mod relay;
+mod relayed;
 mod rendezvous;
 mod retry;
 mod stats;
 mod tickets;
 mod turn;
 
-pub use rendezvous::ConnectViaError;
+pub use relayed::ConnectionPath;
+pub use rendezvous::{ConnectViaError, PathPolicy};
 pub use stats::EndpointStats;
 
 use std::cmp::Reverse;
@@ -162,6 +165,10 @@ pub struct Endpoint {
     budget: MemoryBudget,
     /// Introductions made, asked for and taken part in.
     rendezvous: rendezvous::Rendezvous,
+    /// As a rendezvous: the pairs it relays.
+    relay: relay::Relay,
+    /// As a peer: the relay slots granted to it, and what they carry.
+    relayed: relayed::Relayed,
     stats: EndpointStats,
 }
 
@@ -241,6 +248,8 @@ impl Endpoint {
             refusing: false,
             budget: MemoryBudget::new(config.memory_budget),
             rendezvous: rendezvous::Rendezvous::default(),
+            relay: relay::Relay::default(),
+            relayed: relayed::Relayed::default(),
             stats: EndpointStats::default(),
         })
     }
@@ -400,6 +409,7 @@ impl Endpoint {
     pub fn stats(&self) -> EndpointStats {
         EndpointStats {
             memory_charged: self.budget.total(),
+            relay_pairs: self.relay.pairs() as u64,
             ..self.stats
         }
     }
@@ -450,7 +460,7 @@ impl Node for Endpoint {
                 if self.refusing {
                     self.stats.intros_declined += 1;
                 } else {
-                    self.handle_intro(now, from, datagram);
+                    self.handle_intro(now, from, datagram, false);
                 }
                 return;
             }
@@ -458,7 +468,16 @@ impl Node for Endpoint {
                 if self.refusing {
                     self.stats.intros_declined += 1;
                 } else {
-                    self.handle_intro(now, from, datagram);
+                    self.handle_intro(now, from, datagram, false);
+                }
+                return;
+            }
+            Some(&tern_wire::RELAY_TYPE) => {
+                match tern_wire::parse_relay(datagram) {
+                    Some((slot, _)) if self.relayed.is_granted(slot) => {
+                        self.handle_relayed(now, from, datagram);
+                    }
+                    _ => self.forward_relayed(now, from, datagram),
                 }
                 return;
             }
@@ -479,6 +498,72 @@ impl Node for Endpoint {
             }
             _ => {}
         }
+        match peek_receiver_index(datagram) {
+            // A connection the relay carries takes nothing from elsewhere.
+            Some(index) if self.relayed.slot_of(index).is_some() => {
+                self.stats.relayed_dropped += 1;
+            }
+            Some(_) => self.handle_indexed(now, from, datagram),
+            None => self.stats.dropped_unroutable += 1,
+        }
+    }
+
+    fn poll_transmit(
+        &mut self,
+        now: Instant,
+        limits: TransmitLimits,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        self.poll_transmit_any(now, limits, buf)
+    }
+
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        self.flush();
+        self.prune_timers();
+        let next = self.timers.peek().map(|&Reverse((at, _))| at);
+        let relay = self.relay.deadline(self.config.relay.idle_timeout);
+        [
+            next,
+            self.rate_wait,
+            self.rendezvous.deadline(),
+            relay,
+            self.relayed.deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.budget.saw(now);
+        self.handle_rendezvous_timeout(now);
+        self.flush();
+        loop {
+            self.prune_timers();
+            let Some(&Reverse((at, index))) = self.timers.peek() else {
+                break;
+            };
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            self.armed.remove(&index);
+            if let Some(connection) = self.connections.get_mut(index) {
+                connection.handle_timeout(now);
+                self.touch(index);
+            }
+        }
+    }
+
+    /// Idle once it holds no connection (every one closed and freed).
+    fn is_idle(&mut self) -> bool {
+        self.is_empty()
+    }
+}
+
+impl Endpoint {
+    /// A datagram with a receiver index, to the connection it names.
+    fn handle_indexed(&mut self, now: Instant, from: SocketAddr, datagram: &mut [u8]) {
         let Some(index) = peek_receiver_index(datagram) else {
             self.stats.dropped_unroutable += 1;
             return;
@@ -524,7 +609,9 @@ impl Node for Endpoint {
         }
     }
 
-    fn poll_transmit(
+    /// The next datagram: replies, Retries, refusals, closes, punches and
+    /// relayed packets first, then the connections in turn.
+    fn poll_transmit_any(
         &mut self,
         now: Instant,
         limits: TransmitLimits,
@@ -537,16 +624,22 @@ impl Node for Endpoint {
             let Some(reply) = connection.stored_reply() else {
                 continue;
             };
-            let Some(dst) = buf.get_mut(..reply.len()) else {
-                continue;
+            let copy = |_, dst: &mut [u8]| {
+                dst.get_mut(..reply.len())?.copy_from_slice(reply);
+                Some(Transmit {
+                    destination: to,
+                    len: reply.len(),
+                    segment_size: None,
+                    ttl: None,
+                })
             };
-            dst.copy_from_slice(reply);
-            return Some(Transmit {
-                destination: to,
-                len: reply.len(),
-                segment_size: None,
-                ttl: None,
-            });
+            let transmit = match self.relayed.slot_of(index) {
+                Some(slot) => relayed::wrapped(slot, limits, buf, copy),
+                None => copy(limits, buf),
+            };
+            if transmit.is_some() {
+                return transmit;
+            }
         }
         if let Some(retry) = self.poll_retry(buf) {
             return Some(retry);
@@ -559,6 +652,9 @@ impl Node for Endpoint {
         }
         if let Some(punch) = self.poll_punch(now, buf) {
             return Some(punch);
+        }
+        if let Some(forward) = self.poll_forward(now, buf) {
+            return Some(forward);
         }
         self.rate_wait = None;
         if let Some(bucket) = self.rate_limit.as_mut()
@@ -573,7 +669,12 @@ impl Node for Endpoint {
                 self.is_sending.remove(&index);
                 continue;
             };
-            let transmit = connection.poll_transmit(now, limits, buf);
+            let transmit = match self.relayed.slot_of(index) {
+                Some(slot) => relayed::wrapped(slot, limits, buf, |limits, inner| {
+                    connection.poll_transmit(now, limits, inner)
+                }),
+                None => connection.poll_transmit(now, limits, buf),
+            };
             // Sending moves its timers either way (loss detection, pacing).
             if self.is_dirty.insert(index) {
                 self.dirty.push(index);
@@ -591,41 +692,5 @@ impl Node for Endpoint {
             return Some(transmit);
         }
         None
-    }
-
-    fn poll_timeout(&mut self) -> Option<Instant> {
-        self.flush();
-        self.prune_timers();
-        let next = self.timers.peek().map(|&Reverse((at, _))| at);
-        [next, self.rate_wait, self.rendezvous.deadline()]
-            .into_iter()
-            .flatten()
-            .min()
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        self.budget.saw(now);
-        self.handle_rendezvous_timeout(now);
-        self.flush();
-        loop {
-            self.prune_timers();
-            let Some(&Reverse((at, index))) = self.timers.peek() else {
-                break;
-            };
-            if at > now {
-                break;
-            }
-            self.timers.pop();
-            self.armed.remove(&index);
-            if let Some(connection) = self.connections.get_mut(index) {
-                connection.handle_timeout(now);
-                self.touch(index);
-            }
-        }
-    }
-
-    /// Idle once it holds no connection (every one closed and freed).
-    fn is_idle(&mut self) -> bool {
-        self.is_empty()
     }
 }

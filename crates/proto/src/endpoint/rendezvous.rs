@@ -17,6 +17,12 @@
 //! punches toward the asker's address on a short schedule, so that its own
 //! NAT lets the asker's intro in; the connection then arrives at `accept`
 //! as any other.
+//!
+//! When no connect completed `fallback_after` after they started
+//! ([`RelayConfig`](crate::RelayConfig)), or all of them failed, the asker
+//! asks the rendezvous to relay (`relay`, `relayed`): the relayed connect
+//! is one more of the introduction's connects, and the first to complete
+//! still wins. [`PathPolicy`] can rule either way out.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -27,8 +33,10 @@ use rand_core::RngCore;
 use rustc_hash::{FxHashMap, FxHashSet};
 use tern_wire::{
     ConnectVia, Introduce, IntroductionRefused, KeyFingerprint, MAX_START_DELAY, PUNCH_LEN,
-    PublicIdentity, RefusalReason, write_punch,
+    PublicIdentity, RefusalReason, RelayRequest, write_punch,
 };
+
+mod fallback;
 
 use super::{ConnectionHandle, Endpoint};
 #[cfg(doc)]
@@ -56,6 +64,11 @@ const PUNCH_LEAD: Duration = Duration::from_millis(10);
 /// Introductions held at once; past it a new one is dropped (and counted).
 const MAX_INTRODUCTIONS: usize = 64;
 
+/// Introductions one rendezvous may have this side take part in at once,
+/// so that one rendezvous cannot take every place (and have this side
+/// punch toward 64 addresses of its choosing).
+const MAX_INTRODUCTIONS_PER_RENDEZVOUS: usize = MAX_INTRODUCTIONS / 4;
+
 /// Connects one introduction may start: the address given, and the
 /// addresses punches came from.
 const MAX_ATTEMPTS: usize = 4;
@@ -63,6 +76,20 @@ const MAX_ATTEMPTS: usize = 4;
 /// How long an introduction that started no connect (or the punching side's)
 /// is kept.
 const INTRODUCTION_LIFETIME: Duration = Duration::from_secs(10);
+
+/// Which paths [`Endpoint::connect_via_with`] may take to the peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PathPolicy {
+    /// Direct where the NATs allow it; through the rendezvous's relay
+    /// when no direct connect completed in time (the default).
+    #[default]
+    DirectThenRelay,
+    /// Direct only: without one, the introduction fails.
+    DirectOnly,
+    /// Through the relay at once, without hole punching.
+    RelayOnly,
+}
 
 /// Why `connect_via` could not ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -101,6 +128,7 @@ enum Role {
         /// Whether the punch of small TTL toward `address` is sent (or
         /// none is to be, see [`EndpointConfig::punch_ttl`]).
         opened: bool,
+        fallback: Fallback,
     },
     /// This side was asked for: it punches toward the asker.
     Target {
@@ -109,6 +137,20 @@ enum Role {
         /// Punches sent of `PUNCH_SCHEDULE`.
         sent: usize,
     },
+}
+
+/// Where the asker is with the relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fallback {
+    /// It does not ask for one.
+    Never,
+    /// It asks at this moment if no connect completed by then (or as soon
+    /// as all failed).
+    At(Instant),
+    /// It asked; the grant starts one more connect.
+    Asked,
+    /// The relayed connect started.
+    Granted,
 }
 
 /// The endpoint's rendezvous state, on both sides.
@@ -122,9 +164,9 @@ pub(super) struct Rendezvous {
     asks: FxHashMap<u32, (Instant, u32)>,
     /// Connections to rendezvous this side registered with.
     registered_with: FxHashSet<u32>,
-    /// Introductions asked for and not yet answered: the key and the
-    /// rendezvous asked.
-    asked: HashMap<KeyFingerprint, (u32, PublicIdentity)>,
+    /// Introductions (or relays) asked for and not yet answered: the
+    /// rendezvous asked, the key, and the paths it may take.
+    asked: HashMap<KeyFingerprint, (u32, PublicIdentity, PathPolicy)>,
     introductions: HashMap<[u8; 8], Introduction>,
     /// The introduction each connect started by one belongs to.
     attempts: FxHashMap<u32, [u8; 8]>,
@@ -141,7 +183,16 @@ impl Rendezvous {
             .values()
             .filter_map(|intro| match &intro.role {
                 // Once started, its connects keep their own time.
-                Role::Initiator { start_at, .. } => *start_at,
+                Role::Initiator {
+                    start_at,
+                    fallback,
+                    attempts,
+                    ..
+                } => match fallback {
+                    Fallback::At(at) => Some(start_at.map_or(*at, |start| start.min(*at))),
+                    Fallback::Asked if attempts.is_empty() => Some(intro.expires),
+                    _ => *start_at,
+                },
                 Role::Target { start, sent, .. } => Some(
                     PUNCH_SCHEDULE
                         .get(*sent)
@@ -154,6 +205,11 @@ impl Rendezvous {
     /// Whether connection `index` is a connect an introduction started.
     pub(super) fn is_attempt(&self, index: u32) -> bool {
         self.attempts.contains_key(&index)
+    }
+
+    /// The connection registered under `peer`.
+    pub(super) fn registered(&self, peer: &KeyFingerprint) -> Option<u32> {
+        self.registered.get(peer).copied()
     }
 }
 
@@ -176,11 +232,22 @@ impl Endpoint {
     /// side to the peer holding `peer`. The outcome comes as an event on
     /// the rendezvous connection: [`Event::Introduced`] with the
     /// connection to the peer, once one completed (it proved `peer`), or
-    /// [`Event::IntroductionFailed`].
+    /// [`Event::IntroductionFailed`]. Direct where the NATs allow it,
+    /// relayed otherwise ([`PathPolicy::DirectThenRelay`]).
     pub fn connect_via(
         &mut self,
         rendezvous: ConnectionHandle,
         peer: &PublicIdentity,
+    ) -> Result<(), ConnectViaError> {
+        self.connect_via_with(rendezvous, peer, PathPolicy::default())
+    }
+
+    /// [`connect_via`](Self::connect_via), on the paths `policy` allows.
+    pub fn connect_via_with(
+        &mut self,
+        rendezvous: ConnectionHandle,
+        peer: &PublicIdentity,
+        policy: PathPolicy,
     ) -> Result<(), ConnectViaError> {
         if self.rendezvous.asked.len() + self.rendezvous.introductions.len() >= MAX_INTRODUCTIONS {
             return Err(ConnectViaError::TooMany);
@@ -190,10 +257,13 @@ impl Endpoint {
             .get_mut(rendezvous.0)
             .ok_or(ConnectViaError::NoConnection)?;
         let fingerprint = peer.fingerprint();
-        connection.send_signal(Signal::ConnectVia(ConnectVia { peer: fingerprint }));
+        connection.send_signal(match policy {
+            PathPolicy::RelayOnly => Signal::RelayRequest(RelayRequest { peer: fingerprint }),
+            _ => Signal::ConnectVia(ConnectVia { peer: fingerprint }),
+        });
         self.rendezvous
             .asked
-            .insert(fingerprint, (rendezvous.0, peer.clone()));
+            .insert(fingerprint, (rendezvous.0, peer.clone(), policy));
         self.touch(rendezvous.0);
         Ok(())
     }
@@ -206,16 +276,24 @@ impl Endpoint {
             Signal::ConnectVia(ask) => self.on_connect_via(now, index, ask.peer),
             Signal::Introduce(intro) => self.on_introduce(now, index, intro),
             Signal::Refused(refused) => match self.rendezvous.asked.get(&refused.peer) {
-                Some(&(from, _)) if from == index => {
+                Some(&(from, _, _)) if from == index => {
                     self.rendezvous.asked.remove(&refused.peer);
                     self.introduction_failed(index, refused.peer, Some(refused.reason));
                 }
                 _ => self.stats.signals_unexpected += 1,
             },
+            Signal::RelayRequest(ask) => self.on_relay_request(now, index, ask.peer),
+            Signal::RelayGrant(grant) => self.on_relay_grant(now, index, grant),
+            Signal::RelayRefused(refused) => self.on_relay_refused(index, refused),
         }
     }
 
-    fn peer_fingerprint(&self, index: u32) -> Option<KeyFingerprint> {
+    /// Whether this side registered with the rendezvous on `rendezvous`.
+    pub(super) fn registered_with(&self, rendezvous: u32) -> bool {
+        self.rendezvous.registered_with.contains(&rendezvous)
+    }
+
+    pub(super) fn peer_fingerprint(&self, index: u32) -> Option<KeyFingerprint> {
         let connection = self.connections.get(index)?;
         connection.peer_identity().map(PublicIdentity::fingerprint)
     }
@@ -248,23 +326,11 @@ impl Endpoint {
             self.refuse_introduction(asker, peer, RefusalReason::NotIdentified);
             return;
         };
-        let per_second = self.config.introductions_per_second;
-        let window = self.rendezvous.asks.entry(asker).or_insert((now, 0));
-        if now.saturating_duration_since(window.0) >= Duration::from_secs(1) {
-            *window = (now, 0);
-        }
-        if window.1 >= per_second {
+        if !self.may_ask(now, asker) {
             self.refuse_introduction(asker, peer, RefusalReason::RateLimited);
             return;
         }
-        window.1 += 1;
-        let target = self
-            .rendezvous
-            .registered
-            .get(&peer)
-            .copied()
-            .filter(|&target| target != asker && self.connections.get(target).is_some());
-        let Some(target) = target else {
+        let Some(target) = self.registered_peer(asker, &peer) else {
             self.refuse_introduction(asker, peer, RefusalReason::UnknownPeer);
             return;
         };
@@ -313,25 +379,57 @@ impl Endpoint {
         self.stats.introductions_made += 1;
     }
 
+    /// Whether connection `asker` may ask for one more introduction or
+    /// relay this second ([`EndpointConfig::introductions_per_second`]);
+    /// counts the ask if so.
+    pub(super) fn may_ask(&mut self, now: Instant, asker: u32) -> bool {
+        let per_second = self.config.introductions_per_second;
+        let window = self.rendezvous.asks.entry(asker).or_insert((now, 0));
+        if now.saturating_duration_since(window.0) >= Duration::from_secs(1) {
+            *window = (now, 0);
+        }
+        if window.1 >= per_second {
+            return false;
+        }
+        window.1 += 1;
+        true
+    }
+
     fn on_introduce(&mut self, now: Instant, from: u32, intro: Introduce) {
         if self.rendezvous.introductions.contains_key(&intro.nonce) {
             return; // A repeat (its first packet's acknowledgement was lost).
         }
-        if self.rendezvous.introductions.len() >= MAX_INTRODUCTIONS {
+        let from_here = self
+            .rendezvous
+            .introductions
+            .values()
+            .filter(|held| held.rendezvous == from)
+            .count();
+        if self.rendezvous.introductions.len() >= MAX_INTRODUCTIONS
+            || from_here >= MAX_INTRODUCTIONS_PER_RENDEZVOUS
+        {
             self.stats.signals_unexpected += 1;
             return;
         }
         let start = now + intro.start_delay;
         let role = if intro.initiator {
-            match self.rendezvous.asked.get(&intro.peer) {
-                Some((rendezvous, _)) if *rendezvous == from => {}
+            let policy = match self.rendezvous.asked.get(&intro.peer) {
+                Some(&(rendezvous, _, policy))
+                    if rendezvous == from && policy != PathPolicy::RelayOnly =>
+                {
+                    policy
+                }
                 _ => {
                     self.stats.signals_unexpected += 1;
                     return;
                 }
-            }
-            let Some((_, key)) = self.rendezvous.asked.remove(&intro.peer) else {
+            };
+            let Some((_, key, _)) = self.rendezvous.asked.remove(&intro.peer) else {
                 return;
+            };
+            let fallback = match policy {
+                PathPolicy::DirectOnly => Fallback::Never,
+                _ => Fallback::At(start + self.config.relay.fallback_after),
             };
             Role::Initiator {
                 key,
@@ -340,6 +438,7 @@ impl Endpoint {
                 attempts: Vec::new(),
                 won: false,
                 opened: self.config.punch_ttl.is_none(),
+                fallback,
             }
         } else {
             if !self.rendezvous.registered_with.contains(&from) {
@@ -403,13 +502,15 @@ impl Endpoint {
         self.start_attempt(now, nonce, from, &key);
     }
 
+    /// Starts one of introduction `nonce`'s connects, to `to`; returns its
+    /// connection.
     fn start_attempt(
         &mut self,
         now: Instant,
         nonce: [u8; 8],
         to: SocketAddr,
         key: &PublicIdentity,
-    ) {
+    ) -> Option<u32> {
         let Ok(handle) = self.connect(now, to, key) else {
             // No room for it: if nothing else runs, the introduction is over.
             if let Some(Introduction {
@@ -424,7 +525,7 @@ impl Endpoint {
                 self.rendezvous.introductions.remove(&nonce);
                 self.introduction_failed(rendezvous, peer, None);
             }
-            return;
+            return None;
         };
         if let Some(Introduction {
             role: Role::Initiator { attempts, .. },
@@ -434,20 +535,25 @@ impl Endpoint {
             attempts.push((to, handle.0));
         }
         self.rendezvous.attempts.insert(handle.0, nonce);
+        Some(handle.0)
     }
 
     /// Starts the connects whose delay passed, and drops introductions that
     /// are over.
     pub(super) fn handle_rendezvous_timeout(&mut self, now: Instant) {
         self.rendezvous.latest = Some(now);
-        let mut starts = Vec::new();
-        let mut expired = Vec::new();
+        self.expire_relayed_pairs(now);
+        self.relay.release(now);
+        self.expire_grants(now);
+        let (mut starts, mut expired, mut relays, mut failed) = (vec![], vec![], vec![], vec![]);
         for (nonce, intro) in &mut self.rendezvous.introductions {
             match &mut intro.role {
                 Role::Initiator {
                     key,
                     address,
                     start_at,
+                    fallback,
+                    attempts,
                     ..
                 } => {
                     if start_at.is_some_and(|at| at <= now) {
@@ -455,6 +561,13 @@ impl Endpoint {
                         starts.push((*nonce, *address, key.clone()));
                     } else if start_at.is_some() && intro.expires <= now {
                         expired.push(*nonce);
+                    }
+                    match fallback {
+                        Fallback::At(at) if *at <= now => relays.push(*nonce),
+                        Fallback::Asked if attempts.is_empty() && intro.expires <= now => {
+                            failed.push((*nonce, intro.rendezvous, intro.peer));
+                        }
+                        _ => {}
                     }
                 }
                 Role::Target { sent, .. } => {
@@ -469,6 +582,13 @@ impl Endpoint {
         }
         for nonce in expired {
             self.rendezvous.introductions.remove(&nonce);
+        }
+        for nonce in relays {
+            self.ask_relay(now, nonce);
+        }
+        for (nonce, rendezvous, peer) in failed {
+            self.rendezvous.introductions.remove(&nonce);
+            self.introduction_failed(rendezvous, peer, None);
         }
     }
 
@@ -515,10 +635,17 @@ impl Endpoint {
         let Some(intro) = self.rendezvous.introductions.get_mut(&nonce) else {
             return;
         };
-        let Role::Initiator { attempts, won, .. } = &mut intro.role else {
+        let Role::Initiator {
+            attempts,
+            won,
+            fallback,
+            ..
+        } = &mut intro.role
+        else {
             return;
         };
         attempts.retain(|&(_, attempt)| attempt != index);
+        let relay_next = matches!(fallback, Fallback::At(_) | Fallback::Asked);
         let (rendezvous, peer) = (intro.rendezvous, intro.peer);
         if connected && !*won {
             *won = true;
@@ -538,8 +665,14 @@ impl Endpoint {
                 },
             ));
         } else if attempts.is_empty() && !*won {
-            self.rendezvous.introductions.remove(&nonce);
-            self.introduction_failed(rendezvous, peer, None);
+            // Every direct connect failed: the relay is next, if allowed.
+            match (relay_next, self.rendezvous.latest) {
+                (true, Some(now)) => self.ask_relay(now, nonce),
+                _ => {
+                    self.rendezvous.introductions.remove(&nonce);
+                    self.introduction_failed(rendezvous, peer, None);
+                }
+            }
         }
     }
 
@@ -566,6 +699,8 @@ impl Endpoint {
         state.registered_with.remove(&index);
         state
             .asked
-            .retain(|_, (rendezvous, _)| *rendezvous != index);
+            .retain(|_, (rendezvous, _, _)| *rendezvous != index);
+        self.forget_in_relay(index);
+        self.forget_in_relayed(index);
     }
 }

@@ -91,7 +91,34 @@ pub struct EndpointStats {
     pub punches_received: u64,
     /// Punches received that named no introduction (dropped).
     pub punches_unknown: u64,
-    /// Rendezvous frames dropped: an Introduce or refusal nobody asked
-    /// for, or one past the introductions held.
+    /// Rendezvous frames dropped: an Introduce, grant or refusal nobody
+    /// asked for, or one past the introductions held.
     pub signals_unexpected: u64,
+    /// As a relay: pairs granted a relay (a RelayGrant to each side).
+    pub relay_pairs_made: u64,
+    /// As a relay: pairs relayed now.
+    pub relay_pairs: u64,
+    /// As a relay: pairs forgotten after forwarding nothing for the idle
+    /// timeout.
+    pub relay_pairs_expired: u64,
+    /// As a relay: relay requests refused (unknown key, asked too often,
+    /// no identity proved, as many pairs relayed as allowed).
+    pub relay_refused: u64,
+    /// As a relay: packets forwarded.
+    pub relay_packets_forwarded: u64,
+    /// As a relay: bytes of the packets forwarded.
+    pub relay_bytes_forwarded: u64,
+    /// As a relay: packets dropped over their pair's rate, or while the
+    /// queue of packets to forward was full.
+    pub relay_dropped_over_cap: u64,
+    /// As a relay: relay packets dropped for naming no live slot (forged,
+    /// or for a pair forgotten).
+    pub relay_dropped_unknown_slot: u64,
+    /// As a relay: relay packets dropped for coming from another address
+    /// than the connection their slot was granted on.
+    pub relay_dropped_not_owner: u64,
+    /// As a peer: relay packets refused (a slot not granted here, another
+    /// source than its rendezvous, a datagram for another connection than
+    /// the slot's), and direct datagrams for a connection a relay carries.
+    pub relayed_dropped: u64,
 }

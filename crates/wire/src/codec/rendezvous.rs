@@ -3,14 +3,17 @@
 //! IntroductionRefused a fingerprint and a reason (one byte); Introduce the
 //! nonce (8 bytes), the fingerprint, the role (one byte, 0 or 1), the start
 //! delay (varint, microseconds) and an address as ObservedAddress writes one.
+//! RelayRequest is a fingerprint, RelayRefused as IntroductionRefused, and
+//! RelayGrant the slot (4 bytes, big-endian, never 0), the fingerprint and
+//! the role.
 
 use super::observed_address::{address_len, decode_address, encode_address, is_source};
 use super::{Cursor, take};
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::FrameType;
 use crate::rendezvous::{
-    ConnectVia, FINGERPRINT_LEN, Introduce, IntroductionRefused, KeyFingerprint, MAX_START_DELAY,
-    RefusalReason,
+    ConnectVia, FINGERPRINT_LEN, Introduce, KeyFingerprint, MAX_START_DELAY, RefusalReason,
+    RelayGrant,
 };
 use crate::varint::varint_len;
 
@@ -39,17 +42,69 @@ fn fixed(cursor: &mut Cursor<'_>, bytes: &[u8]) -> Result<(), EncodeError> {
     bytes.iter().try_for_each(|&b| cursor.byte(b))
 }
 
+pub(super) fn validate_grant(frame: &RelayGrant) -> Result<(), EncodeError> {
+    if frame.slot == 0 {
+        return Err(EncodeError::Zero("relay slot"));
+    }
+    Ok(())
+}
+
+pub(super) fn encode_fingerprint(
+    peer: &KeyFingerprint,
+    body: &mut [u8],
+) -> Result<(), EncodeError> {
+    fixed(&mut Cursor::new(body), &peer.0)
+}
+
 pub(super) fn encode_connect_via(frame: &ConnectVia, body: &mut [u8]) -> Result<(), EncodeError> {
-    fixed(&mut Cursor::new(body), &frame.peer.0)
+    encode_fingerprint(&frame.peer, body)
 }
 
 pub(super) fn encode_refused(
-    frame: &IntroductionRefused,
+    peer: &KeyFingerprint,
+    reason: RefusalReason,
     body: &mut [u8],
 ) -> Result<(), EncodeError> {
     let mut cursor = Cursor::new(body);
+    fixed(&mut cursor, &peer.0)?;
+    cursor.byte(reason as u8)
+}
+
+pub(super) fn encode_grant(frame: &RelayGrant, body: &mut [u8]) -> Result<(), EncodeError> {
+    let mut cursor = Cursor::new(body);
+    fixed(&mut cursor, &frame.slot.to_be_bytes())?;
     fixed(&mut cursor, &frame.peer.0)?;
-    cursor.byte(frame.reason as u8)
+    cursor.byte(u8::from(frame.initiator))
+}
+
+fn role(ty: FrameType, byte: u8) -> Result<bool, DecodeError> {
+    match byte {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(DecodeError::Malformed(ty)),
+    }
+}
+
+pub(super) fn decode_grant(body: &[u8]) -> Result<(RelayGrant, &[u8]), DecodeError> {
+    let ty = FrameType::RelayGrant;
+    let (slot, rest) = body
+        .split_first_chunk::<4>()
+        .ok_or(DecodeError::Truncated(ty))?;
+    let (peer, rest) = fingerprint(ty, rest)?;
+    let (&initiator, rest) = rest.split_first().ok_or(DecodeError::Truncated(ty))?;
+    let slot = u32::from_be_bytes(*slot);
+    if slot == 0 {
+        return Err(DecodeError::Malformed(ty));
+    }
+    let initiator = role(ty, initiator)?;
+    Ok((
+        RelayGrant {
+            slot,
+            peer,
+            initiator,
+        },
+        rest,
+    ))
 }
 
 pub(super) fn encode_introduce(frame: &Introduce, body: &mut [u8]) -> Result<(), EncodeError> {
@@ -61,7 +116,10 @@ pub(super) fn encode_introduce(frame: &Introduce, body: &mut [u8]) -> Result<(),
     encode_address(&mut cursor, &frame.address)
 }
 
-fn fingerprint(ty: FrameType, body: &[u8]) -> Result<(KeyFingerprint, &[u8]), DecodeError> {
+pub(super) fn fingerprint(
+    ty: FrameType,
+    body: &[u8],
+) -> Result<(KeyFingerprint, &[u8]), DecodeError> {
     let (peer, rest) = body
         .split_first_chunk::<FINGERPRINT_LEN>()
         .ok_or(DecodeError::Truncated(ty))?;
@@ -73,12 +131,15 @@ pub(super) fn decode_connect_via(body: &[u8]) -> Result<(ConnectVia, &[u8]), Dec
     Ok((ConnectVia { peer }, rest))
 }
 
-pub(super) fn decode_refused(body: &[u8]) -> Result<(IntroductionRefused, &[u8]), DecodeError> {
-    let ty = FrameType::IntroductionRefused;
+/// The body of an IntroductionRefused or a RelayRefused (`ty`).
+pub(super) fn decode_refused(
+    ty: FrameType,
+    body: &[u8],
+) -> Result<((KeyFingerprint, RefusalReason), &[u8]), DecodeError> {
     let (peer, rest) = fingerprint(ty, body)?;
     let (&reason, rest) = rest.split_first().ok_or(DecodeError::Truncated(ty))?;
     let reason = RefusalReason::from_byte(reason).ok_or(DecodeError::Malformed(ty))?;
-    Ok((IntroductionRefused { peer, reason }, rest))
+    Ok(((peer, reason), rest))
 }
 
 pub(super) fn decode_introduce(body: &[u8]) -> Result<(Introduce, &[u8]), DecodeError> {
@@ -87,12 +148,8 @@ pub(super) fn decode_introduce(body: &[u8]) -> Result<(Introduce, &[u8]), Decode
         .split_first_chunk::<8>()
         .ok_or(DecodeError::Truncated(ty))?;
     let (peer, rest) = fingerprint(ty, rest)?;
-    let (&role, rest) = rest.split_first().ok_or(DecodeError::Truncated(ty))?;
-    let initiator = match role {
-        0 => false,
-        1 => true,
-        _ => return Err(DecodeError::Malformed(ty)),
-    };
+    let (&initiator, rest) = rest.split_first().ok_or(DecodeError::Truncated(ty))?;
+    let initiator = role(ty, initiator)?;
     let (delay_us, rest) = take::<u64>(ty, rest)?;
     let start_delay = core::time::Duration::from_micros(delay_us);
     if start_delay > MAX_START_DELAY {
@@ -118,7 +175,7 @@ mod tests {
 
     use super::*;
     use crate::frame::Frame;
-    use crate::rendezvous::Register;
+    use crate::rendezvous::{IntroductionRefused, Register, RelayRefused, RelayRequest};
 
     fn encoded(frame: &Frame<'_>) -> Vec<u8> {
         let mut buf = [0u8; 96];
@@ -157,6 +214,42 @@ mod tests {
             reason: RefusalReason::UnknownPeer,
         }));
         assert_eq!((refused[0], refused.len(), refused[33]), (0x19, 34, 1));
+        let request = encoded(&Frame::RelayRequest(RelayRequest {
+            peer: KeyFingerprint([0xab; 32]),
+        }));
+        assert_eq!((request[0], request.len(), request[32]), (0x1a, 33, 0xab));
+        let grant = encoded(&Frame::RelayGrant(RelayGrant {
+            slot: 0x0102_0304,
+            peer: KeyFingerprint([0xab; 32]),
+            initiator: true,
+        }));
+        assert_eq!(&grant[..6], [0x1b, 1, 2, 3, 4, 0xab]);
+        assert_eq!((grant.len(), grant[37]), (38, 1));
+        let full = encoded(&Frame::RelayRefused(RelayRefused {
+            peer: KeyFingerprint([0xab; 32]),
+            reason: RefusalReason::RelayFull,
+        }));
+        assert_eq!((full[0], full.len(), full[33]), (0x1c, 34, 4));
+    }
+
+    #[test]
+    fn a_grant_of_slot_zero_or_a_bad_role_is_refused() {
+        let grant = RelayGrant {
+            slot: 0,
+            peer: KeyFingerprint([1; 32]),
+            initiator: false,
+        };
+        let mut buf = [0u8; 64];
+        assert!(Frame::RelayGrant(grant).encode(&mut buf).is_err());
+        let ty = FrameType::RelayGrant;
+        let zero = [&[0x1b, 0, 0, 0, 0][..], &[1; 32], &[0]].concat();
+        assert_eq!(Frame::decode(&zero), Err(DecodeError::Malformed(ty)));
+        let bad_role = [&[0x1b, 0, 0, 0, 1][..], &[1; 32], &[2]].concat();
+        assert_eq!(Frame::decode(&bad_role), Err(DecodeError::Malformed(ty)));
+        assert_eq!(
+            Frame::decode(&bad_role[..37]),
+            Err(DecodeError::Truncated(ty))
+        );
     }
 
     #[test]
@@ -225,7 +318,7 @@ mod tests {
 
         #[test]
         fn any_body_decodes_to_a_frame_that_encodes_back_or_an_error(
-            ty in 0x16u8..=0x19,
+            ty in 0x16u8..=0x1c,
             body in prop::collection::vec(any::<u8>(), 0..64),
         ) {
             let mut bytes = vec![ty];
