@@ -19,6 +19,7 @@
 //! X25519 exchange does too). An X25519 private key is wiped when dropped.
 
 use core::fmt;
+use std::sync::Arc;
 
 use rand_core::CryptoRngCore;
 use rsa::pkcs8::der::pem;
@@ -209,7 +210,7 @@ impl IdentityKey {
     #[must_use]
     pub fn public(&self) -> PublicIdentity {
         match &self.0 {
-            KeyPair::Rsa(key) => PublicIdentity(PublicKind::Rsa(key.to_public_key())),
+            KeyPair::Rsa(key) => PublicIdentity(PublicKind::Rsa(Arc::new(key.to_public_key()))),
             KeyPair::X25519(secret) => {
                 PublicIdentity(PublicKind::X25519(PublicKey::from(secret).to_bytes()))
             }
@@ -235,13 +236,16 @@ impl IdentityKey {
 
 /// A long-term public key of either kind, which an initiator must know
 /// beforehand to reach its holder.
+///
+/// Cloning it is cheap: an RSA key's 2 048-bit modulus is shared by the
+/// clones (every connection to a responder keeps its key).
 #[derive(Clone, PartialEq, Eq)]
 pub struct PublicIdentity(pub(crate) PublicKind);
 
 /// The key of a [`PublicIdentity`].
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) enum PublicKind {
-    Rsa(RsaPublicKey),
+    Rsa(Arc<RsaPublicKey>),
     X25519([u8; X25519_KEY_LEN]),
 }
 
@@ -283,7 +287,7 @@ impl PublicIdentity {
         }
         let key = RsaPublicKey::from_public_key_der(der).map_err(KeyError::Spki)?;
         check_size(&key)?;
-        Ok(Self(PublicKind::Rsa(key)))
+        Ok(Self(PublicKind::Rsa(Arc::new(key))))
     }
 
     /// Loads a SubjectPublicKeyInfo PEM public key (`-----BEGIN PUBLIC
@@ -294,7 +298,7 @@ impl PublicIdentity {
         }
         let key = RsaPublicKey::from_public_key_pem(pem).map_err(KeyError::Spki)?;
         check_size(&key)?;
-        Ok(Self(PublicKind::Rsa(key)))
+        Ok(Self(PublicKind::Rsa(Arc::new(key))))
     }
 
     /// The public key as SubjectPublicKeyInfo DER.
@@ -333,7 +337,7 @@ impl PublicIdentity {
     }
 
     /// The RSA public key, if this is one.
-    pub(crate) const fn rsa(&self) -> Option<&RsaPublicKey> {
+    pub(crate) fn rsa(&self) -> Option<&RsaPublicKey> {
         match &self.0 {
             PublicKind::Rsa(key) => Some(key),
             PublicKind::X25519(_) => None,

@@ -51,12 +51,12 @@ impl Connection {
         if matches!(self.state, State::Connecting(_)) {
             self.finish_with(ConnectionError::LocallyClosed { code });
         } else if matches!(self.state, State::Established) && self.close_when_drained.is_none() {
-            self.close_when_drained = Some(PendingClose {
+            self.close_when_drained = Some(Box::new(PendingClose {
                 code,
                 reason,
                 held: self.held_bytes(),
                 deadline: now + self.drain_timeout(),
-            });
+            }));
             self.close_if_drained(now);
         }
     }
@@ -172,14 +172,14 @@ impl Connection {
             until: now + self.base_pto() * 3,
             resend_at: now + self.loss.pto(),
         };
-        self.close_frame = Some((kind, code, reason));
+        self.close_frame = Some(Box::new((kind, code, reason)));
         self.close_due = true;
         self.report_closed(error);
     }
 
     pub(super) fn report_closed(&mut self, error: ConnectionError) {
         if self.error.is_none() {
-            self.error = Some(error.clone());
+            self.error = Some(Box::new(error.clone()));
             self.notify(Event::Closed(error));
         }
     }
@@ -268,7 +268,8 @@ impl Connection {
     }
 
     fn send_pending_close(&mut self, now: Instant) {
-        let Some(PendingClose { code, reason, .. }) = self.close_when_drained.take() else {
+        let Some(PendingClose { code, reason, .. }) = self.close_when_drained.take().map(|p| *p)
+        else {
             return;
         };
         self.start_closing(

@@ -366,7 +366,7 @@ impl Connection {
     }
 
     pub(super) fn build_close(&mut self, buf: &mut [u8]) -> Option<usize> {
-        let (kind, code, reason) = self.close_frame.as_ref()?;
+        let (kind, code, reason) = self.close_frame.as_deref()?;
         let keys = self.keys.as_mut()?;
         let mut packet = keys.sealer.start(buf).ok()?;
         let room = packet.remaining().saturating_sub(32);
