@@ -245,6 +245,7 @@ mod tests {
                 destination: "192.0.2.1:7000".parse().expect("an address"),
                 len: 3,
                 segment_size: Some(3),
+                ttl: None,
             })
         })
         .expect("a transmit");
