@@ -169,6 +169,36 @@ fn relay_on(nats: &Nats, dir: &std::path::Path) -> (Server, PathBuf) {
     (relay, dir.join("tern.pub"))
 }
 
+/// A perf server behind the second NAT, listening on `listen` and
+/// registered with the rendezvous `via` names, and the JSON report of a
+/// perf client behind the first NAT that found it there by key, with the
+/// `client` options added.
+fn perf_via(
+    nats: &Nats,
+    via: [&str; 4],
+    listen: &str,
+    client: &[&str],
+) -> (Server, serde_json::Value) {
+    let keys = keys();
+    let mut args = vec!["perf", "server", "--listen", listen];
+    args.extend(["--key", path(&keys.private)]);
+    args.extend(via);
+    let server = Server::start_command(nats.tern_in("b"), &args);
+    server.lines_until("registered with the rendezvous");
+    let output = nats
+        .tern_in("a")
+        .args(["perf", "client", "--key", path(&keys.public), "--json"])
+        .args(via)
+        .args(client)
+        .output()
+        .expect("runs the client");
+    assert!(output.status.success(), "{output:?}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("one JSON document");
+    assert_eq!(report["bytes_agree"], true);
+    (server, report)
+}
+
 #[test]
 #[ignore = "needs root with ip and nftables (network namespaces); run with --ignored"]
 fn behind_a_cone_and_a_symmetric_linux_nat_perf_and_send_go_through_the_relay() {
@@ -185,22 +215,7 @@ fn behind_a_cone_and_a_symmetric_linux_nat_perf_and_send_go_through_the_relay() 
         "--rendezvous-key",
         path(&relay_pub),
     ];
-    let mut args = vec!["perf", "server", "--listen", "198.51.100.2:0"];
-    args.extend(["--key", path(&keys.private)]);
-    args.extend(via);
-    let server = Server::start_command(nats.tern_in("b"), &args);
-    server.lines_until("registered with the rendezvous");
-    let output = nats
-        .tern_in("a")
-        .args(["perf", "client", "--key", path(&keys.public)])
-        .args(via)
-        .args(["--bytes", "20M", "--json"])
-        .output()
-        .expect("runs the client");
-    assert!(output.status.success(), "{output:?}");
-    let report: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("one JSON document");
-    assert_eq!(report["bytes_agree"], true);
+    let (server, report) = perf_via(&nats, via, "198.51.100.2:0", &["--bytes", "20M"]);
     assert_eq!(report["path"], format!("relayed via {}", relay.addr));
     relay.lines_until("relaying a pair");
     assert!(nats.masqueraded("nat1") > 0 && nats.masqueraded("nat2") > 0);
@@ -246,7 +261,6 @@ fn peers_behind_two_cone_linux_nats_connect_directly_through_a_rendezvous() {
         panic!("network namespaces need root with ip: {why}");
     }
     let nats = Nats::up("cone", "cone");
-    let keys = keys();
     let dir = tempfile::tempdir().expect("temporary directory");
     let (relay, relay_pub) = relay_on(&nats, dir.path());
     let via = [
@@ -255,22 +269,12 @@ fn peers_behind_two_cone_linux_nats_connect_directly_through_a_rendezvous() {
         "--rendezvous-key",
         path(&relay_pub),
     ];
-    let mut args = vec!["perf", "server", "--listen", "198.51.100.2:5201"];
-    args.extend(["--key", path(&keys.private)]);
-    args.extend(via);
-    let server = Server::start_command(nats.tern_in("b"), &args);
-    server.lines_until("registered with the rendezvous");
-    let output = nats
-        .tern_in("a")
-        .args(["perf", "client", "--key", path(&keys.public)])
-        .args(via)
-        .args(["--bytes", "100M", "--json", "--no-relay"])
-        .output()
-        .expect("runs the client");
-    assert!(output.status.success(), "{output:?}");
-    let report: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("one JSON document");
-    assert_eq!(report["bytes_agree"], true);
+    let (_server, report) = perf_via(
+        &nats,
+        via,
+        "198.51.100.2:5201",
+        &["--bytes", "100M", "--no-relay"],
+    );
     // Direct: to the server's NAT, not through the rendezvous.
     let path_taken = report["path"].as_str().unwrap_or_default();
     assert!(path_taken.starts_with("direct 203.0.113.2:"), "{report}");

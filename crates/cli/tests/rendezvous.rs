@@ -6,54 +6,84 @@
 mod support;
 
 use std::path::PathBuf;
+use std::process::Output;
 
 use support::{Server, keys, path, random_file, receiver, run, sha256, stdout};
 
-/// A running `tern relay`, its key files, and their directory.
-fn relay() -> (Server, PathBuf, tempfile::TempDir) {
-    relay_with(&[])
+/// A running `tern relay` and its public key file.
+struct Relay {
+    server: Server,
+    public: PathBuf,
+    _dir: tempfile::TempDir,
 }
 
-/// [`relay`], with `extra` arguments.
-fn relay_with(extra: &[&str]) -> (Server, PathBuf, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let made = run(&["keygen", "--out", path(dir.path())]);
-    assert!(made.status.success(), "{made:?}");
-    let key = dir.path().join("tern.key");
-    let mut args = vec!["relay", "--listen", "127.0.0.1:0", "--key", path(&key)];
-    args.extend_from_slice(extra);
-    let relay = Server::start(&args);
-    (relay, dir.path().join("tern.pub"), dir)
+impl Relay {
+    /// A relay started with `extra` arguments.
+    fn start(extra: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let made = run(&["keygen", "--out", path(dir.path())]);
+        assert!(made.status.success(), "{made:?}");
+        let key = dir.path().join("tern.key");
+        let mut args = vec!["relay", "--listen", "127.0.0.1:0", "--key", path(&key)];
+        args.extend_from_slice(extra);
+        Self {
+            server: Server::start(&args),
+            public: dir.path().join("tern.pub"),
+            _dir: dir,
+        }
+    }
+
+    fn addr(&self) -> &str {
+        &self.server.addr
+    }
+
+    /// The options that name this relay as the rendezvous.
+    fn via(&self) -> [&str; 4] {
+        [
+            "--rendezvous",
+            self.addr(),
+            "--rendezvous-key",
+            path(&self.public),
+        ]
+    }
+
+    /// Runs `tern` with `args`, then this relay as the rendezvous.
+    fn run(&self, args: &[&str]) -> Output {
+        let mut args = args.to_vec();
+        args.extend(self.via());
+        run(&args)
+    }
+
+    /// A perf server registered with this relay under the test key.
+    fn perf_server(&self) -> Server {
+        let mut args = vec!["perf", "server", "--listen", "127.0.0.1:0"];
+        args.extend(["--key", path(&keys().private)]);
+        args.extend(self.via());
+        let server = Server::start(&args);
+        server.lines_until("registered with the rendezvous");
+        server
+    }
+
+    /// A receiver registered with this relay, writing into `out`.
+    fn receiver(&self, out: &std::path::Path) -> Server {
+        let receiver = receiver(out, &self.via());
+        receiver.lines_until("registered with the rendezvous");
+        receiver
+    }
 }
 
 #[test]
 fn a_perf_client_finds_a_registered_server_by_its_key_through_the_relay() {
-    let (relay, relay_pub, _dir) = relay();
+    let relay = Relay::start(&[]);
     let keys = keys();
-    let server = Server::start(&[
-        "perf",
-        "server",
-        "--listen",
-        "127.0.0.1:0",
-        "--key",
-        path(&keys.private),
-        "--rendezvous",
-        &relay.addr,
-        "--rendezvous-key",
-        path(&relay_pub),
-    ]);
-    server.lines_until("registered with the rendezvous");
-    relay.lines_until("connected");
+    let server = relay.perf_server();
+    relay.server.lines_until("connected");
 
-    let output = run(&[
+    let output = relay.run(&[
         "perf",
         "client",
         "--key",
         path(&keys.public),
-        "--rendezvous",
-        &relay.addr,
-        "--rendezvous-key",
-        path(&relay_pub),
         "--bytes",
         "10M",
     ]);
@@ -64,19 +94,10 @@ fn a_perf_client_finds_a_registered_server_by_its_key_through_the_relay() {
         "the client reached the server's own address: {printed}"
     );
     assert!(printed.contains("they agree"), "{printed}");
-    relay.lines_until("introduction made");
+    relay.server.lines_until("introduction made");
 
     // A key nobody registered: refused by the rendezvous, said plainly.
-    let output = run(&[
-        "perf",
-        "client",
-        "--key",
-        path(&keys.other_public),
-        "--rendezvous",
-        &relay.addr,
-        "--rendezvous-key",
-        path(&relay_pub),
-    ]);
+    let output = relay.run(&["perf", "client", "--key", path(&keys.other_public)]);
     assert!(!output.status.success());
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(said.contains("UnknownPeer"), "{said}");
@@ -84,30 +105,12 @@ fn a_perf_client_finds_a_registered_server_by_its_key_through_the_relay() {
 
 #[test]
 fn a_file_is_sent_to_a_receiver_found_through_the_relay() {
-    let (relay, relay_pub, _dir) = relay();
+    let relay = Relay::start(&[]);
     let out = tempfile::tempdir().expect("temporary directory");
-    let receiver = receiver(
-        out.path(),
-        &[
-            "--rendezvous",
-            &relay.addr,
-            "--rendezvous-key",
-            path(&relay_pub),
-        ],
-    );
-    receiver.lines_until("registered with the rendezvous");
+    let receiver = relay.receiver(out.path());
     let files = tempfile::tempdir().expect("temporary directory");
     let file = random_file(files.path(), "found.bin", 3 << 20);
-    let output = run(&[
-        "send",
-        path(&file),
-        "--key",
-        path(&keys().public),
-        "--rendezvous",
-        &relay.addr,
-        "--rendezvous-key",
-        path(&relay_pub),
-    ]);
+    let output = relay.run(&["send", path(&file), "--key", path(&keys().public)]);
     assert!(output.status.success(), "{output:?}");
     assert!(stdout(&output).contains(&receiver.addr), "sent directly");
     receiver.lines_until("found.bin");
@@ -116,30 +119,14 @@ fn a_file_is_sent_to_a_receiver_found_through_the_relay() {
 
 #[test]
 fn with_relay_only_the_data_goes_through_the_relay_and_arrives_intact() {
-    let (relay, relay_pub, _dir) = relay_with(&["--pair-rate", "200"]);
+    let relay = Relay::start(&["--pair-rate", "200"]);
     let keys = keys();
-    let server = Server::start(&[
-        "perf",
-        "server",
-        "--listen",
-        "127.0.0.1:0",
-        "--key",
-        path(&keys.private),
-        "--rendezvous",
-        &relay.addr,
-        "--rendezvous-key",
-        path(&relay_pub),
-    ]);
-    server.lines_until("registered with the rendezvous");
-    let output = run(&[
+    let _server = relay.perf_server();
+    let output = relay.run(&[
         "perf",
         "client",
         "--key",
         path(&keys.public),
-        "--rendezvous",
-        &relay.addr,
-        "--rendezvous-key",
-        path(&relay_pub),
         "--relay-only",
         "--bytes",
         "4M",
@@ -148,39 +135,26 @@ fn with_relay_only_the_data_goes_through_the_relay_and_arrives_intact() {
     assert!(output.status.success(), "{output:?}");
     let report: serde_json::Value =
         serde_json::from_str(&stdout(&output)).expect("one JSON document");
-    assert_eq!(report["path"], format!("relayed via {}", relay.addr));
+    assert_eq!(report["path"], format!("relayed via {}", relay.addr()));
     assert_eq!(report["bytes_agree"], true);
-    relay.lines_until("relaying a pair");
+    relay.server.lines_until("relaying a pair");
 
     // A file, relayed too.
     let out = tempfile::tempdir().expect("temporary directory");
-    let receiver = receiver(
-        out.path(),
-        &[
-            "--rendezvous",
-            &relay.addr,
-            "--rendezvous-key",
-            path(&relay_pub),
-        ],
-    );
-    receiver.lines_until("registered with the rendezvous");
+    let receiver = relay.receiver(out.path());
     let files = tempfile::tempdir().expect("temporary directory");
     let file = random_file(files.path(), "relayed.bin", 2 << 20);
-    let output = run(&[
+    let output = relay.run(&[
         "send",
         path(&file),
         "--key",
         path(&keys.public),
-        "--rendezvous",
-        &relay.addr,
-        "--rendezvous-key",
-        path(&relay_pub),
         "--relay-only",
     ]);
     assert!(output.status.success(), "{output:?}");
     let printed = stdout(&output);
     assert!(
-        printed.contains(&format!("path: relayed via {}", relay.addr)),
+        printed.contains(&format!("path: relayed via {}", relay.addr())),
         "{printed}"
     );
     receiver.lines_until("relayed.bin");
@@ -189,34 +163,17 @@ fn with_relay_only_the_data_goes_through_the_relay_and_arrives_intact() {
 
 #[test]
 fn a_relay_allowed_no_pairs_refuses_relay_only_by_type() {
-    let (relay, relay_pub, _dir) = relay_with(&["--max-pairs", "0"]);
-    let keys = keys();
-    let server = Server::start(&[
-        "perf",
-        "server",
-        "--listen",
-        "127.0.0.1:0",
-        "--key",
-        path(&keys.private),
-        "--rendezvous",
-        &relay.addr,
-        "--rendezvous-key",
-        path(&relay_pub),
-    ]);
-    server.lines_until("registered with the rendezvous");
-    let output = run(&[
+    let relay = Relay::start(&["--max-pairs", "0"]);
+    let _server = relay.perf_server();
+    let output = relay.run(&[
         "perf",
         "client",
         "--key",
-        path(&keys.public),
-        "--rendezvous",
-        &relay.addr,
-        "--rendezvous-key",
-        path(&relay_pub),
+        path(&keys().public),
         "--relay-only",
     ]);
     assert!(!output.status.success());
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(said.contains("RelayFull"), "{said}");
-    relay.lines_until("relay refused");
+    relay.server.lines_until("relay refused");
 }

@@ -117,12 +117,7 @@ async fn each_datagram_arrives_with_its_own_ttl(
 
 #[tokio::test]
 async fn every_backend_sends_a_datagrams_own_ttl_and_only_on_it() {
-    for backend in [
-        Backend::Portable,
-        Backend::Mmsg,
-        Backend::Offload,
-        Backend::IoUring,
-    ] {
+    for backend in Backend::ALL {
         each_datagram_arrives_with_its_own_ttl(backend, v4(), v4()).await;
     }
 }
@@ -134,12 +129,7 @@ async fn every_backend_sends_a_datagrams_own_hop_limit_over_ipv6() {
         eprintln!("skipped: no IPv6 loopback here");
         return;
     }
-    for backend in [
-        Backend::Portable,
-        Backend::Mmsg,
-        Backend::Offload,
-        Backend::IoUring,
-    ] {
+    for backend in Backend::ALL {
         each_datagram_arrives_with_its_own_ttl(backend, loopback, loopback).await;
     }
 }
@@ -151,12 +141,7 @@ async fn a_dual_stack_socket_sends_an_ipv4_datagrams_own_ttl() {
         eprintln!("skipped: no IPv6 here");
         return;
     }
-    for backend in [
-        Backend::Portable,
-        Backend::Mmsg,
-        Backend::Offload,
-        Backend::IoUring,
-    ] {
+    for backend in Backend::ALL {
         each_datagram_arrives_with_its_own_ttl(backend, any, v4()).await;
     }
 }
