@@ -97,6 +97,7 @@ impl Endpoint {
             self.forget_in_rendezvous(index);
         }
         self.keep_to_budget();
+        self.shrink_timers();
         if closed > 0 {
             self.stats.connections_closed += closed;
             let live = |i: &u32| self.connections.get(*i).is_some();
@@ -112,7 +113,7 @@ impl Endpoint {
     /// stale entries outnumber live ones, the heap is rebuilt from `armed`,
     /// in place, so it stays within twice the connections.
     fn push_timer(&mut self, at: Instant, index: u32) {
-        let limit = 2 * self.armed.len() + 16;
+        let limit = self.timer_room();
         if self.timers.len() >= limit {
             self.timers.clear();
             self.timers
@@ -122,6 +123,28 @@ impl Endpoint {
             // are added, not per deadline.
             self.timers.reserve(limit - self.timers.len());
             self.timers.push(Reverse((at, index)));
+        }
+    }
+
+    /// The most entries the heap holds before it is rebuilt: twice the
+    /// armed connections (one live entry each, and as many stale).
+    fn timer_room(&self) -> usize {
+        2 * self.armed.len() + 16
+    }
+
+    /// Gives back the heap's room once the connections it was sized for
+    /// are gone: a burst of handshakes leaves it with the capacity they
+    /// reached. Run at the end of a flush, when every touched connection
+    /// is armed again (in a timeout's loop the armed connections are
+    /// briefly fewer). It shrinks to the room the armed connections need
+    /// only when it has more than four times that, so that it is not
+    /// shrunk again before that many connections have gone: a shrink's
+    /// copy is paid for by the closes before it, and a new connection's
+    /// growth doubles it to no more than twice the room.
+    fn shrink_timers(&mut self) {
+        let room = self.timer_room().max(MIN_TIMER_CAPACITY);
+        if self.timers.capacity() > 4 * room {
+            self.timers.shrink_to(room);
         }
     }
 
@@ -137,6 +160,10 @@ impl Endpoint {
     }
 }
 
+/// The heap keeps at least this much room (entries) when it shrinks: a
+/// few connections' comings and goings never reallocate it.
+const MIN_TIMER_CAPACITY: usize = 256;
+
 /// An event without its payload, for telling repeats apart: its kind, and
 /// the stream it names. `Closed` has none: it comes once.
 pub(super) type EventKey = (std::mem::Discriminant<Event>, Option<StreamId>);
@@ -151,4 +178,50 @@ pub(super) fn event_key(event: &Event) -> Option<EventKey> {
         _ => None,
     };
     Some((std::mem::discriminant(event), stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+    use crate::EndpointConfig;
+
+    #[test]
+    fn the_timer_heap_gives_back_the_room_of_connections_gone() {
+        let now = Instant::now();
+        let config = EndpointConfig::default();
+        let mut endpoint =
+            Endpoint::new(config, None, [7; 32], now, SystemTime::now()).expect("valid config");
+        let deadline = now + Duration::from_secs(30);
+        // A burst: 10 000 connections armed at once.
+        for index in 0..10_000 {
+            endpoint.armed.insert(index, deadline);
+            endpoint.push_timer(deadline, index);
+        }
+        endpoint.flush();
+        let burst = endpoint.timers.capacity();
+        assert!(burst >= 20_016, "room for twice the armed: {burst}");
+        // All but 100 go: their entries are stale and pruned away.
+        endpoint.armed.retain(|&index, _| index < 100);
+        endpoint.timers.retain(|Reverse((_, index))| *index < 100);
+        endpoint.flush();
+        assert_eq!(endpoint.timers.capacity(), MIN_TIMER_CAPACITY);
+        assert_eq!(endpoint.timers.len(), 100);
+        // Connections come back one at a time: the heap grows by doubling
+        // and is not shrunk again while it holds no more than four times
+        // the room they need.
+        let mut shrinks = 0;
+        let mut capacity = endpoint.timers.capacity();
+        for index in 100..5_000 {
+            endpoint.armed.insert(index, deadline);
+            endpoint.push_timer(deadline, index);
+            endpoint.flush();
+            shrinks += usize::from(endpoint.timers.capacity() < capacity);
+            capacity = endpoint.timers.capacity();
+        }
+        assert_eq!(shrinks, 0);
+        assert!(capacity <= 4 * endpoint.timer_room(), "{capacity}");
+        assert_eq!(endpoint.timers.len(), 5_000);
+    }
 }

@@ -48,7 +48,8 @@ impl Streams {
             self.exempt = Exempt::Assembling(id);
         }
         let exempt = self.exempt == Exempt::Assembling(id);
-        let inc = self.incoming.get_mut(&id)?;
+        let tables = self.tables.get_mut();
+        let inc = tables.incoming.get_mut(&id)?;
         let assembly = inc.message.as_mut()?;
         let ready = inc.data.readable() as usize;
         if ready > 0 {
@@ -65,7 +66,7 @@ impl Streams {
                 && inc.window.poll_update().is_some()
             {
                 inc.data.set_limit(inc.window.limit());
-                self.max_stream_data_due.push(id);
+                tables.max_stream_data_due.push(id);
             }
         }
         let finished = inc.data.is_finished();
@@ -76,7 +77,7 @@ impl Streams {
         if !finished {
             return None;
         }
-        let inc = self.incoming.get_mut(&id)?;
+        let inc = self.tables.get_mut().incoming.get_mut(&id)?;
         let held = Held {
             charge: inc.charged,
             exempt,
@@ -116,6 +117,8 @@ impl Streams {
             return;
         }
         let Some(id) = self
+            .tables
+            .get()
             .incoming
             .iter()
             .filter(|(_, inc)| inc.message.is_some())
@@ -125,13 +128,13 @@ impl Streams {
             return;
         };
         self.exempt = Exempt::Assembling(id);
-        let Some(inc) = self.incoming.get_mut(&id) else {
+        let Some(inc) = self.tables.get_mut().incoming.get_mut(&id) else {
             return;
         };
         let charged = std::mem::take(&mut inc.charged);
         if inc.window.received() > INITIAL_STREAM_WINDOW / 2 && inc.window.poll_update().is_some() {
             inc.data.set_limit(inc.window.limit());
-            self.max_stream_data_due.push(id);
+            self.tables.get_mut().max_stream_data_due.push(id);
         }
         self.on_consumed(charged);
     }

@@ -53,13 +53,11 @@ pub(crate) mod send_stream;
 pub(crate) mod stream_id;
 #[cfg(test)]
 mod stream_tests;
+mod tables;
 #[cfg(test)]
 mod tests;
 
-use std::collections::VecDeque;
-
 use bytes::Bytes;
-use rustc_hash::FxHashMap;
 use tern_wire::{Frame, MaxStreamData, MaxStreams, PacketBuilder, ResetStream, StopSending};
 
 use super::carried::{Carried, CarriedRecord};
@@ -76,6 +74,7 @@ use scheduler::{Scheduler, Urgency};
 use send_budget::{Charge, SendBudget};
 use send_stream::SendStream;
 use stream_id::{Direction, Side, StreamId, StreamLimits};
+use tables::LazyTables;
 
 /// Whose turn it is to put data in a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -205,12 +204,8 @@ pub(crate) struct Held {
 pub(super) struct Streams {
     side: Side,
     limits: StreamLimits,
-    // Looked up for every packet sent, received and acknowledged, so they
-    // hash with FxHash: the keys cannot be chosen to collide, since the
-    // streams that exist are always the first ones of each kind, up to
-    // the limits this side announced.
-    outgoing: FxHashMap<StreamId, Outgoing>,
-    incoming: FxHashMap<StreamId, Incoming>,
+    /// The streams' halves and lists, out of line until the first stream.
+    tables: LazyTables,
     /// Where the incoming streams' bytes wait.
     pages: PagePool,
     /// The large message let past the connection window, if any.
@@ -229,9 +224,6 @@ pub(super) struct Streams {
     credit_wanted: bool,
     /// Bytes the application's streams may hold together, and each.
     budget: SendBudget,
-    /// Streams whose write took less than it was given, until they get
-    /// their writable event.
-    waiting: Vec<StreamId>,
     /// Room was released since the waiting list was last looked at.
     room_released: bool,
     /// Bytes the large messages' streams hold together (see
@@ -250,23 +242,8 @@ pub(super) struct Streams {
     retired_remote: [u64; 3],
     /// Stream counts last advertised to the peer, per kind.
     advertised_streams: [u64; 3],
-    /// Bidirectional streams the peer opened that the application has not
-    /// accepted yet.
-    accept_queue: VecDeque<StreamId>,
-    /// One-way application streams the peer opened, not accepted yet.
-    accept_one_way_queue: VecDeque<StreamId>,
-    /// Streams whose MaxStreamData is to be sent.
-    max_stream_data_due: Vec<StreamId>,
-    /// Streams whose reset is to be sent (or sent again).
-    resets_due: Vec<StreamId>,
-    /// Stop-sending requests to send: stream and code.
-    stops_due: Vec<(StreamId, u64)>,
     /// Whether MaxData is to be sent.
     max_data_due: bool,
-    /// Streams that became readable since the last look.
-    readable: Vec<StreamId>,
-    /// Streams that gained room to write, or were stopped, since the last look.
-    writable: Vec<StreamId>,
     /// Whether the peer opened streams since the last look.
     opened_by_peer: bool,
 }
@@ -295,9 +272,8 @@ impl Streams {
         ];
         Self {
             side,
+            tables: LazyTables::default(),
             limits: StreamLimits::new(side, [INITIAL_MAX_STREAMS; 3], [INITIAL_MAX_STREAMS; 3]),
-            outgoing: FxHashMap::default(),
-            incoming: FxHashMap::default(),
             pages: PagePool::new(config.receive_window.max(INITIAL_CONNECTION_WINDOW)),
             exempt: Exempt::Free,
             turns: Scheduler::new(),
@@ -310,7 +286,6 @@ impl Streams {
             granted: 0,
             credit_wanted: false,
             budget: SendBudget::new(config.send_buffer, config.stream_send_buffer),
-            waiting: Vec::new(),
             room_released: false,
             message_bytes: 0,
             message_room_released: false,
@@ -320,14 +295,7 @@ impl Streams {
             opened_remote: [0; 3],
             retired_remote: [0; 3],
             advertised_streams: [INITIAL_MAX_STREAMS; 3],
-            accept_queue: VecDeque::new(),
-            accept_one_way_queue: VecDeque::new(),
-            max_stream_data_due: Vec::new(),
-            resets_due: Vec::new(),
-            stops_due: Vec::new(),
             max_data_due: true,
-            readable: Vec::new(),
-            writable: Vec::new(),
             opened_by_peer: false,
         }
     }
@@ -345,9 +313,9 @@ impl Streams {
     pub(super) fn open(&mut self) -> Option<StreamId> {
         let id = self.limits.open(Direction::Bi)?;
         let out = self.new_outgoing();
-        self.outgoing.insert(id, out);
+        self.tables.get_mut().outgoing.insert(id, out);
         let inc = self.new_announced_incoming(id);
-        self.incoming.insert(id, inc);
+        self.tables.get_mut().incoming.insert(id, inc);
         Some(id)
     }
 
@@ -355,18 +323,18 @@ impl Streams {
     pub(super) fn open_one_way(&mut self) -> Option<StreamId> {
         let id = self.limits.open(Direction::OneWay)?;
         let out = self.new_outgoing();
-        self.outgoing.insert(id, out);
+        self.tables.get_mut().outgoing.insert(id, out);
         Some(id)
     }
 
     /// The next bidirectional stream the peer opened.
     pub(super) fn accept(&mut self) -> Option<StreamId> {
-        self.accept_queue.pop_front()
+        self.tables.existing()?.accept_queue.pop_front()
     }
 
     /// The next one-way stream the peer opened.
     pub(super) fn accept_one_way(&mut self) -> Option<StreamId> {
-        self.accept_one_way_queue.pop_front()
+        self.tables.existing()?.accept_one_way_queue.pop_front()
     }
 
     /// Whether the peer opened streams since the last look.
@@ -375,7 +343,9 @@ impl Streams {
     }
 
     fn retire_if_done(&mut self, id: StreamId) {
-        if self.incoming.contains_key(&id) || self.outgoing.contains_key(&id) {
+        if self.tables.get().incoming.contains_key(&id)
+            || self.tables.get().outgoing.contains_key(&id)
+        {
             return;
         }
         if id.opener() != self.side {
@@ -407,16 +377,16 @@ impl Streams {
                 Direction::Bi | Direction::OneWay => self.new_announced_incoming(new),
                 Direction::Uni => self.new_incoming(true),
             };
-            self.incoming.insert(new, inc);
+            self.tables.get_mut().incoming.insert(new, inc);
             match direction {
                 Direction::Bi => {
                     let out = self.new_outgoing();
-                    self.outgoing.insert(new, out);
-                    self.accept_queue.push_back(new);
+                    self.tables.get_mut().outgoing.insert(new, out);
+                    self.tables.get_mut().accept_queue.push_back(new);
                     self.opened_by_peer = true;
                 }
                 Direction::OneWay => {
-                    self.accept_one_way_queue.push_back(new);
+                    self.tables.get_mut().accept_one_way_queue.push_back(new);
                     self.opened_by_peer = true;
                 }
                 Direction::Uni => {}
@@ -450,9 +420,9 @@ impl Streams {
     pub(super) fn wants_to_send(&self) -> bool {
         !self.turns.is_empty()
             || self.max_data_due
-            || !self.max_stream_data_due.is_empty()
-            || !self.resets_due.is_empty()
-            || !self.stops_due.is_empty()
+            || !self.tables.get().max_stream_data_due.is_empty()
+            || !self.tables.get().resets_due.is_empty()
+            || !self.tables.get().stops_due.is_empty()
             || self.max_streams_due().is_some()
     }
 
@@ -497,7 +467,7 @@ impl Streams {
             record.push(Carried::MaxStreams(direction));
             wrote = true;
         }
-        while let Some(&id) = self.max_stream_data_due.last() {
+        while let Some(&id) = self.tables.get().max_stream_data_due.last() {
             if record.is_full() {
                 break;
             }
@@ -505,11 +475,13 @@ impl Streams {
             // needs no more credit: nothing is announced for it (RFC 9000
             // §4.5), so a stream reset as it opens costs no frame.
             let Some(inc) = self
+                .tables
+                .get()
                 .incoming
                 .get(&id)
                 .filter(|inc| inc.data.final_size().is_none())
             else {
-                self.max_stream_data_due.pop();
+                self.tables.get_mut().max_stream_data_due.pop();
                 continue;
             };
             let frame = Frame::MaxStreamData(MaxStreamData {
@@ -519,20 +491,22 @@ impl Streams {
             if packet.push(&frame).is_err() {
                 break;
             }
-            self.max_stream_data_due.pop();
+            self.tables.get_mut().max_stream_data_due.pop();
             record.push(Carried::MaxStreamData(id));
             wrote = true;
         }
-        while let Some(&id) = self.resets_due.last() {
+        while let Some(&id) = self.tables.get().resets_due.last() {
             if record.is_full() {
                 break;
             }
             let Some((code, final_size)) = self
+                .tables
+                .get()
                 .outgoing
                 .get(&id)
                 .and_then(|o| Some((o.reset_code?, o.data.reset_at()?)))
             else {
-                self.resets_due.pop();
+                self.tables.get_mut().resets_due.pop();
                 continue;
             };
             let frame = Frame::ResetStream(ResetStream {
@@ -543,11 +517,11 @@ impl Streams {
             if packet.push(&frame).is_err() {
                 break;
             }
-            self.resets_due.pop();
+            self.tables.get_mut().resets_due.pop();
             record.push(Carried::ResetStream(id));
             wrote = true;
         }
-        while let Some(&(id, code)) = self.stops_due.last() {
+        while let Some(&(id, code)) = self.tables.get().stops_due.last() {
             if record.is_full() {
                 break;
             }
@@ -558,7 +532,7 @@ impl Streams {
             if packet.push(&frame).is_err() {
                 break;
             }
-            self.stops_due.pop();
+            self.tables.get_mut().stops_due.pop();
             record.push(Carried::StopSending(id));
             wrote = true;
         }
@@ -585,6 +559,8 @@ impl Streams {
     /// [`messages::assembly`]).
     pub(super) fn receive_memory(&self) -> usize {
         let streams: usize = self
+            .tables
+            .get()
             .incoming
             .values()
             .map(|i| i.data.runs() * RUN_COST + i.message.as_ref().map_or(0, Assembly::memory))
@@ -596,11 +572,15 @@ impl Streams {
     /// unsent, plus what was received and not yet read.
     pub(super) fn memory(&self) -> usize {
         let out: usize = self
+            .tables
+            .get()
             .outgoing
             .values()
             .map(|o| o.data.buffered() + o.message.as_ref().map_or(0, Bytes::len))
             .sum();
         let inc: usize = self
+            .tables
+            .get()
             .incoming
             .values()
             .map(|i| i.data.buffered() as usize + i.message.as_ref().map_or(0, Assembly::len))

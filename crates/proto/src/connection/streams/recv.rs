@@ -40,7 +40,7 @@ impl Streams {
         let mut inc = self.new_incoming(false);
         inc.window = RecvWindow::new(self.stream_receive_window);
         inc.data.set_limit(inc.window.limit());
-        self.max_stream_data_due.push(id);
+        self.tables.get_mut().max_stream_data_due.push(id);
         inc
     }
 
@@ -50,12 +50,14 @@ impl Streams {
         code: u64,
     ) -> Result<(), ReadError> {
         let inc = self
+            .tables
+            .get_mut()
             .incoming
             .get_mut(&id)
             .ok_or(ReadError::UnknownStream(id))?;
         if inc.stop_code.is_none() {
             inc.stop_code = Some(code);
-            self.stops_due.push((id, code));
+            self.tables.get_mut().stops_due.push((id, code));
         }
         Ok(())
     }
@@ -63,7 +65,7 @@ impl Streams {
     /// Whether an application stream holds bytes, or an end, the
     /// application has not read yet.
     pub(in crate::connection) fn has_unread(&self) -> bool {
-        self.incoming.iter().any(|(id, inc)| {
+        self.tables.get().incoming.iter().any(|(id, inc)| {
             id.direction().is_application()
                 && (inc.data.readable() > 0
                     || inc.data.final_size().is_some()
@@ -73,7 +75,10 @@ impl Streams {
 
     /// Forgets every byte received and not yet read.
     pub(in crate::connection) fn discard_unread(&mut self) {
-        for (_, mut inc) in self.incoming.drain() {
+        let Some(tables) = self.tables.existing() else {
+            return;
+        };
+        for (_, mut inc) in tables.incoming.drain() {
             inc.data.discard(&mut self.pages);
         }
     }
@@ -87,7 +92,7 @@ impl Streams {
 
     /// Forgets the receiving half of `id`, its pages back to the pool.
     pub(super) fn remove_incoming(&mut self, id: StreamId) {
-        if let Some(mut inc) = self.incoming.remove(&id) {
+        if let Some(mut inc) = self.tables.get_mut().incoming.remove(&id) {
             inc.data.discard(&mut self.pages);
         }
     }
@@ -101,6 +106,8 @@ impl Streams {
             return Err(ReadError::UnknownStream(id));
         }
         let inc = self
+            .tables
+            .get_mut()
             .incoming
             .get_mut(&id)
             .ok_or(ReadError::UnknownStream(id))?;
@@ -119,7 +126,7 @@ impl Streams {
         inc.window.on_consumed(n as u64);
         if inc.window.poll_update().is_some() {
             inc.data.set_limit(inc.window.limit());
-            self.max_stream_data_due.push(id);
+            self.tables.get_mut().max_stream_data_due.push(id);
         }
         self.on_consumed(n as u64);
         Ok(ReadOutcome::Read(n))
@@ -144,7 +151,9 @@ impl Streams {
     /// fill more than half of it).
     fn grant_update(&mut self) {
         let held_back = if self.window.unused() <= self.window.current() / 2 {
-            self.incoming
+            self.tables
+                .get()
+                .incoming
                 .values()
                 .filter(|inc| inc.message.is_some())
                 .map(|inc| inc.charged)
@@ -212,12 +221,12 @@ impl Streams {
     /// [`Self::readable_taken`]). So a stream's event is queued once,
     /// however many frames made it readable, at a constant cost.
     pub(in crate::connection) fn poll_readable(&mut self) -> Option<StreamId> {
-        self.readable.pop()
+        self.tables.existing()?.readable.pop()
     }
 
     /// The application took `id`'s readable event.
     pub(in crate::connection) fn readable_taken(&mut self, id: StreamId) {
-        if let Some(inc) = self.incoming.get_mut(&id) {
+        if let Some(inc) = self.tables.existing().and_then(|t| t.incoming.get_mut(&id)) {
             inc.readable_queued = false;
         }
     }
@@ -244,7 +253,7 @@ impl Streams {
         fin: bool,
     ) -> Result<Option<Delivered>, ProtocolError> {
         self.remote_stream(id, true)?;
-        let Some(inc) = self.incoming.get_mut(&id) else {
+        let Some(inc) = self.tables.get_mut().incoming.get_mut(&id) else {
             return Ok(None);
         };
         if inc.reset_code.is_some() {
@@ -273,7 +282,7 @@ impl Streams {
             if (inc.data.readable() > 0 || inc.data.is_finished())
                 && !std::mem::replace(&mut inc.readable_queued, true)
             {
-                self.readable.push(id);
+                self.tables.get_mut().readable.push(id);
             }
             self.grant_update();
             return Ok(None);
@@ -289,7 +298,7 @@ impl Streams {
     ) -> Result<(), ProtocolError> {
         let id = StreamId(frame.id);
         self.remote_stream(id, true)?;
-        let Some(inc) = self.incoming.get_mut(&id) else {
+        let Some(inc) = self.tables.get_mut().incoming.get_mut(&id) else {
             return Ok(());
         };
         let grew = inc
@@ -316,7 +325,7 @@ impl Streams {
             inc.data.discard(&mut self.pages);
             inc.reset_code = Some(frame.error_code);
             if !std::mem::replace(&mut inc.readable_queued, true) {
-                self.readable.push(id);
+                self.tables.get_mut().readable.push(id);
             }
         }
         self.on_consumed(unread);
@@ -330,14 +339,20 @@ impl Streams {
     }
 
     pub(in crate::connection) fn on_max_stream_data_lost(&mut self, id: StreamId) {
-        if self.incoming.contains_key(&id) {
-            self.max_stream_data_due.push(id);
+        if self.tables.get().incoming.contains_key(&id) {
+            self.tables.get_mut().max_stream_data_due.push(id);
         }
     }
 
     pub(in crate::connection) fn on_stop_sending_lost(&mut self, id: StreamId) {
-        if let Some(code) = self.incoming.get(&id).and_then(|i| i.stop_code) {
-            self.stops_due.push((id, code));
+        if let Some(code) = self
+            .tables
+            .get()
+            .incoming
+            .get(&id)
+            .and_then(|i| i.stop_code)
+        {
+            self.tables.get_mut().stops_due.push((id, code));
         }
     }
 }

@@ -13,6 +13,7 @@ use super::scheduler::Urgency;
 use super::send_budget::{Charge, SendBudget};
 use super::send_stream::SendStream;
 use super::stream_id::{Direction, StreamId};
+use super::tables::Tables;
 use super::{Outgoing, StreamRun, Streams, Turn, UNSENT_LIMIT};
 use crate::config::INITIAL_STREAM_WINDOW;
 use crate::connection::carried::{Carried, CarriedRecord};
@@ -47,7 +48,7 @@ impl Streams {
         self.message_bytes += message.len();
         out.message = Some(message);
         Self::pump_message(&mut out);
-        self.outgoing.insert(id, out);
+        self.tables.get_mut().outgoing.insert(id, out);
         self.turns.schedule(Turn::Stream(id), Urgency::New);
         Ok(())
     }
@@ -89,7 +90,8 @@ impl Streams {
         id: StreamId,
         data: &[u8],
     ) -> Result<usize, WriteError> {
-        let out = Self::app_outgoing(&mut self.outgoing, id)?;
+        let tables = self.tables.get_mut();
+        let out = Self::app_outgoing(&mut tables.outgoing, id)?;
         if let Some(code) = out.reset_code {
             return Err(WriteError::Stopped(code));
         }
@@ -98,7 +100,7 @@ impl Streams {
         out.wants_room = n < data.len();
         if out.wants_room && !out.waiting {
             out.waiting = true;
-            self.waiting.push(id);
+            tables.waiting.push(id);
         }
         self.room_released |= Self::settle(out, &mut self.budget);
         if n > 0 {
@@ -108,7 +110,7 @@ impl Streams {
     }
 
     pub(in crate::connection) fn finish(&mut self, id: StreamId) -> Result<(), WriteError> {
-        let out = Self::app_outgoing(&mut self.outgoing, id)?;
+        let out = Self::app_outgoing(&mut self.tables.get_mut().outgoing, id)?;
         out.data.finish();
         self.room_released |= Self::settle(out, &mut self.budget);
         self.turns.schedule(Turn::Stream(id), Urgency::New);
@@ -120,12 +122,12 @@ impl Streams {
         id: StreamId,
         code: u64,
     ) -> Result<(), WriteError> {
-        let out = Self::app_outgoing(&mut self.outgoing, id)?;
+        let out = Self::app_outgoing(&mut self.tables.get_mut().outgoing, id)?;
         if out.reset_code.is_none() {
             out.reset_code = Some(code);
             out.data.reset();
             self.room_released |= Self::settle(out, &mut self.budget);
-            self.resets_due.push(id);
+            self.tables.get_mut().resets_due.push(id);
         }
         self.turns.remove(Turn::Stream(id));
         Ok(())
@@ -164,12 +166,12 @@ impl Streams {
     /// budget. An application stream's half gets a writable event: whoever
     /// waits for it to be stopped learns it is done with instead.
     fn remove_outgoing(&mut self, id: StreamId) {
-        if let Some(out) = self.outgoing.remove(&id) {
+        if let Some(out) = self.tables.get_mut().outgoing.remove(&id) {
             self.room_released |= self.budget.recharge(out.charge, Charge::default());
             self.message_bytes -= out.message_held;
             self.message_room_released |= out.message_held > 0;
             if id.direction().is_application() {
-                self.writable.push(id);
+                self.tables.get_mut().writable.push(id);
             }
         }
         self.turns.remove(Turn::Stream(id));
@@ -181,13 +183,17 @@ impl Streams {
         if !std::mem::take(&mut self.room_released) {
             return;
         }
-        let Self {
+        let Self { tables, budget, .. } = self;
+        // No stream ever written to waits.
+        let Some(tables) = tables.existing() else {
+            return;
+        };
+        let Tables {
             waiting,
             outgoing,
-            budget,
             writable,
             ..
-        } = self;
+        } = tables;
         waiting.retain(|id| {
             let Some(out) = outgoing.get_mut(id) else {
                 return false;
@@ -222,7 +228,9 @@ impl Streams {
 
     /// Bytes `write` would take on `id` now.
     pub(in crate::connection) fn writable(&self, id: StreamId) -> usize {
-        self.outgoing
+        self.tables
+            .get()
+            .outgoing
             .get(&id)
             .filter(|o| id.direction().is_application() && o.reset_code.is_none())
             .map_or(0, |o| Self::room(o, &self.budget))
@@ -232,7 +240,7 @@ impl Streams {
     /// `id` (`None` while it has not); an error once the sending half is
     /// done with (every byte, or its reset, acknowledged) or never was.
     pub(in crate::connection) fn stop_code(&self, id: StreamId) -> Result<Option<u64>, WriteError> {
-        match self.outgoing.get(&id) {
+        match self.tables.get().outgoing.get(&id) {
             Some(out) if id.direction().is_application() => Ok(out.stop_code),
             _ => Err(WriteError::UnknownStream(id)),
         }
@@ -241,7 +249,7 @@ impl Streams {
     /// The next stream that gained room to write, was stopped, or whose
     /// sending half is done with, since the last look.
     pub(in crate::connection) fn poll_writable(&mut self) -> Option<StreamId> {
-        self.writable.pop()
+        self.tables.existing()?.writable.pop()
     }
 
     // ---- the peer's side ----
@@ -252,7 +260,7 @@ impl Streams {
     ) -> Result<(), ProtocolError> {
         let id = StreamId(frame.id);
         self.remote_stream(id, false)?;
-        if let Some(out) = self.outgoing.get_mut(&id)
+        if let Some(out) = self.tables.get_mut().outgoing.get_mut(&id)
             && out.reset_code.is_none()
         {
             out.reset_code = Some(frame.error_code);
@@ -264,9 +272,9 @@ impl Streams {
                 self.message_room_released |= Self::settle_message(out, &mut self.message_bytes);
             }
             self.room_released |= Self::settle(out, &mut self.budget);
-            self.resets_due.push(id);
+            self.tables.get_mut().resets_due.push(id);
             self.turns.remove(Turn::Stream(id));
-            self.writable.push(id);
+            self.tables.get_mut().writable.push(id);
         }
         Ok(())
     }
@@ -277,7 +285,7 @@ impl Streams {
     ) -> Result<(), ProtocolError> {
         let id = StreamId(frame.id);
         self.remote_stream(id, false)?;
-        if let Some(out) = self.outgoing.get_mut(&id) {
+        if let Some(out) = self.tables.get_mut().outgoing.get_mut(&id) {
             out.credit.raise(frame.max);
             out.credit_announced = true;
             self.room_released |= out.waiting;
@@ -299,7 +307,7 @@ impl Streams {
     /// Puts every stream with something to send back in line (after the
     /// connection window opened).
     fn reschedule_all(&mut self) {
-        for (&id, out) in &self.outgoing {
+        for (&id, out) in &self.tables.get().outgoing {
             if out.data.wants_to_send(out.credit.limit()) {
                 self.turns.schedule(Turn::Stream(id), Urgency::New);
             }
@@ -315,7 +323,7 @@ impl Streams {
             len,
             fin,
         } = acked;
-        let Some(out) = self.outgoing.get_mut(&id) else {
+        let Some(out) = self.tables.get_mut().outgoing.get_mut(&id) else {
             return;
         };
         out.data.on_acked(offset, len, fin);
@@ -343,7 +351,7 @@ impl Streams {
         len: u32,
         fin: bool,
     ) {
-        let Some(out) = self.outgoing.get_mut(&id) else {
+        let Some(out) = self.tables.get_mut().outgoing.get_mut(&id) else {
             return;
         };
         out.data.on_lost(offset, u64::from(len), fin);
@@ -354,6 +362,8 @@ impl Streams {
 
     pub(in crate::connection) fn on_reset_acked(&mut self, id: StreamId) {
         if self
+            .tables
+            .get()
             .outgoing
             .get(&id)
             .is_some_and(|o| o.reset_code.is_some())
@@ -365,11 +375,13 @@ impl Streams {
 
     pub(in crate::connection) fn on_reset_lost(&mut self, id: StreamId) {
         if self
+            .tables
+            .get()
             .outgoing
             .get(&id)
             .is_some_and(|o| o.reset_code.is_some())
         {
-            self.resets_due.push(id);
+            self.tables.get_mut().resets_due.push(id);
         }
     }
 
@@ -389,7 +401,9 @@ impl Streams {
 
     /// Whether any stream data is waiting (for the close to drain).
     pub(in crate::connection) fn has_unacked_data(&self) -> bool {
-        self.outgoing
+        self.tables
+            .get()
+            .outgoing
             .values()
             .any(|o| o.reset_code.is_none() && (o.data.buffered() > 0 || o.message.is_some()))
     }
@@ -402,7 +416,7 @@ impl Streams {
         packet: &mut PacketBuilder<'_, '_>,
         record: &mut CarriedRecord,
     ) -> bool {
-        let Some(out) = self.outgoing.get_mut(&id) else {
+        let Some(out) = self.tables.get_mut().outgoing.get_mut(&id) else {
             return false;
         };
         if out.reset_code.is_some() || record.is_full() {
@@ -454,7 +468,7 @@ impl Streams {
     /// Streams that have something to send but wait for a full packet or
     /// the connection window: put back in line.
     pub(in crate::connection) fn requeue(&mut self, id: StreamId) {
-        if let Some(out) = self.outgoing.get(&id)
+        if let Some(out) = self.tables.get().outgoing.get(&id)
             && out.data.wants_to_send(out.credit.limit())
         {
             self.turns.schedule(Turn::Stream(id), Urgency::New);

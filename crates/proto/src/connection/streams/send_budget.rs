@@ -154,7 +154,8 @@ impl Streams {
         let (stream_changed, grew) = self.budget.follow_window(window);
         if stream_changed {
             let capacity = self.budget.stream_limit();
-            for out in self.outgoing.values_mut() {
+            let outgoing = self.tables.existing().map(|t| &mut t.outgoing);
+            for out in outgoing.into_iter().flat_map(|o| o.values_mut()) {
                 out.data.set_capacity(capacity);
             }
         }

@@ -45,7 +45,7 @@ fn ack(streams: &mut Streams, id: StreamId, offset: u64, len: u32) -> Vec<Stream
 
 fn woken(streams: &mut Streams) -> Vec<StreamId> {
     streams.wake_writers();
-    let mut woken = std::mem::take(&mut streams.writable);
+    let mut woken = std::mem::take(&mut streams.tables.get_mut().writable);
     woken.sort_by_key(|id| id.0);
     woken
 }
@@ -174,12 +174,15 @@ fn each_side_announces_a_bidirectional_streams_window_as_soon_as_it_knows_it() {
     streams
         .on_stream_frame(theirs, 0, b"hello", false)
         .expect("a valid frame");
-    let mut due = streams.max_stream_data_due.clone();
+    let mut due = streams.tables.get().max_stream_data_due.clone();
     due.sort_by_key(|id| id.0);
     assert_eq!(due, vec![own, theirs]);
     let window = ConnectionConfig::default().stream_receive_window;
-    assert_eq!(streams.incoming[&theirs].window.limit(), window);
-    assert_eq!(streams.incoming[&own].data.limit(), window);
+    assert_eq!(
+        streams.tables.get().incoming[&theirs].window.limit(),
+        window
+    );
+    assert_eq!(streams.tables.get().incoming[&own].data.limit(), window);
 }
 
 /// Hands the peer's large message `len` bytes long to `streams` in
@@ -209,19 +212,19 @@ fn a_message_within_half_the_initial_stream_window_asks_for_no_more_room() {
     let half = (INITIAL_STREAM_WINDOW / 2) as usize;
     assert!(receive_message(&mut streams, 0, 16 * 1024));
     assert!(receive_message(&mut streams, 1, half));
-    assert!(streams.max_stream_data_due.is_empty());
+    assert!(streams.tables.get().max_stream_data_due.is_empty());
     // A larger one asks, once it has taken half: the sender would
     // otherwise stop at the initial limit.
     let id = StreamId::new(Side::Responder, Direction::Uni, 2);
     streams
         .on_stream_frame(id, 0, &vec![7u8; half], false)
         .expect("a valid frame");
-    assert!(streams.max_stream_data_due.is_empty());
+    assert!(streams.tables.get().max_stream_data_due.is_empty());
     streams
         .on_stream_frame(id, half as u64, &[7u8; 100], false)
         .expect("a valid frame");
-    assert_eq!(streams.max_stream_data_due, vec![id]);
-    assert!(streams.incoming[&id].window.limit() > INITIAL_STREAM_WINDOW);
+    assert_eq!(streams.tables.get().max_stream_data_due, vec![id]);
+    assert!(streams.tables.get().incoming[&id].window.limit() > INITIAL_STREAM_WINDOW);
 }
 
 #[test]
@@ -244,8 +247,8 @@ fn send(streams: &mut Streams, id: StreamId, bytes: usize) -> Vec<StreamId> {
         tern_wire::KeyConfig::default(),
     );
     let mut buf = [0u8; 1452];
-    let target = streams.outgoing[&id].data.sent_offset() + bytes as u64;
-    while streams.outgoing[&id].data.sent_offset() < target {
+    let target = streams.tables.get().outgoing[&id].data.sent_offset() + bytes as u64;
+    while streams.tables.get().outgoing[&id].data.sent_offset() < target {
         let mut packet = sealer.start(&mut buf).expect("room for a packet");
         let mut record = CarriedRecord::new();
         if !streams.write_stream(id, &mut packet, &mut record) {
