@@ -508,7 +508,7 @@ impl Connection {
     /// key updates (`None` once the endpoint freed it). Datagrams per
     /// system call are the endpoint's: see [`Endpoint::stats`](crate::Endpoint::stats).
     pub fn stats(&self) -> Option<ConnectionStats> {
-        self.read_live(|s| s.stats)
+        self.read_live(|s| s.stats.as_deref().copied())
     }
 }
 

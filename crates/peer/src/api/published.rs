@@ -28,8 +28,10 @@ pub(crate) const WATCH_FOR: Duration = Duration::from_secs(1);
 /// What was published of one connection, as one copy.
 #[derive(Clone, Debug)]
 pub(crate) struct Snapshot {
-    /// `None` once the protocol freed the connection (likewise below).
-    pub(crate) stats: Option<ConnectionStats>,
+    /// `None` once the protocol freed the connection (likewise below), and
+    /// until a handle first reads it: boxed, so that the connections
+    /// nobody looks at (most, on a busy server) do not carry it.
+    pub(crate) stats: Option<Box<ConnectionStats>>,
     pub(crate) max_message_size: Option<u64>,
     pub(crate) max_datagram_size: Option<usize>,
     pub(crate) observed_address: Option<SocketAddr>,
@@ -94,6 +96,17 @@ impl Published {
         f(&self.snapshot.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
+    /// Publishes who is at the other end alone (the peer's address and the
+    /// identity it proved): what a connection nobody reads yet needs, so
+    /// that the handles still say it once the endpoint has stopped.
+    pub(crate) fn publish_peer(&self, remote: SocketAddr, identity: Option<&PublicIdentity>) {
+        let mut snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
+        snapshot.remote = remote;
+        if snapshot.identity.as_ref() != identity {
+            snapshot.identity = identity.cloned();
+        }
+    }
+
     /// Publishes the `connection` (`None`: freed), whose peer is at
     /// `remote` and proved `identity`.
     pub(crate) fn publish(
@@ -107,7 +120,10 @@ impl Published {
         let max_datagram_size = connection.map(ProtoConnection::max_datagram_size);
         let observed_address = connection.and_then(ProtoConnection::observed_address);
         let mut snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
-        snapshot.stats = stats;
+        match (stats, &mut snapshot.stats) {
+            (Some(stats), Some(held)) => **held = stats,
+            (stats, held) => *held = stats.map(Box::new),
+        }
         snapshot.max_message_size = max_message_size;
         snapshot.max_datagram_size = max_datagram_size;
         snapshot.observed_address = observed_address;

@@ -131,6 +131,14 @@ impl Slot {
         (self.remote, self.identity.as_ref())
     }
 
+    /// Publishes who is at the other end of the `connection` for the
+    /// handles: all a new connection publishes until a handle reads it.
+    fn publish_peer(&mut self, connection: Option<&ProtoConnection>) {
+        self.refresh(connection);
+        self.published
+            .publish_peer(self.remote, self.identity.as_ref());
+    }
+
     /// Publishes the `connection` (`None`: freed) for the handles.
     pub(crate) fn publish(&mut self, connection: Option<&ProtoConnection>) {
         self.refresh(connection);
@@ -269,7 +277,7 @@ impl EndpointState {
             None => tracing::Span::none(),
         };
         let mut slot = Slot::new(handle, remote, span, now);
-        slot.publish(connection.as_deref());
+        slot.publish_peer(connection.as_deref());
         self.slots.insert(id, slot);
         if let Some(stale) = self.by_handle.insert(handle, id) {
             // The protocol freed a connection and gave its handle to this
