@@ -513,8 +513,11 @@ impl Connection {
                 ack_eliciting = true;
             }
             let repeating = wrote_ack && self.limits_repeat.repeat(now, &mut self.streams);
-            ack_eliciting |= self.streams.write_control(&mut packet, &mut record);
-            if !repeating {
+            let wrote_control = self.streams.write_control(&mut packet, &mut record);
+            ack_eliciting |= wrote_control;
+            // Only control frames raise limits: a packet without any (a
+            // bulk sender's) is not looked through.
+            if wrote_control && !repeating {
                 self.limits_repeat.on_sent(now, rtt, &record);
             }
             while let Some(datagram) = self.datagrams_out.front() {

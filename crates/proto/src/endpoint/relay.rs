@@ -179,14 +179,15 @@ impl Endpoint {
                 return refuse(self, RefusalReason::RelayFull);
             }
             None => {
+                // The bucket first: a rate it refuses leaves no slot behind.
+                let rate = self.config.relay.bytes_per_second.max(1);
+                let Ok(bucket) = TokenBucket::new(rate, (rate / 10).max(64 * 1024)) else {
+                    return refuse(self, RefusalReason::RelayFull);
+                };
                 let asker_slot = self.relay.fresh_slot(&mut self.rng);
                 self.relay.slots.insert(asker_slot, asker_slot);
                 let target_slot = self.relay.fresh_slot(&mut self.rng);
                 self.relay.slots.insert(target_slot, asker_slot);
-                let rate = self.config.relay.bytes_per_second.max(1);
-                let Ok(bucket) = TokenBucket::new(rate, (rate / 10).max(64 * 1024)) else {
-                    return;
-                };
                 let ends = [
                     End {
                         slot: asker_slot,
