@@ -32,17 +32,18 @@ use quanta::Instant;
 use rand_core::RngCore;
 use rustc_hash::{FxHashMap, FxHashSet};
 use tern_wire::{
-    ConnectVia, Introduce, IntroductionRefused, KeyFingerprint, MAX_START_DELAY, PUNCH_LEN,
-    PublicIdentity, RefusalReason, RelayRequest, write_punch,
+    ConnectVia, Introduce, IntroductionRefused, KeyFingerprint, MAX_START_DELAY, PublicIdentity,
+    RefusalReason, RelayRequest,
 };
 
 mod fallback;
+mod punch;
 
 use super::{ConnectionHandle, Endpoint};
 #[cfg(doc)]
 use crate::EndpointConfig;
+use crate::Event;
 use crate::connection::signals::Signal;
-use crate::{Event, Transmit};
 
 /// When the side asked for punches, after its start: a few in the first
 /// second, spaced out, so that one lost punch or a late intro still meets
@@ -463,45 +464,6 @@ impl Endpoint {
         self.handle_rendezvous_timeout(now);
     }
 
-    /// A punch from `from`: for an introduction this side asked for, the
-    /// other side's address toward this one, which may be new.
-    pub(super) fn on_punch(&mut self, now: Instant, from: SocketAddr, nonce: [u8; 8]) {
-        self.rendezvous.latest = Some(now);
-        let Some(intro) = self.rendezvous.introductions.get_mut(&nonce) else {
-            self.stats.punches_unknown += 1;
-            return;
-        };
-        self.stats.punches_received += 1;
-        // A punch got through: the other side's NAT is open toward this
-        // one, so the intro goes now rather than at the start it was given.
-        if let Role::Initiator {
-            start_at: start_at @ Some(_),
-            ..
-        } = &mut intro.role
-        {
-            *start_at = Some(now);
-            self.handle_rendezvous_timeout(now);
-        }
-        let Some(intro) = self.rendezvous.introductions.get_mut(&nonce) else {
-            return;
-        };
-        let Role::Initiator {
-            key,
-            start_at: None,
-            attempts,
-            won: false,
-            ..
-        } = &mut intro.role
-        else {
-            return;
-        };
-        if attempts.len() >= MAX_ATTEMPTS || attempts.iter().any(|(to, _)| *to == from) {
-            return;
-        }
-        let key = key.clone();
-        self.start_attempt(now, nonce, from, &key);
-    }
-
     /// Starts one of introduction `nonce`'s connects, to `to`; returns its
     /// connection.
     fn start_attempt(
@@ -590,41 +552,6 @@ impl Endpoint {
             self.rendezvous.introductions.remove(&nonce);
             self.introduction_failed(rendezvous, peer, None);
         }
-    }
-
-    /// The next punch due, written into `buf`: the asker's one of small
-    /// TTL as soon as its introduction arrived, the other side's on their
-    /// schedule.
-    pub(super) fn poll_punch(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        let dst = buf.get_mut(..PUNCH_LEN)?;
-        let punch_ttl = self.config.punch_ttl;
-        let (nonce, to, ttl) =
-            self.rendezvous
-                .introductions
-                .iter_mut()
-                .find_map(|(nonce, intro)| match &mut intro.role {
-                    Role::Target { to, start, sent } => {
-                        let at = *start + *PUNCH_SCHEDULE.get(*sent)?;
-                        (at <= now).then(|| {
-                            *sent += 1;
-                            (*nonce, *to, None)
-                        })
-                    }
-                    Role::Initiator {
-                        address, opened, ..
-                    } => (!*opened).then(|| {
-                        *opened = true;
-                        (*nonce, *address, punch_ttl)
-                    }),
-                })?;
-        dst.copy_from_slice(&write_punch(&nonce));
-        self.stats.punches_sent += 1;
-        Some(Transmit {
-            destination: to,
-            len: PUNCH_LEN,
-            segment_size: None,
-            ttl,
-        })
     }
 
     /// A connect an introduction started connected (`true`) or closed.
