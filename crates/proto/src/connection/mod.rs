@@ -36,6 +36,7 @@
 mod carried;
 mod close;
 mod datagram_queue;
+mod datagrams;
 mod error;
 mod event;
 mod figures;
@@ -525,47 +526,6 @@ impl Connection {
                 .on_consumed(message.len() as u64 + MESSAGE_CHARGE);
         }
         Some(message)
-    }
-
-    /// Queues an unreliable datagram: sent once if it fits a packet, never
-    /// re-sent. When `datagram_send_queue` are already waiting, the oldest
-    /// is dropped (and counted) for it.
-    pub fn send_datagram(&mut self, datagram: Bytes) -> Result<(), SendError> {
-        if !self.is_open_for_data() {
-            return Err(SendError::Closed);
-        }
-        if datagram.len() > small_message_limit() {
-            self.stats.datagrams_dropped += 1;
-            return Err(SendError::TooLarge(datagram.len()));
-        }
-        if self.datagrams_out.push(datagram) {
-            self.stats.datagrams_dropped += 1;
-            self.stats.datagrams_send_queue_dropped += 1;
-        }
-        Ok(())
-    }
-
-    /// Queues an unreliable datagram like [`send_datagram`](Self::send_datagram),
-    /// but gives it back (as [`SendError::Blocked`]) rather than drop the
-    /// oldest when `datagram_send_queue` are already waiting;
-    /// [`Event::DatagramsWritable`] follows once one has left.
-    pub fn try_send_datagram(&mut self, datagram: Bytes) -> Result<(), SendError> {
-        if self.is_open_for_data() && self.datagrams_out.is_full() {
-            self.datagrams_out.want_room();
-            return Err(SendError::Blocked(datagram));
-        }
-        self.send_datagram(datagram)
-    }
-
-    /// The largest datagram [`send_datagram`](Self::send_datagram) takes:
-    /// what one packet carries on any path (its 1 200-byte minimum).
-    pub fn max_datagram_size(&self) -> usize {
-        small_message_limit()
-    }
-
-    /// The next unreliable datagram, if one arrived.
-    pub fn recv_datagram(&mut self) -> Option<Bytes> {
-        self.datagrams_in.pop_front().map(|(datagram, ())| datagram)
     }
 
     /// Opens a bidirectional stream; `None` while the peer allows no more
