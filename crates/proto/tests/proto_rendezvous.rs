@@ -47,8 +47,20 @@ fn every_pair_of_nat_kinds_connects_directly_where_the_nats_allow_it_and_relayed
                 );
                 let (first_byte, all) = world.transfer(connection, 1 << 20);
                 let how = if relayed { "relayed" } else { "direct" };
+                // A relayed cell probes the direct way while it moves its
+                // MB, and finds none: a symmetric NAT's port toward the
+                // peer is one nobody saw.
+                let went_direct = world.endpoint(world.asker).went_direct_after(connection);
+                assert_eq!(went_direct, None, "{cell}");
+                let direct_after = if relayed {
+                    "no direct path".to_owned()
+                } else {
+                    format!("direct path after {connected_in:?}")
+                };
                 table.push(format!(
-                    "{cell}: {how} in {connected_in:?}, first byte {first_byte:?} later, 1 MB in {all:?}"
+                    "{cell}: {how} in {connected_in:?}, {direct_after}, first byte {first_byte:?} \
+                     after the stream opened ({:?} after the ask), 1 MB in {all:?}",
+                    connected_in + first_byte
                 ));
                 let stats = world.endpoint(world.rendezvous).stats();
                 assert_eq!(stats.introductions_made, 1, "{cell}");
