@@ -13,9 +13,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use support::rendezvous::{ASKER, RENDEZVOUS, World, addr, direct_possible, key, kinds};
+use support::{seed_bytes, wall_start};
 use tern_proto::{
-    ConnectionHandle, ConnectionPath, EndpointConfig, EndpointStats, Event, Node, PathPolicy,
-    PublicIdentity, RefusalReason, RelayConfig, TransmitLimits,
+    ConnectionHandle, ConnectionPath, Endpoint, EndpointConfig, EndpointStats, Event, Node,
+    PathPolicy, PublicIdentity, RefusalReason, RelayConfig, TransmitLimits,
 };
 use tern_sim::{NatConfig, NodeId, Seed};
 
@@ -466,4 +467,39 @@ fn a_forged_or_replayed_packet_from_elsewhere_moves_no_relayed_connection() {
     let got: Vec<_> = std::iter::from_fn(|| connection.recv_message()).collect();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].len(), 1000);
+}
+
+#[test]
+fn a_resumed_intro_refused_through_the_relay_is_told_so_and_falls_back_at_once() {
+    let seed = Seed::from_env_or(2512);
+    let (mut world, _first) = relayed_world(seed.value(), RelayConfig::default());
+    world.sim.run_for(Duration::from_millis(500));
+    // The rendezvous's ticket and the target's.
+    assert_eq!(world.endpoint(world.asker).stats().tickets_received, 2);
+    // The target restarts: the same key, a new ticket key; it connects to
+    // the rendezvous and registers again.
+    let now = world.sim.now();
+    let mut restarted = Endpoint::new(
+        EndpointConfig::default(),
+        Some(key(3)),
+        seed_bytes(seed.value(), 30),
+        now,
+        wall_start(),
+    )
+    .expect("config");
+    let to_r = restarted
+        .connect(now, addr(RENDEZVOUS), &key(1).public())
+        .expect("connect");
+    *world.endpoint(world.target) = restarted;
+    world.target_to_r = to_r;
+    world.until(Duration::from_secs(10), |w| w.connected(w.target, to_r));
+    // The asker's relayed connect resumes with the old ticket; the
+    // target refuses it, through the relay, and the asker sends a full
+    // intro at once rather than waiting out its handshake timeout.
+    let (outcome, took) = world.introduce_with(Duration::from_secs(5), PathPolicy::RelayOnly);
+    assert!(matches!(outcome, Event::Introduced { .. }), "{outcome:?}");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert_eq!(world.endpoint(world.target).stats().resumptions_refused, 1);
+    let asker = world.endpoint(world.asker).stats();
+    assert_eq!((asker.connects_resumed, asker.resume_fallbacks), (1, 1));
 }

@@ -104,8 +104,9 @@ pub struct Endpoint {
     tokens: Tokens,
     /// Retries waiting to be sent: destination and datagram.
     retries: VecDeque<(SocketAddr, [u8; tern_wire::RETRY_LEN])>,
-    /// ResumeRefused packets waiting to be sent: destination and datagram.
-    refusals: VecDeque<(SocketAddr, [u8; tern_wire::RESUME_REFUSED_LEN])>,
+    /// ResumeRefused packets waiting to be sent: destination, the relay
+    /// slot to send it on (if the intro came through a relay), datagram.
+    refusals: VecDeque<(SocketAddr, Option<u32>, [u8; tern_wire::RESUME_REFUSED_LEN])>,
     /// The tickets this side holds for its connects.
     tickets: TicketCache,
     /// Draws the ticket key and the tickets' nonces: a stream of its own,
@@ -460,7 +461,7 @@ impl Node for Endpoint {
                 if self.refusing {
                     self.stats.intros_declined += 1;
                 } else {
-                    self.handle_intro(now, from, datagram, false);
+                    self.handle_intro(now, from, datagram, None);
                 }
                 return;
             }
@@ -468,7 +469,7 @@ impl Node for Endpoint {
                 if self.refusing {
                     self.stats.intros_declined += 1;
                 } else {
-                    self.handle_intro(now, from, datagram, false);
+                    self.handle_intro(now, from, datagram, None);
                 }
                 return;
             }

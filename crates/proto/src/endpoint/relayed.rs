@@ -329,13 +329,13 @@ impl Endpoint {
                 // Only a repeat of the intro that made it (answered with
                 // the stored reply): a slot carries one connection.
                 if self.is_repeated_intro(inner) {
-                    self.handle_intro(now, from, inner, true);
+                    self.handle_intro(now, from, inner, Some(slot));
                 } else {
                     self.stats.relayed_dropped += 1;
                 }
                 return;
             }
-            if let Some(index) = self.handle_intro(now, from, inner, true) {
+            if let Some(index) = self.handle_intro(now, from, inner, Some(slot)) {
                 self.carry(now, index, slot);
             }
             return;
