@@ -309,7 +309,6 @@ pub(crate) async fn client(args: ClientArgs) -> Result<(), CliError> {
     .await?;
     let addr = connection.remote_address();
     let path = Path {
-        route: rendezvous::path_of(&connection),
         connect: connecting.elapsed(),
     };
     let run = run_client(&args, params, &path, addr, &endpoint, &connection).await;
@@ -318,8 +317,6 @@ pub(crate) async fn client(args: ClientArgs) -> Result<(), CliError> {
 
 /// How the client reached the server.
 struct Path {
-    /// `direct ADDR` or `relayed via ADDR`.
-    route: String,
     /// How long the connect took.
     connect: Duration,
 }
@@ -407,13 +404,17 @@ async fn run_client(
             });
         }
     };
+    // Read at the end: a relayed connection may have gone direct.
+    let route = rendezvous::path_of(connection);
+    let went_direct = connection.went_direct_after();
     connection.close(0, Bytes::from_static(b"done")).await;
     let (agree, lines) = agreement(&mine, &theirs);
     if args.json {
         let document = JsonReport {
             address: addr,
-            path: path.route.clone(),
+            path: route,
             connect_ms: path.connect.as_secs_f64() * 1e3,
+            went_direct_ms: went_direct.map(|after| after.as_secs_f64() * 1e3),
             backend: endpoint.backend().to_string(),
             params,
             intervals: &intervals,
@@ -429,7 +430,7 @@ async fn run_client(
         println!(
             "{}; path: {}, connected in {}",
             summary_line("client", &mine),
-            path.route,
+            route,
             units::millis(path.connect),
         );
         println!("{}", summary_line("server", &theirs));

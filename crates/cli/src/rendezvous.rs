@@ -17,6 +17,7 @@ use tern_peer::{ConnectError, Connection, Endpoint, IdentityKey, PublicIdentity}
 use crate::error::CliError;
 use crate::keys;
 use crate::net::{self, NetOptions};
+use crate::units;
 
 /// Where to register, or to find the peer.
 #[derive(Clone, Debug, Args)]
@@ -62,12 +63,17 @@ impl PathOptions {
 }
 
 /// Which way `connection`'s packets go, as the summaries say it:
-/// `direct ADDR` or `relayed via ADDR`.
+/// `direct ADDR`, `relayed via ADDR`, or `direct ADDR, went direct after
+/// N ms` for a connection that started relayed and moved.
 pub(crate) fn path_of(connection: &Connection) -> String {
-    match connection.path() {
+    let path = match connection.path() {
         Some(ConnectionPath::Relayed { via }) => format!("relayed via {via}"),
         Some(ConnectionPath::Direct(addr)) => format!("direct {addr}"),
         _ => format!("direct {}", connection.remote_address()),
+    };
+    match connection.went_direct_after() {
+        Some(after) => format!("{path}, went direct after {}", units::millis(after)),
+        None => path,
     }
 }
 

@@ -6,7 +6,8 @@
 //! unless asked for (`cargo test -p tern-cli --test nat -- --ignored`, which
 //! CI runs as root); asked for where they are missing, it fails and says why.
 //! Two peers behind two such cone NATs find each other through `tern relay`
-//! on the public side and connect directly.
+//! on the public side and connect directly; a pair with a symmetric NAT
+//! (cone and symmetric, or two symmetric) goes through the relay.
 
 mod support;
 
@@ -202,10 +203,24 @@ fn perf_via(
 #[test]
 #[ignore = "needs root with ip and nftables (network namespaces); run with --ignored"]
 fn behind_a_cone_and_a_symmetric_linux_nat_perf_and_send_go_through_the_relay() {
+    perf_and_send_through_the_relay("cone", "symmetric", "20M");
+}
+
+#[test]
+#[ignore = "needs root with ip and nftables (network namespaces); run with --ignored"]
+fn behind_two_symmetric_linux_nats_perf_and_send_go_through_the_relay() {
+    perf_and_send_through_the_relay("symmetric", "symmetric", "100M");
+}
+
+/// Peers behind `nat1` and `nat2` (a pair with a symmetric NAT: no direct
+/// path), found through `tern relay`: `tern perf` moves `bytes` intact
+/// through the relay, and `tern send` a file of 8 MiB. Both stay relayed
+/// (they probe the direct way while relayed, and find none).
+fn perf_and_send_through_the_relay(nat1: &str, nat2: &str, bytes: &str) {
     if let Err(why) = support::root_with(&["ip", "bash"]) {
         panic!("network namespaces need root with ip: {why}");
     }
-    let nats = Nats::up("cone", "symmetric");
+    let nats = Nats::up(nat1, nat2);
     let keys = keys();
     let dir = tempfile::tempdir().expect("temporary directory");
     let (relay, relay_pub) = relay_on(&nats, dir.path());
@@ -215,13 +230,14 @@ fn behind_a_cone_and_a_symmetric_linux_nat_perf_and_send_go_through_the_relay() 
         "--rendezvous-key",
         path(&relay_pub),
     ];
-    let (server, report) = perf_via(&nats, via, "198.51.100.2:0", &["--bytes", "20M"]);
+    let (server, report) = perf_via(&nats, via, "198.51.100.2:0", &["--bytes", bytes]);
     assert_eq!(report["path"], format!("relayed via {}", relay.addr));
+    assert_eq!(report["went_direct_ms"], serde_json::Value::Null);
+    println!("{nat1}/{nat2}, relayed: {}", report["server"]);
     relay.lines_until("relaying a pair");
     assert!(nats.masqueraded("nat1") > 0 && nats.masqueraded("nat2") > 0);
     drop(server);
-
-    // A file, to a receiver behind the symmetric NAT.
+    // A file, to a receiver behind the second NAT.
     let out = tempfile::tempdir().expect("temporary directory");
     let mut args = vec![
         "recv",

@@ -151,4 +151,7 @@ async fn relay_only_carries_the_connection_through_the_rendezvous_both_ways() {
     let stats = introduced.rendezvous.stats().protocol;
     assert_eq!(stats.relay_pairs_made, 1);
     assert!(stats.relay_packets_forwarded >= 4, "{stats:?}");
+    // Relay only: no direct address to probe, so it stays relayed.
+    assert_eq!(to_target.went_direct_after(), None);
+    assert_eq!(to_target.path(), Some(ConnectionPath::Relayed { via }));
 }

@@ -12,243 +12,13 @@ mod support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use rand_chacha::ChaCha20Rng;
-use rand_chacha::rand_core::SeedableRng;
-use support::{EndpointSim, OnSim, seed_bytes, wall_start};
+use support::rendezvous::{ASKER, RENDEZVOUS, World, addr, direct_possible, key, kinds};
+use support::{seed_bytes, wall_start};
 use tern_proto::{
-    ConnectionHandle, ConnectionPath, Endpoint, EndpointConfig, EndpointStats, Event, IdentityKey,
-    Node, PathPolicy, PublicIdentity, ReadOutcome, RefusalReason, RelayConfig, TransmitLimits,
+    ConnectionHandle, ConnectionPath, Endpoint, EndpointConfig, EndpointStats, Event, Node,
+    PathPolicy, PublicIdentity, RefusalReason, RelayConfig, TransmitLimits,
 };
-use tern_sim::{LinkConfig, NatConfig, NodeId, Seed, Sim, SimConfig};
-
-const RENDEZVOUS: &str = "198.51.100.10:7000";
-const ASKER: &str = "192.168.1.2:4000";
-const TARGET: &str = "192.168.2.2:4000";
-
-fn addr(s: &str) -> SocketAddr {
-    s.parse().expect("an address")
-}
-
-fn key(seed: u64) -> IdentityKey {
-    IdentityKey::generate_x25519(&mut ChaCha20Rng::seed_from_u64(seed))
-}
-
-/// A rendezvous on the public side, the asker and the target each behind
-/// a NAT of its own, both connected to the rendezvous.
-struct World {
-    sim: EndpointSim,
-    rendezvous: NodeId,
-    asker: NodeId,
-    target: NodeId,
-    /// The asker's and the target's connections to the rendezvous.
-    asker_to_r: ConnectionHandle,
-    target_to_r: ConnectionHandle,
-    target_key: PublicIdentity,
-}
-
-impl World {
-    fn new(seed: u64, asker_nat: NatConfig, target_nat: NatConfig, loss: f64) -> Self {
-        Self::with_relay(seed, asker_nat, target_nat, loss, RelayConfig::default())
-    }
-
-    /// [`new`](Self::new), the rendezvous relaying as `relay` says.
-    fn with_relay(
-        seed: u64,
-        asker_nat: NatConfig,
-        target_nat: NatConfig,
-        loss: f64,
-        relay: RelayConfig,
-    ) -> Self {
-        let link = LinkConfig {
-            delay: Duration::from_millis(10),
-            loss,
-            ..LinkConfig::default()
-        };
-        let mut sim = Sim::new(SimConfig::seeded(seed).with_default_link(link));
-        let now = sim.now();
-        let config = EndpointConfig::default();
-        let endpoint = |identity: IdentityKey, salt| {
-            Endpoint::new(
-                config,
-                Some(identity),
-                seed_bytes(seed, salt),
-                now,
-                wall_start(),
-            )
-            .expect("config")
-        };
-        let r_key = key(1).public();
-        let target_key = key(3).public();
-        let mut asker = endpoint(key(2), 2);
-        let mut target = endpoint(key(3), 3);
-        let asker_to_r = asker
-            .connect(now, addr(RENDEZVOUS), &r_key)
-            .expect("connect");
-        let target_to_r = target
-            .connect(now, addr(RENDEZVOUS), &r_key)
-            .expect("connect");
-        let mut r_config = config;
-        r_config.relay = relay;
-        let r_endpoint = Endpoint::new(
-            r_config,
-            Some(key(1)),
-            seed_bytes(seed, 1),
-            now,
-            wall_start(),
-        )
-        .expect("config");
-        let rendezvous = sim
-            .add_node(OnSim(r_endpoint), &[addr(RENDEZVOUS)])
-            .expect("address");
-        let nat_a = sim.add_nat(asker_nat, "203.0.113.1".parse().expect("ip"));
-        let nat_b = sim.add_nat(target_nat, "203.0.113.2".parse().expect("ip"));
-        let asker = sim
-            .add_node_behind(nat_a, OnSim(asker), &[addr(ASKER)])
-            .expect("address");
-        let target = sim
-            .add_node_behind(nat_b, OnSim(target), &[addr(TARGET)])
-            .expect("address");
-        let mut world = Self {
-            sim,
-            rendezvous,
-            asker,
-            target,
-            asker_to_r,
-            target_to_r,
-            target_key,
-        };
-        world.until(Duration::from_secs(10), |w| {
-            w.connected(w.asker, w.asker_to_r) && w.connected(w.target, w.target_to_r)
-        });
-        world
-    }
-
-    fn endpoint(&mut self, node: NodeId) -> &mut Endpoint {
-        &mut self.sim.node_mut(node).0
-    }
-
-    fn connected(&mut self, node: NodeId, handle: ConnectionHandle) -> bool {
-        self.endpoint(node)
-            .connection(handle)
-            .is_some_and(|c| c.peer_identity().is_some() && c.is_established())
-    }
-
-    fn until(&mut self, deadline: Duration, mut done: impl FnMut(&mut Self) -> bool) {
-        let end = self.sim.elapsed() + deadline;
-        while !done(self) {
-            assert!(self.sim.elapsed() <= end, "not done in {deadline:?}");
-            assert!(self.sim.step(), "the simulation went quiet");
-        }
-    }
-
-    /// The next introduction outcome on the asker's rendezvous connection.
-    fn introduction(&mut self, deadline: Duration) -> Event {
-        let mut outcome = None;
-        let handle = self.asker_to_r;
-        self.until(deadline, |w| {
-            while let Some((h, event)) = w.endpoint(w.asker).poll_event() {
-                if h == handle
-                    && matches!(
-                        event,
-                        Event::Introduced { .. } | Event::IntroductionFailed { .. }
-                    )
-                {
-                    outcome = Some(event);
-                }
-            }
-            outcome.is_some()
-        });
-        outcome.expect("an outcome")
-    }
-
-    /// Registers the target, then asks for it from the asker: the outcome,
-    /// and the virtual time from the ask to it.
-    fn introduce(&mut self, deadline: Duration) -> (Event, Duration) {
-        self.introduce_with(deadline, PathPolicy::default())
-    }
-
-    /// [`introduce`](Self::introduce) on the paths `policy` allows.
-    fn introduce_with(&mut self, deadline: Duration, policy: PathPolicy) -> (Event, Duration) {
-        let (target_to_r, asker_to_r) = (self.target_to_r, self.asker_to_r);
-        assert!(self.endpoint(self.target).register(target_to_r));
-        self.sim.run_for(Duration::from_millis(100));
-        let asked_at = self.sim.elapsed();
-        let key = self.target_key.clone();
-        self.endpoint(self.asker)
-            .connect_via_with(asker_to_r, &key, policy)
-            .expect("asked");
-        let outcome = self.introduction(deadline);
-        (outcome, self.sim.elapsed() - asked_at)
-    }
-
-    /// Sends `len` bytes on a stream from the asker's `handle` and reads
-    /// them on the target; returns the virtual time to the first and to
-    /// the last.
-    fn transfer(&mut self, handle: ConnectionHandle, len: usize) -> (Duration, Duration) {
-        let data: Vec<u8> = (0..len).map(|i| (i * 7 + (i >> 10)) as u8).collect();
-        let stream = self
-            .endpoint(self.asker)
-            .connection(handle)
-            .and_then(|c| c.open_stream())
-            .expect("a stream");
-        let (start, mut first) = (self.sim.elapsed(), None);
-        let (mut sent, mut got, mut incoming) = (0, Vec::new(), None);
-        let mut buf = vec![0; 64 * 1024];
-        self.until(Duration::from_secs(60), |w| {
-            let connection = w.endpoint(w.asker).connection(handle).expect("open");
-            while sent < len {
-                match connection.write(stream, &data[sent..]) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => sent += n,
-                }
-            }
-            if sent == len {
-                let _ = connection.finish(stream);
-            }
-            let elapsed = w.sim.elapsed();
-            let target = w.endpoint(w.target);
-            while incoming.is_none() {
-                let Some(accepted) = target.accept() else {
-                    break;
-                };
-                incoming = Some(accepted);
-            }
-            let Some(conn) = incoming.and_then(|h| target.connection(h)) else {
-                return false;
-            };
-            let _ = conn.accept_stream();
-            while let Ok(ReadOutcome::Read(n)) = conn.read(stream, &mut buf) {
-                if n == 0 {
-                    break;
-                }
-                first = first.or(Some(elapsed - start));
-                got.extend_from_slice(&buf[..n]);
-            }
-            got.len() >= len
-        });
-        assert_eq!(got, data, "intact");
-        (first.unwrap_or_default(), self.sim.elapsed() - start)
-    }
-}
-
-fn kinds() -> [(&'static str, NatConfig); 4] {
-    [
-        ("full cone", NatConfig::full_cone()),
-        ("restricted cone", NatConfig::restricted_cone()),
-        ("port-restricted", NatConfig::port_restricted_cone()),
-        ("symmetric", NatConfig::symmetric()),
-    ]
-}
-
-/// Whether the asker behind `asker` can reach the target behind `target`
-/// directly: a symmetric NAT's new port for the peer passes only a filter
-/// that does not look at ports, on the other side.
-fn direct_possible(asker: &str, target: &str) -> bool {
-    !matches!(
-        (asker, target),
-        ("symmetric", "port-restricted" | "symmetric") | ("port-restricted", "symmetric")
-    )
-}
+use tern_sim::{NatConfig, NodeId, Seed};
 
 #[test]
 fn every_pair_of_nat_kinds_connects_directly_where_the_nats_allow_it_and_relayed_otherwise() {
@@ -278,8 +48,20 @@ fn every_pair_of_nat_kinds_connects_directly_where_the_nats_allow_it_and_relayed
                 );
                 let (first_byte, all) = world.transfer(connection, 1 << 20);
                 let how = if relayed { "relayed" } else { "direct" };
+                // A relayed cell probes the direct way while it moves its
+                // MB, and finds none: a symmetric NAT's port toward the
+                // peer is one nobody saw.
+                let went_direct = world.endpoint(world.asker).went_direct_after(connection);
+                assert_eq!(went_direct, None, "{cell}");
+                let direct_after = if relayed {
+                    "no direct path".to_owned()
+                } else {
+                    format!("direct path after {connected_in:?}")
+                };
                 table.push(format!(
-                    "{cell}: {how} in {connected_in:?}, first byte {first_byte:?} later, 1 MB in {all:?}"
+                    "{cell}: {how} in {connected_in:?}, {direct_after}, first byte {first_byte:?} \
+                     after the stream opened ({:?} after the ask), 1 MB in {all:?}",
+                    connected_in + first_byte
                 ));
                 let stats = world.endpoint(world.rendezvous).stats();
                 assert_eq!(stats.introductions_made, 1, "{cell}");
@@ -638,4 +420,86 @@ fn grants_a_rendezvous_sends_unasked_are_bounded_and_counted() {
     let stats = attacker.endpoint.stats();
     assert_eq!(stats.signals_unexpected, (40 - 16) + 10, "{stats:?}");
     assert_eq!(attacker.endpoint.len(), 1, "no connect started");
+}
+
+#[test]
+fn a_forged_or_replayed_packet_from_elsewhere_moves_no_relayed_connection() {
+    let seed = Seed::from_env_or(2510);
+    let (mut world, connection) = relayed_world(seed.value(), RelayConfig::default());
+    world.sim.run_for(Duration::from_millis(200));
+    let target_conn = world.endpoint(world.target).accept().expect("accepted");
+    let relayed = Some(ConnectionPath::Relayed {
+        via: addr(RENDEZVOUS),
+    });
+    let packet = world.steal_relay_packet(connection);
+    let inner = packet[tern_wire::RELAY_HEADER_LEN..].to_vec();
+    let elsewhere = addr("203.0.113.99:5555");
+    // A forged packet for the target's connection, straight from elsewhere.
+    let mut forged = inner.clone();
+    let last = forged.len() - 1;
+    forged[last] ^= 1;
+    world.deliver(world.target, elsewhere, &forged);
+    let opened = |w: &mut World| {
+        let target = w.endpoint(w.target);
+        let stats = target.connection(target_conn).expect("open").stats();
+        (stats.dropped_unauthenticated, stats.dropped_duplicates)
+    };
+    assert_eq!(opened(&mut world).0, 1, "dropped as unauthenticated");
+    assert_eq!(world.endpoint(world.target).path(target_conn), relayed);
+    // The packet itself through the relay, then a replay of it from
+    // elsewhere (an attacker that saw it pass).
+    let owner = world.asker_public();
+    world.deliver(world.rendezvous, owner, &packet);
+    world.sim.run_for(Duration::from_millis(100));
+    let duplicates = opened(&mut world).1;
+    world.deliver(world.target, elsewhere, &inner);
+    assert_eq!(opened(&mut world).1, duplicates + 1, "dropped as a replay");
+    assert_eq!(world.endpoint(world.target).path(target_conn), relayed);
+    let target = world.endpoint(world.target);
+    assert_eq!(
+        target.connection(target_conn).expect("open").remote(),
+        addr(RENDEZVOUS)
+    );
+    assert_eq!(target.stats().relayed_went_direct, 0);
+    // The message the packet carried arrived once.
+    let target = world.endpoint(world.target);
+    let connection = target.connection(target_conn).expect("open");
+    let got: Vec<_> = std::iter::from_fn(|| connection.recv_message()).collect();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].len(), 1000);
+}
+
+#[test]
+fn a_resumed_intro_refused_through_the_relay_is_told_so_and_falls_back_at_once() {
+    let seed = Seed::from_env_or(2512);
+    let (mut world, _first) = relayed_world(seed.value(), RelayConfig::default());
+    world.sim.run_for(Duration::from_millis(500));
+    // The rendezvous's ticket and the target's.
+    assert_eq!(world.endpoint(world.asker).stats().tickets_received, 2);
+    // The target restarts: the same key, a new ticket key; it connects to
+    // the rendezvous and registers again.
+    let now = world.sim.now();
+    let mut restarted = Endpoint::new(
+        EndpointConfig::default(),
+        Some(key(3)),
+        seed_bytes(seed.value(), 30),
+        now,
+        wall_start(),
+    )
+    .expect("config");
+    let to_r = restarted
+        .connect(now, addr(RENDEZVOUS), &key(1).public())
+        .expect("connect");
+    *world.endpoint(world.target) = restarted;
+    world.target_to_r = to_r;
+    world.until(Duration::from_secs(10), |w| w.connected(w.target, to_r));
+    // The asker's relayed connect resumes with the old ticket; the
+    // target refuses it, through the relay, and the asker sends a full
+    // intro at once rather than waiting out its handshake timeout.
+    let (outcome, took) = world.introduce_with(Duration::from_secs(5), PathPolicy::RelayOnly);
+    assert!(matches!(outcome, Event::Introduced { .. }), "{outcome:?}");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert_eq!(world.endpoint(world.target).stats().resumptions_refused, 1);
+    let asker = world.endpoint(world.asker).stats();
+    assert_eq!((asker.connects_resumed, asker.resume_fallbacks), (1, 1));
 }

@@ -176,11 +176,15 @@ pub(super) fn agreement(client: &SideReport, server: &SideReport) -> (bool, Vec<
 #[derive(Debug, Serialize)]
 pub(super) struct JsonReport<'a> {
     pub(super) address: SocketAddr,
-    /// `direct ADDR` or `relayed via ADDR`.
+    /// `direct ADDR` or `relayed via ADDR` when the run ended (see
+    /// [`path_of`](crate::rendezvous::path_of)).
     pub(super) path: String,
     /// From the start of the connect (through the rendezvous, if one was
     /// given) to the connection to the peer.
     pub(super) connect_ms: f64,
+    /// For a connection that started relayed and moved to a direct path:
+    /// how long after it started it moved.
+    pub(super) went_direct_ms: Option<f64>,
     pub(super) backend: String,
     pub(super) params: PerfParams,
     pub(super) intervals: &'a [Interval],

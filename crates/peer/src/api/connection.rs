@@ -4,6 +4,7 @@ use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -471,6 +472,22 @@ impl Connection {
             .with_node_unwoken(|state| {
                 let handle = state.connection(slot).and_then(|(slot, _)| slot.handle)?;
                 state.proto.path(handle)
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// How long after it started this connection, first carried by a
+    /// relay, moved to a direct path (the peers probe their direct
+    /// addresses while relayed); `None` if it did not, or once the
+    /// endpoint freed it.
+    pub fn went_direct_after(&self) -> Option<Duration> {
+        let slot = self.inner.slot;
+        self.inner
+            .driver
+            .with_node_unwoken(|state| {
+                let handle = state.connection(slot).and_then(|(slot, _)| slot.handle)?;
+                state.proto.went_direct_after(handle)
             })
             .ok()
             .flatten()

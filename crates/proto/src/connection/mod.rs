@@ -170,6 +170,9 @@ pub struct Connection {
     /// The path before a migration, kept until the new one is validated
     /// (out of line: most connections never migrate).
     previous_path: Option<Box<Path>>,
+    /// A path being probed, and a challenge to answer on another path
+    /// (out of line: only a relayed connection probes).
+    probing: Option<Box<path::probe::Probing>>,
     /// The peer's address as reported to it, and this side's as the peer
     /// reported it.
     observed: observed::ObservedAddresses,
@@ -307,6 +310,7 @@ impl Connection {
             confirm_deadline: None,
             path,
             previous_path: None,
+            probing: None,
             observed: observed::ObservedAddresses::default(),
             signals: signals::Signals::default(),
             epoch: now,

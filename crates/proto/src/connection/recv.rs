@@ -11,6 +11,7 @@ use tern_wire::{Frame, PacketType, PathChallenge, PathResponse};
 use super::error::{ConnectionError, ProtocolError};
 use super::event::Event;
 use super::path::Path;
+use super::path::probe::is_probing;
 use super::send::{ACKS_PER_PING, COPIED_PINGS_PER_RTT};
 use super::streams::messages::MESSAGE_CHARGE;
 use super::{Connection, State, small_message_limit};
@@ -82,7 +83,15 @@ impl Connection {
         len: usize,
         frames: tern_wire::Frames<'_>,
     ) {
-        self.on_authenticated(now, from, pn, len);
+        if from != self.path.remote() && is_probing(&frames) {
+            // A probe of another path (or the answer to one): it moves
+            // nothing, and asks for no acknowledgement of its own.
+            self.on_authenticated(now, from, pn, len, false);
+            self.on_probing_packet(now, from, frames);
+            self.on_packet_recorded(now, pn, false);
+            return;
+        }
+        self.on_authenticated(now, from, pn, len, true);
         if self.holds_back(&frames) {
             // Not recorded as received: never acknowledged, so resent.
             self.stats.held_before_proof += 1;
@@ -182,8 +191,17 @@ impl Connection {
         self.on_packet(now, from, pn, len, frames);
     }
 
-    /// An authenticated, new packet of `len` bytes arrived from `from`.
-    fn on_authenticated(&mut self, now: Instant, from: SocketAddr, pn: u64, len: usize) {
+    /// An authenticated, new packet of `len` bytes arrived from `from`; one
+    /// that may `move_path` and comes from a new address moves the
+    /// connection there.
+    fn on_authenticated(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        pn: u64,
+        len: usize,
+        move_path: bool,
+    ) {
         self.stats.received_packets += 1;
         self.stats.received_bytes += len as u64;
         self.last_received = now;
@@ -208,7 +226,7 @@ impl Connection {
             .is_some_and(|p| p.remote() == from)
         {
             // A straggler from the address the peer left.
-        } else if newest {
+        } else if newest && move_path {
             // The peer's address changed (NAT rebinding, roaming): move
             // there, held to the amplification limit until it answers a
             // challenge.

@@ -171,6 +171,11 @@ impl Connection {
             return None;
         }
         self.update_keys();
+        if self.probe_due(now)
+            && let Some(probe) = self.poll_probe(now, limits, buf)
+        {
+            return Some(probe);
+        }
         // On a path not yet validated, at most three times what came from it.
         let allowance = usize::try_from(self.path.allowance()).unwrap_or(usize::MAX);
         let size = self.datagram_size(limits).min(buf.len()).min(allowance);

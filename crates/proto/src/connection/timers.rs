@@ -49,6 +49,7 @@ impl Connection {
         // whenever a packet may go, and keep-alives make that periodic.
         consider(self.path.next_challenge());
         consider(self.path.validation_deadline());
+        consider(self.probe_timeout());
         consider(Some(self.idle_deadline()));
         consider(self.close_deadline());
         consider(self.keep_alive_at());
@@ -137,6 +138,7 @@ impl Connection {
                 keys.opener.discard_previous_key();
             }
         }
+        self.on_probe_timeout(now);
         if let Some(token) = self.path.poll_challenge(now, &mut self.rng) {
             self.challenge_due = Some(token);
         }

@@ -16,8 +16,9 @@ use tern_wire::replay::IntroId;
 
 use rand_core::CryptoRngCore;
 use tern_wire::{
-    PacketType, RESUME_REFUSED_LEN, RETRY_LEN, Responder, Ticket, intro_id, parse_resume_refused,
-    parse_retry, split_intro, write_resume_refused, write_retry,
+    PacketType, RELAY_HEADER_LEN, RESUME_REFUSED_LEN, RETRY_LEN, Responder, Ticket, intro_id,
+    parse_resume_refused, parse_retry, split_intro, write_relay_header, write_resume_refused,
+    write_retry,
 };
 
 use super::admission::Refusal;
@@ -32,18 +33,20 @@ use crate::{ConnectionError, EndpointStats};
 pub(super) const MAX_QUEUED_RETRIES: usize = 1024;
 
 impl Endpoint {
-    /// An intro from `from`; `relayed` if a relay slot of this side
-    /// carried it, from the rendezvous that vouches for its sender (so
-    /// the address caps, which would count every relayed peer as one, and
-    /// Retries, which would go to the rendezvous, do not apply). Returns
-    /// the connection it made.
+    /// An intro from `from`; `slot` the relay slot of this side that
+    /// carried it, if one did, from the rendezvous that vouches for its
+    /// sender (so the address caps, which would count every relayed peer
+    /// as one, and Retries, which would go to the rendezvous, do not
+    /// apply; a ResumeRefused goes back on the slot). Returns the
+    /// connection it made.
     pub(super) fn handle_intro(
         &mut self,
         now: Instant,
         from: SocketAddr,
         datagram: &[u8],
-        relayed: bool,
+        slot: Option<u32>,
     ) -> Option<u32> {
+        let relayed = slot.is_some();
         let Some((intro, token)) = split_intro(datagram) else {
             self.stats.dropped_unroutable += 1;
             return None;
@@ -111,10 +114,9 @@ impl Endpoint {
             Ok(accepted) => accepted,
             Err(e) if e.is_ticket_refusal() => {
                 self.stats.resumptions_refused += 1;
-                // Through a relay it would reach the rendezvous, not the
-                // initiator: that one waits for its handshake timeout.
-                if self.refusals.len() < MAX_QUEUED_RETRIES && !relayed {
-                    self.refusals.push_back((from, write_resume_refused(&id)));
+                if self.refusals.len() < MAX_QUEUED_RETRIES {
+                    self.refusals
+                        .push_back((from, slot, write_resume_refused(&id)));
                 }
                 return None;
             }
@@ -204,14 +206,22 @@ impl Endpoint {
         Some((ticket, lifetime))
     }
 
-    /// The next queued ResumeRefused, written into `buf`.
+    /// The next queued ResumeRefused, written into `buf`
+    /// (through the relay, on the slot the intro came on, if it did).
     pub(super) fn poll_refusal(&mut self, buf: &mut [u8]) -> Option<Transmit> {
-        let dst = buf.get_mut(..RESUME_REFUSED_LEN)?;
-        let (destination, refusal) = self.refusals.pop_front()?;
+        let header = match self.refusals.front()? {
+            (_, Some(_), _) => RELAY_HEADER_LEN,
+            (_, None, _) => 0,
+        };
+        let dst = buf.get_mut(header..header + RESUME_REFUSED_LEN)?;
+        let (destination, slot, refusal) = self.refusals.pop_front()?;
         dst.copy_from_slice(&refusal);
+        if let Some(slot) = slot {
+            write_relay_header(buf, slot)?;
+        }
         Some(Transmit {
             destination,
-            len: RESUME_REFUSED_LEN,
+            len: header + RESUME_REFUSED_LEN,
             segment_size: None,
             ttl: None,
         })

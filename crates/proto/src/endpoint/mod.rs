@@ -104,8 +104,9 @@ pub struct Endpoint {
     tokens: Tokens,
     /// Retries waiting to be sent: destination and datagram.
     retries: VecDeque<(SocketAddr, [u8; tern_wire::RETRY_LEN])>,
-    /// ResumeRefused packets waiting to be sent: destination and datagram.
-    refusals: VecDeque<(SocketAddr, [u8; tern_wire::RESUME_REFUSED_LEN])>,
+    /// ResumeRefused packets waiting to be sent: destination, the relay
+    /// slot to send it on (if the intro came through a relay), datagram.
+    refusals: VecDeque<(SocketAddr, Option<u32>, [u8; tern_wire::RESUME_REFUSED_LEN])>,
     /// The tickets this side holds for its connects.
     tickets: TicketCache,
     /// Draws the ticket key and the tickets' nonces: a stream of its own,
@@ -460,7 +461,7 @@ impl Node for Endpoint {
                 if self.refusing {
                     self.stats.intros_declined += 1;
                 } else {
-                    self.handle_intro(now, from, datagram, false);
+                    self.handle_intro(now, from, datagram, None);
                 }
                 return;
             }
@@ -468,7 +469,7 @@ impl Node for Endpoint {
                 if self.refusing {
                     self.stats.intros_declined += 1;
                 } else {
-                    self.handle_intro(now, from, datagram, false);
+                    self.handle_intro(now, from, datagram, None);
                 }
                 return;
             }
@@ -499,10 +500,9 @@ impl Node for Endpoint {
             _ => {}
         }
         match peek_receiver_index(datagram) {
-            // A connection the relay carries takes nothing from elsewhere.
-            Some(index) if self.relayed.slot_of(index).is_some() => {
-                self.stats.relayed_dropped += 1;
-            }
+            // A connection the relay carries takes its peer's direct
+            // packets too (probes, and its move there): only what opens
+            // under its keys counts.
             Some(_) => self.handle_indexed(now, from, datagram),
             None => self.stats.dropped_unroutable += 1,
         }
@@ -604,6 +604,7 @@ impl Endpoint {
                 for signal in signals {
                     self.on_signal(now, index, signal);
                 }
+                self.check_went_direct(now, index);
             }
             None => self.stats.dropped_unroutable += 1,
         }
@@ -618,6 +619,7 @@ impl Endpoint {
         buf: &mut [u8],
     ) -> Option<Transmit> {
         while let Some((to, index)) = self.stored_replies.pop_front() {
+            let carrier = self.carrier(index);
             let Some(connection) = self.connections.get_mut(index) else {
                 continue;
             };
@@ -633,8 +635,8 @@ impl Endpoint {
                     ttl: None,
                 })
             };
-            let transmit = match self.relayed.slot_of(index) {
-                Some(slot) => relayed::wrapped(slot, limits, buf, copy),
+            let transmit = match carrier {
+                Some(carrier) => relayed::wrapped(carrier, limits, buf, copy),
                 None => copy(limits, buf),
             };
             if transmit.is_some() {
@@ -665,12 +667,13 @@ impl Endpoint {
         }
         for _ in 0..self.sending.len() {
             let index = self.sending.pop_front()?;
+            let carrier = self.carrier(index);
             let Some(connection) = self.connections.get_mut(index) else {
                 self.is_sending.remove(&index);
                 continue;
             };
-            let transmit = match self.relayed.slot_of(index) {
-                Some(slot) => relayed::wrapped(slot, limits, buf, |limits, inner| {
+            let transmit = match carrier {
+                Some(carrier) => relayed::wrapped(carrier, limits, buf, |limits, inner| {
                     connection.poll_transmit(now, limits, inner)
                 }),
                 None => connection.poll_transmit(now, limits, buf),

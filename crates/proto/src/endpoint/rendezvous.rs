@@ -212,6 +212,25 @@ impl Rendezvous {
     pub(super) fn registered(&self, peer: &KeyFingerprint) -> Option<u32> {
         self.registered.get(peer).copied()
     }
+
+    /// The address this side punches toward for `peer`, introduced by the
+    /// rendezvous on `rendezvous`: the peer's direct address.
+    pub(super) fn punching_toward(
+        &self,
+        rendezvous: u32,
+        peer: &KeyFingerprint,
+    ) -> Option<SocketAddr> {
+        self.introductions
+            .values()
+            .find_map(|intro| match intro.role {
+                Role::Target { to, .. }
+                    if intro.rendezvous == rendezvous && intro.peer == *peer =>
+                {
+                    Some(to)
+                }
+                _ => None,
+            })
+    }
 }
 
 impl Endpoint {
@@ -507,6 +526,7 @@ impl Endpoint {
         self.expire_relayed_pairs(now);
         self.relay.release(now);
         self.expire_grants(now);
+        self.probe_direct_paths(now);
         let (mut starts, mut expired, mut relays, mut failed) = (vec![], vec![], vec![], vec![]);
         for (nonce, intro) in &mut self.rendezvous.introductions {
             match &mut intro.role {

@@ -119,6 +119,11 @@ pub struct EndpointStats {
     pub relay_dropped_not_owner: u64,
     /// As a peer: relay packets refused (a slot not granted here, another
     /// source than its rendezvous, a datagram for another connection than
-    /// the slot's), and direct datagrams for a connection a relay carries.
+    /// the slot's).
     pub relayed_dropped: u64,
+    /// As a peer: probes of a direct path started by connections a relay
+    /// carries.
+    pub direct_probes: u64,
+    /// As a peer: connections a relay carried that moved to a direct path.
+    pub relayed_went_direct: u64,
 }

@@ -6,6 +6,7 @@ pub mod attacker;
 pub mod greedy;
 pub mod matrix;
 mod on_sim;
+pub mod rendezvous;
 
 pub use on_sim::OnSim;
 

@@ -9,11 +9,12 @@
 //! the realm is a perfect network without delay.
 
 use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
 use rand_core_010::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
-use super::{AddressInUse, Hop, NodeId, Sim};
+use super::{AddressInUse, Hop, Kind, NodeId, Sim};
 use crate::link::{DropReason, LinkConfig};
 use crate::nat::{Nat, NatConfig};
 use crate::node::Node;
@@ -66,6 +67,23 @@ impl<N: Node> Sim<N> {
     /// A NAT, to ask what it maps now ([`Nat::mapped`] forgets what expired).
     pub fn nat_mut(&mut self, id: NatId) -> &mut Nat {
         &mut self.nats[id.0]
+    }
+
+    /// The link from node `from` to the public side of `nat` goes down
+    /// `after` from now, for `length` (one direction: a path that opens
+    /// later).
+    pub fn schedule_partition_to_nat(
+        &mut self,
+        from: NodeId,
+        nat: NatId,
+        after: Duration,
+        length: Duration,
+    ) {
+        let (from, to) = (from.0, link_end(nat.0));
+        let down = self.now() + after;
+        for (at, down) in [(down, true), (down + length, false)] {
+            self.schedule(at, Kind::LinkDown { from, to, down });
+        }
     }
 
     /// Sets the link from node `from` to the public side of `nat` (one

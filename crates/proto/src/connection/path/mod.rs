@@ -15,6 +15,7 @@
 
 mod amplification;
 pub(crate) mod mtu;
+pub(crate) mod probe;
 mod validated;
 
 use std::net::SocketAddr;

@@ -107,16 +107,26 @@ impl Endpoint {
             }
         };
         let Some(Introduction {
-            role: Role::Initiator { key, fallback, .. },
+            role:
+                Role::Initiator {
+                    key,
+                    fallback,
+                    address,
+                    ..
+                },
             ..
         }) = self.rendezvous.introductions.get_mut(&nonce)
         else {
             return;
         };
         *fallback = Fallback::Granted;
-        let key = key.clone();
+        let (key, address) = (key.clone(), *address);
+        if address != relay {
+            // The address the introduction named: probed while relayed.
+            self.set_candidate(slot, address);
+        }
         if let Some(index) = self.start_attempt(now, nonce, relay, &key) {
-            self.carry(index, slot);
+            self.carry(now, index, slot);
         }
     }
 
