@@ -59,7 +59,7 @@ pub struct Outcome {
 
 /// Bursty loss of `mean` of the datagrams, in bursts of four on average
 /// (tern-sim counts a burst in datagrams).
-pub fn bursts(mean: f64) -> GilbertElliott {
+fn bursts(mean: f64) -> GilbertElliott {
     let p_bad_to_good = 0.25;
     GilbertElliott {
         p_good_to_bad: p_bad_to_good * mean / (1.0 - mean),
