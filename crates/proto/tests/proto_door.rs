@@ -450,3 +450,44 @@ fn a_simultaneous_open_from_an_impostor_does_not_take_over_the_connect() {
         "the impostor's own connection is an incoming one"
     );
 }
+
+/// A repeated intro (its reply was lost, or a forger replays it) is
+/// answered with two copies of the stored reply, a second chance for a
+/// way back that loses replies in bursts, and never with more than three
+/// times the bytes the intro's address sent: one intro replayed 20 times
+/// from a forged address gets at most 3 x 21 x 257 bytes.
+#[test]
+fn a_repeated_intro_gets_two_replies_within_three_times_its_bytes() {
+    let (clock, mock) = quanta::Clock::mock();
+    mock.increment(Duration::from_secs(1));
+    let now = clock.now();
+    let server_addr: SocketAddr = "10.0.5.1:4000".parse().expect("address");
+    let forged: SocketAddr = "10.0.5.2:5000".parse().expect("address");
+    let mut server = endpoint(2606, 1, identity(), now);
+    let mut client = endpoint(2606, 2, other_identity(), now);
+    let public = server.public().expect("identity");
+    client.connect(now, server_addr, &public).expect("connect");
+    let intro = first_transmit(&mut client, now);
+    assert_eq!(intro.len(), INTRO_LEN);
+    let (mut received, mut replies, mut reply_bytes) = (0, Vec::new(), 0);
+    for _ in 0..21 {
+        let mut datagram = intro.clone();
+        server.handle_datagram(now, server_addr, forged, &mut datagram);
+        received += intro.len();
+        let mut buf = vec![0u8; 2048];
+        let mut copies = 0;
+        while let Some(t) = server.poll_transmit(now, TransmitLimits::new(1, 1452), &mut buf) {
+            assert_eq!(t.destination, forged);
+            reply_bytes += t.len;
+            copies += 1;
+        }
+        replies.push(copies);
+        assert!(
+            reply_bytes <= 3 * received,
+            "{reply_bytes} bytes of replies for {received} bytes of intros"
+        );
+    }
+    assert_eq!(replies[0], 1, "the first intro is answered once");
+    assert_eq!(replies[1], 2, "a repeated intro twice: {replies:?}");
+    assert_eq!(server.stats().intros_decrypted, 1);
+}

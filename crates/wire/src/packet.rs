@@ -200,6 +200,7 @@ impl PacketSealer {
         let receiver_index = self.peer_index;
         let key_phase = self.key_phase;
         self.start_with(
+            PacketNumber::encode_data,
             |packet_number| Header::Data {
                 receiver_index,
                 key_phase,
@@ -219,6 +220,7 @@ impl PacketSealer {
     ) -> Result<PacketBuilder<'s, 'b>, SealError> {
         let receiver_index = self.peer_index;
         self.start_with(
+            PacketNumber::encode,
             |packet_number| Header::IntroReply {
                 receiver_index,
                 packet_number,
@@ -232,6 +234,7 @@ impl PacketSealer {
     #[inline]
     fn start_with<'s, 'b>(
         &'s mut self,
+        encode: fn(u64, Option<u64>) -> Option<PacketNumber>,
         make_header: impl FnOnce(PacketNumber) -> Header,
         buf: &'b mut [u8],
     ) -> Result<PacketBuilder<'s, 'b>, SealError> {
@@ -244,8 +247,8 @@ impl PacketSealer {
         if packet_number > MAX_PACKET_NUMBER {
             return Err(SealError::PacketNumbersExhausted);
         }
-        let truncated = PacketNumber::encode(packet_number, self.largest_acked)
-            .ok_or(SealError::TooManyUnacknowledged)?;
+        let truncated =
+            encode(packet_number, self.largest_acked).ok_or(SealError::TooManyUnacknowledged)?;
         let header = make_header(truncated);
         let needed = header.len() + TAG_LEN;
         let available = buf.len();
@@ -890,7 +893,8 @@ pub(crate) mod tests {
         let (mut sealer, mut opener) = pair();
         let mut buf = [0u8; 48];
         let mut packet = sealer.start(&mut buf).unwrap();
-        assert_eq!(packet.remaining(), 48 - 6 - TAG_LEN);
+        // A Data header of 7 bytes: its number takes two (`encode_data`).
+        assert_eq!(packet.remaining(), 48 - 7 - TAG_LEN);
         let big = Frame::Stream(Stream {
             id: 1,
             offset: 0,
@@ -961,7 +965,7 @@ pub(crate) mod tests {
             [
                 Frame::Ping,
                 Frame::Padding(Padding {
-                    len: 1200 - 6 - 1 - TAG_LEN
+                    len: 1200 - 7 - 1 - TAG_LEN
                 })
             ]
         );
@@ -974,7 +978,7 @@ pub(crate) mod tests {
         assert_eq!(
             sealer.start(&mut buf).map(|_| ()),
             Err(SealError::BufferTooSmall {
-                needed: 22,
+                needed: 23,
                 available: 21
             })
         );

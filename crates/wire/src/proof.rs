@@ -310,9 +310,9 @@ mod tests {
         // length, 256-byte signature.
         assert_eq!(proof.frame().encoded_len(), 555);
         packet.push(&proof.frame()).unwrap();
-        // 1200 - 6 (header) - 16 (tag) - 555 - 6 (Stream frame fields).
+        // 1200 - 7 (header) - 16 (tag) - 555 - 6 (Stream frame fields).
         let room = packet.stream_capacity(0, 0);
-        assert_eq!(room, 617);
+        assert_eq!(room, 616);
         let data = vec![0x5a; room];
         let stream = Frame::Stream(Stream {
             id: 0,

@@ -206,7 +206,7 @@ mod tests {
             offset in (0u64..1 << 61),
         ) {
             let max = MaxUdpPayload::new(max).unwrap();
-            let pn_len = PacketNumber::encode(packet_number, None).unwrap().len();
+            let pn_len = PacketNumber::encode_data(packet_number, None).unwrap().len();
             let capacity = max.stream_data_capacity(pn_len, id, offset);
             let len = sealed_len(max, packet_number, id, offset, capacity);
             prop_assert!(len.is_some_and(|l| l <= max.get()), "capacity does not fit");

@@ -22,8 +22,18 @@ use super::resumption::ReceivedTicket;
 use super::{Connecting, Connection, Start, State};
 use crate::Side;
 
-/// An intro is re-sent at most this often... and at least this rarely.
-pub(super) const MAX_INTRO_BACKOFF: Duration = Duration::from_secs(2);
+/// The longest wait between an intro's resends. A lost reply is only
+/// answered by the next intro, and the way back may lose several replies
+/// in a row (a burst): kept short, the handshake timeout (10 s by default)
+/// holds ten tries rather than six at a 2 s cap.
+pub(super) const MAX_INTRO_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Copies of the stored reply sent for each repeated intro, within the
+/// amplification limit (two of an RSA or X25519 reply fit in three times
+/// the intro's bytes). A repeated intro says the reply was most likely
+/// lost; the second copy gives a lossy way back a second chance in the
+/// same round trip.
+const REPLIES_PER_REPEATED_INTRO: usize = 2;
 
 impl Connection {
     /// An outgoing connection: writes the intro to `responder` (sent by the
@@ -173,23 +183,26 @@ impl Connection {
         Ok(connection)
     }
 
-    /// The reply to resend for a repeated intro, until the handshake is
-    /// confirmed; counted against the path's amplification limit. The
-    /// reply keeps its packet number, so its acknowledgement gives no RTT
-    /// sample from then on (`LossDetector::on_resent`).
-    pub(crate) fn reply_for_repeated_intro(
-        &mut self,
-        now: Instant,
-        intro_len: usize,
-    ) -> Option<&[u8]> {
+    /// How many copies of the reply to resend for a repeated intro of
+    /// `intro_len` bytes, until the handshake is confirmed: up to
+    /// [`REPLIES_PER_REPEATED_INTRO`], as many as the path's amplification
+    /// limit allows. The reply keeps its packet number, so its
+    /// acknowledgement gives no RTT sample from then on
+    /// (`LossDetector::on_resent`).
+    pub(crate) fn replies_for_repeated_intro(&mut self, now: Instant, intro_len: usize) -> usize {
         self.path.on_received(intro_len);
-        let reply = self.reply.as_deref()?;
-        if !self.path.can_send(reply.len()) {
-            return None;
+        let Some(len) = self.reply.as_deref().map(<[u8]>::len) else {
+            return 0;
+        };
+        let mut copies = 0;
+        while copies < REPLIES_PER_REPEATED_INTRO && self.path.can_send(len) {
+            self.path.on_sent(len);
+            copies += 1;
         }
-        self.path.on_sent(reply.len());
-        self.loss.on_resent(now);
-        Some(reply)
+        if copies > 0 {
+            self.loss.on_resent(now);
+        }
+        copies
     }
 
     /// The reply as first built (sent once when the intro is accepted).

@@ -1,6 +1,6 @@
 //! The handshake's front door: what an endpoint does with an intro, the
 //! only packet without a receiver index. A repeated intro is answered with
-//! the stored reply; the caps per address and network (`admission`), the
+//! the stored reply, twice within the amplification limit; the caps per address and network (`admission`), the
 //! token an intro carries, the rate limits and the room in the table are
 //! checked before any RSA work, and an intro the rate limits refuse is
 //! answered with a Retry if its source is not validated; an accepted intro
@@ -53,13 +53,14 @@ impl Endpoint {
         };
         let id = intro_id(intro);
         if let Some(&index) = self.replies.get(&id) {
-            if let Some(connection) = self.connections.get_mut(index)
-                && connection
-                    .reply_for_repeated_intro(now, datagram.len())
-                    .is_some()
-            {
-                self.stored_replies.push_back((from, index));
-                self.stats.intros_repeated += 1;
+            if let Some(connection) = self.connections.get_mut(index) {
+                let copies = connection.replies_for_repeated_intro(now, datagram.len());
+                if copies > 0 {
+                    self.stats.intros_repeated += 1;
+                }
+                for _ in 0..copies {
+                    self.stored_replies.push_back((from, index));
+                }
             }
             return None;
         }
