@@ -28,6 +28,7 @@ use crate::ticket::TICKET_LEN;
 use crate::varint::{VARINT_MAX, varint_len};
 
 mod observed_address;
+pub(crate) mod read;
 mod rendezvous;
 
 /// Writes a byte string as one postcard length + memcpy (serde would
@@ -175,11 +176,6 @@ fn ack_pair(previous_smallest: u64, range: &RangeInclusive<u64>) -> (u64, u64) {
         previous_smallest - range.end() - 2,
         range.end() - range.start(),
     )
-}
-
-/// Reads one `(gap, length)` pair.
-pub(crate) fn take_ack_pair(bytes: &[u8]) -> postcard::Result<((u64, u64), &[u8])> {
-    postcard::take_from_bytes::<(u64, u64)>(bytes)
 }
 
 /// The range a `(gap, length)` pair denotes after a range whose smallest
@@ -568,7 +564,25 @@ impl<'a> Frame<'a> {
 
     /// Decodes the frame at the start of `bytes`, returning it and the number
     /// of bytes it took. Data, reasons and ACK ranges borrow from `bytes`.
+    ///
+    /// The frames on every packet's path are read by hand ([`read`]), the
+    /// rest with postcard ([`Frame::decode_with_postcard`]); both accept and
+    /// refuse the same bytes.
+    #[inline]
     pub fn decode(bytes: &'a [u8]) -> Result<(Self, usize), DecodeError> {
+        let (&type_byte, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
+        let ty = FrameType::from_byte(type_byte).ok_or(DecodeError::UnknownFrameType(type_byte))?;
+        match read::hot_frame(ty, body) {
+            Some(Ok((frame, rest))) => Ok((frame, bytes.len() - rest.len())),
+            Some(Err(error)) => Err(error),
+            None => Self::decode_with_postcard(bytes),
+        }
+    }
+
+    /// Decodes the frame at the start of `bytes` with postcard: the
+    /// definition of every frame's encoding, and the decoder of the frames
+    /// [`read`] leaves out. A property test holds [`Frame::decode`] to it.
+    pub(crate) fn decode_with_postcard(bytes: &'a [u8]) -> Result<(Self, usize), DecodeError> {
         let (&type_byte, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
         let ty = FrameType::from_byte(type_byte).ok_or(DecodeError::UnknownFrameType(type_byte))?;
         let too_large = DecodeError::ValueTooLarge(ty);
@@ -778,6 +792,7 @@ impl<'a> Frame<'a> {
     }
 }
 
+/// An ACK frame's body, with postcard.
 fn decode_ack(body: &[u8]) -> Result<(Frame<'_>, &[u8]), DecodeError> {
     let ty = FrameType::Ack;
     let (head, mut rest) =
@@ -799,7 +814,8 @@ fn decode_ack(body: &[u8]) -> Result<(Frame<'_>, &[u8]), DecodeError> {
             ))?;
     let pairs_start = rest;
     for _ in 0..head.additional_ranges {
-        let ((gap, length), after) = take_ack_pair(rest).map_err(|e| body_error(ty, e))?;
+        let ((gap, length), after) =
+            postcard::take_from_bytes::<(u64, u64)>(rest).map_err(|e| body_error(ty, e))?;
         // The frame's total length is checked against its predicted size
         // below, but the pairs are kept as raw bytes, so each pair must be
         // checked for minimal varints here.
@@ -1258,6 +1274,136 @@ pub(crate) mod tests {
             check_decode_is_canonical(&bytes)?;
             let cut = cut.index(bytes.len() + 1);
             check_decode_is_canonical(&bytes[..cut])?;
+        }
+    }
+
+    /// [`Frame::decode`] gives what postcard gives, frame by frame: the
+    /// same frame, or the same error.
+    fn check_agrees_with_postcard(bytes: &[u8]) -> Result<(), TestCaseError> {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let fast = Frame::decode(rest);
+            prop_assert_eq!(&fast, &Frame::decode_with_postcard(rest));
+            match fast {
+                Ok((_, used)) => rest = &rest[used..],
+                Err(_) => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// A varint as a peer may write it: up to ten bytes, minimal or not,
+    /// its last byte anything (often ten bytes, often a last byte of 0 to
+    /// 3: the edges of postcard's reading).
+    fn raw_varint() -> impl Strategy<Value = Vec<u8>> {
+        (
+            vec(0x80u8..=0xff, 9),
+            prop_oneof![Just(9usize), 0usize..10],
+            prop_oneof![0u8..=3, any::<u8>()],
+        )
+            .prop_map(|(mut bytes, len, last)| {
+                bytes.truncate(len);
+                bytes.push(last);
+                bytes
+            })
+    }
+
+    /// A frame of a type read by hand, its body made of raw varints and
+    /// loose bytes.
+    fn hot_frame_bytes() -> impl Strategy<Value = Vec<u8>> {
+        let ty = prop::sample::select(vec![
+            FrameType::Ping,
+            FrameType::Ack,
+            FrameType::Stream,
+            FrameType::Message,
+            FrameType::Datagram,
+            FrameType::ResetStream,
+        ]);
+        let field = prop_oneof![raw_varint(), vec(any::<u8>(), 0..4)];
+        (ty, vec(field, 0..8)).prop_map(|(ty, fields)| {
+            let mut bytes = vec![ty as u8];
+            bytes.extend(fields.into_iter().flatten());
+            bytes
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        #[test]
+        fn the_hand_reader_agrees_with_postcard_on_valid_frames(frames in vec(any_frame(), 1..8)) {
+            check_agrees_with_postcard(&encode_all(&frames))?;
+        }
+
+        #[test]
+        fn the_hand_reader_agrees_with_postcard_on_mutated_frames(
+            frames in vec(any_frame(), 1..6),
+            mutations in vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut bytes = encode_all(&frames);
+            for (index, value) in mutations {
+                let i = index.index(bytes.len());
+                bytes[i] = value;
+            }
+            let cut = cut.index(bytes.len() + 1);
+            check_agrees_with_postcard(&bytes[..cut])?;
+        }
+
+        #[test]
+        fn the_hand_reader_agrees_with_postcard_on_raw_varints(bytes in hot_frame_bytes()) {
+            check_agrees_with_postcard(&bytes)?;
+        }
+
+        #[test]
+        fn the_hand_reader_agrees_with_postcard_on_arbitrary_bytes(bytes in vec(any::<u8>(), 0..64)) {
+            check_agrees_with_postcard(&bytes)?;
+        }
+    }
+
+    #[test]
+    fn varints_at_the_edges_of_postcard_read_alike() {
+        let ten_ones = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+        let message = |number: &[u8], tail: &[u8]| [&[0x04][..], number, tail].concat();
+        let cases: [(Vec<u8>, Result<usize, DecodeError>); 8] = [
+            // Datagram lengths: minimal, non-minimal, cut inside, past the end.
+            (vec![0x10, 0x01, 0xaa], Ok(1 + 2)),
+            (
+                vec![0x10, 0x81, 0x00, 0xaa],
+                Err(DecodeError::NonCanonical(FrameType::Datagram)),
+            ),
+            (
+                vec![0x10, 0x81],
+                Err(DecodeError::Truncated(FrameType::Datagram)),
+            ),
+            (
+                vec![0x10, 0x05, 0xaa],
+                Err(DecodeError::Truncated(FrameType::Datagram)),
+            ),
+            // Message numbers of ten bytes: a last byte of 1 is u64::MAX
+            // (too large), of 2 is not a u64, and an eleventh byte never is.
+            (
+                message(&ten_ones, &[0x00]),
+                Err(DecodeError::ValueTooLarge(FrameType::Message)),
+            ),
+            (
+                message(&ten_ones[..9], &[0x02, 0x00]),
+                Err(DecodeError::Malformed(FrameType::Message)),
+            ),
+            (
+                message(&ten_ones[..9], &[0x81, 0x00, 0x00]),
+                Err(DecodeError::Malformed(FrameType::Message)),
+            ),
+            // A Stream frame's bool other than 0 or 1.
+            (
+                vec![0x03, 0x00, 0x00, 0x02, 0x00],
+                Err(DecodeError::Malformed(FrameType::Stream)),
+            ),
+        ];
+        for (bytes, expected) in cases {
+            let fast = Frame::decode(&bytes);
+            assert_eq!(fast, Frame::decode_with_postcard(&bytes), "{bytes:02x?}");
+            assert_eq!(fast.map(|(_, used)| used), expected, "{bytes:02x?}");
         }
     }
 

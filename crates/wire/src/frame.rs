@@ -446,7 +446,7 @@ impl Iterator for AckFrameRangesIter<'_> {
                     *remaining -= 1;
                     // The decoder validated every pair, so this cannot fail;
                     // if it did, the iteration simply ends.
-                    if let Ok(((gap, length), rest)) = crate::codec::take_ack_pair(pairs) {
+                    if let Ok(((gap, length), rest)) = crate::codec::read::ack_pair(pairs) {
                         *pairs = rest;
                         *next = crate::codec::next_ack_range(*current.start(), gap, length);
                     }
