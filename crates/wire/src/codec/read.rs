@@ -269,3 +269,143 @@ fn ack(body: &[u8]) -> Result<(Frame<'_>, &[u8]), DecodeError> {
     };
     Ok((Frame::Ack(ack), rest))
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    use super::super::tests::{any_frame, encode_all};
+    use crate::error::DecodeError;
+    use crate::frame::{Frame, FrameType};
+
+    /// [`Frame::decode`] gives what postcard gives, frame by frame: the
+    /// same frame, or the same error.
+    fn check_agrees_with_postcard(bytes: &[u8]) -> Result<(), TestCaseError> {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let fast = Frame::decode(rest);
+            prop_assert_eq!(&fast, &Frame::decode_with_postcard(rest));
+            match fast {
+                Ok((_, used)) => rest = &rest[used..],
+                Err(_) => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// A varint as a peer may write it: up to ten bytes, minimal or not,
+    /// its last byte anything (often ten bytes, often a last byte of 0 to
+    /// 3: the edges of postcard's reading).
+    fn raw_varint() -> impl Strategy<Value = Vec<u8>> {
+        (
+            vec(0x80u8..=0xff, 9),
+            prop_oneof![Just(9usize), 0usize..10],
+            prop_oneof![0u8..=3, any::<u8>()],
+        )
+            .prop_map(|(mut bytes, len, last)| {
+                bytes.truncate(len);
+                bytes.push(last);
+                bytes
+            })
+    }
+
+    /// A frame of a type read by hand, its body made of raw varints and
+    /// loose bytes.
+    fn hot_frame_bytes() -> impl Strategy<Value = Vec<u8>> {
+        let ty = prop::sample::select(vec![
+            FrameType::Ping,
+            FrameType::Ack,
+            FrameType::Stream,
+            FrameType::Message,
+            FrameType::Datagram,
+            FrameType::ResetStream,
+        ]);
+        let field = prop_oneof![raw_varint(), vec(any::<u8>(), 0..4)];
+        (ty, vec(field, 0..8)).prop_map(|(ty, fields)| {
+            let mut bytes = vec![ty as u8];
+            bytes.extend(fields.into_iter().flatten());
+            bytes
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        #[test]
+        fn the_hand_reader_agrees_with_postcard_on_valid_frames(frames in vec(any_frame(), 1..8)) {
+            check_agrees_with_postcard(&encode_all(&frames))?;
+        }
+
+        #[test]
+        fn the_hand_reader_agrees_with_postcard_on_mutated_frames(
+            frames in vec(any_frame(), 1..6),
+            mutations in vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut bytes = encode_all(&frames);
+            for (index, value) in mutations {
+                let i = index.index(bytes.len());
+                bytes[i] = value;
+            }
+            let cut = cut.index(bytes.len() + 1);
+            check_agrees_with_postcard(&bytes[..cut])?;
+        }
+
+        #[test]
+        fn the_hand_reader_agrees_with_postcard_on_raw_varints(bytes in hot_frame_bytes()) {
+            check_agrees_with_postcard(&bytes)?;
+        }
+
+        #[test]
+        fn the_hand_reader_agrees_with_postcard_on_arbitrary_bytes(bytes in vec(any::<u8>(), 0..64)) {
+            check_agrees_with_postcard(&bytes)?;
+        }
+    }
+
+    #[test]
+    fn varints_at_the_edges_of_postcard_read_alike() {
+        let ten_ones = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+        let message = |number: &[u8], tail: &[u8]| [&[0x04][..], number, tail].concat();
+        let cases: [(Vec<u8>, Result<usize, DecodeError>); 8] = [
+            // Datagram lengths: minimal, non-minimal, cut inside, past the end.
+            (vec![0x10, 0x01, 0xaa], Ok(1 + 2)),
+            (
+                vec![0x10, 0x81, 0x00, 0xaa],
+                Err(DecodeError::NonCanonical(FrameType::Datagram)),
+            ),
+            (
+                vec![0x10, 0x81],
+                Err(DecodeError::Truncated(FrameType::Datagram)),
+            ),
+            (
+                vec![0x10, 0x05, 0xaa],
+                Err(DecodeError::Truncated(FrameType::Datagram)),
+            ),
+            // Message numbers of ten bytes: a last byte of 1 is u64::MAX
+            // (too large), of 2 is not a u64, and an eleventh byte never is.
+            (
+                message(&ten_ones, &[0x00]),
+                Err(DecodeError::ValueTooLarge(FrameType::Message)),
+            ),
+            (
+                message(&ten_ones[..9], &[0x02, 0x00]),
+                Err(DecodeError::Malformed(FrameType::Message)),
+            ),
+            (
+                message(&ten_ones[..9], &[0x81, 0x00, 0x00]),
+                Err(DecodeError::Malformed(FrameType::Message)),
+            ),
+            // A Stream frame's bool other than 0 or 1.
+            (
+                vec![0x03, 0x00, 0x00, 0x02, 0x00],
+                Err(DecodeError::Malformed(FrameType::Stream)),
+            ),
+        ];
+        for (bytes, expected) in cases {
+            let fast = Frame::decode(&bytes);
+            assert_eq!(fast, Frame::decode_with_postcard(&bytes), "{bytes:02x?}");
+            assert_eq!(fast.map(|(_, used)| used), expected, "{bytes:02x?}");
+        }
+    }
+}
