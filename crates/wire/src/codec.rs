@@ -9,7 +9,7 @@
 //!
 //! Besides postcard's own checks the decoder refuses values above
 //! [`VARINT_MAX`], stream data that would end past it, ACK ranges below zero
-//! or more than [`MAX_ACK_RANGES`], and any encoding that is not the minimal
+//! or more than [`MAX_ACK_RANGES`](crate::MAX_ACK_RANGES), and any encoding that is not the minimal
 //! one (so `encode(decode(bytes)) == bytes` for every accepted frame).
 
 use core::ops::RangeInclusive;

@@ -23,8 +23,8 @@ impl<'a> Frame<'a> {
     /// Decodes the frame at the start of `bytes`, returning it and the number
     /// of bytes it took. Data, reasons and ACK ranges borrow from `bytes`.
     ///
-    /// The frames on every packet's path are read by hand ([`read`]), the
-    /// rest with postcard ([`Frame::decode_with_postcard`]); both accept and
+    /// The frames on every packet's path are read by hand, the rest with
+    /// postcard, which defines every frame's encoding; both accept and
     /// refuse the same bytes.
     #[inline]
     pub fn decode(bytes: &'a [u8]) -> Result<(Self, usize), DecodeError> {
