@@ -29,8 +29,7 @@ impl<'a> Frame<'a> {
     #[inline]
     pub fn decode(bytes: &'a [u8]) -> Result<(Self, usize), DecodeError> {
         let (&type_byte, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
-        let ty = FrameType::from_byte(type_byte).ok_or(DecodeError::UnknownFrameType(type_byte))?;
-        match read::hot_frame(ty, body) {
+        match read::hot_frame(type_byte, body) {
             Some(Ok((frame, rest))) => Ok((frame, bytes.len() - rest.len())),
             Some(Err(error)) => Err(error),
             None => Self::decode_with_postcard(bytes),

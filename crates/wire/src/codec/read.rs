@@ -138,20 +138,25 @@ pub(crate) fn ack_pair(bytes: &[u8]) -> Result<((u64, u64), &[u8]), DecodeError>
     Ok(((gap, length), r.rest()))
 }
 
-/// The frame of type `ty` with body `body` (the bytes after its type), and
-/// the bytes after it; `None` for a type this module leaves to postcard.
+/// The frame of type byte `ty` with body `body` (the bytes after its type),
+/// and the bytes after it; `None` for a type this module leaves to
+/// postcard. Matched on the byte itself, so a hot frame's type is looked
+/// at once.
 #[inline]
-pub(super) fn hot_frame(
-    ty: FrameType,
-    body: &[u8],
-) -> Option<Result<(Frame<'_>, &[u8]), DecodeError>> {
+pub(super) fn hot_frame(ty: u8, body: &[u8]) -> Option<Result<(Frame<'_>, &[u8]), DecodeError>> {
+    const PING: u8 = FrameType::Ping as u8;
+    const ACK: u8 = FrameType::Ack as u8;
+    const STREAM: u8 = FrameType::Stream as u8;
+    const MESSAGE: u8 = FrameType::Message as u8;
+    const DATAGRAM: u8 = FrameType::Datagram as u8;
+    const RESET_STREAM: u8 = FrameType::ResetStream as u8;
     Some(match ty {
-        FrameType::Ping => Ok((Frame::Ping, body)),
-        FrameType::Stream => stream(body),
-        FrameType::Message => message(body),
-        FrameType::Datagram => datagram(body),
-        FrameType::Ack => ack(body),
-        FrameType::ResetStream => reset_stream(body),
+        PING => Ok((Frame::Ping, body)),
+        STREAM => stream(body),
+        MESSAGE => message(body),
+        DATAGRAM => datagram(body),
+        ACK => ack(body),
+        RESET_STREAM => reset_stream(body),
         _ => return None,
     })
 }
