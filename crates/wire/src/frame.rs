@@ -6,16 +6,19 @@
 //! encodings live in [`crate::codec`]; the byte layouts are in
 //! `docs/wire-format.md`.
 
-use core::fmt;
 use core::net::SocketAddr;
-use core::ops::RangeInclusive;
 use core::time::Duration;
 
-use crate::error::EncodeError;
 pub use crate::rendezvous::{
     ConnectVia, Introduce, IntroductionRefused, Register, RelayGrant, RelayRefused, RelayRequest,
 };
+#[cfg(doc)]
 use crate::varint::VARINT_MAX;
+
+mod ack_ranges;
+
+pub(crate) use ack_ranges::AckFrameRangesRepr;
+pub use ack_ranges::{AckFrameRanges, AckFrameRangesIter};
 
 /// The most ranges one ACK frame may carry.
 ///
@@ -270,193 +273,6 @@ pub struct Ack<'a> {
     pub receive_time: Duration,
 }
 
-/// A validated set of acknowledged packet-number ranges, largest first,
-/// either borrowed from the caller (to encode) or from a packet (decoded,
-/// read lazily).
-#[derive(Clone, Copy)]
-pub struct AckFrameRanges<'a>(AckFrameRangesRepr<'a>);
-
-#[derive(Clone, Copy)]
-pub(crate) enum AckFrameRangesRepr<'a> {
-    /// Ranges given by a sender, already validated.
-    Slice(&'a [RangeInclusive<u64>]),
-    /// Ranges as they were on the wire, already validated by the decoder.
-    Wire {
-        largest: u64,
-        first_range: u64,
-        additional: usize,
-        /// `additional` postcard `(gap, length)` varint pairs.
-        pairs: &'a [u8],
-    },
-}
-
-impl<'a> AckFrameRanges<'a> {
-    /// Checks that `ranges` can be encoded: non-empty, at most
-    /// [`MAX_ACK_RANGES`], each `start <= end`, strictly descending and
-    /// separated by at least one missing packet number (adjacent ranges must
-    /// be merged), and the largest at most [`VARINT_MAX`].
-    pub fn new(ranges: &'a [RangeInclusive<u64>]) -> Result<Self, EncodeError> {
-        let first = ranges
-            .first()
-            .ok_or(EncodeError::InvalidAckRanges("no ranges"))?;
-        if ranges.len() > MAX_ACK_RANGES {
-            return Err(EncodeError::InvalidAckRanges("more than MAX_ACK_RANGES"));
-        }
-        if *first.end() > VARINT_MAX {
-            return Err(EncodeError::ValueTooLarge {
-                field: "ack largest",
-                value: *first.end(),
-            });
-        }
-        let mut previous_smallest: Option<u64> = None;
-        for range in ranges {
-            if range.start() > range.end() {
-                return Err(EncodeError::InvalidAckRanges("range with start > end"));
-            }
-            if let Some(prev) = previous_smallest {
-                // Gap is prev - end - 2 (RFC 9000 §19.3.1), so end + 2 <= prev.
-                if range.end().checked_add(2).is_none_or(|e| e > prev) {
-                    return Err(EncodeError::InvalidAckRanges(
-                        "ranges not descending with a gap between them",
-                    ));
-                }
-            }
-            previous_smallest = Some(*range.start());
-        }
-        Ok(Self(AckFrameRangesRepr::Slice(ranges)))
-    }
-
-    pub(crate) const fn from_wire(
-        largest: u64,
-        first_range: u64,
-        additional: usize,
-        pairs: &'a [u8],
-    ) -> Self {
-        Self(AckFrameRangesRepr::Wire {
-            largest,
-            first_range,
-            additional,
-            pairs,
-        })
-    }
-
-    pub(crate) const fn repr(&self) -> &AckFrameRangesRepr<'a> {
-        &self.0
-    }
-
-    /// The largest acknowledged packet number.
-    #[must_use]
-    pub fn largest(&self) -> u64 {
-        match self.0 {
-            AckFrameRangesRepr::Slice(ranges) => ranges.first().map_or(0, |r| *r.end()),
-            AckFrameRangesRepr::Wire { largest, .. } => largest,
-        }
-    }
-
-    /// The number of ranges (at least 1).
-    #[must_use]
-    pub fn len(&self) -> usize {
-        match self.0 {
-            AckFrameRangesRepr::Slice(ranges) => ranges.len(),
-            AckFrameRangesRepr::Wire { additional, .. } => 1 + additional,
-        }
-    }
-
-    /// Always false: a valid ACK acknowledges at least one packet.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    /// The ranges, largest first.
-    #[must_use]
-    pub fn iter(&self) -> AckFrameRangesIter<'a> {
-        match self.0 {
-            AckFrameRangesRepr::Slice(ranges) => AckFrameRangesIter(IterRepr::Slice(ranges.iter())),
-            AckFrameRangesRepr::Wire {
-                largest,
-                first_range,
-                additional,
-                pairs,
-            } => AckFrameRangesIter(IterRepr::Wire {
-                next: Some(largest.saturating_sub(first_range)..=largest),
-                remaining: additional,
-                pairs,
-            }),
-        }
-    }
-
-    /// Whether `packet_number` is acknowledged.
-    #[must_use]
-    pub fn contains(&self, packet_number: u64) -> bool {
-        self.iter().any(|r| r.contains(&packet_number))
-    }
-}
-
-impl PartialEq for AckFrameRanges<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.len() == other.len() && self.iter().eq(other.iter())
-    }
-}
-
-impl Eq for AckFrameRanges<'_> {}
-
-impl fmt::Debug for AckFrameRanges<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
-    }
-}
-
-impl<'a> IntoIterator for AckFrameRanges<'a> {
-    type Item = RangeInclusive<u64>;
-    type IntoIter = AckFrameRangesIter<'a>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.iter()
-    }
-}
-
-/// Iterator over [`AckFrameRanges`], largest range first.
-#[derive(Debug, Clone)]
-pub struct AckFrameRangesIter<'a>(IterRepr<'a>);
-
-#[derive(Debug, Clone)]
-enum IterRepr<'a> {
-    Slice(core::slice::Iter<'a, RangeInclusive<u64>>),
-    Wire {
-        next: Option<RangeInclusive<u64>>,
-        remaining: usize,
-        pairs: &'a [u8],
-    },
-}
-
-impl Iterator for AckFrameRangesIter<'_> {
-    type Item = RangeInclusive<u64>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        match &mut self.0 {
-            IterRepr::Slice(iter) => iter.next().cloned(),
-            IterRepr::Wire {
-                next,
-                remaining,
-                pairs,
-            } => {
-                let current = next.take()?;
-                if *remaining > 0 {
-                    *remaining -= 1;
-                    // The decoder validated every pair, so this cannot fail;
-                    // if it did, the iteration simply ends.
-                    if let Ok(((gap, length), rest)) = crate::codec::take_ack_pair(pairs) {
-                        *pairs = rest;
-                        *next = crate::codec::next_ack_range(*current.start(), gap, length);
-                    }
-                }
-                Some(current)
-            }
-        }
-    }
-}
-
 /// Bytes of an ordered stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stream<'a> {
@@ -665,39 +481,6 @@ pub struct NewTicket<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ack_ranges_refuse_empty_overlapping_adjacent_and_ascending_input() {
-        assert!(AckFrameRanges::new(&[]).is_err());
-        #[allow(clippy::reversed_empty_ranges)]
-        let reversed = [5..=3];
-        assert!(AckFrameRanges::new(&reversed).is_err());
-        assert!(
-            AckFrameRanges::new(&[5..=9, 3..=4]).is_err(),
-            "adjacent ranges must be merged"
-        );
-        assert!(AckFrameRanges::new(&[5..=9, 3..=6]).is_err());
-        assert!(AckFrameRanges::new(&[1..=2, 5..=9]).is_err());
-        assert!(AckFrameRanges::new(&[0..=VARINT_MAX + 1]).is_err());
-        let too_many: Vec<_> = (0..=MAX_ACK_RANGES as u64)
-            .rev()
-            .map(|i| i * 2..=i * 2)
-            .collect();
-        assert!(AckFrameRanges::new(&too_many).is_err());
-        assert!(AckFrameRanges::new(&too_many[1..]).is_ok());
-        assert!(AckFrameRanges::new(&[5..=9, 0..=3]).is_ok());
-    }
-
-    #[test]
-    fn ack_ranges_answer_membership() {
-        let ranges = [10..=12, 4..=6];
-        let ranges = AckFrameRanges::new(&ranges).unwrap();
-        assert!(ranges.contains(11));
-        assert!(ranges.contains(4));
-        assert!(!ranges.contains(7));
-        assert_eq!(ranges.largest(), 12);
-        assert_eq!(ranges.len(), 2);
-    }
 
     #[test]
     fn only_ack_padding_and_close_are_not_ack_eliciting() {

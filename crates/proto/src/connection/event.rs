@@ -83,17 +83,27 @@ pub(super) struct Events {
 }
 
 impl Events {
-    /// Queues `event` unless one like it waits already.
+    /// Queues `event` unless one like it waits already. Inlined: for an
+    /// event the caller names, whether it waits is one test of a bit (a
+    /// peer may make one per frame, hundreds per packet).
+    #[inline(always)]
     pub(super) fn push(&mut self, event: Event) {
-        match kind_bit(&event) {
-            Some(bit) if self.kinds & bit != 0 => {}
-            Some(bit) => {
-                self.kinds |= bit;
-                self.queue.push_back(event);
-            }
-            None if self.queue.contains(&event) => {}
-            None => self.queue.push_back(event),
+        let bit = kind_bit(&event);
+        if bit.is_some_and(|bit| self.kinds & bit != 0) {
+            return;
         }
+        self.queue_unless_waiting(event, bit);
+    }
+
+    /// [`Events::push`] for an event not known to wait: its kind's bit, or
+    /// a look along the queue for the kinds with a payload.
+    fn queue_unless_waiting(&mut self, event: Event, bit: Option<u16>) {
+        match bit {
+            Some(bit) => self.kinds |= bit,
+            None if self.queue.contains(&event) => return,
+            None => {}
+        }
+        self.queue.push_back(event);
     }
 
     /// Queues `event`, which the caller knows is not waiting (a stream's
@@ -120,6 +130,7 @@ impl Events {
 }
 
 /// The bit of an event's kind, for the kinds without a payload.
+#[inline(always)]
 fn kind_bit(event: &Event) -> Option<u16> {
     let index = match event {
         Event::Connected => 0,

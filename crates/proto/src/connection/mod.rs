@@ -465,6 +465,7 @@ impl Connection {
     /// each event once, so packets from the peer cannot grow it while the
     /// application is not looking (one `MessageReceived` means "call
     /// `recv_message` until it is empty").
+    #[inline]
     fn notify(&mut self, event: Event) {
         self.events.push(event);
     }

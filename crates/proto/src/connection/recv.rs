@@ -281,7 +281,7 @@ impl Connection {
                     self.streams
                         .on_message_received(m.data.len() as u64 + MESSAGE_CHARGE)
                         .map_err(ProtocolError::FlowControl)?;
-                    self.inbox.push_back(Bytes::copy_from_slice(m.data), None);
+                    self.inbox.push_back(owned(m.data), None);
                     self.notify(Event::MessageReceived);
                 }
             }
@@ -349,8 +349,7 @@ impl Connection {
                     self.datagrams_in.pop_front();
                     self.stats.datagrams_dropped += 1;
                 }
-                self.datagrams_in
-                    .push_back(Bytes::copy_from_slice(d.data), ());
+                self.datagrams_in.push_back(owned(d.data), ());
                 self.notify(Event::DatagramReceived);
             }
             Frame::Close(close) => {
@@ -366,5 +365,16 @@ impl Connection {
             }
         }
         Ok(())
+    }
+}
+
+/// The peer's bytes, copied out of the packet; an empty message or
+/// datagram costs no copy (a peer may send hundreds in a packet).
+#[inline]
+fn owned(data: &[u8]) -> Bytes {
+    if data.is_empty() {
+        Bytes::new()
+    } else {
+        Bytes::copy_from_slice(data)
     }
 }

@@ -23,11 +23,13 @@ impl<T> Untaken<T> {
         }
     }
 
+    #[inline]
     pub(crate) fn push_back(&mut self, data: Bytes, note: T) {
         self.bytes += data.len();
         self.items.push_back((data, note));
     }
 
+    #[inline]
     pub(crate) fn pop_front(&mut self) -> Option<(Bytes, T)> {
         let item = self.items.pop_front()?;
         self.bytes -= item.0.len();
