@@ -15,10 +15,12 @@
 //! their own): the control, which waits for no lock held by the transfer,
 //! only for the threads to be scheduled, so the difference between the
 //! two is the lock's. A third call alternates with them: `Endpoint::stats()`
-//! on the loaded client endpoint, which still takes the endpoint's lock,
-//! as every call that acts on a connection (`write`, `send`, `read`, ...)
-//! does. Durations go to HDR histograms (1 ns resolution);
-//! the percentiles are printed, with the transfer's throughput.
+//! on the loaded client endpoint. Two calls that act on the loaded
+//! connection alternate with them too: `send` of a 64-byte message (the
+//! server receives them) and `write` of 64 bytes on a second stream (the
+//! server reads it), each awaited to its end. Durations go to HDR
+//! histograms (1 ns resolution); the percentiles are printed, with the
+//! transfer's throughput.
 //!
 //! `cargo bench -p tern-benches --bench level2_lock_wait` (add
 //! `-- <seconds>` for a longer load phase, default 5, and a second number
@@ -33,13 +35,16 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use tern_peer::driver::DriverConfig;
-use tern_peer::{Config, Connection, Endpoint, IdentityKey};
+use tern_peer::{Config, Connection, Endpoint, IdentityKey, SendStream};
 
 /// Time between two probes.
 const PROBE_EVERY: Duration = Duration::from_micros(200);
 
 /// Bytes per stream write.
 const CHUNK: usize = 64 << 10;
+
+/// Bytes of each probing `send` and `write`.
+static SMALL: [u8; 64] = [0xa5; 64];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let numbers: Vec<u64> = std::env::args()
@@ -85,14 +90,28 @@ async fn run(load: Duration, per_turn: usize) -> Result<(), Box<dyn std::error::
     let (control, _control_accepted) = (control?, control_accepted.ok_or("stopped")?);
 
     let running = Arc::new(AtomicBool::new(true));
-    let reader = tokio::spawn(async move {
-        let (_, mut download) = accepted.accept_bi().await?;
+    let reader = {
+        let accepted = accepted.clone();
+        tokio::spawn(async move {
+            let (_, mut download) = accepted.accept_bi().await?;
+            let mut buf = vec![0u8; CHUNK];
+            let mut total = 0u64;
+            while let Some(n) = download.read(&mut buf).await? {
+                total += n as u64;
+            }
+            Ok::<_, tern_peer::ReadError>(total)
+        })
+    };
+    // The probes' messages and second stream are taken as they come.
+    tokio::spawn({
+        let accepted = accepted.clone();
+        async move { while accepted.recv().await.is_ok() {} }
+    });
+    tokio::spawn(async move {
+        let (_, mut stream) = accepted.accept_bi().await?;
         let mut buf = vec![0u8; CHUNK];
-        let mut total = 0u64;
-        while let Some(n) = download.read(&mut buf).await? {
-            total += n as u64;
-        }
-        Ok::<_, tern_peer::ReadError>(total)
+        while stream.read(&mut buf).await?.is_some() {}
+        Ok::<_, tern_peer::ReadError>(())
     });
     let writer = {
         let connection = connection.clone();
@@ -112,7 +131,13 @@ async fn run(load: Duration, per_turn: usize) -> Result<(), Box<dyn std::error::
     };
     // Let the transfer reach its pace before probing.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let (loaded, control, locked) = probe(&connection, Some((&control, &client)), load).await;
+    let (mut small_stream, _) = connection.open_bi().await?;
+    let others = Others {
+        control: &control,
+        endpoint: &client,
+        stream: &mut small_stream,
+    };
+    let (loaded, control, locked, sent, written) = probe(&connection, Some(others), load).await;
     running.store(false, Ordering::Relaxed);
     let elapsed = writer.await??;
     let bytes = reader.await??;
@@ -122,6 +147,8 @@ async fn run(load: Duration, per_turn: usize) -> Result<(), Box<dyn std::error::
         "Endpoint::stats() of the loaded endpoint (takes its lock) meanwhile",
         &locked,
     );
+    report("send of 64 bytes on the loaded connection meanwhile", &sent);
+    report("write of 64 bytes on its second stream meanwhile", &written);
     println!(
         "transfer: {} MiB in {:.2} s, {:.0} MB/s",
         bytes >> 20,
@@ -131,34 +158,68 @@ async fn run(load: Duration, per_turn: usize) -> Result<(), Box<dyn std::error::
     Ok(())
 }
 
+/// What is probed between two probes of the loaded connection's `stats()`.
+struct Others<'a> {
+    /// A connection of another, idle pair of endpoints.
+    control: &'a Connection,
+    /// The loaded endpoint, whose `stats()` is timed.
+    endpoint: &'a Endpoint,
+    /// A second stream of the loaded connection, written to.
+    stream: &'a mut SendStream,
+}
+
+type Histograms = (
+    Histogram<u64>,
+    Histogram<u64>,
+    Histogram<u64>,
+    Histogram<u64>,
+    Histogram<u64>,
+);
+
 /// Times `stats()` on `connection` every [`PROBE_EVERY`] for `time`, and
-/// if given, in between, on the control connection and `stats()` of the
-/// loaded endpoint.
+/// if given, in between, `stats()` on the control connection and of the
+/// loaded endpoint, a `send` on `connection` and a `write` on its second
+/// stream.
 async fn probe(
     connection: &Connection,
-    others: Option<(&Connection, &Endpoint)>,
+    mut others: Option<Others<'_>>,
     time: Duration,
-) -> (Histogram<u64>, Histogram<u64>, Histogram<u64>) {
+) -> Histograms {
     let new = || Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("valid bounds");
     let (mut probed, mut controlled, mut locked) = (new(), new(), new());
+    let (mut sent, mut written) = (new(), new());
     let end = quanta::Instant::now() + time;
     while quanta::Instant::now() < end {
         time_call(&mut probed, || connection.stats());
         tokio::time::sleep(PROBE_EVERY).await;
-        if let Some((control, endpoint)) = others {
-            time_call(&mut controlled, || control.stats());
+        if let Some(others) = &mut others {
+            time_call(&mut controlled, || others.control.stats());
             tokio::time::sleep(PROBE_EVERY).await;
-            time_call(&mut locked, || endpoint.stats());
+            time_call(&mut locked, || others.endpoint.stats());
+            tokio::time::sleep(PROBE_EVERY).await;
+            let start = quanta::Instant::now();
+            let result = connection.send(&SMALL[..]).await;
+            record(&mut sent, start, result);
+            tokio::time::sleep(PROBE_EVERY).await;
+            let start = quanta::Instant::now();
+            let result = others.stream.write(&SMALL).await;
+            record(&mut written, start, result);
             tokio::time::sleep(PROBE_EVERY).await;
         }
     }
-    (probed, controlled, locked)
+    (probed, controlled, locked, sent, written)
 }
 
 /// Times one call of `f` into `histogram`.
 fn time_call<T>(histogram: &mut Histogram<u64>, f: impl FnOnce() -> T) {
     let start = quanta::Instant::now();
     let result = f();
+    record(histogram, start, result);
+}
+
+/// Records into `histogram` the time since `start` of a call that gave
+/// `result`.
+fn record<T>(histogram: &mut Histogram<u64>, start: quanta::Instant, result: T) {
     let took = start.elapsed();
     std::hint::black_box(result);
     let _ = histogram.record(took.as_nanos().max(1) as u64);
