@@ -15,6 +15,7 @@ use super::config::Config;
 use super::connection::Connection;
 use super::error::ConnectError;
 use super::incoming::Incoming;
+use super::published::PublishedEndpoint;
 use super::state::EndpointState;
 use crate::driver::{Driver, DriverHandle, DriverStats};
 use crate::proto::{self, CongestionConfig, EndpointStats};
@@ -41,6 +42,8 @@ const HANDSHAKE_GRACE: Duration = Duration::from_millis(500);
 #[derive(Clone, Debug)]
 pub struct Endpoint {
     driver: DriverHandle<EndpointState>,
+    /// The endpoint's figures as the driver published them.
+    figures: Arc<PublishedEndpoint>,
     public: Option<PublicIdentity>,
     /// The protocol's handshake timeout: `connect`'s own deadline too.
     handshake_timeout: Duration,
@@ -125,11 +128,15 @@ impl Endpoint {
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let public = proto.public();
         let handshake_timeout = endpoint_config.connection.handshake_timeout;
-        let (driver, handle) = Driver::new(socket, EndpointState::new(proto), &driver_config)?;
+        let state = EndpointState::new(proto);
+        state.publish_figures();
+        let figures = Arc::clone(&state.figures);
+        let (driver, handle) = Driver::new(socket, state, &driver_config)?;
         tokio::spawn(driver.run());
         Ok(Self {
             _door: Arc::new(Door(handle.clone())),
             driver: handle,
+            figures,
             public,
             handshake_timeout,
             socket_config: Arc::new(driver_config.socket_config()),
@@ -417,12 +424,17 @@ impl Endpoint {
         self.driver.backend()
     }
 
-    /// Figures about the endpoint now.
+    /// Figures about the endpoint: the driver's and the socket's now, the
+    /// protocol's as of the driver's last turn (or the last endpoint-level
+    /// call, such as `connect`, that changed them), published so that this
+    /// never waits for the lock the driver holds for its turns. Zeroed
+    /// once the endpoint stopped.
     pub fn stats(&self) -> Stats {
-        let (protocol, connections) = self
-            .driver
-            .with_node_unwoken(|state| (state.proto.stats(), state.proto.len()))
-            .unwrap_or_default();
+        let (protocol, connections) = if self.driver.is_stopped() {
+            Default::default()
+        } else {
+            self.figures.read()
+        };
         Stats {
             protocol,
             driver: self.driver.stats(),
@@ -436,10 +448,11 @@ impl Endpoint {
 mod tests {
     use super::*;
 
-    /// What a handle reads of its connection never waits for the lock
-    /// the driver holds for its turns: here the lock is held throughout,
-    /// and another thread still reads the connection's figures, address
-    /// and limits.
+    /// What a handle reads of its connection, and the endpoint's figures,
+    /// never wait for the lock the driver holds for its turns: here the
+    /// lock is held throughout, and another thread still reads the
+    /// connection's figures, address and limits and the endpoint's
+    /// figures.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn reading_a_connection_does_not_wait_for_the_endpoints_lock() {
         let localhost = "127.0.0.1:0".parse().expect("an address");
@@ -458,11 +471,13 @@ mod tests {
             .with_node_unwoken(|_| {
                 let (tx, rx) = std::sync::mpsc::channel();
                 let reader = connection.clone();
+                let endpoint = client.clone();
                 std::thread::spawn(move || {
                     let read = (
                         reader.stats(),
                         reader.remote_address(),
                         reader.max_message_size(),
+                        endpoint.stats().connections,
                     );
                     let _ = tx.send(read);
                 });
@@ -470,10 +485,11 @@ mod tests {
             })
             .expect("the driver runs")
             .expect("read while the lock is held");
-        let (stats, remote, max_message_size) = read;
+        let (stats, remote, max_message_size, connections) = read;
         assert_eq!(stats.map(|s| s.congestion), Some(before.congestion));
         assert_eq!(remote, server.local_addr());
         assert!(max_message_size.is_some());
+        assert_eq!(connections, 1);
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
 //! [`Published`]: what a connection's handles read of it (figures, the
 //! peer's address, identity and limits), copied out by the driver so that
-//! reading it never waits for the endpoint's lock.
+//! reading it never waits for the endpoint's lock; [`PublishedEndpoint`],
+//! the endpoint's own figures likewise.
 //!
 //! The endpoint's lock is held by the driver for a whole turn, and under
 //! bulk load a thread preempted while it holds it makes a handle wait for
@@ -19,7 +20,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::proto::{Connection as ProtoConnection, ConnectionStats, PublicIdentity};
+use crate::proto::{
+    Connection as ProtoConnection, ConnectionStats, Endpoint as ProtoEndpoint, EndpointStats,
+    PublicIdentity,
+};
 
 /// How long a connection stays watched after the last read of what was
 /// published of it.
@@ -131,5 +135,27 @@ impl Published {
         if snapshot.identity.as_ref() != identity {
             snapshot.identity = identity.cloned();
         }
+    }
+}
+
+/// The endpoint's figures (the protocol's counters and the connections it
+/// holds), published by the driver at the end of every turn and by every
+/// endpoint-level call that changes them, so that
+/// [`Endpoint::stats`](crate::Endpoint::stats) never waits for the
+/// endpoint's lock. This lock is held only for a copy.
+#[derive(Debug, Default)]
+pub(crate) struct PublishedEndpoint(Mutex<(EndpointStats, usize)>);
+
+impl PublishedEndpoint {
+    /// Publishes the figures of `endpoint`.
+    pub(crate) fn publish(&self, endpoint: &ProtoEndpoint) {
+        let figures = (endpoint.stats(), endpoint.len());
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = figures;
+    }
+
+    /// What was last published: the protocol's counters and the number of
+    /// connections held.
+    pub(crate) fn read(&self) -> (EndpointStats, usize) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -14,7 +14,7 @@ use std::task::{Context, Waker};
 
 use bytes::Bytes;
 
-use super::published::{Published, WATCH_FOR};
+use super::published::{Published, PublishedEndpoint, WATCH_FOR};
 use crate::proto::{
     Connection as ProtoConnection, ConnectionError, ConnectionHandle, Endpoint, Event, Instant,
     KeyFingerprint, Node, PublicIdentity, RefusalReason, SendRefused, StreamId, Transmit,
@@ -237,6 +237,9 @@ pub(crate) struct EndpointState {
     pub(crate) introduced: Wakers,
     /// Slots whose connection is published at the end of every turn.
     watched: Vec<SlotId>,
+    /// The endpoint's figures, as [`Endpoint::stats`](crate::Endpoint::stats)
+    /// reads them.
+    pub(crate) figures: Arc<PublishedEndpoint>,
 }
 
 impl EndpointState {
@@ -253,7 +256,14 @@ impl EndpointState {
             introductions: HashMap::new(),
             introduced: Wakers::default(),
             watched: Vec::new(),
+            figures: Arc::default(),
         }
+    }
+
+    /// Publishes the endpoint's figures: at the end of every turn, and
+    /// after an endpoint-level call changed them.
+    pub(crate) fn publish_figures(&self) {
+        self.figures.publish(&self.proto);
     }
 
     /// Gives a new protocol connection, with the peer at `remote`, its
@@ -284,6 +294,7 @@ impl EndpointState {
             // one within the turn, before `forget_freed` saw it go.
             self.detach(stale);
         }
+        self.publish_figures();
         id
     }
 
@@ -362,6 +373,7 @@ impl EndpointState {
                 self.slots.remove(&id);
             }
         }
+        self.publish_figures();
     }
 
     /// Unties a slot from the protocol connection its handle named, which
@@ -403,6 +415,7 @@ impl EndpointState {
                 self.slots.remove(&id);
             }
         }
+        self.publish_figures();
     }
 
     /// Refuses new connections, and closes with `code` those that wait to
@@ -425,6 +438,7 @@ impl EndpointState {
                 connection.close(now, code, Bytes::new());
             }
         }
+        self.publish_figures();
     }
 
     /// Has every connection send a packet soon: the endpoint moved to
@@ -530,6 +544,7 @@ impl EndpointState {
         }
         self.forget_freed();
         self.publish_watched(now);
+        self.publish_figures();
         if self.proto.is_empty() {
             self.idle.wake_all();
         }
