@@ -90,28 +90,26 @@ async fn run(load: Duration, per_turn: usize) -> Result<(), Box<dyn std::error::
     let (control, _control_accepted) = (control?, control_accepted.ok_or("stopped")?);
 
     let running = Arc::new(AtomicBool::new(true));
-    let reader = {
-        let accepted = accepted.clone();
-        tokio::spawn(async move {
-            let (_, mut download) = accepted.accept_bi().await?;
-            let mut buf = vec![0u8; CHUNK];
-            let mut total = 0u64;
-            while let Some(n) = download.read(&mut buf).await? {
-                total += n as u64;
-            }
-            Ok::<_, tern_peer::ReadError>(total)
-        })
-    };
-    // The probes' messages and second stream are taken as they come.
+    // The probes' messages are taken as they come.
     tokio::spawn({
         let accepted = accepted.clone();
         async move { while accepted.recv().await.is_ok() {} }
     });
-    tokio::spawn(async move {
-        let (_, mut stream) = accepted.accept_bi().await?;
+    let reader = tokio::spawn(async move {
+        let (_, mut download) = accepted.accept_bi().await?;
+        // The probes' stream, opened after the transfer's, is read too.
+        tokio::spawn(async move {
+            let (_, mut stream) = accepted.accept_bi().await?;
+            let mut buf = vec![0u8; 4096];
+            while stream.read(&mut buf).await?.is_some() {}
+            Ok::<_, tern_peer::ReadError>(())
+        });
         let mut buf = vec![0u8; CHUNK];
-        while stream.read(&mut buf).await?.is_some() {}
-        Ok::<_, tern_peer::ReadError>(())
+        let mut total = 0u64;
+        while let Some(n) = download.read(&mut buf).await? {
+            total += n as u64;
+        }
+        Ok::<_, tern_peer::ReadError>(total)
     });
     let writer = {
         let connection = connection.clone();
