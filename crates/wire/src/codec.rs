@@ -343,7 +343,7 @@ impl<'a> Frame<'a> {
             Self::Identity(i) => bytes_len(i.public_key) + bytes_len(i.signature),
             Self::ObservedAddress(o) => observed_address::body_len(o),
             Self::MaxMessageSize(m) => varint_len(m.max),
-            Self::Register(_) => 0,
+            Self::Register(r) => rendezvous::candidates_len(&r.candidates),
             Self::ConnectVia(_) => crate::rendezvous::FINGERPRINT_LEN,
             Self::Introduce(i) => rendezvous::introduce_len(i),
             Self::IntroductionRefused(_) | Self::RelayRefused(_) => {
@@ -551,7 +551,7 @@ impl<'a> Frame<'a> {
                 body.copy_from_slice(data);
             }
             Self::ObservedAddress(o) => observed_address::encode_body(o, body)?,
-            Self::Register(_) => {}
+            Self::Register(r) => rendezvous::encode_register(r, body)?,
             Self::ConnectVia(c) => rendezvous::encode_connect_via(c, body)?,
             Self::Introduce(i) => rendezvous::encode_introduce(i, body)?,
             Self::IntroductionRefused(r) => rendezvous::encode_refused(&r.peer, r.reason, body)?,
@@ -718,7 +718,10 @@ impl<'a> Frame<'a> {
                 let (frame, rest) = observed_address::decode_body(body)?;
                 (Self::ObservedAddress(frame), rest)
             }
-            FrameType::Register => (Self::Register(crate::rendezvous::Register), body),
+            FrameType::Register => {
+                let (frame, rest) = rendezvous::decode_register(body)?;
+                (Self::Register(frame), rest)
+            }
             FrameType::ConnectVia => {
                 let (frame, rest) = rendezvous::decode_connect_via(body)?;
                 (Self::ConnectVia(frame), rest)
@@ -921,7 +924,7 @@ pub(crate) mod tests {
     /// The rendezvous frames, which borrow nothing.
     #[derive(Debug, Clone, Copy, PartialEq)]
     pub(crate) enum RendezvousFrame {
-        Register,
+        Register(crate::Register),
         ConnectVia(crate::ConnectVia),
         Introduce(crate::Introduce),
         Refused(crate::IntroductionRefused),
@@ -983,7 +986,7 @@ pub(crate) mod tests {
                 }),
                 Self::ObservedAddress(o) => Frame::ObservedAddress(*o),
                 Self::MaxMessageSize(m) => Frame::MaxMessageSize(*m),
-                Self::Rendezvous(RendezvousFrame::Register) => Frame::Register(crate::Register),
+                Self::Rendezvous(RendezvousFrame::Register(r)) => Frame::Register(*r),
                 Self::Rendezvous(RendezvousFrame::ConnectVia(c)) => Frame::ConnectVia(*c),
                 Self::Rendezvous(RendezvousFrame::Introduce(i)) => Frame::Introduce(*i),
                 Self::Rendezvous(RendezvousFrame::Refused(r)) => Frame::IntroductionRefused(*r),
@@ -1111,7 +1114,8 @@ pub(crate) mod tests {
     fn rendezvous_frame() -> impl Strategy<Value = RendezvousFrame> {
         let peer = any::<[u8; 32]>().prop_map(crate::KeyFingerprint);
         prop_oneof![
-            Just(RendezvousFrame::Register),
+            crate::rendezvous::tests::candidates()
+                .prop_map(|candidates| RendezvousFrame::Register(crate::Register { candidates })),
             peer.clone()
                 .prop_map(|peer| RendezvousFrame::ConnectVia(crate::ConnectVia { peer })),
             (
@@ -1120,18 +1124,22 @@ pub(crate) mod tests {
                 any::<bool>(),
                 0..=crate::MAX_START_DELAY.as_micros() as u64,
                 any::<[u8; 4]>(),
-                1..=u16::MAX
+                1..=u16::MAX,
+                crate::rendezvous::tests::candidates(),
             )
                 .prop_filter("a unicast address", |v| v.4[0] != 0 && v.4[0] < 224)
-                .prop_map(|(nonce, peer, initiator, delay_us, ip, port)| {
-                    RendezvousFrame::Introduce(crate::Introduce {
-                        nonce,
-                        peer,
-                        initiator,
-                        start_delay: Duration::from_micros(delay_us),
-                        address: core::net::SocketAddr::from((ip, port)),
-                    })
-                }),
+                .prop_map(
+                    |(nonce, peer, initiator, delay_us, ip, port, candidates)| {
+                        RendezvousFrame::Introduce(crate::Introduce {
+                            nonce,
+                            peer,
+                            initiator,
+                            start_delay: Duration::from_micros(delay_us),
+                            address: core::net::SocketAddr::from((ip, port)),
+                            candidates,
+                        })
+                    }
+                ),
             (peer.clone(), 1u8..=4).prop_map(|(peer, reason)| {
                 RendezvousFrame::Refused(crate::IntroductionRefused {
                     peer,

@@ -3,13 +3,16 @@
 //! `tern_wire::rendezvous`).
 //!
 //! As a rendezvous, it keeps the peers that registered, by the fingerprint
-//! of the identity they proved, and answers each ConnectVia with an
-//! Introduce to both sides, or a typed refusal: the key is not registered,
+//! of the identity they proved, with the local candidates they named, and
+//! answers each ConnectVia with an Introduce to both sides (each naming
+//! the other's observed address and local candidates), or a typed refusal: the key is not registered,
 //! the asker asks too often ([`EndpointConfig::introductions_per_second`]),
 //! or it proved no identity.
 //!
-//! As the asker (initiator), it connects to the address it is given once
-//! the start delay passed: a connect like any other, which ends only at a
+//! As the asker (initiator), it connects to the address it is given and
+//! to each local candidate of the peer once the start delay passed (two
+//! peers behind one NAT that does not hairpin meet at their local
+//! addresses): connects like any other, each of which ends only at a
 //! peer proving the key asked for. A punch that reaches it from another
 //! address names the other side's mapping toward it (a NAT that maps per
 //! destination): it connects there too, and keeps the first connection
@@ -32,8 +35,8 @@ use quanta::Instant;
 use rand_core::RngCore;
 use rustc_hash::{FxHashMap, FxHashSet};
 use tern_wire::{
-    ConnectVia, Introduce, IntroductionRefused, KeyFingerprint, MAX_START_DELAY, PublicIdentity,
-    RefusalReason, RelayRequest,
+    Candidates, ConnectVia, Introduce, IntroductionRefused, KeyFingerprint, MAX_CANDIDATES,
+    MAX_START_DELAY, PublicIdentity, RefusalReason, Register, RelayRequest,
 };
 
 mod fallback;
@@ -70,9 +73,9 @@ const MAX_INTRODUCTIONS: usize = 64;
 /// punch toward 64 addresses of its choosing).
 const MAX_INTRODUCTIONS_PER_RENDEZVOUS: usize = MAX_INTRODUCTIONS / 4;
 
-/// Connects one introduction may start: the address given, and the
-/// addresses punches came from.
-const MAX_ATTEMPTS: usize = 4;
+/// Connects one introduction may start: the address given, the peer's
+/// local candidates, and a few addresses punches came from.
+const MAX_ATTEMPTS: usize = 1 + MAX_CANDIDATES + 3;
 
 /// How long an introduction that started no connect (or the punching side's)
 /// is kept.
@@ -121,6 +124,8 @@ enum Role {
     Initiator {
         key: PublicIdentity,
         address: SocketAddr,
+        /// The peer's local addresses, connected to beside `address`.
+        candidates: Candidates,
         /// When the first connect starts; `None` once it did.
         start_at: Option<Instant>,
         /// Connects started, with their addresses.
@@ -134,10 +139,37 @@ enum Role {
     /// This side was asked for: it punches toward the asker.
     Target {
         to: SocketAddr,
+        /// The asker's local addresses, punched toward beside `to`.
+        candidates: Candidates,
         start: Instant,
-        /// Punches sent of `PUNCH_SCHEDULE`.
+        /// Punches sent: one per address at each moment of
+        /// `PUNCH_SCHEDULE`, so at most `PUNCH_SCHEDULE.len()` times
+        /// `1 + MAX_CANDIDATES`.
         sent: usize,
     },
+}
+
+impl Role {
+    /// The side asked for's next punch: when after its start, and where
+    /// to; `None` once all were sent.
+    fn next_punch(&self) -> Option<(Duration, SocketAddr)> {
+        let Self::Target {
+            to,
+            candidates,
+            sent,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let each = 1 + candidates.len();
+        let at = *PUNCH_SCHEDULE.get(sent / each)?;
+        let to = match sent % each {
+            0 => *to,
+            n => candidates.iter().nth(n - 1)?,
+        };
+        Some((at, to))
+    }
 }
 
 /// Where the asker is with the relay.
@@ -159,7 +191,7 @@ enum Fallback {
 pub(super) struct Rendezvous {
     /// As a rendezvous: registered peers by fingerprint, and back.
     registered: HashMap<KeyFingerprint, u32>,
-    registered_as: FxHashMap<u32, KeyFingerprint>,
+    registered_as: FxHashMap<u32, (KeyFingerprint, Candidates)>,
     /// As a rendezvous: introductions asked for per connection in the
     /// current one-second window.
     asks: FxHashMap<u32, (Instant, u32)>,
@@ -194,10 +226,9 @@ impl Rendezvous {
                     Fallback::Asked if attempts.is_empty() => Some(intro.expires),
                     _ => *start_at,
                 },
-                Role::Target { start, sent, .. } => Some(
-                    PUNCH_SCHEDULE
-                        .get(*sent)
-                        .map_or(intro.expires, |offset| *start + *offset),
+                role @ Role::Target { start, .. } => Some(
+                    role.next_punch()
+                        .map_or(intro.expires, |(offset, _)| *start + offset),
                 ),
             })
             .min()
@@ -242,7 +273,9 @@ impl Endpoint {
         let Some(connection) = self.connections.get_mut(rendezvous.0) else {
             return false;
         };
-        connection.send_signal(Signal::Register);
+        connection.send_signal(Signal::Register(Register {
+            candidates: self.config.local_candidates,
+        }));
         self.rendezvous.registered_with.insert(rendezvous.0);
         self.touch(rendezvous.0);
         true
@@ -292,7 +325,7 @@ impl Endpoint {
     pub(super) fn on_signal(&mut self, now: Instant, index: u32, signal: Signal) {
         self.rendezvous.latest = Some(now);
         match signal {
-            Signal::Register => self.on_register(index),
+            Signal::Register(register) => self.on_register(index, register.candidates),
             Signal::ConnectVia(ask) => self.on_connect_via(now, index, ask.peer),
             Signal::Introduce(intro) => self.on_introduce(now, index, intro),
             Signal::Refused(refused) => match self.rendezvous.asked.get(&refused.peer) {
@@ -326,7 +359,14 @@ impl Endpoint {
         self.stats.introductions_refused += 1;
     }
 
-    fn on_register(&mut self, index: u32) {
+    /// This side's local addresses, sent from the next
+    /// [`register`](Self::register) on
+    /// ([`EndpointConfig::local_candidates`]).
+    pub fn set_local_candidates(&mut self, candidates: Candidates) {
+        self.config.local_candidates = candidates;
+    }
+
+    fn on_register(&mut self, index: u32, candidates: Candidates) {
         let Some(fingerprint) = self.peer_fingerprint(index) else {
             let nobody = KeyFingerprint([0; tern_wire::FINGERPRINT_LEN]);
             self.refuse_introduction(index, nobody, RefusalReason::NotIdentified);
@@ -338,7 +378,9 @@ impl Endpoint {
         {
             self.rendezvous.registered_as.remove(&old);
         }
-        self.rendezvous.registered_as.insert(index, fingerprint);
+        self.rendezvous
+            .registered_as
+            .insert(index, (fingerprint, candidates));
     }
 
     fn on_connect_via(&mut self, now: Instant, asker: u32, peer: KeyFingerprint) {
@@ -364,6 +406,14 @@ impl Endpoint {
         ) else {
             return;
         };
+        let candidates_of = |index| {
+            self.rendezvous
+                .registered_as
+                .get(&index)
+                .map(|(_, candidates)| *candidates)
+                .unwrap_or_default()
+        };
+        let (asker_candidates, target_candidates) = (candidates_of(asker), candidates_of(target));
         let mut nonce = [0; 8];
         self.rng.fill_bytes(&mut nonce);
         // Each Introduce arrives half its round trip from now. The asker
@@ -382,6 +432,7 @@ impl Endpoint {
             initiator: false,
             start_delay: target_delay,
             address: asking.0,
+            candidates: asker_candidates,
         };
         let to_asker = Introduce {
             nonce,
@@ -389,6 +440,7 @@ impl Endpoint {
             initiator: true,
             start_delay,
             address: asked.0,
+            candidates: target_candidates,
         };
         for (index, intro) in [(target, to_target), (asker, to_asker)] {
             if let Some(connection) = self.connections.get_mut(index) {
@@ -432,6 +484,7 @@ impl Endpoint {
             return;
         }
         let start = now + intro.start_delay;
+        let candidates = self.usable_candidates(&intro);
         let role = if intro.initiator {
             let policy = match self.rendezvous.asked.get(&intro.peer) {
                 Some(&(rendezvous, _, policy))
@@ -454,6 +507,7 @@ impl Endpoint {
             Role::Initiator {
                 key,
                 address: intro.address,
+                candidates,
                 start_at: Some(start),
                 attempts: Vec::new(),
                 won: false,
@@ -467,6 +521,7 @@ impl Endpoint {
             }
             Role::Target {
                 to: intro.address,
+                candidates,
                 start,
                 sent: 0,
             }
@@ -481,6 +536,22 @@ impl Endpoint {
             .introductions
             .insert(intro.nonce, introduction);
         self.handle_rendezvous_timeout(now);
+    }
+
+    /// The local candidates of an Introduce this side tries: not a
+    /// loopback address (a rendezvous must not have this side connect or
+    /// punch to its own host), nor the observed address again. Those
+    /// left out are counted.
+    fn usable_candidates(&mut self, intro: &Introduce) -> Candidates {
+        let mut usable = Candidates::default();
+        for candidate in intro.candidates.iter() {
+            if candidate.ip().is_loopback() || candidate == intro.address {
+                self.stats.candidates_refused += 1;
+            } else {
+                usable.push(candidate);
+            }
+        }
+        usable
     }
 
     /// Starts one of introduction `nonce`'s connects, to `to`; returns its
@@ -533,6 +604,7 @@ impl Endpoint {
                 Role::Initiator {
                     key,
                     address,
+                    candidates,
                     start_at,
                     fallback,
                     attempts,
@@ -540,7 +612,9 @@ impl Endpoint {
                 } => {
                     if start_at.is_some_and(|at| at <= now) {
                         *start_at = None;
-                        starts.push((*nonce, *address, key.clone()));
+                        for to in std::iter::once(*address).chain(candidates.iter()) {
+                            starts.push((*nonce, to, key.clone()));
+                        }
                     } else if start_at.is_some() && intro.expires <= now {
                         expired.push(*nonce);
                     }
@@ -552,15 +626,18 @@ impl Endpoint {
                         _ => {}
                     }
                 }
-                Role::Target { sent, .. } => {
-                    if *sent >= PUNCH_SCHEDULE.len() && intro.expires <= now {
+                role @ Role::Target { .. } => {
+                    if role.next_punch().is_none() && intro.expires <= now {
                         expired.push(*nonce);
                     }
                 }
             }
         }
         for (nonce, address, key) in starts {
-            self.start_attempt(now, nonce, address, &key);
+            // One that found no room may have ended the introduction.
+            if self.rendezvous.introductions.contains_key(&nonce) {
+                self.start_attempt(now, nonce, address, &key);
+            }
         }
         for nonce in expired {
             self.rendezvous.introductions.remove(&nonce);
@@ -639,7 +716,7 @@ impl Endpoint {
     /// rendezvous any more.
     pub(super) fn forget_in_rendezvous(&mut self, index: u32) {
         let state = &mut self.rendezvous;
-        if let Some(fingerprint) = state.registered_as.remove(&index) {
+        if let Some((fingerprint, _)) = state.registered_as.remove(&index) {
             state.registered.remove(&fingerprint);
         }
         state.asks.remove(&index);

@@ -1,6 +1,7 @@
 //! Punches: the packets that open the NATs of two introduced peers toward
 //! each other (wire format §5.14). The asker sends one of small TTL as its
-//! introduction arrives; the side asked for punches on a schedule; a punch
+//! introduction arrives; the side asked for punches on a schedule, toward
+//! the asker's observed address and each of its local candidates; a punch
 //! that arrives from an address the asker did not know names the other
 //! side's mapping toward it, and starts one more connect there.
 
@@ -9,7 +10,7 @@ use std::net::SocketAddr;
 use quanta::Instant;
 use tern_wire::{PUNCH_LEN, write_punch};
 
-use super::{MAX_ATTEMPTS, PUNCH_SCHEDULE, Role};
+use super::{MAX_ATTEMPTS, Role};
 use crate::Transmit;
 use crate::endpoint::Endpoint;
 
@@ -68,11 +69,14 @@ impl Endpoint {
                 .introductions
                 .iter_mut()
                 .find_map(|(nonce, intro)| match &mut intro.role {
-                    Role::Target { to, start, sent } => {
-                        let at = *start + *PUNCH_SCHEDULE.get(*sent)?;
-                        (at <= now).then(|| {
+                    role @ Role::Target { .. } => {
+                        let (offset, to) = role.next_punch()?;
+                        let Role::Target { start, sent, .. } = role else {
+                            return None;
+                        };
+                        (*start + offset <= now).then(|| {
                             *sent += 1;
-                            (*nonce, *to, None)
+                            (*nonce, to, None)
                         })
                     }
                     Role::Initiator {

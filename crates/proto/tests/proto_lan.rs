@@ -1,0 +1,109 @@
+//! Local candidates (wire format §5.14): two peers behind one NAT that
+//! does not hairpin cannot meet at the NAT's public address; each names
+//! its own address when it registers, the rendezvous hands it to the
+//! other in the Introduce, and the asker connects there beside the
+//! observed address: the pair goes direct over the LAN, not through the
+//! relay.
+
+mod support;
+
+use std::time::Duration;
+
+use support::rendezvous::{ASKER, NEIGHBOUR, RENDEZVOUS, World, addr};
+use tern_proto::{Candidates, ConnectionPath, Event, PathPolicy};
+use tern_sim::{NatConfig, Seed};
+
+/// The kinds of NAT the two peers share, none hairpinning.
+fn shared_nats() -> [(&'static str, NatConfig); 2] {
+    [
+        ("port-restricted", NatConfig::port_restricted_cone()),
+        ("symmetric", NatConfig::symmetric()),
+    ]
+}
+
+/// Registers both peers (so each Introduce names the other's
+/// candidates), then asks for the target from the asker.
+fn introduce_neighbours(world: &mut World, policy: PathPolicy) -> (Event, Duration) {
+    let asker_to_r = world.asker_to_r;
+    assert!(world.endpoint(world.asker).register(asker_to_r));
+    world.introduce_with(Duration::from_secs(30), policy)
+}
+
+#[test]
+fn two_peers_behind_one_nat_without_hairpinning_go_direct_over_their_lan_addresses() {
+    let seed = Seed::from_env_or(2525);
+    for loss in [0.0, 0.02] {
+        for (name, nat) in shared_nats() {
+            let cell = format!("both behind one {name} NAT, loss {loss}");
+            let mut world = World::behind_one_nat(seed.value(), nat, loss, true);
+            let (outcome, connected_in) = introduce_neighbours(&mut world, PathPolicy::default());
+            let Event::Introduced { connection, .. } = outcome else {
+                panic!("{cell}: {outcome:?}");
+            };
+            let path = world.endpoint(world.asker).path(connection);
+            assert_eq!(
+                path,
+                Some(ConnectionPath::Direct(addr(NEIGHBOUR))),
+                "{cell}"
+            );
+            let (first_byte, all) = world.transfer(connection, 1 << 20);
+            // The target sees the asker at its LAN address too.
+            let seen = world
+                .endpoint(world.asker)
+                .connection(connection)
+                .and_then(|c| c.observed_address());
+            assert_eq!(seen, Some(addr(ASKER)), "{cell}");
+            let stats = world.endpoint(world.rendezvous).stats();
+            assert_eq!(stats.relay_pairs_made, 0, "{cell}");
+            // One candidate each: the target punched at most twice per
+            // moment of its schedule (six).
+            let punches = world.endpoint(world.target).stats().punches_sent;
+            assert!((1..=12).contains(&punches), "{cell}: {punches} punches");
+            println!(
+                "{cell}: direct over the LAN in {connected_in:?}, first byte {first_byte:?}, \
+                 1 MB in {all:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn without_local_candidates_the_same_pair_cannot_go_direct() {
+    let seed = Seed::from_env_or(2525);
+    for (name, nat) in shared_nats() {
+        let mut world = World::behind_one_nat(seed.value(), nat.clone(), 0.0, false);
+        let (outcome, _) = introduce_neighbours(&mut world, PathPolicy::default());
+        let Event::Introduced { connection, .. } = outcome else {
+            panic!("{name}: {outcome:?}");
+        };
+        let path = world.endpoint(world.asker).path(connection);
+        let via = addr(RENDEZVOUS);
+        assert_eq!(path, Some(ConnectionPath::Relayed { via }), "{name}");
+        let mut world = World::behind_one_nat(seed.value(), nat, 0.0, false);
+        let (outcome, _) = introduce_neighbours(&mut world, PathPolicy::DirectOnly);
+        assert!(
+            matches!(outcome, Event::IntroductionFailed { .. }),
+            "{name}: {outcome:?}"
+        );
+    }
+}
+
+#[test]
+fn a_loopback_or_repeated_candidate_is_refused_and_counted() {
+    let seed = Seed::from_env_or(2525);
+    let mut world = World::behind_one_nat(seed.value(), NatConfig::symmetric(), 0.0, true);
+    let mut candidates = Candidates::default();
+    for candidate in ["127.0.0.1:4000", "[::1]:4000", NEIGHBOUR] {
+        assert!(candidates.push(addr(candidate)));
+    }
+    world
+        .endpoint(world.target)
+        .set_local_candidates(candidates);
+    let (outcome, _) = introduce_neighbours(&mut world, PathPolicy::DirectOnly);
+    let Event::Introduced { connection, .. } = outcome else {
+        panic!("{outcome:?}");
+    };
+    let path = world.endpoint(world.asker).path(connection);
+    assert_eq!(path, Some(ConnectionPath::Direct(addr(NEIGHBOUR))));
+    assert_eq!(world.endpoint(world.asker).stats().candidates_refused, 2);
+}
