@@ -9,8 +9,8 @@ mod support;
 
 use std::time::Duration;
 
-use support::rendezvous::{ASKER, NEIGHBOUR, RENDEZVOUS, World, addr};
-use tern_proto::{Candidates, ConnectionPath, Event, PathPolicy};
+use support::rendezvous::{ASKER, NEIGHBOUR, RENDEZVOUS, TARGET, World, addr};
+use tern_proto::{Candidates, ConnectionPath, Event, PathPolicy, RelayConfig};
 use tern_sim::{NatConfig, Seed};
 
 /// The kinds of NAT the two peers share, none hairpinning.
@@ -72,7 +72,8 @@ fn without_local_candidates_the_same_pair_cannot_go_direct() {
     let seed = Seed::from_env_or(2525);
     for (name, nat) in shared_nats() {
         let mut world = World::behind_one_nat(seed.value(), nat.clone(), 0.0, false);
-        let (outcome, _) = introduce_neighbours(&mut world, PathPolicy::default());
+        let (outcome, connected_in) = introduce_neighbours(&mut world, PathPolicy::default());
+        println!("both behind one {name} NAT, no candidates: relayed in {connected_in:?}");
         let Event::Introduced { connection, .. } = outcome else {
             panic!("{name}: {outcome:?}");
         };
@@ -89,11 +90,11 @@ fn without_local_candidates_the_same_pair_cannot_go_direct() {
 }
 
 #[test]
-fn a_loopback_or_repeated_candidate_is_refused_and_counted() {
+fn a_loopback_candidate_or_the_askers_own_address_is_refused_and_counted() {
     let seed = Seed::from_env_or(2525);
     let mut world = World::behind_one_nat(seed.value(), NatConfig::symmetric(), 0.0, true);
     let mut candidates = Candidates::default();
-    for candidate in ["127.0.0.1:4000", "[::1]:4000", NEIGHBOUR] {
+    for candidate in ["127.0.0.1:4000", "[::1]:4000", ASKER, NEIGHBOUR] {
         assert!(candidates.push(addr(candidate)));
     }
     world
@@ -105,5 +106,36 @@ fn a_loopback_or_repeated_candidate_is_refused_and_counted() {
     };
     let path = world.endpoint(world.asker).path(connection);
     assert_eq!(path, Some(ConnectionPath::Direct(addr(NEIGHBOUR))));
-    assert_eq!(world.endpoint(world.asker).stats().candidates_refused, 2);
+    assert_eq!(world.endpoint(world.asker).stats().candidates_refused, 3);
+}
+
+#[test]
+fn candidates_on_another_lan_change_nothing_between_two_nats() {
+    let seed = Seed::from_env_or(2525);
+    let cells = [
+        (NatConfig::port_restricted_cone(), false),
+        (NatConfig::symmetric(), true),
+    ];
+    for (nat, relayed) in cells {
+        let relay = RelayConfig::default();
+        let mut world = World::build(seed.value(), nat.clone(), Some(nat), 0.0, relay, true);
+        let (outcome, connected_in) = introduce_neighbours(&mut world, PathPolicy::default());
+        let Event::Introduced { connection, .. } = outcome else {
+            panic!("{outcome:?}");
+        };
+        // The peer's LAN address lies behind its own NAT: that connect
+        // never completes, the observed address (or the relay) wins.
+        let path = world.endpoint(world.asker).path(connection);
+        assert_eq!(
+            matches!(path, Some(ConnectionPath::Relayed { .. })),
+            relayed,
+            "{path:?}"
+        );
+        assert_ne!(path, Some(ConnectionPath::Direct(addr(TARGET))));
+        let expected = if relayed { 2..3 } else { 0..1 };
+        assert!(
+            expected.contains(&connected_in.as_secs()),
+            "{connected_in:?}"
+        );
+    }
 }

@@ -540,12 +540,17 @@ impl Endpoint {
 
     /// The local candidates of an Introduce this side tries: not a
     /// loopback address (a rendezvous must not have this side connect or
-    /// punch to its own host), nor the observed address again. Those
-    /// left out are counted.
+    /// punch to its own host), not one of this side's own (two LANs
+    /// numbered alike), nor the observed address again. Those left out
+    /// are counted.
     fn usable_candidates(&mut self, intro: &Introduce) -> Candidates {
+        let own = self.config.local_candidates;
         let mut usable = Candidates::default();
         for candidate in intro.candidates.iter() {
-            if candidate.ip().is_loopback() || candidate == intro.address {
+            if candidate.ip().is_loopback()
+                || candidate == intro.address
+                || own.iter().any(|mine| mine == candidate)
+            {
                 self.stats.candidates_refused += 1;
             } else {
                 usable.push(candidate);

@@ -68,8 +68,9 @@ impl World {
     }
 
     /// A world: the target behind a NAT of its own, or the asker's if
-    /// `target_nat` is `None`.
-    fn build(
+    /// `target_nat` is `None`; each peer names its own address as its
+    /// local candidate if `candidates`.
+    pub fn build(
         seed: u64,
         asker_nat: NatConfig,
         target_nat: Option<NatConfig>,
