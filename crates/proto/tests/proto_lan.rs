@@ -90,7 +90,7 @@ fn without_local_candidates_the_same_pair_cannot_go_direct() {
 }
 
 #[test]
-fn a_loopback_candidate_or_the_askers_own_address_is_refused_and_counted() {
+fn a_loopback_candidate_or_the_askers_own_address_is_refused_and_a_full_list_bounds_the_punches() {
     let seed = Seed::from_env_or(2525);
     let mut world = World::behind_one_nat(seed.value(), NatConfig::symmetric(), 0.0, true);
     let mut candidates = Candidates::default();
@@ -100,6 +100,12 @@ fn a_loopback_candidate_or_the_askers_own_address_is_refused_and_counted() {
     world
         .endpoint(world.target)
         .set_local_candidates(candidates);
+    // The asker names a full list: the target punches toward each.
+    let mut full = Candidates::default();
+    for candidate in [ASKER, "192.168.9.1:1", "192.168.9.2:2", "[fd00::9]:9"] {
+        assert!(full.push(addr(candidate)));
+    }
+    world.endpoint(world.asker).set_local_candidates(full);
     let (outcome, _) = introduce_neighbours(&mut world, PathPolicy::DirectOnly);
     let Event::Introduced { connection, .. } = outcome else {
         panic!("{outcome:?}");
@@ -107,6 +113,13 @@ fn a_loopback_candidate_or_the_askers_own_address_is_refused_and_counted() {
     let path = world.endpoint(world.asker).path(connection);
     assert_eq!(path, Some(ConnectionPath::Direct(addr(NEIGHBOUR))));
     assert_eq!(world.endpoint(world.asker).stats().candidates_refused, 3);
+    world.sim.run_for(Duration::from_secs(2));
+    // Six moments of the schedule, each toward the observed address and
+    // the candidates (at most 4: 30 punches is the bound one Introduce
+    // sets). Here 3: the target named the asker's address as its own.
+    let punches = world.endpoint(world.target).stats().punches_sent;
+    assert_eq!(punches, 6 * (1 + 3));
+    assert_eq!(world.endpoint(world.target).stats().candidates_refused, 1);
 }
 
 #[test]
