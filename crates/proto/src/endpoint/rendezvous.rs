@@ -39,6 +39,7 @@ use tern_wire::{
     MAX_START_DELAY, PublicIdentity, RefusalReason, Register, RelayRequest,
 };
 
+mod candidates;
 mod fallback;
 mod punch;
 
@@ -147,29 +148,6 @@ enum Role {
         /// `1 + MAX_CANDIDATES`.
         sent: usize,
     },
-}
-
-impl Role {
-    /// The side asked for's next punch: when after its start, and where
-    /// to; `None` once all were sent.
-    fn next_punch(&self) -> Option<(Duration, SocketAddr)> {
-        let Self::Target {
-            to,
-            candidates,
-            sent,
-            ..
-        } = self
-        else {
-            return None;
-        };
-        let each = 1 + candidates.len();
-        let at = *PUNCH_SCHEDULE.get(sent / each)?;
-        let to = match sent % each {
-            0 => *to,
-            n => candidates.iter().nth(n - 1)?,
-        };
-        Some((at, to))
-    }
 }
 
 /// Where the asker is with the relay.
@@ -359,13 +337,6 @@ impl Endpoint {
         self.stats.introductions_refused += 1;
     }
 
-    /// This side's local addresses, sent from the next
-    /// [`register`](Self::register) on
-    /// ([`EndpointConfig::local_candidates`]).
-    pub fn set_local_candidates(&mut self, candidates: Candidates) {
-        self.config.local_candidates = candidates;
-    }
-
     fn on_register(&mut self, index: u32, candidates: Candidates) {
         let Some(fingerprint) = self.peer_fingerprint(index) else {
             let nobody = KeyFingerprint([0; tern_wire::FINGERPRINT_LEN]);
@@ -536,27 +507,6 @@ impl Endpoint {
             .introductions
             .insert(intro.nonce, introduction);
         self.handle_rendezvous_timeout(now);
-    }
-
-    /// The local candidates of an Introduce this side tries: not a
-    /// loopback address (a rendezvous must not have this side connect or
-    /// punch to its own host), not one of this side's own (two LANs
-    /// numbered alike), nor the observed address again. Those left out
-    /// are counted.
-    fn usable_candidates(&mut self, intro: &Introduce) -> Candidates {
-        let own = self.config.local_candidates;
-        let mut usable = Candidates::default();
-        for candidate in intro.candidates.iter() {
-            if candidate.ip().is_loopback()
-                || candidate == intro.address
-                || own.iter().any(|mine| mine == candidate)
-            {
-                self.stats.candidates_refused += 1;
-            } else {
-                usable.push(candidate);
-            }
-        }
-        usable
     }
 
     /// Starts one of introduction `nonce`'s connects, to `to`; returns its

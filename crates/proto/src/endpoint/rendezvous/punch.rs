@@ -6,11 +6,12 @@
 //! side's mapping toward it, and starts one more connect there.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use quanta::Instant;
 use tern_wire::{PUNCH_LEN, write_punch};
 
-use super::{MAX_ATTEMPTS, Role};
+use super::{MAX_ATTEMPTS, PUNCH_SCHEDULE, Role};
 use crate::Transmit;
 use crate::endpoint::Endpoint;
 
@@ -94,5 +95,28 @@ impl Endpoint {
             segment_size: None,
             ttl,
         })
+    }
+}
+
+impl Role {
+    /// The side asked for's next punch: when after its start, and where
+    /// to; `None` once all were sent.
+    pub(super) fn next_punch(&self) -> Option<(Duration, SocketAddr)> {
+        let Self::Target {
+            to,
+            candidates,
+            sent,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let each = 1 + candidates.len();
+        let at = *PUNCH_SCHEDULE.get(sent / each)?;
+        let to = match sent % each {
+            0 => *to,
+            n => candidates.iter().nth(n - 1)?,
+        };
+        Some((at, to))
     }
 }
