@@ -386,6 +386,12 @@ pub struct EndpointConfig {
     /// side arriving first would move this side's. 2 passes one NAT; give
     /// 3 behind two (a carrier-grade NAT behind the home one).
     pub punch_ttl: Option<u8>,
+    /// This side's local addresses (its interfaces' addresses and the
+    /// port it listens on), sent when it registers with a rendezvous
+    /// (wire format §5.14) so that a peer behind the same NAT can reach it
+    /// without going out through the NAT (default: none). See
+    /// [`Endpoint::set_local_candidates`](crate::Endpoint::set_local_candidates).
+    pub local_candidates: tern_wire::Candidates,
     /// Resumption tickets this side issues as a responder (wire format
     /// §6.6; default: ten minutes' lifetime, 16 384 used tickets
     /// remembered); `None`: it issues none and refuses every resumed
@@ -453,6 +459,7 @@ impl Default for EndpointConfig {
             memory_budget: DEFAULT_MEMORY_BUDGET,
             introductions_per_second: 8,
             punch_ttl: Some(2),
+            local_candidates: tern_wire::Candidates::default(),
             tickets: Some(tern_wire::TicketPolicy::default()),
             ticket_cache: 256,
             relay: RelayConfig::default(),

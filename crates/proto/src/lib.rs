@@ -93,8 +93,8 @@ pub use tern_congestion::{
     RenoConfigError,
 };
 pub use tern_wire::{
-    CloseKind, DEFAULT_MAX_MESSAGE_SIZE, IdentityKey, IdentityKind, KeyConfig, KeyFingerprint,
-    PublicIdentity, RefusalReason,
+    Candidates, CloseKind, DEFAULT_MAX_MESSAGE_SIZE, IdentityKey, IdentityKind, KeyConfig,
+    KeyFingerprint, PublicIdentity, RefusalReason,
 };
 
 pub use config::{

@@ -340,7 +340,7 @@ impl<'a> Frame<'a> {
             Self::Identity(i) => bytes_len(i.public_key) + bytes_len(i.signature),
             Self::ObservedAddress(o) => observed_address::body_len(o),
             Self::MaxMessageSize(m) => varint_len(m.max),
-            Self::Register(_) => 0,
+            Self::Register(r) => rendezvous::candidates_len(&r.candidates),
             Self::ConnectVia(_) => crate::rendezvous::FINGERPRINT_LEN,
             Self::Introduce(i) => rendezvous::introduce_len(i),
             Self::IntroductionRefused(_) | Self::RelayRefused(_) => {
@@ -548,7 +548,7 @@ impl<'a> Frame<'a> {
                 body.copy_from_slice(data);
             }
             Self::ObservedAddress(o) => observed_address::encode_body(o, body)?,
-            Self::Register(_) => {}
+            Self::Register(r) => rendezvous::encode_register(r, body)?,
             Self::ConnectVia(c) => rendezvous::encode_connect_via(c, body)?,
             Self::Introduce(i) => rendezvous::encode_introduce(i, body)?,
             Self::IntroductionRefused(r) => rendezvous::encode_refused(&r.peer, r.reason, body)?,

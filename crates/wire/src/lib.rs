@@ -101,9 +101,10 @@ pub use keys::{KeyConfig, SECRET_LEN};
 pub use packet::{OpenedPacket, PacketBuilder, PacketOpener, PacketSealer};
 pub use proof::IdentityProof;
 pub use rendezvous::{
-    ConnectVia, FINGERPRINT_LEN, Introduce, IntroductionRefused, KeyFingerprint, MAX_START_DELAY,
-    PUNCH_LEN, PUNCH_TYPE, RELAY_HEADER_LEN, RELAY_TYPE, RefusalReason, Register, RelayGrant,
-    RelayRefused, RelayRequest, parse_punch, parse_relay, write_punch, write_relay_header,
+    Candidates, ConnectVia, FINGERPRINT_LEN, Introduce, IntroductionRefused, KeyFingerprint,
+    MAX_CANDIDATES, MAX_START_DELAY, PUNCH_LEN, PUNCH_TYPE, RELAY_HEADER_LEN, RELAY_TYPE,
+    RefusalReason, Register, RelayGrant, RelayRefused, RelayRequest, is_unicast_source,
+    parse_punch, parse_relay, write_punch, write_relay_header,
 };
 pub use replay::{DEFAULT_INTRO_RATE, DEFAULT_TIMESTAMP_WINDOW, IntroId, ReplayGuard};
 pub use size::{DEFAULT_UDP_PAYLOAD, MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, MaxUdpPayload};

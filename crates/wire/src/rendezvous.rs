@@ -6,7 +6,8 @@
 //! connected to (having proved its identity there). Another peer asks for
 //! it by fingerprint with [`ConnectVia`]; the rendezvous answers with an
 //! [`Introduce`] to each side — the other's address as it sees it, a shared
-//! nonce, and when to start — or with an [`IntroductionRefused`]. The
+//! nonce, when to start, and the other's local addresses (the
+//! [`Candidates`] it registered) — or with an [`IntroductionRefused`]. The
 //! initiator then connects to the address it was given; the other side
 //! sends punches ([`write_punch`]) toward the initiator's, so that its own
 //! NAT lets the initiator's intro in.
@@ -60,9 +61,69 @@ impl PublicIdentity {
     }
 }
 
+/// Local candidates a frame carries at most.
+pub const MAX_CANDIDATES: usize = 4;
+
+/// A peer's local addresses (those of its own interfaces, as opposed to
+/// the address a rendezvous sees it at): at most [`MAX_CANDIDATES`],
+/// each one an address packets can come from, none twice. Two peers behind
+/// the same NAT reach each other at these when the NAT does not hairpin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Candidates {
+    slots: [Option<SocketAddr>; MAX_CANDIDATES],
+}
+
+impl Candidates {
+    /// Adds `address`; returns `false` (and adds nothing) if the list is
+    /// full, holds it already, or no packet can come from it (unspecified,
+    /// multicast, broadcast, port 0).
+    pub fn push(&mut self, address: SocketAddr) -> bool {
+        if !is_unicast_source(&address) || self.iter().any(|held| held == address) {
+            return false;
+        }
+        let Some(slot) = self.slots.iter_mut().find(|slot| slot.is_none()) else {
+            return false;
+        };
+        *slot = Some(address);
+        true
+    }
+
+    /// The addresses, in the order they were added.
+    pub fn iter(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+        self.slots.iter().map_while(|slot| *slot)
+    }
+
+    /// How many there are.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+
+    /// Whether there are none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.slots[0].is_none()
+    }
+}
+
+/// Whether packets can come from `address`: a unicast, specified address
+/// and a port other than 0.
+#[must_use]
+pub fn is_unicast_source(address: &SocketAddr) -> bool {
+    use core::net::IpAddr;
+    let unicast = match address.ip() {
+        IpAddr::V4(ip) => !ip.is_unspecified() && !ip.is_multicast() && !ip.is_broadcast(),
+        IpAddr::V6(ip) => !ip.is_unspecified() && !ip.is_multicast(),
+    };
+    unicast && address.port() != 0
+}
+
 /// A peer asks to be introduced to whoever asks for it by fingerprint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Register;
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Register {
+    /// Its local addresses, handed to those it is introduced to.
+    pub candidates: Candidates,
+}
 
 /// A peer asks the rendezvous to introduce it to the peer with this key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +148,9 @@ pub struct Introduce {
     pub start_delay: Duration,
     /// The peer's address, as the rendezvous sees its packets come from.
     pub address: SocketAddr,
+    /// The peer's local addresses, as it registered them (none if it
+    /// did not register).
+    pub candidates: Candidates,
 }
 
 /// The most an [`Introduce`] may ask the receiver to wait.
@@ -215,11 +279,59 @@ pub fn parse_punch(datagram: &[u8]) -> Option<[u8; 8]> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use proptest::prelude::*;
 
     use super::*;
     use crate::test_support::{identity, other_identity};
+
+    /// Any candidate list: up to [`MAX_CANDIDATES`] unicast v4 and v6
+    /// addresses (a duplicate drawn is left out).
+    pub(crate) fn candidates() -> impl Strategy<Value = Candidates> {
+        let v4 = (any::<[u8; 4]>(), 1..=u16::MAX)
+            .prop_filter("unicast", |(ip, _)| ip[0] != 0 && ip[0] < 224)
+            .prop_map(|(ip, port)| SocketAddr::from((ip, port)));
+        let v6 = (any::<[u16; 8]>(), 1..=u16::MAX)
+            .prop_filter("unicast", |(ip, _)| {
+                ip[0] >> 8 != 0xff && ip != &[0; 8] && ip[..7] != [0; 7]
+            })
+            .prop_map(|(ip, port)| SocketAddr::from((ip, port)));
+        prop::collection::vec(prop_oneof![v4, v6], 0..=MAX_CANDIDATES).prop_map(|addresses| {
+            let mut candidates = Candidates::default();
+            for address in addresses {
+                candidates.push(address);
+            }
+            candidates
+        })
+    }
+
+    #[test]
+    fn a_candidate_list_holds_four_distinct_sources() {
+        let mut candidates = Candidates::default();
+        assert!(candidates.is_empty());
+        for bad in [
+            "0.0.0.0:1",
+            "224.0.0.1:1",
+            "255.255.255.255:1",
+            "[::]:1",
+            "[ff02::1]:1",
+            "192.0.2.1:0",
+        ] {
+            assert!(!candidates.push(bad.parse().expect("an address")), "{bad}");
+        }
+        let a: SocketAddr = "192.168.1.2:4000".parse().expect("an address");
+        assert!(candidates.push(a));
+        assert!(!candidates.push(a), "a duplicate");
+        for port in 1..=3 {
+            assert!(candidates.push(SocketAddr::new(a.ip(), port)));
+        }
+        assert!(
+            !candidates.push("10.0.0.1:1".parse().expect("an address")),
+            "full"
+        );
+        assert_eq!(candidates.len(), MAX_CANDIDATES);
+        assert_eq!(candidates.iter().next(), Some(a));
+    }
 
     #[test]
     fn fingerprints_tell_keys_apart_and_are_stable() {

@@ -242,12 +242,17 @@ impl Endpoint {
     /// Asks the rendezvous at the other end of `rendezvous` to introduce
     /// this endpoint to whoever asks for its key
     /// ([`connect_via`](Self::connect_via)); this side proved its identity
-    /// there if it has one ([`Config`]'s default). Peers that find it this
-    /// way arrive at [`accept`](Self::accept).
+    /// there if it has one ([`Config`]'s default), and names its local
+    /// addresses there (the socket's, or its interfaces' if bound to the
+    /// unspecified address), so that a peer behind the same NAT reaches it
+    /// directly. Peers that find it this way arrive at
+    /// [`accept`](Self::accept).
     pub fn register(&self, rendezvous: &Connection) -> Result<(), ConnectError> {
         let slot = rendezvous.slot();
+        let candidates = super::candidates::local_candidates(self.local_addr());
         let registered = self.driver.with_node(|state| {
             let handle = state.connection(slot).and_then(|(slot, _)| slot.handle);
+            state.proto.set_local_candidates(candidates);
             handle.is_some_and(|handle| state.proto.register(handle))
         })?;
         if registered {

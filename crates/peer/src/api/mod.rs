@@ -11,6 +11,7 @@
 //! connection behind a lock of its own, so reading it never waits for the
 //! driver's turn.
 
+mod candidates;
 mod config;
 mod connection;
 mod endpoint;

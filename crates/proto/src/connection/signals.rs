@@ -25,7 +25,7 @@ const MAX_RECEIVED: usize = 16;
 /// One rendezvous frame, owned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Signal {
-    Register,
+    Register(Register),
     ConnectVia(ConnectVia),
     Introduce(Introduce),
     Refused(IntroductionRefused),
@@ -38,7 +38,7 @@ impl Signal {
     /// The signal a frame carries, if it is one.
     pub(crate) fn of(frame: &Frame<'_>) -> Option<Self> {
         Some(match *frame {
-            Frame::Register(_) => Self::Register,
+            Frame::Register(r) => Self::Register(r),
             Frame::ConnectVia(c) => Self::ConnectVia(c),
             Frame::Introduce(i) => Self::Introduce(i),
             Frame::IntroductionRefused(r) => Self::Refused(r),
@@ -51,7 +51,7 @@ impl Signal {
 
     pub(crate) fn frame(&self) -> Frame<'static> {
         match *self {
-            Self::Register => Frame::Register(Register),
+            Self::Register(r) => Frame::Register(r),
             Self::ConnectVia(c) => Frame::ConnectVia(c),
             Self::Introduce(i) => Frame::Introduce(i),
             Self::Refused(r) => Frame::IntroductionRefused(r),
@@ -177,9 +177,9 @@ mod tests {
     #[test]
     fn a_signal_goes_until_acknowledged_and_again_when_lost() {
         let mut signals = Signals::default();
-        signals.send(Signal::Register);
+        signals.send(Signal::Register(Register::default()));
         let (id, signal) = signals.next_due().expect("due");
-        assert_eq!(signal, Signal::Register);
+        assert_eq!(signal, Signal::Register(Register::default()));
         assert!(signals.next_due().is_none());
         signals.on_lost(id);
         assert_eq!(signals.next_due().map(|(i, _)| i), Some(id));
@@ -192,13 +192,13 @@ mod tests {
     fn what_is_held_and_received_is_bounded() {
         let mut signals = State::default();
         for _ in 0..MAX_HELD + 10 {
-            signals.send(Signal::Register);
+            signals.send(Signal::Register(Register::default()));
         }
         assert_eq!(signals.held.len(), MAX_HELD);
         let sent = std::iter::from_fn(|| signals.next_due()).count();
         assert_eq!(sent, MAX_HELD, "the oldest were given up");
         for _ in 0..MAX_RECEIVED + 3 {
-            signals.on_received(Signal::Register);
+            signals.on_received(Signal::Register(Register::default()));
         }
         assert_eq!(signals.dropped, 3);
         assert_eq!(

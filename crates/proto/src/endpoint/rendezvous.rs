@@ -3,13 +3,16 @@
 //! `tern_wire::rendezvous`).
 //!
 //! As a rendezvous, it keeps the peers that registered, by the fingerprint
-//! of the identity they proved, and answers each ConnectVia with an
-//! Introduce to both sides, or a typed refusal: the key is not registered,
+//! of the identity they proved, with the local candidates they named, and
+//! answers each ConnectVia with an Introduce to both sides (each naming
+//! the other's observed address and local candidates), or a typed refusal: the key is not registered,
 //! the asker asks too often ([`EndpointConfig::introductions_per_second`]),
 //! or it proved no identity.
 //!
-//! As the asker (initiator), it connects to the address it is given once
-//! the start delay passed: a connect like any other, which ends only at a
+//! As the asker (initiator), it connects to the address it is given and
+//! to each local candidate of the peer once the start delay passed (two
+//! peers behind one NAT that does not hairpin meet at their local
+//! addresses): connects like any other, each of which ends only at a
 //! peer proving the key asked for. A punch that reaches it from another
 //! address names the other side's mapping toward it (a NAT that maps per
 //! destination): it connects there too, and keeps the first connection
@@ -32,10 +35,11 @@ use quanta::Instant;
 use rand_core::RngCore;
 use rustc_hash::{FxHashMap, FxHashSet};
 use tern_wire::{
-    ConnectVia, Introduce, IntroductionRefused, KeyFingerprint, MAX_START_DELAY, PublicIdentity,
-    RefusalReason, RelayRequest,
+    Candidates, ConnectVia, Introduce, IntroductionRefused, KeyFingerprint, MAX_CANDIDATES,
+    MAX_START_DELAY, PublicIdentity, RefusalReason, Register, RelayRequest,
 };
 
+mod candidates;
 mod fallback;
 mod punch;
 
@@ -70,9 +74,9 @@ const MAX_INTRODUCTIONS: usize = 64;
 /// punch toward 64 addresses of its choosing).
 const MAX_INTRODUCTIONS_PER_RENDEZVOUS: usize = MAX_INTRODUCTIONS / 4;
 
-/// Connects one introduction may start: the address given, and the
-/// addresses punches came from.
-const MAX_ATTEMPTS: usize = 4;
+/// Connects one introduction may start: the address given, the peer's
+/// local candidates, and a few addresses punches came from.
+const MAX_ATTEMPTS: usize = 1 + MAX_CANDIDATES + 3;
 
 /// How long an introduction that started no connect (or the punching side's)
 /// is kept.
@@ -121,6 +125,8 @@ enum Role {
     Initiator {
         key: PublicIdentity,
         address: SocketAddr,
+        /// The peer's local addresses, connected to beside `address`.
+        candidates: Candidates,
         /// When the first connect starts; `None` once it did.
         start_at: Option<Instant>,
         /// Connects started, with their addresses.
@@ -134,8 +140,12 @@ enum Role {
     /// This side was asked for: it punches toward the asker.
     Target {
         to: SocketAddr,
+        /// The asker's local addresses, punched toward beside `to`.
+        candidates: Candidates,
         start: Instant,
-        /// Punches sent of `PUNCH_SCHEDULE`.
+        /// Punches sent: one per address at each moment of
+        /// `PUNCH_SCHEDULE`, so at most `PUNCH_SCHEDULE.len()` times
+        /// `1 + MAX_CANDIDATES`.
         sent: usize,
     },
 }
@@ -159,7 +169,7 @@ enum Fallback {
 pub(super) struct Rendezvous {
     /// As a rendezvous: registered peers by fingerprint, and back.
     registered: HashMap<KeyFingerprint, u32>,
-    registered_as: FxHashMap<u32, KeyFingerprint>,
+    registered_as: FxHashMap<u32, (KeyFingerprint, Candidates)>,
     /// As a rendezvous: introductions asked for per connection in the
     /// current one-second window.
     asks: FxHashMap<u32, (Instant, u32)>,
@@ -194,10 +204,9 @@ impl Rendezvous {
                     Fallback::Asked if attempts.is_empty() => Some(intro.expires),
                     _ => *start_at,
                 },
-                Role::Target { start, sent, .. } => Some(
-                    PUNCH_SCHEDULE
-                        .get(*sent)
-                        .map_or(intro.expires, |offset| *start + *offset),
+                role @ Role::Target { start, .. } => Some(
+                    role.next_punch()
+                        .map_or(intro.expires, |(offset, _)| *start + offset),
                 ),
             })
             .min()
@@ -242,7 +251,9 @@ impl Endpoint {
         let Some(connection) = self.connections.get_mut(rendezvous.0) else {
             return false;
         };
-        connection.send_signal(Signal::Register);
+        connection.send_signal(Signal::Register(Register {
+            candidates: self.config.local_candidates,
+        }));
         self.rendezvous.registered_with.insert(rendezvous.0);
         self.touch(rendezvous.0);
         true
@@ -292,7 +303,7 @@ impl Endpoint {
     pub(super) fn on_signal(&mut self, now: Instant, index: u32, signal: Signal) {
         self.rendezvous.latest = Some(now);
         match signal {
-            Signal::Register => self.on_register(index),
+            Signal::Register(register) => self.on_register(index, register.candidates),
             Signal::ConnectVia(ask) => self.on_connect_via(now, index, ask.peer),
             Signal::Introduce(intro) => self.on_introduce(now, index, intro),
             Signal::Refused(refused) => match self.rendezvous.asked.get(&refused.peer) {
@@ -326,7 +337,7 @@ impl Endpoint {
         self.stats.introductions_refused += 1;
     }
 
-    fn on_register(&mut self, index: u32) {
+    fn on_register(&mut self, index: u32, candidates: Candidates) {
         let Some(fingerprint) = self.peer_fingerprint(index) else {
             let nobody = KeyFingerprint([0; tern_wire::FINGERPRINT_LEN]);
             self.refuse_introduction(index, nobody, RefusalReason::NotIdentified);
@@ -338,7 +349,9 @@ impl Endpoint {
         {
             self.rendezvous.registered_as.remove(&old);
         }
-        self.rendezvous.registered_as.insert(index, fingerprint);
+        self.rendezvous
+            .registered_as
+            .insert(index, (fingerprint, candidates));
     }
 
     fn on_connect_via(&mut self, now: Instant, asker: u32, peer: KeyFingerprint) {
@@ -364,6 +377,14 @@ impl Endpoint {
         ) else {
             return;
         };
+        let candidates_of = |index| {
+            self.rendezvous
+                .registered_as
+                .get(&index)
+                .map(|(_, candidates)| *candidates)
+                .unwrap_or_default()
+        };
+        let (asker_candidates, target_candidates) = (candidates_of(asker), candidates_of(target));
         let mut nonce = [0; 8];
         self.rng.fill_bytes(&mut nonce);
         // Each Introduce arrives half its round trip from now. The asker
@@ -382,6 +403,7 @@ impl Endpoint {
             initiator: false,
             start_delay: target_delay,
             address: asking.0,
+            candidates: asker_candidates,
         };
         let to_asker = Introduce {
             nonce,
@@ -389,6 +411,7 @@ impl Endpoint {
             initiator: true,
             start_delay,
             address: asked.0,
+            candidates: target_candidates,
         };
         for (index, intro) in [(target, to_target), (asker, to_asker)] {
             if let Some(connection) = self.connections.get_mut(index) {
@@ -432,6 +455,7 @@ impl Endpoint {
             return;
         }
         let start = now + intro.start_delay;
+        let candidates = self.usable_candidates(&intro);
         let role = if intro.initiator {
             let policy = match self.rendezvous.asked.get(&intro.peer) {
                 Some(&(rendezvous, _, policy))
@@ -454,6 +478,7 @@ impl Endpoint {
             Role::Initiator {
                 key,
                 address: intro.address,
+                candidates,
                 start_at: Some(start),
                 attempts: Vec::new(),
                 won: false,
@@ -467,6 +492,7 @@ impl Endpoint {
             }
             Role::Target {
                 to: intro.address,
+                candidates,
                 start,
                 sent: 0,
             }
@@ -533,6 +559,7 @@ impl Endpoint {
                 Role::Initiator {
                     key,
                     address,
+                    candidates,
                     start_at,
                     fallback,
                     attempts,
@@ -540,7 +567,9 @@ impl Endpoint {
                 } => {
                     if start_at.is_some_and(|at| at <= now) {
                         *start_at = None;
-                        starts.push((*nonce, *address, key.clone()));
+                        for to in std::iter::once(*address).chain(candidates.iter()) {
+                            starts.push((*nonce, to, key.clone()));
+                        }
                     } else if start_at.is_some() && intro.expires <= now {
                         expired.push(*nonce);
                     }
@@ -552,15 +581,18 @@ impl Endpoint {
                         _ => {}
                     }
                 }
-                Role::Target { sent, .. } => {
-                    if *sent >= PUNCH_SCHEDULE.len() && intro.expires <= now {
+                role @ Role::Target { .. } => {
+                    if role.next_punch().is_none() && intro.expires <= now {
                         expired.push(*nonce);
                     }
                 }
             }
         }
         for (nonce, address, key) in starts {
-            self.start_attempt(now, nonce, address, &key);
+            // One that found no room may have ended the introduction.
+            if self.rendezvous.introductions.contains_key(&nonce) {
+                self.start_attempt(now, nonce, address, &key);
+            }
         }
         for nonce in expired {
             self.rendezvous.introductions.remove(&nonce);
@@ -639,7 +671,7 @@ impl Endpoint {
     /// rendezvous any more.
     pub(super) fn forget_in_rendezvous(&mut self, index: u32) {
         let state = &mut self.rendezvous;
-        if let Some(fingerprint) = state.registered_as.remove(&index) {
+        if let Some((fingerprint, _)) = state.registered_as.remove(&index) {
             state.registered.remove(&fingerprint);
         }
         state.asks.remove(&index);

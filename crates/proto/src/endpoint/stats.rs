@@ -91,6 +91,9 @@ pub struct EndpointStats {
     pub punches_received: u64,
     /// Punches received that named no introduction (dropped).
     pub punches_unknown: u64,
+    /// Local candidates an Introduce named that this side will not try:
+    /// a loopback address, or one it names twice (dropped).
+    pub candidates_refused: u64,
     /// Rendezvous frames dropped: an Introduce, grant or refusal nobody
     /// asked for, or one past the introductions held.
     pub signals_unexpected: u64,

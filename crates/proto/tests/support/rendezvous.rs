@@ -18,6 +18,8 @@ use super::{EndpointSim, OnSim, seed_bytes, wall_start};
 pub const RENDEZVOUS: &str = "198.51.100.10:7000";
 pub const ASKER: &str = "192.168.1.2:4000";
 pub const TARGET: &str = "192.168.2.2:4000";
+/// The target's address when it sits behind the asker's NAT.
+pub const NEIGHBOUR: &str = "192.168.1.3:4000";
 
 pub fn addr(s: &str) -> SocketAddr {
     s.parse().expect("an address")
@@ -55,6 +57,32 @@ impl World {
         loss: f64,
         relay: RelayConfig,
     ) -> Self {
+        Self::build(seed, asker_nat, Some(target_nat), loss, relay, false)
+    }
+
+    /// The asker and the target behind one NAT (the target at
+    /// [`NEIGHBOUR`]), each naming its own address as its local candidate
+    /// if `candidates`.
+    pub fn behind_one_nat(seed: u64, nat: NatConfig, loss: f64, candidates: bool) -> Self {
+        Self::build(seed, nat, None, loss, RelayConfig::default(), candidates)
+    }
+
+    /// A world: the target behind a NAT of its own, or the asker's if
+    /// `target_nat` is `None`; each peer names its own address as its
+    /// local candidate if `candidates`.
+    pub fn build(
+        seed: u64,
+        asker_nat: NatConfig,
+        target_nat: Option<NatConfig>,
+        loss: f64,
+        relay: RelayConfig,
+        candidates: bool,
+    ) -> Self {
+        let target_address = addr(if target_nat.is_some() {
+            TARGET
+        } else {
+            NEIGHBOUR
+        });
         let link = LinkConfig {
             delay: Duration::from_millis(10),
             loss,
@@ -63,7 +91,11 @@ impl World {
         let mut sim = Sim::new(SimConfig::seeded(seed).with_default_link(link));
         let now = sim.now();
         let config = EndpointConfig::default();
-        let endpoint = |identity: IdentityKey, salt| {
+        let endpoint = |identity: IdentityKey, salt, local: SocketAddr| {
+            let mut config = config;
+            if candidates {
+                config.local_candidates.push(local);
+            }
             Endpoint::new(
                 config,
                 Some(identity),
@@ -75,8 +107,8 @@ impl World {
         };
         let r_key = key(1).public();
         let target_key = key(3).public();
-        let mut asker = endpoint(key(2), 2);
-        let mut target = endpoint(key(3), 3);
+        let mut asker = endpoint(key(2), 2, addr(ASKER));
+        let mut target = endpoint(key(3), 3, target_address);
         let asker_to_r = asker
             .connect(now, addr(RENDEZVOUS), &r_key)
             .expect("connect");
@@ -97,12 +129,15 @@ impl World {
             .add_node(OnSim(r_endpoint), &[addr(RENDEZVOUS)])
             .expect("address");
         let nat_a = sim.add_nat(asker_nat, "203.0.113.1".parse().expect("ip"));
-        let nat_b = sim.add_nat(target_nat, "203.0.113.2".parse().expect("ip"));
+        let nat_b = match target_nat {
+            Some(nat) => sim.add_nat(nat, "203.0.113.2".parse().expect("ip")),
+            None => nat_a,
+        };
         let asker = sim
             .add_node_behind(nat_a, OnSim(asker), &[addr(ASKER)])
             .expect("address");
         let target = sim
-            .add_node_behind(nat_b, OnSim(target), &[addr(TARGET)])
+            .add_node_behind(nat_b, OnSim(target), &[target_address])
             .expect("address");
         let mut world = Self {
             sim,

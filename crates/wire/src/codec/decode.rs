@@ -189,7 +189,10 @@ impl<'a> Frame<'a> {
                 let (frame, rest) = observed_address::decode_body(body)?;
                 (Self::ObservedAddress(frame), rest)
             }
-            FrameType::Register => (Self::Register(crate::rendezvous::Register), body),
+            FrameType::Register => {
+                let (frame, rest) = rendezvous::decode_register(body)?;
+                (Self::Register(frame), rest)
+            }
             FrameType::ConnectVia => {
                 let (frame, rest) = rendezvous::decode_connect_via(body)?;
                 (Self::ConnectVia(frame), rest)

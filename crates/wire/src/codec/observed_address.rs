@@ -14,15 +14,7 @@ use crate::varint::varint_len;
 const IPV4: u8 = 4;
 const IPV6: u8 = 6;
 
-/// Whether packets can come from `address`: a unicast, specified address
-/// and a port other than 0.
-pub(super) fn is_source(address: &SocketAddr) -> bool {
-    let unicast = match address.ip() {
-        IpAddr::V4(ip) => !ip.is_unspecified() && !ip.is_multicast() && !ip.is_broadcast(),
-        IpAddr::V6(ip) => !ip.is_unspecified() && !ip.is_multicast(),
-    };
-    unicast && address.port() != 0
-}
+pub(super) use crate::rendezvous::is_unicast_source as is_source;
 
 /// Bytes of an address on the wire: family, address, port.
 pub(super) fn address_len(address: &SocketAddr) -> usize {

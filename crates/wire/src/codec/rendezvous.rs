@@ -1,8 +1,11 @@
 //! The rendezvous frames' bodies (layouts in `docs/wire-format.md`):
-//! Register has none; ConnectVia is a fingerprint (32 bytes);
+//! Register is a list of local candidates (a count, one byte, at most 4,
+//! then that many addresses as ObservedAddress writes one, none twice);
+//! ConnectVia is a fingerprint (32 bytes);
 //! IntroductionRefused a fingerprint and a reason (one byte); Introduce the
 //! nonce (8 bytes), the fingerprint, the role (one byte, 0 or 1), the start
-//! delay (varint, microseconds) and an address as ObservedAddress writes one.
+//! delay (varint, microseconds), an address as ObservedAddress writes one
+//! and the peer's candidates as Register carries them.
 //! RelayRequest is a fingerprint, RelayRefused as IntroductionRefused, and
 //! RelayGrant the slot (4 bytes, big-endian, never 0), the fingerprint and
 //! the role.
@@ -12,8 +15,8 @@ use super::{Cursor, take};
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::FrameType;
 use crate::rendezvous::{
-    ConnectVia, FINGERPRINT_LEN, Introduce, KeyFingerprint, MAX_START_DELAY, RefusalReason,
-    RelayGrant,
+    Candidates, ConnectVia, FINGERPRINT_LEN, Introduce, KeyFingerprint, MAX_CANDIDATES,
+    MAX_START_DELAY, RefusalReason, Register, RelayGrant,
 };
 use crate::varint::varint_len;
 
@@ -22,7 +25,52 @@ fn micros(delay: core::time::Duration) -> u64 {
 }
 
 pub(super) fn introduce_len(frame: &Introduce) -> usize {
-    8 + FINGERPRINT_LEN + 1 + varint_len(micros(frame.start_delay)) + address_len(&frame.address)
+    8 + FINGERPRINT_LEN
+        + 1
+        + varint_len(micros(frame.start_delay))
+        + address_len(&frame.address)
+        + candidates_len(&frame.candidates)
+}
+
+/// Bytes of a candidate list: its count and the addresses.
+pub(super) fn candidates_len(candidates: &Candidates) -> usize {
+    1 + candidates.iter().map(|a| address_len(&a)).sum::<usize>()
+}
+
+fn encode_candidates(cursor: &mut Cursor<'_>, candidates: &Candidates) -> Result<(), EncodeError> {
+    // At most MAX_CANDIDATES: a count that fits a byte.
+    cursor.byte(candidates.len() as u8)?;
+    candidates
+        .iter()
+        .try_for_each(|address| encode_address(cursor, &address))
+}
+
+/// Reads a candidate list of a frame of type `ty`: more than
+/// [`MAX_CANDIDATES`], an address twice or one no packet can come from is
+/// refused.
+fn decode_candidates(ty: FrameType, body: &[u8]) -> Result<(Candidates, &[u8]), DecodeError> {
+    let (&count, mut rest) = body.split_first().ok_or(DecodeError::Truncated(ty))?;
+    if usize::from(count) > MAX_CANDIDATES {
+        return Err(DecodeError::Malformed(ty));
+    }
+    let mut candidates = Candidates::default();
+    for _ in 0..count {
+        let (address, after) = decode_address(ty, rest)?;
+        if !candidates.push(address) {
+            return Err(DecodeError::Malformed(ty));
+        }
+        rest = after;
+    }
+    Ok((candidates, rest))
+}
+
+pub(super) fn encode_register(frame: &Register, body: &mut [u8]) -> Result<(), EncodeError> {
+    encode_candidates(&mut Cursor::new(body), &frame.candidates)
+}
+
+pub(super) fn decode_register(body: &[u8]) -> Result<(Register, &[u8]), DecodeError> {
+    let (candidates, rest) = decode_candidates(FrameType::Register, body)?;
+    Ok((Register { candidates }, rest))
 }
 
 pub(super) fn validate_introduce(frame: &Introduce) -> Result<(), EncodeError> {
@@ -113,7 +161,8 @@ pub(super) fn encode_introduce(frame: &Introduce, body: &mut [u8]) -> Result<(),
     fixed(&mut cursor, &frame.peer.0)?;
     cursor.byte(u8::from(frame.initiator))?;
     cursor.varint(micros(frame.start_delay))?;
-    encode_address(&mut cursor, &frame.address)
+    encode_address(&mut cursor, &frame.address)?;
+    encode_candidates(&mut cursor, &frame.candidates)
 }
 
 pub(super) fn fingerprint(
@@ -156,12 +205,14 @@ pub(super) fn decode_introduce(body: &[u8]) -> Result<(Introduce, &[u8]), Decode
         return Err(DecodeError::ValueTooLarge(ty));
     }
     let (address, rest) = decode_address(ty, rest)?;
+    let (candidates, rest) = decode_candidates(ty, rest)?;
     let frame = Introduce {
         nonce: *nonce,
         peer,
         initiator,
         start_delay,
         address,
+        candidates,
     };
     Ok((frame, rest))
 }
@@ -178,7 +229,7 @@ mod tests {
     use crate::rendezvous::{IntroductionRefused, Register, RelayRefused, RelayRequest};
 
     fn encoded(frame: &Frame<'_>) -> Vec<u8> {
-        let mut buf = [0u8; 96];
+        let mut buf = [0u8; 256];
         let len = frame.encode(&mut buf).expect("fits");
         assert_eq!(len, frame.encoded_len());
         buf[..len].to_vec()
@@ -191,12 +242,54 @@ mod tests {
             initiator: true,
             start_delay: Duration::from_millis(20),
             address: "203.0.113.7:40112".parse().expect("an address"),
+            candidates: Candidates::default(),
         }
+    }
+
+    fn lan() -> Candidates {
+        let mut candidates = Candidates::default();
+        candidates.push("192.168.1.2:4000".parse().expect("an address"));
+        candidates.push("[fd00::2]:4000".parse().expect("an address"));
+        candidates
+    }
+
+    #[test]
+    fn candidates_are_a_count_then_addresses() {
+        let register = encoded(&Frame::Register(Register { candidates: lan() }));
+        assert_eq!(&register[..9], [0x16, 2, 4, 192, 168, 1, 2, 0x0f, 0xa0]);
+        assert_eq!((register.len(), register[9]), (9 + 19, 6));
+        let mut intro = introduce();
+        intro.candidates = lan();
+        let bytes = encoded(&Frame::Introduce(intro));
+        assert_eq!(
+            bytes.len(),
+            encoded(&Frame::Introduce(introduce())).len() + 26
+        );
+        assert_eq!(Frame::decode_exact(&bytes), Ok(Frame::Introduce(intro)));
+    }
+
+    #[test]
+    fn too_many_duplicate_or_unusable_candidates_are_refused() {
+        let ty = FrameType::Register;
+        let one = [4, 192, 168, 1, 2, 0x0f, 0xa0];
+        let five = [&[0x16, 5][..], &one, &one, &one, &one, &one].concat();
+        assert_eq!(Frame::decode(&five), Err(DecodeError::Malformed(ty)));
+        let twice = [&[0x16, 2][..], &one, &one].concat();
+        assert_eq!(Frame::decode(&twice), Err(DecodeError::Malformed(ty)));
+        for ip in [[0, 0, 0, 0], [224, 0, 0, 1], [255, 255, 255, 255]] {
+            let bad = [&[0x16, 1, 4][..], &ip, &[0x0f, 0xa0]].concat();
+            assert_eq!(Frame::decode(&bad), Err(DecodeError::Malformed(ty)));
+        }
+        assert_eq!(Frame::decode(&[0x16]), Err(DecodeError::Truncated(ty)));
+        assert_eq!(
+            Frame::decode(&[0x16, 1, 4, 192]),
+            Err(DecodeError::Truncated(ty))
+        );
     }
 
     #[test]
     fn the_layouts_are_as_documented() {
-        assert_eq!(encoded(&Frame::Register(Register)), [0x16]);
+        assert_eq!(encoded(&Frame::Register(Register::default())), [0x16, 0]);
         let via = encoded(&Frame::ConnectVia(ConnectVia {
             peer: KeyFingerprint([0xab; 32]),
         }));
@@ -207,7 +300,7 @@ mod tests {
         // Role, 20 000 µs as a varint, then the address.
         assert_eq!(
             &intro[41..],
-            [1, 0xa0, 0x9c, 0x01, 0x04, 203, 0, 113, 7, 0x9c, 0xb0]
+            [1, 0xa0, 0x9c, 0x01, 0x04, 203, 0, 113, 7, 0x9c, 0xb0, 0]
         );
         let refused = encoded(&Frame::IntroductionRefused(IntroductionRefused {
             peer: KeyFingerprint([0xab; 32]),
@@ -304,6 +397,7 @@ mod tests {
             initiator in any::<bool>(),
             delay_us in 0..=MAX_START_DELAY.as_micros() as u64,
             address in address(),
+            candidates in crate::rendezvous::tests::candidates(),
         ) {
             let sent = Frame::Introduce(Introduce {
                 nonce,
@@ -311,6 +405,7 @@ mod tests {
                 initiator,
                 start_delay: Duration::from_micros(delay_us),
                 address,
+                candidates,
             });
             let bytes = encoded(&sent);
             prop_assert_eq!(Frame::decode_exact(&bytes), Ok(sent));

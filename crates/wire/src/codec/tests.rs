@@ -59,7 +59,7 @@ pub(crate) enum OwnedFrame {
 /// The rendezvous frames, which borrow nothing.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum RendezvousFrame {
-    Register,
+    Register(crate::Register),
     ConnectVia(crate::ConnectVia),
     Introduce(crate::Introduce),
     Refused(crate::IntroductionRefused),
@@ -121,7 +121,7 @@ impl OwnedFrame {
             }),
             Self::ObservedAddress(o) => Frame::ObservedAddress(*o),
             Self::MaxMessageSize(m) => Frame::MaxMessageSize(*m),
-            Self::Rendezvous(RendezvousFrame::Register) => Frame::Register(crate::Register),
+            Self::Rendezvous(RendezvousFrame::Register(r)) => Frame::Register(*r),
             Self::Rendezvous(RendezvousFrame::ConnectVia(c)) => Frame::ConnectVia(*c),
             Self::Rendezvous(RendezvousFrame::Introduce(i)) => Frame::Introduce(*i),
             Self::Rendezvous(RendezvousFrame::Refused(r)) => Frame::IntroductionRefused(*r),
@@ -247,7 +247,8 @@ pub(crate) fn any_frame() -> impl Strategy<Value = OwnedFrame> {
 fn rendezvous_frame() -> impl Strategy<Value = RendezvousFrame> {
     let peer = any::<[u8; 32]>().prop_map(crate::KeyFingerprint);
     prop_oneof![
-        Just(RendezvousFrame::Register),
+        crate::rendezvous::tests::candidates()
+            .prop_map(|candidates| RendezvousFrame::Register(crate::Register { candidates })),
         peer.clone()
             .prop_map(|peer| RendezvousFrame::ConnectVia(crate::ConnectVia { peer })),
         (
@@ -256,16 +257,18 @@ fn rendezvous_frame() -> impl Strategy<Value = RendezvousFrame> {
             any::<bool>(),
             0..=crate::MAX_START_DELAY.as_micros() as u64,
             any::<[u8; 4]>(),
-            1..=u16::MAX
+            1..=u16::MAX,
+            crate::rendezvous::tests::candidates(),
         )
             .prop_filter("a unicast address", |v| v.4[0] != 0 && v.4[0] < 224)
-            .prop_map(|(nonce, peer, initiator, delay_us, ip, port)| {
+            .prop_map(|(nonce, peer, initiator, delay_us, ip, port, candidates)| {
                 RendezvousFrame::Introduce(crate::Introduce {
                     nonce,
                     peer,
                     initiator,
                     start_delay: Duration::from_micros(delay_us),
                     address: core::net::SocketAddr::from((ip, port)),
+                    candidates,
                 })
             }),
         (peer.clone(), 1u8..=4).prop_map(|(peer, reason)| {

@@ -133,11 +133,17 @@ impl Connection {
                     probing.answer = Some((data, from));
                 }
                 Frame::PathResponse(PathResponse { data }) => {
-                    validated |= self
+                    let probed = self
                         .probing
                         .as_deref_mut()
                         .and_then(|p| p.candidate.as_mut())
                         .is_some_and(|c| c.remote() == from && c.on_response(data));
+                    validated |= probed;
+                    // An answer to the current path's challenge counts
+                    // wherever it comes from (RFC 9000 §8.2.2).
+                    if !probed && self.path.on_response(data) {
+                        self.on_path_validated(now);
+                    }
                 }
                 _ => {}
             }

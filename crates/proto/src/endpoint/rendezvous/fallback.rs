@@ -89,6 +89,7 @@ impl Endpoint {
                 let role = Role::Initiator {
                     key,
                     address: relay,
+                    candidates: tern_wire::Candidates::default(),
                     start_at: None,
                     attempts: Vec::new(),
                     won: false,

@@ -1,10 +1,12 @@
 //! Punches: the packets that open the NATs of two introduced peers toward
 //! each other (wire format §5.14). The asker sends one of small TTL as its
-//! introduction arrives; the side asked for punches on a schedule; a punch
+//! introduction arrives; the side asked for punches on a schedule, toward
+//! the asker's observed address and each of its local candidates; a punch
 //! that arrives from an address the asker did not know names the other
 //! side's mapping toward it, and starts one more connect there.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use quanta::Instant;
 use tern_wire::{PUNCH_LEN, write_punch};
@@ -68,11 +70,14 @@ impl Endpoint {
                 .introductions
                 .iter_mut()
                 .find_map(|(nonce, intro)| match &mut intro.role {
-                    Role::Target { to, start, sent } => {
-                        let at = *start + *PUNCH_SCHEDULE.get(*sent)?;
-                        (at <= now).then(|| {
+                    role @ Role::Target { .. } => {
+                        let (offset, to) = role.next_punch()?;
+                        let Role::Target { start, sent, .. } = role else {
+                            return None;
+                        };
+                        (*start + offset <= now).then(|| {
                             *sent += 1;
-                            (*nonce, *to, None)
+                            (*nonce, to, None)
                         })
                     }
                     Role::Initiator {
@@ -90,5 +95,28 @@ impl Endpoint {
             segment_size: None,
             ttl,
         })
+    }
+}
+
+impl Role {
+    /// The side asked for's next punch: when after its start, and where
+    /// to; `None` once all were sent.
+    pub(super) fn next_punch(&self) -> Option<(Duration, SocketAddr)> {
+        let Self::Target {
+            to,
+            candidates,
+            sent,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let each = 1 + candidates.len();
+        let at = *PUNCH_SCHEDULE.get(sent / each)?;
+        let to = match sent % each {
+            0 => *to,
+            n => candidates.iter().nth(n - 1)?,
+        };
+        Some((at, to))
     }
 }
