@@ -127,7 +127,7 @@ impl RsaPublic {
     }
 
     /// RSA-OAEP encryption of `plaintext` into `out`, with a seed from
-    /// `rng` (aws-lc draws it from its own generator); `None` if it fails.
+    /// `rng` (aws-lc draws it from its own generator).
     #[cfg(not(feature = "aws-lc"))]
     pub(crate) fn encrypt(
         &self,
@@ -138,17 +138,15 @@ impl RsaPublic {
         let ciphertext = self.key.encrypt(rng, Oaep::new::<Sha256>(), plaintext)?;
         // OAEP output is always exactly the modulus size, which the key's
         // size check fixed.
-        out.copy_from_slice(
-            ciphertext
-                .get(..RSA_LEN)
-                .filter(|c| c.len() == ciphertext.len())
-                .ok_or(rsa::Error::Internal)?,
-        );
+        if ciphertext.len() != RSA_LEN {
+            return Err(rsa::Error::Internal);
+        }
+        out.copy_from_slice(&ciphertext);
         Ok(())
     }
 
     /// RSA-OAEP encryption of `plaintext` into `out`, with a seed from
-    /// `rng` (aws-lc draws it from its own generator); `None` if it fails.
+    /// `rng` (aws-lc draws it from its own generator).
     #[cfg(feature = "aws-lc")]
     pub(crate) fn encrypt(
         &self,

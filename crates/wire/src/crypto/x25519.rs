@@ -48,8 +48,11 @@ impl SecretKey {
 
     /// The key of 32 bytes (clamped when used); `bytes` is wiped.
     #[cfg(not(feature = "aws-lc"))]
-    pub(crate) fn from_bytes(bytes: [u8; X25519_KEY_LEN]) -> Self {
-        Self(x25519_dalek::StaticSecret::from(bytes))
+    pub(crate) fn from_bytes(mut bytes: [u8; X25519_KEY_LEN]) -> Self {
+        use zeroize::Zeroize;
+        let key = x25519_dalek::StaticSecret::from(bytes);
+        bytes.zeroize();
+        Self(key)
     }
 
     /// The key of 32 bytes (clamped when used); `bytes` is wiped.
@@ -75,7 +78,8 @@ impl SecretKey {
     pub(crate) fn to_bytes(&self) -> Zeroizing<[u8; X25519_KEY_LEN]> {
         use aws_lc_rs::encoding::{AsBigEndian, Curve25519SeedBin};
         let mut bytes = Zeroizing::new([0u8; X25519_KEY_LEN]);
-        // Cannot fail for an X25519 key, whose raw form is 32 bytes.
+        // Cannot fail for an X25519 key, whose raw form is 32 bytes (in a
+        // buffer aws-lc-rs wipes when dropped).
         let seed: Curve25519SeedBin<'static> =
             self.0.as_be_bytes().expect("an X25519 key has a raw form");
         bytes.copy_from_slice(seed.as_ref());
