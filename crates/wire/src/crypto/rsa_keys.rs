@@ -77,14 +77,16 @@ impl RsaPrivate {
 
     /// RSA-OAEP decryption of `ciphertext`, blinded (`rng` draws the
     /// blinding factor with the `rsa` crate; aws-lc blinds with its own
-    /// generator). The plaintext is wiped when dropped.
+    /// generator, and `rng` is drawn as the `rsa` crate would draw it). The
+    /// plaintext is wiped when dropped.
     #[cfg(feature = "aws-lc")]
     pub(crate) fn decrypt(
         &self,
         ciphertext: &[u8],
-        _rng: &mut impl CryptoRngCore,
+        rng: &mut impl CryptoRngCore,
     ) -> Option<Zeroizing<Vec<u8>>> {
         use aws_lc_rs::rsa::OAEP_SHA256_MGF1SHA256;
+        draw_as_rsa_blinding(self.key.n(), rng);
         let mut plaintext = Zeroizing::new(vec![0u8; RSA_LEN]);
         let len = self
             .oaep
@@ -93,6 +95,36 @@ impl RsaPrivate {
             .len();
         plaintext.truncate(len);
         Some(plaintext)
+    }
+}
+
+/// Draws from `rng` what the rsa crate 0.9's blinding draws before a
+/// decryption (random numbers of n's bit length, as num-bigint-dig makes
+/// them, until one is below n), and discards it: aws-lc blinds with its own
+/// generator, and a seeded responder must draw the same afterwards (its
+/// packet-number skips, its keys) with either backend. (The rsa crate
+/// draws again if the number has no inverse modulo n, which happens with
+/// probability about 2^-1000.) A unit test holds this to the rsa crate.
+#[cfg(feature = "aws-lc")]
+fn draw_as_rsa_blinding(n: &BigUint, rng: &mut impl CryptoRngCore) {
+    const DIGIT: usize = 64;
+    let bits = n.bits();
+    let top_bits = bits % DIGIT;
+    let mut bytes = Zeroizing::new(vec![0u8; bits.div_ceil(DIGIT) * 8]);
+    loop {
+        rng.fill_bytes(&mut bytes);
+        // num-bigint-dig fills 64-bit digits, least significant first, and
+        // keeps the top digit's high `top_bits` bits.
+        if top_bits > 0 {
+            let at = bytes.len() - 8;
+            let mut top = [0u8; 8];
+            top.copy_from_slice(&bytes[at..]);
+            let top = u64::from_le_bytes(top) >> (DIGIT - top_bits);
+            bytes[at..].copy_from_slice(&top.to_le_bytes());
+        }
+        if BigUint::from_bytes_le(&bytes) < *n {
+            return;
+        }
     }
 }
 
@@ -151,9 +183,15 @@ impl RsaPublic {
     pub(crate) fn encrypt(
         &self,
         plaintext: &[u8],
-        _rng: &mut impl CryptoRngCore,
+        rng: &mut impl CryptoRngCore,
         out: &mut [u8; RSA_LEN],
     ) -> Result<(), rsa::Error> {
+        // aws-lc takes the OAEP seed from its own generator; the 32 bytes the
+        // rsa crate would draw for it are drawn all the same, so that what a
+        // seeded initiator draws next (its packet-number skips, its keys) is
+        // the same with either backend.
+        let mut unused_seed = Zeroizing::new([0u8; 32]);
+        rng.fill_bytes(&mut unused_seed[..]);
         use aws_lc_rs::rsa::{
             OAEP_SHA256_MGF1SHA256, OaepPublicEncryptingKey, PublicEncryptingKey,
         };
@@ -316,6 +354,34 @@ mod tests {
             public(identity()).verify_pss(b"message", &signature),
             PssCheck::Valid
         );
+    }
+
+    /// A seeded caller draws the same from its generator with either
+    /// backend: encrypting and decrypting consume what the rsa crate's do.
+    #[test]
+    fn oaep_draws_from_the_callers_generator_what_the_rsa_crate_draws() {
+        use rand_chacha::ChaCha20Rng;
+        use rand_core::{RngCore, SeedableRng};
+        let key = private(identity()).key();
+        for seed in 0..8 {
+            let (mut ours, mut theirs) = (
+                ChaCha20Rng::seed_from_u64(seed),
+                ChaCha20Rng::seed_from_u64(seed),
+            );
+            let mut ciphertext = [0u8; RSA_LEN];
+            public(identity())
+                .encrypt(b"body", &mut ours, &mut ciphertext)
+                .unwrap();
+            let theirs_ciphertext = key
+                .to_public_key()
+                .encrypt(&mut theirs, Oaep::new::<Sha256>(), b"body")
+                .unwrap();
+            assert_eq!(ours.next_u64(), theirs.next_u64(), "after encrypting");
+            private(identity()).decrypt(&ciphertext, &mut ours).unwrap();
+            key.decrypt_blinded(&mut theirs, Oaep::new::<Sha256>(), &theirs_ciphertext)
+                .unwrap();
+            assert_eq!(ours.next_u64(), theirs.next_u64(), "after decrypting");
+        }
     }
 
     #[test]

@@ -241,7 +241,8 @@ impl Responder {
     /// The RSA intro: the initiator's secret is the salt. (The responder's
     /// ephemeral key is drawn after the decryption's blinding, so a seeded
     /// endpoint draws in the same order as before X25519 intros existed; the
-    /// aws-lc backend blinds with its own generator and draws nothing.)
+    /// aws-lc backend blinds with its own generator but draws from `rng`
+    /// what the rsa crate's blinding would.)
     fn open_rsa(
         key: &RsaPrivate,
         datagram: &[u8],
