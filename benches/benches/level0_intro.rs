@@ -302,6 +302,30 @@ mod rsa_decrypt {
         let (key, ciphertext) = key_and_ciphertext();
         bencher.bench_local(|| black_box(key.decrypt(Oaep::new::<Sha256>(), &ciphertext)));
     }
+
+    /// aws-lc's RSA-OAEP decryption of the same kind of ciphertext (always
+    /// blinded): tern-wire's `aws-lc` backend.
+    #[cfg(feature = "aws-lc")]
+    #[divan::bench]
+    fn aws_lc(bencher: Bencher) {
+        use aws_lc_rs::rsa::{
+            OAEP_SHA256_MGF1SHA256, OaepPrivateDecryptingKey, PrivateDecryptingKey,
+        };
+        use rsa::pkcs8::EncodePrivateKey;
+        let (key, ciphertext) = key_and_ciphertext();
+        let der = key.to_pkcs8_der().expect("encodes");
+        let key = PrivateDecryptingKey::from_pkcs8(der.as_bytes())
+            .ok()
+            .and_then(|key| OaepPrivateDecryptingKey::new(key).ok())
+            .expect("aws-lc loads the key");
+        let mut plaintext = [0u8; 256];
+        bencher.bench_local(|| {
+            black_box(
+                key.decrypt(&OAEP_SHA256_MGF1SHA256, &ciphertext, &mut plaintext, None)
+                    .map(|plaintext| plaintext.len()),
+            )
+        });
+    }
 }
 
 /// The X25519 operations an intro is made of, alone: what each step of the
@@ -324,5 +348,36 @@ mod exchange {
     fn public_key(bencher: Bencher) {
         let ours = StaticSecret::random_from_rng(OsRng);
         bencher.bench_local(|| black_box(PublicKey::from(black_box(&ours))));
+    }
+
+    /// A variable-base exchange with aws-lc (tern-wire's `aws-lc`
+    /// backend): the key loaded once, the peer's key parsed each time.
+    #[cfg(feature = "aws-lc")]
+    #[divan::bench]
+    fn aws_lc_diffie_hellman(bencher: Bencher) {
+        use aws_lc_rs::agreement::{PrivateKey, UnparsedPublicKey, X25519, agree};
+        let ours = PrivateKey::generate(&X25519).expect("a key");
+        let theirs = PublicKey::from(&StaticSecret::random_from_rng(OsRng)).to_bytes();
+        bencher.bench_local(|| {
+            black_box(agree(
+                &ours,
+                UnparsedPublicKey::new(&X25519, black_box(&theirs)),
+                (),
+                |shared| Ok(shared[0]),
+            ))
+        });
+    }
+
+    /// A fresh key with aws-lc from 32 drawn bytes: the fixed-base
+    /// multiplication that gives its public half.
+    #[cfg(feature = "aws-lc")]
+    #[divan::bench]
+    fn aws_lc_fresh_key(bencher: Bencher) {
+        use aws_lc_rs::agreement::{PrivateKey, X25519};
+        bencher.bench_local(|| {
+            let mut bytes = [0u8; 32];
+            OsRng.fill_bytes(&mut bytes);
+            black_box(PrivateKey::from_private_key(&X25519, &bytes).map(|key| key.algorithm()))
+        });
     }
 }

@@ -16,7 +16,9 @@
 //! initiator's secret) live in `num-bigint-dig` vectors that the crate frees
 //! without wiping, out of Tern's reach. They hold one intro's secret, not
 //! the RSA key, and that secret alone does not give the session keys (the
-//! X25519 exchange does too). An X25519 private key is wiped when dropped.
+//! X25519 exchange does too). With the cargo feature `aws-lc`, aws-lc does
+//! the RSA-OAEP operations and the X25519 exchanges, and it cleanses every
+//! allocation it frees. An X25519 private key is wiped when dropped.
 
 use core::fmt;
 use std::sync::Arc;
@@ -29,8 +31,9 @@ use rsa::pkcs8::{
 };
 use rsa::traits::PublicKeyParts;
 use rsa::{RsaPrivateKey, RsaPublicKey};
-use x25519_dalek::{PublicKey, StaticSecret};
 
+use crate::crypto::rsa_keys::{RsaPrivate, RsaPublic};
+use crate::crypto::x25519::SecretKey;
 use crate::error::KeyError;
 use crate::header::X25519_KEY_LEN;
 
@@ -81,8 +84,8 @@ pub struct IdentityKey(pub(crate) KeyPair);
 #[derive(Clone)]
 pub(crate) enum KeyPair {
     /// Boxed: an RSA key is ten times an X25519 key's size.
-    Rsa(Box<RsaPrivateKey>),
-    X25519(StaticSecret),
+    Rsa(Box<RsaPrivate>),
+    X25519(SecretKey),
 }
 
 impl fmt::Debug for IdentityKey {
@@ -99,10 +102,10 @@ fn check_size(public: &RsaPublicKey) -> Result<(), KeyError> {
 }
 
 /// The X25519 key of an RFC 8410 PKCS#8 document, if it is one.
-fn x25519_from_pkcs8(der: &[u8]) -> Option<StaticSecret> {
+fn x25519_from_pkcs8(der: &[u8]) -> Option<SecretKey> {
     let key = der.strip_prefix(&X25519_PKCS8_PREFIX)?;
     let key: [u8; X25519_KEY_LEN] = key.try_into().ok()?;
-    Some(StaticSecret::from(key))
+    Some(SecretKey::from_bytes(key))
 }
 
 /// The X25519 key of an RFC 8410 SubjectPublicKeyInfo document, if it is one.
@@ -127,14 +130,13 @@ impl IdentityKey {
     /// second): a seeded generator makes the same key every time, for
     /// reproducible tests and simulations.
     pub fn generate(rng: &mut impl CryptoRngCore) -> Result<Self, KeyError> {
-        RsaPrivateKey::new(rng, RSA_BITS)
-            .map(|key| Self(KeyPair::Rsa(Box::new(key))))
-            .map_err(KeyError::Generation)
+        let key = RsaPrivateKey::new(rng, RSA_BITS).map_err(KeyError::Generation)?;
+        Ok(Self(KeyPair::Rsa(Box::new(RsaPrivate::new(key)?))))
     }
 
     /// Generates a new X25519 key pair from `rng` (microseconds).
     pub fn generate_x25519(rng: &mut impl CryptoRngCore) -> Self {
-        Self(KeyPair::X25519(StaticSecret::random_from_rng(rng)))
+        Self(KeyPair::X25519(SecretKey::random(rng)))
     }
 
     /// Generates a new key pair of `kind` from `rng`.
@@ -164,7 +166,7 @@ impl IdentityKey {
         }
         let key = RsaPrivateKey::from_pkcs8_der(der).map_err(KeyError::Pkcs8)?;
         check_size(&key.to_public_key())?;
-        Ok(Self(KeyPair::Rsa(Box::new(key))))
+        Ok(Self(KeyPair::Rsa(Box::new(RsaPrivate::new(key)?))))
     }
 
     /// Loads a PKCS#8 PEM private key (`-----BEGIN PRIVATE KEY-----`) of
@@ -175,19 +177,19 @@ impl IdentityKey {
         }
         let key = RsaPrivateKey::from_pkcs8_pem(pem).map_err(KeyError::Pkcs8)?;
         check_size(&key.to_public_key())?;
-        Ok(Self(KeyPair::Rsa(Box::new(key))))
+        Ok(Self(KeyPair::Rsa(Box::new(RsaPrivate::new(key)?))))
     }
 
     /// The private key as PKCS#8 DER (wiped from memory when dropped).
     pub fn to_pkcs8_der(&self) -> Result<Zeroizing<Vec<u8>>, KeyError> {
         match &self.0 {
             KeyPair::Rsa(key) => {
-                let doc = key.to_pkcs8_der().map_err(KeyError::Pkcs8)?;
+                let doc = key.key().to_pkcs8_der().map_err(KeyError::Pkcs8)?;
                 Ok(Zeroizing::new(doc.as_bytes().to_vec()))
             }
             KeyPair::X25519(secret) => {
                 let mut der = Zeroizing::new(X25519_PKCS8_PREFIX.to_vec());
-                der.extend_from_slice(secret.as_bytes());
+                der.extend_from_slice(&secret.to_bytes()[..]);
                 Ok(der)
             }
         }
@@ -196,7 +198,10 @@ impl IdentityKey {
     /// The private key as PKCS#8 PEM (wiped from memory when dropped).
     pub fn to_pkcs8_pem(&self) -> Result<Zeroizing<String>, KeyError> {
         match &self.0 {
-            KeyPair::Rsa(key) => key.to_pkcs8_pem(LineEnding::LF).map_err(KeyError::Pkcs8),
+            KeyPair::Rsa(key) => key
+                .key()
+                .to_pkcs8_pem(LineEnding::LF)
+                .map_err(KeyError::Pkcs8),
             KeyPair::X25519(_) => {
                 let der = self.to_pkcs8_der()?;
                 pem::encode_string(PRIVATE_LABEL, LineEnding::LF, &der)
@@ -210,15 +215,15 @@ impl IdentityKey {
     #[must_use]
     pub fn public(&self) -> PublicIdentity {
         match &self.0 {
-            KeyPair::Rsa(key) => PublicIdentity(PublicKind::Rsa(Arc::new(key.to_public_key()))),
-            KeyPair::X25519(secret) => {
-                PublicIdentity(PublicKind::X25519(PublicKey::from(secret).to_bytes()))
+            KeyPair::Rsa(key) => {
+                PublicIdentity(PublicKind::Rsa(RsaPublic::new(key.key().to_public_key())))
             }
+            KeyPair::X25519(secret) => PublicIdentity(PublicKind::X25519(secret.public_key())),
         }
     }
 
     /// The RSA private key, if this is one.
-    pub(crate) const fn rsa(&self) -> Option<&RsaPrivateKey> {
+    pub(crate) const fn rsa(&self) -> Option<&RsaPrivate> {
         match &self.0 {
             KeyPair::Rsa(key) => Some(key),
             KeyPair::X25519(_) => None,
@@ -226,7 +231,7 @@ impl IdentityKey {
     }
 
     /// The X25519 private key, if this is one.
-    pub(crate) const fn x25519(&self) -> Option<&StaticSecret> {
+    pub(crate) const fn x25519(&self) -> Option<&SecretKey> {
         match &self.0 {
             KeyPair::X25519(secret) => Some(secret),
             KeyPair::Rsa(_) => None,
@@ -245,7 +250,7 @@ pub struct PublicIdentity(pub(crate) PublicKind);
 /// The key of a [`PublicIdentity`].
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) enum PublicKind {
-    Rsa(Arc<RsaPublicKey>),
+    Rsa(Arc<RsaPublic>),
     X25519([u8; X25519_KEY_LEN]),
 }
 
@@ -287,7 +292,7 @@ impl PublicIdentity {
         }
         let key = RsaPublicKey::from_public_key_der(der).map_err(KeyError::Spki)?;
         check_size(&key)?;
-        Ok(Self(PublicKind::Rsa(Arc::new(key))))
+        Ok(Self(PublicKind::Rsa(RsaPublic::new(key))))
     }
 
     /// Loads a SubjectPublicKeyInfo PEM public key (`-----BEGIN PUBLIC
@@ -298,13 +303,14 @@ impl PublicIdentity {
         }
         let key = RsaPublicKey::from_public_key_pem(pem).map_err(KeyError::Spki)?;
         check_size(&key)?;
-        Ok(Self(PublicKind::Rsa(Arc::new(key))))
+        Ok(Self(PublicKind::Rsa(RsaPublic::new(key))))
     }
 
     /// The public key as SubjectPublicKeyInfo DER.
     pub fn to_spki_der(&self) -> Result<Vec<u8>, KeyError> {
         match &self.0 {
             PublicKind::Rsa(key) => key
+                .key()
                 .to_public_key_der()
                 .map(|doc| doc.into_vec())
                 .map_err(KeyError::Spki),
@@ -320,6 +326,7 @@ impl PublicIdentity {
     pub fn to_spki_pem(&self) -> Result<String, KeyError> {
         match &self.0 {
             PublicKind::Rsa(key) => key
+                .key()
                 .to_public_key_pem(LineEnding::LF)
                 .map_err(KeyError::Spki),
             PublicKind::X25519(_) => {
@@ -337,7 +344,7 @@ impl PublicIdentity {
     }
 
     /// The RSA public key, if this is one.
-    pub(crate) fn rsa(&self) -> Option<&RsaPublicKey> {
+    pub(crate) fn rsa(&self) -> Option<&RsaPublic> {
         match &self.0 {
             PublicKind::Rsa(key) => Some(key),
             PublicKind::X25519(_) => None,

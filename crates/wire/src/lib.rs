@@ -50,6 +50,7 @@
 
 pub mod aead;
 pub mod codec;
+mod crypto;
 pub mod error;
 pub mod frame;
 pub mod handshake;

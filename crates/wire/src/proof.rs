@@ -32,28 +32,27 @@
 //! the connection if it does not.
 
 use rand_core::CryptoRngCore;
-use rsa::traits::PublicKeyParts;
-use rsa::{BigUint, Pss};
 use sha2::{Digest, Sha256};
 
+use crate::crypto::rsa_keys::{PssCheck, sign_pss};
+use crate::crypto::x25519::SharedSecret;
 use crate::error::ProofError;
 use crate::frame::{Frame, Identity};
 use crate::handshake::{ProofExchange, Transcript};
 use crate::identity::{IdentityKey, PublicIdentity};
 use hkdf::Hkdf;
-use x25519_dalek::{PublicKey, SharedSecret};
 
 /// Prefixed to the transcript hash in the signed message.
 const PROOF_LABEL: &[u8] = b"tern v2 initiator identity";
 
-/// The SHA-256 digest that the PSS signature covers: that of the label and
-/// the transcript hash.
-fn signed_digest(transcript: &Transcript) -> [u8; 32] {
-    Sha256::new()
-        .chain_update(PROOF_LABEL)
-        .chain_update(transcript.hash())
-        .finalize()
-        .into()
+/// The message the PSS signature covers (its SHA-256 digest is what is
+/// signed): the label and the transcript hash.
+fn signed_message(transcript: &Transcript) -> [u8; PROOF_LABEL.len() + 32] {
+    let mut message = [0u8; PROOF_LABEL.len() + 32];
+    let (label, hash) = message.split_at_mut(PROOF_LABEL.len());
+    label.copy_from_slice(PROOF_LABEL);
+    hash.copy_from_slice(&transcript.hash());
+    message
 }
 
 impl Transcript {
@@ -75,18 +74,16 @@ impl Transcript {
             let Some(ProofExchange::Initiator(ephemeral)) = &self.exchange else {
                 return Err(ProofError::NoExchange);
             };
-            let shared = secret.diffie_hellman(&PublicKey::from(*ephemeral));
+            let shared = secret.diffie_hellman(ephemeral);
             let tag = x25519_proof(self, &shared).ok_or(ProofError::Signature)?;
             return Ok(IdentityProof {
                 public_key,
                 signature: tag.to_vec(),
             });
         }
-        let signature = key
-            .rsa()
-            .ok_or(ProofError::NotRsa)?
-            .sign_with_rng(rng, Pss::new::<Sha256>(), &signed_digest(self))
-            .map_err(ProofError::Signing)?;
+        let key = key.rsa().ok_or(ProofError::NotRsa)?;
+        let signature =
+            sign_pss(key.key(), &signed_message(self), rng).map_err(ProofError::Signing)?;
         Ok(IdentityProof {
             public_key,
             signature,
@@ -105,7 +102,7 @@ impl Identity<'_> {
             let Some(ProofExchange::Responder(ephemeral)) = &transcript.exchange else {
                 return Err(ProofError::NoExchange);
             };
-            let shared = ephemeral.diffie_hellman(&PublicKey::from(*key));
+            let shared = ephemeral.diffie_hellman(key);
             let expected = x25519_proof(transcript, &shared).ok_or(ProofError::Signature)?;
             // Compared through a hash, so the time a mismatch takes says
             // nothing useful about the expected tag.
@@ -115,21 +112,13 @@ impl Identity<'_> {
             return Ok(identity);
         }
         let key = identity.rsa().ok_or(ProofError::NotRsa)?;
-        // RFC 8017 §8.1.2 step 2b applies RSAVP1, whose step 1 (§5.2.2)
-        // reads: "If the signature representative s is not between 0 and
-        // n - 1, output 'signature representative out of range'". The `rsa`
-        // crate's `Pss` verifier skips that step and reduces s mod n, so
-        // s + n would pass as a second encoding of a valid signature.
-        if BigUint::from_bytes_be(self.signature) >= *key.n() {
-            return Err(ProofError::SignatureOutOfRange);
+        // A signature not below the modulus is refused before it is
+        // verified (RFC 8017 §5.2.2 step 1; see `RsaPublic::verify_pss`).
+        match key.verify_pss(&signed_message(transcript), self.signature) {
+            PssCheck::Valid => Ok(identity),
+            PssCheck::OutOfRange => Err(ProofError::SignatureOutOfRange),
+            PssCheck::Invalid => Err(ProofError::Signature),
         }
-        key.verify(
-            Pss::new::<Sha256>(),
-            &signed_digest(transcript),
-            self.signature,
-        )
-        .map_err(|_| ProofError::Signature)?;
-        Ok(identity)
     }
 }
 
@@ -189,6 +178,8 @@ mod tests {
     use proptest::collection::vec;
     use proptest::prelude::*;
     use rand_core::OsRng;
+    use rsa::traits::PublicKeyParts;
+    use rsa::{BigUint, Pss};
 
     use super::*;
     use crate::frame::{Frame, Stream};
@@ -431,7 +422,7 @@ mod tests {
 
     /// The RSA key of a test identity.
     fn rsa(key: &IdentityKey) -> &rsa::RsaPrivateKey {
-        key.rsa().expect("an RSA identity")
+        key.rsa().expect("an RSA identity").key()
     }
 
     /// An identity whose modulus n leaves room below 2^2048 for at least
@@ -469,7 +460,11 @@ mod tests {
         // The RSA arithmetic reduces s + n mod n and takes it for s.
         rsa(key)
             .to_public_key()
-            .verify(Pss::new::<Sha256>(), &signed_digest(transcript), &forged)
+            .verify(
+                Pss::new::<Sha256>(),
+                &Sha256::digest(signed_message(transcript)),
+                &forged,
+            )
             .expect("the forged signature passes the RSA arithmetic");
         let forgery = Identity {
             signature: &forged,

@@ -47,7 +47,7 @@ impl PublicIdentity {
         match &self.0 {
             PublicKind::Rsa(key) => {
                 hash.update(b"tern rsa");
-                for part in [key.n().to_bytes_be(), key.e().to_bytes_be()] {
+                for part in [key.key().n().to_bytes_be(), key.key().e().to_bytes_be()] {
                     hash.update((part.len() as u32).to_be_bytes());
                     hash.update(&part);
                 }

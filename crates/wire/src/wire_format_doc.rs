@@ -325,7 +325,7 @@ fn the_example_x25519_intro_is_what_the_code_writes_and_its_responder_accepts() 
     );
     assert_eq!(intro.to_vec(), doc_hex("example-x25519-intro"));
     let key = crate::IdentityKey(crate::identity::KeyPair::X25519(
-        x25519_dalek::StaticSecret::from(responder),
+        crate::crypto::x25519::SecretKey::from_bytes(responder),
     ));
     let mut responder = Responder::new(key, ReplayGuard::default(), KeyConfig::default());
     let accepted = responder

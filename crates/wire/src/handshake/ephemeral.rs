@@ -2,7 +2,7 @@
 //! handshakes that use them.
 //!
 //! A fresh key pair costs a fixed-base scalar multiplication (about
-//! 12 µs here), on the critical path of both sides: the initiator draws
+//! 12 µs here with x25519-dalek, 4 µs with aws-lc), on the critical path of both sides: the initiator draws
 //! one before its intro can leave, the responder one before its reply can.
 //! An endpoint that keeps a few drawn in a quiet moment takes that off
 //! the connect's path. Each key still serves exactly one handshake: a key
@@ -13,13 +13,13 @@
 use core::fmt;
 
 use rand_core::CryptoRngCore;
-use x25519_dalek::{PublicKey, StaticSecret};
 
+use crate::crypto::x25519::SecretKey;
 use crate::header::X25519_KEY_LEN;
 
 /// A fresh X25519 key pair for one handshake; erased when dropped.
 pub struct EphemeralKey {
-    secret: StaticSecret,
+    secret: SecretKey,
     public: [u8; X25519_KEY_LEN],
 }
 
@@ -32,22 +32,22 @@ impl fmt::Debug for EphemeralKey {
 impl EphemeralKey {
     /// A key pair drawn from `rng`.
     pub fn random(rng: &mut impl CryptoRngCore) -> Self {
-        Self::from_secret(StaticSecret::random_from_rng(rng))
+        Self::from_secret(SecretKey::random(rng))
     }
 
     /// The key pair of `secret`.
-    pub(crate) fn from_secret(secret: StaticSecret) -> Self {
-        let public = PublicKey::from(&secret).to_bytes();
+    pub(crate) fn from_secret(secret: SecretKey) -> Self {
+        let public = secret.public_key();
         Self { secret, public }
     }
 
     /// The private half.
-    pub(crate) const fn secret(&self) -> &StaticSecret {
+    pub(crate) const fn secret(&self) -> &SecretKey {
         &self.secret
     }
 
     /// The private half, by value (the handshake keeps it until the reply).
-    pub(crate) fn into_secret(self) -> StaticSecret {
+    pub(crate) fn into_secret(self) -> SecretKey {
         self.secret
     }
 
@@ -140,7 +140,7 @@ mod tests {
     fn a_key_is_the_pair_of_its_secret() {
         let key = EphemeralKey::random(&mut OsRng);
         assert_eq!(
-            PublicKey::from(key.secret()).as_bytes(),
+            &key.secret().public_key(),
             key.public(),
             "the public half matches"
         );

@@ -5,7 +5,6 @@ use std::time::SystemTime;
 
 use rand_core::CryptoRngCore;
 use sha2::{Digest, Sha256};
-use x25519_dalek::{PublicKey, StaticSecret};
 use zeroize::Zeroizing;
 
 use super::body::IntroBody;
@@ -15,6 +14,7 @@ use super::{
     ConnectionKeys, PROTOCOL_VERSION, intro_id, intro_room, resume_intro, rsa_intro, unix_millis,
     x25519_intro,
 };
+use crate::crypto::x25519::SecretKey;
 use crate::error::{IntroError, ReplyError};
 use crate::header::{Header, PacketType};
 use crate::identity::{IdentityKey, PublicIdentity, PublicKind};
@@ -36,8 +36,8 @@ pub struct PendingIntro {
     salt: Zeroizing<[u8; SECRET_LEN]>,
     /// The X25519 identity this side proved in the intro: its exchange with
     /// the responder's ephemeral key joins the salt.
-    initiator: Option<StaticSecret>,
-    ephemeral: StaticSecret,
+    initiator: Option<SecretKey>,
+    ephemeral: SecretKey,
     index: u32,
     config: KeyConfig,
 }
@@ -166,7 +166,7 @@ impl PendingIntro {
     fn sent(
         dst: &[u8],
         salt: Zeroizing<[u8; SECRET_LEN]>,
-        initiator: Option<StaticSecret>,
+        initiator: Option<SecretKey>,
         ephemeral: EphemeralKey,
         index: u32,
         config: KeyConfig,
@@ -217,14 +217,11 @@ impl PendingIntro {
             return Err(refuse(self, error));
         }
         let hash = transcript(&self.intro, &datagram[..header_len]);
-        let responder_ephemeral = PublicKey::from(ephemeral);
         let salt = match &self.initiator {
-            Some(key) => {
-                x25519_intro::mix(&self.salt, &[], &key.diffie_hellman(&responder_ephemeral))
-            }
+            Some(key) => x25519_intro::mix(&self.salt, &[], &key.diffie_hellman(&ephemeral)),
             None => Some(self.salt.clone()),
         };
-        let shared = self.ephemeral.diffie_hellman(&responder_ephemeral);
+        let shared = self.ephemeral.diffie_hellman(&ephemeral);
         let Some(secrets) = salt.and_then(|salt| derive_secrets(&salt, shared.as_bytes(), &hash))
         else {
             return Err(refuse(self, ReplyError::DegenerateKey));

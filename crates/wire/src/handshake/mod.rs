@@ -150,16 +150,17 @@ pub(crate) fn example_x25519_intro(
     timestamp_ms: u64,
     initiator_index: u32,
 ) -> [u8; INTRO_LEN] {
-    let responder = x25519_dalek::PublicKey::from(&x25519_dalek::StaticSecret::from(responder));
+    let responder = crate::crypto::x25519::SecretKey::from_bytes(responder).public_key();
     let fields = x25519_intro::Fields {
         version: PROTOCOL_VERSION,
         timestamp_ms,
         initiator_index,
     };
     let mut intro = [0u8; INTRO_LEN];
-    let ephemeral =
-        ephemeral::EphemeralKey::from_secret(x25519_dalek::StaticSecret::from(ephemeral));
-    let written = x25519_intro::write(responder.as_bytes(), None, &ephemeral, fields, &mut intro);
+    let ephemeral = ephemeral::EphemeralKey::from_secret(
+        crate::crypto::x25519::SecretKey::from_bytes(ephemeral),
+    );
+    let written = x25519_intro::write(&responder, None, &ephemeral, fields, &mut intro);
     assert!(written.is_ok(), "the example keys are not degenerate");
     intro
 }

@@ -7,7 +7,6 @@ use std::time::SystemTime;
 
 use rand_core::CryptoRngCore;
 use sha2::{Digest, Sha256};
-use x25519_dalek::{PublicKey, SharedSecret, StaticSecret};
 use zeroize::Zeroizing;
 
 use super::ephemeral::{EphemeralKey, EphemeralKeys};
@@ -16,6 +15,8 @@ use super::{
     ConnectionKeys, INTRO_LEN, PROTOCOL_VERSION, intro_id, resume_intro, rsa_intro, unix_millis,
     x25519_intro,
 };
+use crate::crypto::rsa_keys::RsaPrivate;
+use crate::crypto::x25519::{SecretKey, SharedSecret};
 use crate::error::{AcceptError, ReplyBuildError};
 use crate::frame::Frame;
 use crate::header::{Header, PacketNumber, PacketType, X25519_KEY_LEN};
@@ -239,9 +240,11 @@ impl Responder {
 
     /// The RSA intro: the initiator's secret is the salt. (The responder's
     /// ephemeral key is drawn after the decryption's blinding, so a seeded
-    /// endpoint draws in the same order as before X25519 intros existed.)
+    /// endpoint draws in the same order as before X25519 intros existed; the
+    /// aws-lc backend blinds with its own generator but draws from `rng`
+    /// what the rsa crate's blinding would.)
     fn open_rsa(
-        key: &rsa::RsaPrivateKey,
+        key: &RsaPrivate,
         datagram: &[u8],
         keys: &mut EphemeralKeys,
         rng: &mut impl CryptoRngCore,
@@ -254,9 +257,7 @@ impl Responder {
             return Err(AcceptError::DegenerateKey);
         }
         let ephemeral = keys.take(rng);
-        let shared = ephemeral
-            .secret()
-            .diffie_hellman(&PublicKey::from(body.ephemeral));
+        let shared = ephemeral.secret().diffie_hellman(&body.ephemeral);
         if !shared.was_contributory() {
             return Err(AcceptError::DegenerateKey);
         }
@@ -267,7 +268,7 @@ impl Responder {
     /// The X25519 intro: the chaining key, with `se` if the initiator
     /// proved a static key, is the salt.
     fn open_x25519(
-        key: &StaticSecret,
+        key: &SecretKey,
         public: &[u8; X25519_KEY_LEN],
         datagram: &[u8],
         keys: &mut EphemeralKeys,
@@ -290,9 +291,7 @@ impl Responder {
         if !shared.was_contributory() {
             return Err(AcceptError::DegenerateKey);
         }
-        let initiator = opened
-            .initiator
-            .map(|key| PublicIdentity::from_x25519_bytes(key.to_bytes()));
+        let initiator = opened.initiator.map(PublicIdentity::from_x25519_bytes);
         let keys = Accepted::keys(fields.initiator_index, salt, &ephemeral, &shared, initiator);
         Ok((keys, fields.timestamp_ms))
     }
@@ -311,7 +310,7 @@ pub struct Accepted {
     ephemeral: [u8; X25519_KEY_LEN],
     /// Its private half, while the initiator is anonymous: an X25519
     /// identity may still prove itself with it (wire format §5.10).
-    ephemeral_secret: Option<StaticSecret>,
+    ephemeral_secret: Option<SecretKey>,
     /// The exchange of the two ephemeral keys.
     shared: Zeroizing<[u8; X25519_KEY_LEN]>,
     /// The initiator's identity, proven in the X25519 intro.

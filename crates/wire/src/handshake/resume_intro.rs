@@ -17,8 +17,6 @@
 //! responder participation. The ticket is single-use and expires: the
 //! responder checks both ([`super::Responder`]).
 
-use x25519_dalek::PublicKey;
-
 use super::INTRO_LEN;
 use super::ephemeral::EphemeralKey;
 use super::x25519_intro::{ChainingKey, Fields, mix_bytes, open, seal};
@@ -87,7 +85,7 @@ pub(super) fn ticket(datagram: &[u8; INTRO_LEN]) -> Ticket {
 /// What the responder learns from a resumed intro whose ticket opened.
 pub(super) struct Opened {
     pub(super) fields: Fields,
-    pub(super) ephemeral: PublicKey,
+    pub(super) ephemeral: [u8; X25519_KEY_LEN],
     pub(super) chain: ChainingKey,
 }
 
@@ -112,7 +110,7 @@ pub(super) fn open_body(
     let fields = Fields::read(&body).ok_or(AcceptError::Malformed)?;
     Ok(Opened {
         fields,
-        ephemeral: PublicKey::from(ephemeral),
+        ephemeral,
         chain: ck1,
     })
 }

@@ -5,9 +5,9 @@ use core::fmt;
 
 use hkdf::Hkdf;
 use sha2::{Digest, Sha256};
-use x25519_dalek::StaticSecret;
 use zeroize::Zeroizing;
 
+use crate::crypto::x25519::SecretKey;
 use crate::header::{Header, X25519_KEY_LEN};
 use crate::keys::{SECRET_LEN, TrafficSecret};
 use crate::ticket::ResumptionSecret;
@@ -83,7 +83,7 @@ pub(crate) enum ProofExchange {
     /// The initiator's: the responder's ephemeral public key.
     Initiator([u8; X25519_KEY_LEN]),
     /// The responder's: its ephemeral private key.
-    Responder(Box<StaticSecret>),
+    Responder(Box<SecretKey>),
 }
 
 impl fmt::Debug for Transcript {

@@ -399,6 +399,7 @@ fn raw_intro(plaintext: &[u8]) -> Vec<u8> {
         public
             .rsa()
             .unwrap()
+            .key()
             .encrypt(&mut OsRng, Oaep::new::<Sha256>(), plaintext)
             .unwrap(),
     );

@@ -41,11 +41,11 @@
 //! refused by the same timestamp and replay guard as the RSA intro. Every
 //! exchange whose result is all zeros (a low-order point) is refused.
 
+use crate::crypto::x25519::{SecretKey, SharedSecret};
 use aes_gcm::Aes128Gcm;
 use aes_gcm::aead::{AeadInOut, KeyInit};
 use hkdf::{Hkdf, HkdfExtract};
 use sha2::{Digest, Sha256};
-use x25519_dalek::{PublicKey, SharedSecret, StaticSecret};
 use zeroize::Zeroizing;
 
 use super::INTRO_LEN;
@@ -186,19 +186,18 @@ pub(super) fn open(
 /// session secrets start from.
 pub(super) fn write(
     responder: &[u8; X25519_KEY_LEN],
-    initiator: Option<&StaticSecret>,
+    initiator: Option<&SecretKey>,
     ephemeral: &EphemeralKey,
     fields: Fields,
     dst: &mut [u8; INTRO_LEN],
 ) -> Result<ChainingKey, IntroError> {
-    let responder_key = PublicKey::from(*responder);
     let ephemeral_public = ephemeral.public();
     dst[0] = PacketType::IntroX25519 as u8;
     dst[EPHEMERAL_AT..STATIC_AT].copy_from_slice(ephemeral_public);
-    let es = ephemeral.secret().diffie_hellman(&responder_key);
+    let es = ephemeral.secret().diffie_hellman(responder);
     let ck1 = mix(&start(responder), ephemeral_public, &es).ok_or(IntroError::DegenerateKey)?;
 
-    let static_public = initiator.map(|key| PublicKey::from(key).to_bytes());
+    let static_public = initiator.map(SecretKey::public_key);
     let (head, rest) = dst.split_at_mut(STATIC_AT);
     let (static_key, static_tag) = rest[..X25519_KEY_LEN + TAG_LEN].split_at_mut(X25519_KEY_LEN);
     static_key.copy_from_slice(&static_public.unwrap_or_default());
@@ -206,7 +205,7 @@ pub(super) fn write(
 
     let ck2 = match (initiator, static_public) {
         (Some(key), Some(public)) => {
-            let ss = key.diffie_hellman(&responder_key);
+            let ss = key.diffie_hellman(responder);
             mix(&ck1, &public, &ss).ok_or(IntroError::DegenerateKey)?
         }
         _ => ck1,
@@ -223,10 +222,10 @@ pub(super) struct Opened {
     /// The body's fields.
     pub(super) fields: Fields,
     /// The initiator's ephemeral key.
-    pub(super) ephemeral: PublicKey,
+    pub(super) ephemeral: [u8; X25519_KEY_LEN],
     /// The initiator's static key, proven by the body's seal; `None` for
     /// an anonymous initiator.
-    pub(super) initiator: Option<PublicKey>,
+    pub(super) initiator: Option<[u8; X25519_KEY_LEN]>,
     /// The chaining key after `es` and `ss`.
     pub(super) chain: ChainingKey,
 }
@@ -234,7 +233,7 @@ pub(super) struct Opened {
 /// Opens an X25519 intro of the right type and length with the
 /// responder's `identity` key (whose public half is `public`).
 pub(super) fn accept(
-    identity: &StaticSecret,
+    identity: &SecretKey,
     public: &[u8; X25519_KEY_LEN],
     datagram: &[u8],
 ) -> Result<Opened, AcceptError> {
@@ -244,8 +243,7 @@ pub(super) fn accept(
     let ephemeral_bytes: [u8; X25519_KEY_LEN] = datagram[EPHEMERAL_AT..STATIC_AT]
         .try_into()
         .map_err(|_| AcceptError::Malformed)?;
-    let ephemeral = PublicKey::from(ephemeral_bytes);
-    let es = identity.diffie_hellman(&ephemeral);
+    let es = identity.diffie_hellman(&ephemeral_bytes);
     let ck1 = mix(&start(public), &ephemeral_bytes, &es).ok_or(AcceptError::DegenerateKey)?;
 
     let mut static_key = Zeroizing::new([0u8; X25519_KEY_LEN]);
@@ -259,11 +257,11 @@ pub(super) fn accept(
     )
     .ok_or(AcceptError::Decryption)?;
 
-    let initiator = (*static_key != [0u8; X25519_KEY_LEN]).then(|| PublicKey::from(*static_key));
+    let initiator = (*static_key != [0u8; X25519_KEY_LEN]).then_some(*static_key);
     let ck2 = match initiator {
         Some(key) => {
             let ss = identity.diffie_hellman(&key);
-            mix(&ck1, key.as_bytes(), &ss).ok_or(AcceptError::DegenerateKey)?
+            mix(&ck1, &key, &ss).ok_or(AcceptError::DegenerateKey)?
         }
         None => ck1,
     };
@@ -280,7 +278,7 @@ pub(super) fn accept(
     let fields = Fields::read(&body[..]).ok_or(AcceptError::Malformed)?;
     Ok(Opened {
         fields,
-        ephemeral,
+        ephemeral: ephemeral_bytes,
         initiator,
         chain: ck2,
     })

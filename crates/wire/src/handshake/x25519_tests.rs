@@ -13,6 +13,7 @@ use super::x25519_intro::{
 };
 use super::*;
 use crate::aead::TAG_LEN;
+use crate::crypto::x25519::SharedSecret;
 use crate::error::{AcceptError, IntroError, ReplyError};
 use crate::header::{Header, PacketType, X25519_KEY_LEN};
 use crate::identity::{IdentityKey, PublicIdentity};
@@ -44,6 +45,12 @@ fn fields(version: u32, now: SystemTime) -> Fields {
     }
 }
 
+/// The exchange of `key` with `public`, made with x25519-dalek whatever the
+/// backend: the intros made with it are a dalek initiator's.
+fn dalek_shared(key: &StaticSecret, public: [u8; X25519_KEY_LEN]) -> SharedSecret {
+    SharedSecret::from_bytes(key.diffie_hellman(&PublicKey::from(public)).to_bytes())
+}
+
 /// An intro whose static-key field is `claimed`, sealed correctly under
 /// `es`, and whose body is sealed under the chaining key that mixing
 /// `claimed` with the exchange of `ss_from` and the responder's key
@@ -55,13 +62,13 @@ fn forged(claimed: [u8; X25519_KEY_LEN], ss_from: &StaticSecret, version: u32) -
     let mut dst = [0u8; INTRO_LEN];
     dst[0] = PacketType::IntroX25519 as u8;
     dst[1..STATIC_AT].copy_from_slice(&ephemeral_public);
-    let es = ephemeral.diffie_hellman(&PublicKey::from(responder));
+    let es = dalek_shared(&ephemeral, responder);
     let ck1 = mix(&start(&responder), &ephemeral_public, &es).expect("contributory");
     let (head, rest) = dst.split_at_mut(STATIC_AT);
     let (static_key, tag) = rest[..X25519_KEY_LEN + TAG_LEN].split_at_mut(X25519_KEY_LEN);
     static_key.copy_from_slice(&claimed);
     seal(&ck1, LABEL_STATIC, head, static_key, tag).expect("sealed");
-    let ss = ss_from.diffie_hellman(&PublicKey::from(responder));
+    let ss = dalek_shared(ss_from, responder);
     // An anonymous intro (no claimed key) mixes nothing in.
     let ck2 = if claimed == [0; X25519_KEY_LEN] {
         ck1
@@ -142,7 +149,7 @@ fn a_claimed_identity_without_its_private_key_does_not_open() {
     // The same construction with the real key is accepted: the forgery
     // failed for the key alone.
     let holder = StaticSecret::from(
-        other_x25519_identity()
+        *other_x25519_identity()
             .x25519()
             .expect("an X25519 identity")
             .to_bytes(),
