@@ -139,6 +139,19 @@ impl<T> LossDetector<T> {
         self.sent.push(packet_number, packet)
     }
 
+    /// [`on_sent`](Self::on_sent) for a packet that needs no record when
+    /// nothing is tracked (see [`SentPackets::push_released`]).
+    ///
+    /// # Errors
+    /// As [`on_sent`](Self::on_sent).
+    pub fn on_sent_released(
+        &mut self,
+        packet_number: u64,
+        packet: SentPacket<T>,
+    ) -> Result<(), SendError> {
+        self.sent.push_released(packet_number, packet)
+    }
+
     /// Processes one ACK frame received at `now`.
     ///
     /// `ranges` are the acknowledged packet numbers, largest range first;
