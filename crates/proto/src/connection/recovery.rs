@@ -32,12 +32,15 @@ impl Connection {
     /// no application data for [`QUIET_RELEASE_INTERVAL`] or never did
     /// (`last_data` still at the connection's start), at most once per
     /// interval: the sent-packet ring, the ACK processing lists, the ACK
-    /// frame's range list and the event queue, when empty. About 1.7 KiB
-    /// of an idle connection's heap.
+    /// frame's range list and the event queue, when empty (about 1.7 KiB
+    /// of an idle connection's heap), and the congestion controller and
+    /// pacer (see `transfer`), which start again from their initial state
+    /// on the next packet in flight. A quiet period is never shorter than
+    /// a probe timeout, the least idle time after which a sender restarts
+    /// its window (RFC 7661 §4.3; RFC 5681 §4.1 counts it in
+    /// retransmission timeouts).
     fn release_scratch_when_quiet(&mut self, now: Instant) {
-        let quiet = self.last_data == self.epoch
-            || now.saturating_duration_since(self.last_data) >= QUIET_RELEASE_INTERVAL;
-        if !quiet
+        if !self.is_quiet(now)
             || self.loss.sent_packets().tracked_span() > 0
             || self
                 .released_scratch_at
@@ -50,6 +53,15 @@ impl Connection {
         self.recovery = RecoveryBuffer::default();
         self.ack_ranges = Vec::new();
         self.events.release_memory();
+        self.release_transfer();
+    }
+
+    /// Whether the connection carried no application data for
+    /// [`QUIET_RELEASE_INTERVAL`] and a probe timeout, or never did.
+    fn is_quiet(&self, now: Instant) -> bool {
+        self.last_data == self.epoch
+            || now.saturating_duration_since(self.last_data)
+                >= QUIET_RELEASE_INTERVAL.max(self.loss.base_pto())
     }
 
     pub(super) fn rtt(&self) -> Rtt {
@@ -122,12 +134,17 @@ impl Connection {
                 one_way_delay,
                 app_limited: self.app_limited,
             };
-            self.controller.on_ack(now, &acked, &rtt);
+            self.transfer().controller.on_ack(now, &acked, &rtt);
         }
         self.on_loss_report(now, summary.lost, &rtt);
         for spurious in recovery.spurious.drain(..) {
-            if spurious.in_flight {
-                self.controller
+            // A controller given back since started again: it has no
+            // reduction to undo.
+            if spurious.in_flight
+                && let Some(transfer) = self.transfer.as_mut()
+            {
+                transfer
+                    .controller
                     .on_spurious_loss(now, spurious.declared_lost_at);
             }
         }
@@ -151,10 +168,10 @@ impl Connection {
                 bytes: report.bytes,
                 largest_sent_at: sent_at,
             };
-            self.controller.on_loss(now, &lost, rtt);
+            self.transfer().controller.on_loss(now, &lost, rtt);
         }
         if report.persistent_congestion {
-            self.controller.on_persistent_congestion(now);
+            self.transfer().controller.on_persistent_congestion(now);
         }
     }
 
@@ -164,7 +181,7 @@ impl Connection {
     fn after_acks(&mut self, now: Instant) {
         let request = AckFrequency::for_path(
             self.ack_frequency_sequence,
-            self.controller.window(),
+            self.window(),
             self.path.mtu().current() as u64,
             self.loss.rtt().smoothed(),
         );
@@ -176,8 +193,8 @@ impl Connection {
             self.ack_frequency_sent = Some(request);
             self.ack_frequency_due = true;
         }
-        if !self.controller.in_slow_start() {
-            self.streams.follow_window(self.controller.window());
+        if !self.in_slow_start() {
+            self.streams.follow_window(self.window());
         }
         self.flush_readable();
         self.close_if_drained(now);
@@ -284,8 +301,19 @@ impl Connection {
             in_flight,
             payload: record,
         };
-        if self.loss.on_sent(pn, packet).is_ok() && in_flight {
-            self.controller.on_sent(now, self.loss.bytes_in_flight());
+        // An ACK alone from a quiet connection with nothing else tracked
+        // is not kept: nothing makes the peer acknowledge it (it is not
+        // ack-eliciting), so its record would hold the sent-packet ring
+        // (four records, 736 bytes) until the peer's next keep-alive, and
+        // then the ACK answering that one would take it again.
+        let recorded = if ack_eliciting || in_flight || !self.is_quiet(now) {
+            self.loss.on_sent(pn, packet)
+        } else {
+            self.loss.on_sent_released(pn, packet)
+        };
+        if recorded.is_ok() && in_flight {
+            let bytes_in_flight = self.loss.bytes_in_flight();
+            self.transfer().controller.on_sent(now, bytes_in_flight);
         }
         if ack_eliciting {
             self.last_ack_eliciting_sent = now;
