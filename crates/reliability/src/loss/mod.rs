@@ -356,6 +356,13 @@ impl<T> LossDetector<T> {
             .saturating_mul(PERSISTENT_CONGESTION_THRESHOLD)
     }
 
+    /// Forgets the ACKs alone still tracked when nothing else is (see
+    /// [`SentPackets::forget_acks_alone`]); returns whether nothing is
+    /// tracked now.
+    pub fn forget_acks_alone(&mut self) -> bool {
+        self.sent.forget_acks_alone()
+    }
+
     /// Gives the sent-packet ring's memory back when it tracks nothing
     /// (see [`SentPackets::shrink_when_empty`]).
     pub fn shrink_when_empty(&mut self) {

@@ -523,6 +523,28 @@ impl<T> SentPackets<T> {
         }
     }
 
+    /// Forgets the packets still tracked when none of them is
+    /// ack-eliciting, in flight or lost (ACKs alone, which the peer has no
+    /// reason to acknowledge): they stay numbered as sent and are released
+    /// as resolved ones are, as [`push_released`](Self::push_released)
+    /// would have numbered them. Returns whether the ring now tracks
+    /// nothing. O(n) in the tracked span when it forgets.
+    pub fn forget_acks_alone(&mut self) -> bool {
+        if self.ack_eliciting_unacked > 0
+            || self.bytes_in_flight > 0
+            || self.slots.iter().any(|slot| matches!(slot, Slot::Lost(_)))
+        {
+            return self.slots.is_empty();
+        }
+        self.base = self.end();
+        self.slots.clear();
+        self.skipped.clear();
+        self.loss_cursor = self.base;
+        self.unacked = 0;
+        self.last_ack_eliciting_sent = None;
+        true
+    }
+
     /// Gives the ring's memory back when it tracks nothing (every packet
     /// resolved and released): for a sender gone quiet. The next packet
     /// pushed allocates it again, so a caller does this at most now and
