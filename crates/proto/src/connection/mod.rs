@@ -230,8 +230,12 @@ pub struct Connection {
     ping_due: bool,
     last_ack_eliciting_sent: Instant,
     /// When the connection last gave back its scratch memory (see
-    /// `recovery::QUIET_RELEASE_INTERVAL`).
-    released_scratch_at: Option<Instant>,
+    /// `recovery::QUIET_RELEASE_INTERVAL`), or its start (`epoch`).
+    released_scratch_at: Instant,
+    /// An ACK left nothing tracked while the release had to wait (data
+    /// too recent, or the last release): a timer runs it (see
+    /// `recovery::quiet_release_at`).
+    release_waiting: bool,
 
     /// Sequence of the next ACK-frequency request.
     ack_frequency_sequence: u64,
@@ -341,7 +345,8 @@ impl Connection {
             probes_due: 0,
             ping_due: false,
             last_ack_eliciting_sent: now,
-            released_scratch_at: None,
+            released_scratch_at: now,
+            release_waiting: false,
             ack_frequency_sequence: 0,
             ack_frequency_sent: None,
             ack_frequency_due: false,
