@@ -339,12 +339,14 @@ impl Connection {
             in_flight,
             payload: record,
         };
-        // An ACK alone from a quiet connection with nothing else tracked
-        // is not kept: nothing makes the peer acknowledge it (it is not
-        // ack-eliciting), so its record would hold the sent-packet ring
-        // (four records, 736 bytes) until the peer's next keep-alive, and
-        // then the ACK answering that one would take it again.
-        let recorded = if ack_eliciting || in_flight || !self.is_quiet(now) {
+        // An ACK alone from a connection that gave back its transfer
+        // machinery (quiet, nothing tracked) is not kept: nothing makes the
+        // peer acknowledge it (it is not ack-eliciting), so its record
+        // would hold the sent-packet ring (four records, 736 bytes) until
+        // the peer's next keep-alive, and then the ACK answering that one
+        // would take it again. Any other connection keeps the record, whose
+        // acknowledgement lets it stop repeating the ranges it covered.
+        let recorded = if ack_eliciting || in_flight || self.transfer.is_some() {
             self.loss.on_sent(pn, packet)
         } else {
             self.loss.on_sent_released(pn, packet)
