@@ -196,3 +196,71 @@ fn beside_a_ledbat_connection_cubic_takes_most_of_the_bottleneck() {
         total / 1e6
     );
 }
+
+/// A connection quiet for a while gives its congestion controller back
+/// and starts the next transfer from a fresh one (RFC 7661's restart after
+/// idle): the window a transfer opened is not kept for a path that may
+/// have changed since, and LEDBAT measures its base delay again. The next
+/// transfer runs as the first did.
+#[test]
+fn a_quiet_connection_starts_its_next_transfer_from_a_fresh_window() {
+    let mut pair = pair(
+        Seed::from_env_or(133).value(),
+        EndpointConfig::default(),
+        Duration::from_millis(100),
+    );
+    let mut transfer = StreamTransfer::start(&mut pair, Duration::from_secs(10));
+    // A second connection, which never sends: a fresh controller's window.
+    let public = pair.server().public().expect("identity");
+    let (server_addr, now) = (pair.server_addr, pair.sim.now());
+    let fresh = pair
+        .client()
+        .connect(now, server_addr, &public)
+        .expect("connect");
+    let fresh_window = |pair: &mut Pair| {
+        pair.client()
+            .connection(fresh)
+            .expect("open")
+            .stats()
+            .window
+    };
+    let initial = fresh_window(&mut pair);
+    let client = transfer.client;
+    let window = |pair: &mut Pair| {
+        pair.client()
+            .connection(client)
+            .expect("open")
+            .stats()
+            .window
+    };
+    let run = |pair: &mut Pair, transfer: &mut StreamTransfer| {
+        let (start, mut read) = (pair.sim.elapsed(), 0);
+        while pair.sim.elapsed() < start + Duration::from_secs(3) {
+            read += transfer.turn(pair);
+            assert!(pair.sim.step(), "the transfer went quiet");
+        }
+        read
+    };
+    let first = run(&mut pair, &mut transfer);
+    let opened = window(&mut pair);
+    assert!(
+        opened > 4 * initial,
+        "{opened} B after 3 s, from {initial} B"
+    );
+    // The server reads what the client had queued, then all is quiet for
+    // a second and more, before any keep-alive (10 s).
+    let quiet_from = pair.sim.elapsed();
+    while pair.sim.elapsed() < quiet_from + Duration::from_secs(4) {
+        transfer.read(&mut pair);
+        assert!(pair.sim.step(), "keep-alives keep the connection going");
+    }
+    assert_eq!(window(&mut pair), initial, "the window {opened} B was kept");
+    assert_eq!(fresh_window(&mut pair), initial);
+    let second = run(&mut pair, &mut transfer);
+    eprintln!("3 s from a fresh window: {first} B, then {second} B after a quiet time");
+    assert!(
+        second * 10 >= first * 9,
+        "the second transfer read {second} B, the first {first} B"
+    );
+    assert!(window(&mut pair) > 4 * initial);
+}

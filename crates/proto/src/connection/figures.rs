@@ -3,8 +3,6 @@
 //! received — what an endpoint-wide budget sums over its connections —
 //! and the hooks that budget acts through.
 
-use tern_congestion::Controller;
-
 use super::{Connection, ConnectionStats, MESSAGE_CHARGE, State};
 
 impl Connection {
@@ -13,12 +11,14 @@ impl Connection {
         let mut stats = self.stats;
         stats.rtt = self.loss.rtt().smoothed();
         stats.congestion = self.config.congestion.kind();
-        stats.window = self.controller.window();
+        stats.window = self.window();
         stats.bytes_in_flight = self.loss.bytes_in_flight();
         let loss = self.loss.stats();
         stats.lost_packets = loss.lost;
         stats.spurious_losses = loss.spurious;
-        stats.undone_reductions = self.controller.undone_reductions();
+        if let Some(transfer) = &self.transfer {
+            stats.undone_reductions += transfer.controller.undone_reductions();
+        }
         stats.reordering_window = self.loss.reordering_window();
         stats.path_mtu = self.path.mtu().current();
         stats.send_memory = self.send_memory();

@@ -54,6 +54,7 @@ pub(crate) mod signals;
 mod stats;
 pub(crate) mod streams;
 mod timers;
+mod transfer;
 mod untaken;
 
 use std::net::SocketAddr;
@@ -64,7 +65,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use quanta::Instant;
 use rand_core::CryptoRngCore;
-use tern_congestion::{AnyController, Pacer, PacerConfig, TokenBucket};
+use tern_congestion::{AnyController, Controller, TokenBucket};
 use tern_reliability::{
     AckFrequency, AckPolicy, AckPolicyConfig, AckRanges, LossConfig, LossDetector, RecoveryBuffer,
     ReplayWindow,
@@ -216,8 +217,12 @@ pub struct Connection {
     // Sending.
     loss: LossDetector<CarriedRecord>,
     recovery: RecoveryBuffer<CarriedRecord>,
-    controller: AnyController,
-    pacer: Pacer,
+    /// The congestion controller and the pacer; `None` once a quiet
+    /// period gave them back (see `transfer`).
+    transfer: Option<Box<transfer::Transfer>>,
+    /// A fresh congestion controller's window: the window while
+    /// `transfer` is given back.
+    initial_window: u64,
     /// The configured rate cap, if any (out of line: most connections
     /// have none).
     rate_limit: Option<Box<TokenBucket>>,
@@ -228,8 +233,12 @@ pub struct Connection {
     ping_due: bool,
     last_ack_eliciting_sent: Instant,
     /// When the connection last gave back its scratch memory (see
-    /// `recovery::QUIET_RELEASE_INTERVAL`).
-    released_scratch_at: Option<Instant>,
+    /// `recovery::QUIET_RELEASE_INTERVAL`), or its start (`epoch`).
+    released_scratch_at: Instant,
+    /// An ACK left nothing tracked while the release had to wait (data
+    /// too recent, or the last release): a timer runs it (see
+    /// `recovery::quiet_release_at`).
+    release_waiting: bool,
 
     /// Sequence of the next ACK-frequency request.
     ack_frequency_sequence: u64,
@@ -282,8 +291,6 @@ impl Connection {
         loss_config.initial_rtt = config.initial_rtt;
         let mut ack_config = AckPolicyConfig::default();
         ack_config.max_ack_delay = config.max_ack_delay;
-        let mut pacer_config = PacerConfig::default();
-        pacer_config.max_datagram_size = config.max_udp_payload as u64;
         let rate_limit = config
             .rate_limit
             .and_then(|rate| TokenBucket::new(rate, (rate / 100).max(64 * 1024)).ok())
@@ -292,6 +299,8 @@ impl Connection {
         let next_skip = send::skip_gap(&mut rng);
         let datagrams_out = DatagramQueue::new(config.datagram_send_queue);
         let message_limits = message_limit::MessageLimits::new(config.max_message_size);
+        let initial_window = controller.window();
+        let transfer = Some(transfer::Transfer::new(controller, &config));
         Self {
             side,
             rng,
@@ -332,15 +341,16 @@ impl Connection {
             largest_ack_sent: None,
             loss: LossDetector::new(loss_config),
             recovery: RecoveryBuffer::default(),
-            controller,
-            pacer: Pacer::new(pacer_config),
+            initial_window,
+            transfer,
             rate_limit,
             send_blocked_until: None,
             app_limited: false,
             probes_due: 0,
             ping_due: false,
             last_ack_eliciting_sent: now,
-            released_scratch_at: None,
+            released_scratch_at: now,
+            release_waiting: false,
             ack_frequency_sequence: 0,
             ack_frequency_sent: None,
             ack_frequency_due: false,

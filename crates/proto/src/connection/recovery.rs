@@ -28,28 +28,78 @@ const QUIET_RELEASE_INTERVAL: Duration = Duration::from_secs(1);
 
 impl Connection {
     /// Gives back the scratch memory sending and acknowledging left behind
-    /// once everything sent is acknowledged, on a connection that carried
+    /// once everything sent but ACKs alone is acknowledged, on a connection that carried
     /// no application data for [`QUIET_RELEASE_INTERVAL`] or never did
     /// (`last_data` still at the connection's start), at most once per
-    /// interval: the sent-packet ring, the ACK processing lists, the ACK
-    /// frame's range list and the event queue, when empty. About 1.7 KiB
-    /// of an idle connection's heap.
-    fn release_scratch_when_quiet(&mut self, now: Instant) {
-        let quiet = self.last_data == self.epoch
-            || now.saturating_duration_since(self.last_data) >= QUIET_RELEASE_INTERVAL;
-        if !quiet
-            || self.loss.sent_packets().tracked_span() > 0
-            || self
-                .released_scratch_at
-                .is_some_and(|at| now.saturating_duration_since(at) < QUIET_RELEASE_INTERVAL)
-        {
+    /// interval and not in the first: the sent-packet ring, the ACK processing lists, the ACK
+    /// frame's range list and the event queue, when empty (about 1.7 KiB
+    /// of an idle connection's heap), and the congestion controller and
+    /// pacer (see `transfer`), which start again from their initial state
+    /// on the next packet in flight. A quiet period is never shorter than
+    /// a probe timeout, the least idle time after which a sender restarts
+    /// its window (RFC 7661 §4.3; RFC 5681 §4.1 counts it in
+    /// retransmission timeouts).
+    ///
+    /// An ACK that leaves nothing tracked too soon for it leaves the
+    /// release to a timer ([`quiet_release_at`](Self::quiet_release_at)):
+    /// otherwise a connection that then falls silent (a responder right
+    /// after its handshake, whose first ACK came within the second of an
+    /// earlier release) would hold all this until its next keep-alive.
+    pub(super) fn release_scratch_when_quiet(&mut self, now: Instant) {
+        let sent = self.loss.sent_packets();
+        if sent.ack_eliciting_unacked() > 0 || sent.bytes_in_flight() > 0 {
+            self.release_waiting = false;
             return;
         }
-        self.released_scratch_at = Some(now);
+        if !self.is_quiet(now) || now < self.next_release_from() {
+            self.release_waiting = true;
+            return;
+        }
+        self.release_waiting = false;
+        // The last ACKs alone this side sent, which the peer acknowledges
+        // only with its next ACK, if ever, hold the ring no longer; a
+        // declared loss still remembered does (for a late ACK of it).
+        if !self.loss.forget_acks_alone() {
+            return;
+        }
+        self.released_scratch_at = now;
         self.loss.shrink_when_empty();
         self.recovery = RecoveryBuffer::default();
         self.ack_ranges = Vec::new();
         self.events.release_memory();
+        self.release_transfer();
+    }
+
+    /// Whether the connection carried no application data for
+    /// [`QUIET_RELEASE_INTERVAL`] and a probe timeout, or never did.
+    fn is_quiet(&self, now: Instant) -> bool {
+        self.quiet_from().is_none_or(|from| now >= from)
+    }
+
+    /// When the connection will have been quiet long enough; `None` if
+    /// it never carried application data.
+    fn quiet_from(&self) -> Option<Instant> {
+        (self.last_data != self.epoch)
+            .then(|| self.last_data + QUIET_RELEASE_INTERVAL.max(self.loss.base_pto()))
+    }
+
+    /// When a release an ACK found too soon may run: once the connection
+    /// is quiet and an interval after the last release. `None` when none
+    /// waits.
+    pub(super) fn quiet_release_at(&self) -> Option<Instant> {
+        if !self.release_waiting {
+            return None;
+        }
+        Some(self.quiet_from().map_or(self.next_release_from(), |from| {
+            from.max(self.next_release_from())
+        }))
+    }
+
+    /// When the next release may be: an interval after the last one, or
+    /// after the connection's start (a handshake's packets come and go
+    /// within it, and need not be given back and made again each time).
+    fn next_release_from(&self) -> Instant {
+        self.released_scratch_at + QUIET_RELEASE_INTERVAL
     }
 
     pub(super) fn rtt(&self) -> Rtt {
@@ -122,12 +172,17 @@ impl Connection {
                 one_way_delay,
                 app_limited: self.app_limited,
             };
-            self.controller.on_ack(now, &acked, &rtt);
+            self.transfer().controller.on_ack(now, &acked, &rtt);
         }
         self.on_loss_report(now, summary.lost, &rtt);
         for spurious in recovery.spurious.drain(..) {
-            if spurious.in_flight {
-                self.controller
+            // A controller given back since started again: it has no
+            // reduction to undo.
+            if spurious.in_flight
+                && let Some(transfer) = self.transfer.as_mut()
+            {
+                transfer
+                    .controller
                     .on_spurious_loss(now, spurious.declared_lost_at);
             }
         }
@@ -151,10 +206,10 @@ impl Connection {
                 bytes: report.bytes,
                 largest_sent_at: sent_at,
             };
-            self.controller.on_loss(now, &lost, rtt);
+            self.transfer().controller.on_loss(now, &lost, rtt);
         }
         if report.persistent_congestion {
-            self.controller.on_persistent_congestion(now);
+            self.transfer().controller.on_persistent_congestion(now);
         }
     }
 
@@ -164,7 +219,7 @@ impl Connection {
     fn after_acks(&mut self, now: Instant) {
         let request = AckFrequency::for_path(
             self.ack_frequency_sequence,
-            self.controller.window(),
+            self.window(),
             self.path.mtu().current() as u64,
             self.loss.rtt().smoothed(),
         );
@@ -176,8 +231,8 @@ impl Connection {
             self.ack_frequency_sent = Some(request);
             self.ack_frequency_due = true;
         }
-        if !self.controller.in_slow_start() {
-            self.streams.follow_window(self.controller.window());
+        if !self.in_slow_start() {
+            self.streams.follow_window(self.window());
         }
         self.flush_readable();
         self.close_if_drained(now);
@@ -284,8 +339,21 @@ impl Connection {
             in_flight,
             payload: record,
         };
-        if self.loss.on_sent(pn, packet).is_ok() && in_flight {
-            self.controller.on_sent(now, self.loss.bytes_in_flight());
+        // An ACK alone from a connection that gave back its transfer
+        // machinery (quiet, nothing tracked) is not kept: nothing makes the
+        // peer acknowledge it (it is not ack-eliciting), so its record
+        // would hold the sent-packet ring (four records, 736 bytes) until
+        // the peer's next keep-alive, and then the ACK answering that one
+        // would take it again. Any other connection keeps the record, whose
+        // acknowledgement lets it stop repeating the ranges it covered.
+        let recorded = if ack_eliciting || in_flight || self.transfer.is_some() {
+            self.loss.on_sent(pn, packet)
+        } else {
+            self.loss.on_sent_released(pn, packet)
+        };
+        if recorded.is_ok() && in_flight {
+            let bytes_in_flight = self.loss.bytes_in_flight();
+            self.transfer().controller.on_sent(now, bytes_in_flight);
         }
         if ack_eliciting {
             self.last_ack_eliciting_sent = now;

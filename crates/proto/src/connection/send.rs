@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use quanta::Instant;
 use rand_core::RngCore;
-use tern_congestion::{Controller, Take};
+use tern_congestion::Take;
 use tern_wire::{
     Ack, AckFrameRanges, Close, Frame, MAX_ACK_RANGES, PacketBuilder, PathChallenge, PathResponse,
 };
@@ -222,7 +222,10 @@ impl Connection {
         // Only what the congestion window counts is paced: an ACK alone
         // goes when it is due, and does not hold back the data after it.
         let paced = self.loss.bytes_in_flight().saturating_sub(in_flight_before);
-        self.pacer.on_sent(now, paced);
+        // A packet in flight built the pacer again if it was given back.
+        if let Some(transfer) = self.transfer.as_mut() {
+            transfer.pacer.on_sent(now, paced);
+        }
         if let Some(bucket) = self.rate_limit.as_mut() {
             bucket.consume(written as u64, now);
         }
@@ -288,7 +291,7 @@ impl Connection {
         if self.probes_due > 0 {
             return true;
         }
-        if self.loss.bytes_in_flight() + size as u64 > self.controller.window() {
+        if self.loss.bytes_in_flight() + size as u64 > self.window() {
             self.app_limited = false;
             return false;
         }
@@ -296,8 +299,8 @@ impl Connection {
             self.app_limited = true;
             return true;
         }
-        let rate = self.controller.pacing_rate(&self.rtt());
-        if let Take::WaitUntil(at) = self.pacer.poll(now, rate, size as u64)
+        let rtt = self.rtt();
+        if let Take::WaitUntil(at) = self.pace(now, &rtt, size as u64)
             && at > now
         {
             self.send_blocked_until = Some(at);
@@ -323,8 +326,8 @@ impl Connection {
     fn may_send_more(&self, size: usize, written: usize) -> bool {
         let batch = (written + size) as u64;
         self.probes_due > 0
-            || (self.loss.bytes_in_flight() + size as u64 <= self.controller.window()
-                && self.pacer.available() >= batch
+            || (self.loss.bytes_in_flight() + size as u64 <= self.window()
+                && self.pacer_available() >= batch
                 && self
                     .rate_limit
                     .as_ref()
@@ -349,8 +352,7 @@ impl Connection {
         buf: &mut [u8],
     ) -> Option<usize> {
         if !self.path.is_validated()
-            || self.loss.bytes_in_flight() + self.path.mtu().current() as u64
-                > self.controller.window()
+            || self.loss.bytes_in_flight() + self.path.mtu().current() as u64 > self.window()
         {
             return None;
         }

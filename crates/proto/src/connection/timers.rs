@@ -56,6 +56,7 @@ impl Connection {
         consider(self.send_blocked_until);
         consider(self.discard_previous_key_at);
         consider(self.proof_deadline());
+        consider(self.quiet_release_at());
         next
     }
 
@@ -168,5 +169,8 @@ impl Connection {
             _ => {}
         }
         self.recovery = recovery;
+        if self.quiet_release_at().is_some_and(|t| now >= t) {
+            self.release_scratch_when_quiet(now);
+        }
     }
 }

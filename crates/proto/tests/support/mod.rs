@@ -247,6 +247,12 @@ impl StreamTransfer {
                 break;
             }
         }
+        self.read(pair)
+    }
+
+    /// The server's half of a [`turn`](Self::turn): it accepts the stream
+    /// and reads all that has arrived. Returns the bytes read.
+    pub fn read(&mut self, pair: &mut Pair) -> u64 {
         let connection = pair.server().connection(self.server).expect("open");
         if let Some(id) = connection.accept_stream() {
             assert_eq!(id, self.stream, "the one stream the client opened");

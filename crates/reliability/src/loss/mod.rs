@@ -139,6 +139,19 @@ impl<T> LossDetector<T> {
         self.sent.push(packet_number, packet)
     }
 
+    /// [`on_sent`](Self::on_sent) for a packet that needs no record when
+    /// nothing is tracked (see [`SentPackets::push_released`]).
+    ///
+    /// # Errors
+    /// As [`on_sent`](Self::on_sent).
+    pub fn on_sent_released(
+        &mut self,
+        packet_number: u64,
+        packet: SentPacket<T>,
+    ) -> Result<(), SendError> {
+        self.sent.push_released(packet_number, packet)
+    }
+
     /// Processes one ACK frame received at `now`.
     ///
     /// `ranges` are the acknowledged packet numbers, largest range first;
@@ -341,6 +354,13 @@ impl<T> LossDetector<T> {
         self.rtt
             .pto_base(self.config.granularity, self.config.peer_max_ack_delay)
             .saturating_mul(PERSISTENT_CONGESTION_THRESHOLD)
+    }
+
+    /// Forgets the ACKs alone still tracked when nothing else is (see
+    /// [`SentPackets::forget_acks_alone`]); returns whether nothing is
+    /// tracked now.
+    pub fn forget_acks_alone(&mut self) -> bool {
+        self.sent.forget_acks_alone()
     }
 
     /// Gives the sent-packet ring's memory back when it tracks nothing

@@ -201,33 +201,11 @@ impl<T> SentPackets<T> {
     /// skips more than [`MAX_PACKET_NUMBER_GAP`] numbers or exceeds
     /// [`MAX_PACKET_NUMBER`].
     pub fn push(&mut self, packet_number: u64, mut packet: SentPacket<T>) -> Result<(), SendError> {
-        if packet_number > MAX_PACKET_NUMBER {
-            return Err(SendError::OutOfRange(packet_number));
+        let first_new = self.first_new(packet_number)?;
+        if self.largest_sent.is_none() {
+            self.base = packet_number;
+            self.loss_cursor = packet_number;
         }
-        let first_new = match self.largest_sent {
-            None => {
-                self.base = packet_number;
-                self.loss_cursor = packet_number;
-                packet_number
-            }
-            Some(largest_sent) if packet_number <= largest_sent => {
-                return Err(SendError::NotIncreasing {
-                    packet_number,
-                    largest_sent,
-                });
-            }
-            Some(largest_sent) => {
-                let skipped = packet_number - largest_sent - 1;
-                if skipped > MAX_PACKET_NUMBER_GAP {
-                    return Err(SendError::GapTooLarge {
-                        packet_number,
-                        skipped,
-                        limit: MAX_PACKET_NUMBER_GAP,
-                    });
-                }
-                largest_sent + 1
-            }
-        };
         for skipped in first_new..packet_number {
             self.skipped.push_back(skipped);
             self.slots.push_back(Slot::Resolved { next: skipped + 1 });
@@ -247,6 +225,67 @@ impl<T> SentPackets<T> {
         self.slots.push_back(Slot::Unacked(packet));
         self.largest_sent = Some(packet_number);
         Ok(())
+    }
+
+    /// Records a packet that needs no record: sent while nothing is
+    /// tracked, neither ack-eliciting nor in flight (an ACK alone from a
+    /// quiet connection). Its number counts as sent, so an ACK of it is
+    /// valid, and as released at once, as the ring's front is once
+    /// resolved: the ring stays empty and allocates nothing. What an
+    /// acknowledgement of it would have told the caller is lost, which
+    /// for an ACK alone is only that the peer saw it. Any other packet,
+    /// or with anything tracked, is recorded as [`push`](Self::push)
+    /// records it.
+    ///
+    /// # Errors
+    /// As [`push`](Self::push).
+    pub fn push_released(
+        &mut self,
+        packet_number: u64,
+        packet: SentPacket<T>,
+    ) -> Result<(), SendError> {
+        if !self.slots.is_empty() || packet.ack_eliciting || packet.in_flight {
+            return self.push(packet_number, packet);
+        }
+        self.first_new(packet_number)?;
+        // Numbers skipped before it are released with it, as `release`
+        // forgets the skipped numbers below the ring's front.
+        self.skipped.clear();
+        self.base = packet_number + 1;
+        self.loss_cursor = self.base;
+        self.largest_sent = Some(packet_number);
+        let time_sent = self
+            .last_time_sent
+            .map_or(packet.time_sent, |last| packet.time_sent.max(last));
+        self.last_time_sent = Some(time_sent);
+        Ok(())
+    }
+
+    /// The first number `packet_number` adds to the span: the one after
+    /// the largest sent (those in between are skipped), or itself for the
+    /// first packet.
+    fn first_new(&self, packet_number: u64) -> Result<u64, SendError> {
+        if packet_number > MAX_PACKET_NUMBER {
+            return Err(SendError::OutOfRange(packet_number));
+        }
+        match self.largest_sent {
+            None => Ok(packet_number),
+            Some(largest_sent) if packet_number <= largest_sent => Err(SendError::NotIncreasing {
+                packet_number,
+                largest_sent,
+            }),
+            Some(largest_sent) => {
+                let skipped = packet_number - largest_sent - 1;
+                if skipped > MAX_PACKET_NUMBER_GAP {
+                    return Err(SendError::GapTooLarge {
+                        packet_number,
+                        skipped,
+                        limit: MAX_PACKET_NUMBER_GAP,
+                    });
+                }
+                Ok(largest_sent + 1)
+            }
+        }
     }
 
     /// Checks an ACK's ranges (largest first) without changing anything and
@@ -482,6 +521,28 @@ impl<T> SentPackets<T> {
         while self.skipped.front().is_some_and(|&s| s < self.base) {
             self.skipped.pop_front();
         }
+    }
+
+    /// Forgets the packets still tracked when none of them is
+    /// ack-eliciting, in flight or lost (ACKs alone, which the peer has no
+    /// reason to acknowledge): they stay numbered as sent and are released
+    /// as resolved ones are, as [`push_released`](Self::push_released)
+    /// would have numbered them. Returns whether the ring now tracks
+    /// nothing. O(n) in the tracked span when it forgets.
+    pub fn forget_acks_alone(&mut self) -> bool {
+        if self.ack_eliciting_unacked > 0
+            || self.bytes_in_flight > 0
+            || self.slots.iter().any(|slot| matches!(slot, Slot::Lost(_)))
+        {
+            return self.slots.is_empty();
+        }
+        self.base = self.end();
+        self.slots.clear();
+        self.skipped.clear();
+        self.loss_cursor = self.base;
+        self.unacked = 0;
+        self.last_ack_eliciting_sent = None;
+        true
     }
 
     /// Gives the ring's memory back when it tracks nothing (every packet

@@ -73,6 +73,87 @@ fn skipped_numbers_are_refused_in_acks() {
     sent.invariants().unwrap();
 }
 
+#[test]
+fn an_ack_alone_sent_with_nothing_tracked_leaves_the_ring_empty() {
+    let (clock, _) = quanta::Clock::mock();
+    let ack_only = |size| SentPacket {
+        ack_eliciting: false,
+        in_flight: false,
+        ..packet(clock.now(), size)
+    };
+    let mut sent = SentPackets::new();
+    sent.push(0, packet(clock.now(), 10)).unwrap();
+    // With a packet tracked, an ACK alone is recorded like any other.
+    sent.push_released(1, ack_only(20)).unwrap();
+    assert_eq!(sent.tracked_span(), 2);
+    sent.ack_range(0..=1, |_, _| {});
+    sent.release(None);
+    sent.shrink_when_empty();
+    assert_eq!((sent.tracked_span(), sent.slots.capacity()), (0, 0));
+    // Nothing tracked: numbered, not kept, and the skipped one before it
+    // is released with it.
+    sent.push_released(3, ack_only(30)).unwrap();
+    assert_eq!((sent.tracked_span(), sent.slots.capacity()), (0, 0));
+    assert_eq!(sent.largest_sent(), Some(3));
+    sent.invariants().unwrap();
+    // An ACK of it is valid and resolves nothing.
+    assert_eq!(sent.validate_ack([3..=3]), Ok(3));
+    let mut resolved = 0;
+    sent.ack_range(0..=3, |_, _| resolved += 1);
+    assert_eq!(resolved, 0);
+    // The numbers still only go up, and the next packet is tracked.
+    assert!(matches!(
+        sent.push_released(3, ack_only(30)),
+        Err(SendError::NotIncreasing { .. })
+    ));
+    sent.push_released(4, packet(clock.now(), 40)).unwrap();
+    assert_eq!((sent.tracked_span(), sent.bytes_in_flight()), (1, 40));
+    assert_eq!(sent.unacked().map(|(pn, _)| pn).collect::<Vec<_>>(), [4]);
+    sent.invariants().unwrap();
+}
+
+#[test]
+fn acks_alone_are_forgotten_only_when_nothing_else_is_tracked() {
+    let (clock, _) = quanta::Clock::mock();
+    let ack_only = |size| SentPacket {
+        ack_eliciting: false,
+        in_flight: false,
+        ..packet(clock.now(), size)
+    };
+    let mut sent = SentPackets::new();
+    sent.push(0, ack_only(10)).unwrap();
+    sent.push(1, packet(clock.now(), 20)).unwrap();
+    sent.push(3, ack_only(30)).unwrap();
+    // A packet in flight keeps them all.
+    assert!(!sent.forget_acks_alone());
+    assert_eq!(sent.tracked_span(), 4);
+    sent.ack_range(1..=1, |_, _| {});
+    // Only ACKs alone left (0 and 3; 2 was skipped): forgotten, numbered.
+    assert!(sent.forget_acks_alone());
+    assert_eq!((sent.tracked_span(), sent.unacked_count()), (0, 0));
+    assert_eq!(sent.largest_sent(), Some(3));
+    sent.invariants().unwrap();
+    assert_eq!(sent.validate_ack([3..=3, 0..=1]), Ok(3));
+    let mut resolved = 0;
+    sent.ack_range(0..=3, |_, _| resolved += 1);
+    assert_eq!(resolved, 0);
+    sent.push(4, packet(clock.now(), 40)).unwrap();
+    assert_eq!(sent.unacked().map(|(pn, _)| pn).collect::<Vec<_>>(), [4]);
+    sent.invariants().unwrap();
+
+    // A declared loss is remembered for a late ACK: it keeps them too.
+    sent.push(5, ack_only(50)).unwrap();
+    sent.ack_range(5..=5, |_, _| {});
+    sent.detect_lost(5, None, 1, clock.now(), None, |_, _| {});
+    sent.push(6, ack_only(60)).unwrap();
+    assert_eq!(sent.bytes_in_flight(), 0);
+    assert!(!sent.forget_acks_alone());
+    sent.release(Some(clock.now()));
+    assert!(sent.forget_acks_alone());
+    assert_eq!(sent.tracked_span(), 0);
+    sent.invariants().unwrap();
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Send { gap: u64, size: u32 },

@@ -24,6 +24,8 @@ impl Connection {
             self.stats.migrations += 1;
         }
         self.loss.on_path_change(now);
-        self.controller.on_path_change(now);
+        if let Some(transfer) = self.transfer.as_mut() {
+            transfer.controller.on_path_change(now);
+        }
     }
 }
