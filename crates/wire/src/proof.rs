@@ -62,8 +62,8 @@ impl Transcript {
     ///
     /// An X25519 identity cannot sign: its proof is a key only the holder
     /// of its private key and the responder can derive, from the exchange
-    /// of that key with the responder's ephemeral key (see
-    /// [`x25519_proof`]); no asymmetric operation but that exchange.
+    /// of that key with the responder's ephemeral key; no asymmetric operation
+    /// but that exchange.
     pub fn prove(
         &self,
         key: &IdentityKey,

@@ -26,7 +26,7 @@ use crate::ticket::{ResumptionSecret, Ticket};
 /// An intro that was sent and awaits its reply.
 ///
 /// If the reply does not come, resend the same intro bytes: the responder
-/// recognises the repeat ([`AcceptError::Replayed`], or [`intro_id`] before
+/// recognises the repeat ([`AcceptError::Replayed`](crate::AcceptError::Replayed), or [`intro_id`] before
 /// decrypting) and resends its reply.
 pub struct PendingIntro {
     intro: Sha256,

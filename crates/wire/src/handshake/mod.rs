@@ -52,7 +52,7 @@
 //! [`intro_id`], computable without RSA, so an endpoint can answer an
 //! initiator's retransmission with the reply it stored; otherwise it must
 //! rate-limit intros per source address and globally, below what its cores
-//! can decrypt, and size the [`ReplayGuard`] for that rate. The source
+//! can decrypt, and size the [`ReplayGuard`](crate::ReplayGuard) for that rate. The source
 //! address is not verified, so a reply is at most [`MAX_REPLY_LEN`], three
 //! times the intro (RFC 9000 §8.1's anti-amplification limit), by
 //! construction.
