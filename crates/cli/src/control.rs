@@ -2,8 +2,9 @@
 //! set up a perf run or a file transfer and report how it ended. The data
 //! itself travels on streams beside them.
 //!
-//! Perf: the client sends [`Control::PerfStart`]; both ends move data on
-//! streams, then each sends [`Control::PerfReport`] with its own counts, so
+//! Perf: the client sends [`Control::PerfStart`], the server answers
+//! [`Control::PerfReady`] (the client's time to first byte ends there); both
+//! ends move data on streams, then each sends [`Control::PerfReport`] with its own counts, so
 //! both ends can print and compare them.
 //!
 //! Transfer: the sender sends [`Control::Offer`]; the receiver answers
@@ -46,6 +47,10 @@ pub(crate) const MAX_PERF_MILLIS: u64 = 3_600_000;
 pub(crate) enum Control {
     /// Client to server: the parameters of a perf run.
     PerfStart(PerfParams),
+    /// Server to client: the parameters are taken and the data phase starts.
+    /// The first byte from the server the client sees, which is how the
+    /// client measures its time to first byte through whatever path it took.
+    PerfReady,
     /// Either end, after its data phase: what it counted.
     PerfReport(SideReport),
     /// Sender to receiver: a file of `size` bytes called `name`; with
@@ -239,6 +244,7 @@ mod tests {
     fn message() -> impl Strategy<Value = Control> {
         prop_oneof![
             params().prop_map(Control::PerfStart),
+            Just(Control::PerfReady),
             (any::<u64>(), any::<u64>(), 0.0f64..1e6, "[a-z]{0,8}").prop_map(
                 |(s, r, seconds, congestion)| {
                     Control::PerfReport(SideReport {

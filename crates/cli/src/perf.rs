@@ -309,6 +309,7 @@ pub(crate) async fn client(args: ClientArgs) -> Result<(), CliError> {
     .await?;
     let addr = connection.remote_address();
     let path = Path {
+        started: connecting,
         connect: connecting.elapsed(),
     };
     let run = run_client(&args, params, &path, addr, &endpoint, &connection).await;
@@ -317,6 +318,8 @@ pub(crate) async fn client(args: ClientArgs) -> Result<(), CliError> {
 
 /// How the client reached the server.
 struct Path {
+    /// When the connect started.
+    started: Instant,
     /// How long the connect took.
     connect: Duration,
 }
@@ -349,6 +352,16 @@ async fn run_client(
         );
     }
     control::send(connection, &Control::PerfStart(params)).await?;
+    match control::recv(connection).await? {
+        Control::PerfReady => {}
+        other => {
+            return Err(CliError::Protocol {
+                peer: Some(addr),
+                reason: format!("expected the server's answer to the parameters, got {other:?}"),
+            });
+        }
+    }
+    let first_byte = path.started.elapsed();
     let counters = Arc::new(Counters::default());
     let first = Sample::take(endpoint, connection, &counters);
     let start = first.at;
@@ -414,6 +427,7 @@ async fn run_client(
             address: addr,
             path: route,
             connect_ms: path.connect.as_secs_f64() * 1e3,
+            first_byte_ms: first_byte.as_secs_f64() * 1e3,
             went_direct_ms: went_direct.map(|after| after.as_secs_f64() * 1e3),
             backend: endpoint.backend().to_string(),
             params,
@@ -428,10 +442,11 @@ async fn run_client(
         );
     } else {
         println!(
-            "{}; path: {}, connected in {}",
+            "{}; path: {}, connected in {}, first byte after {}",
             summary_line("client", &mine),
             route,
             units::millis(path.connect),
+            units::millis(first_byte),
         );
         println!("{}", summary_line("server", &theirs));
         for line in &lines {
@@ -514,6 +529,7 @@ async fn serve(endpoint: &Endpoint, connection: &Connection) -> Result<Vec<Strin
         return Err(CliError::Protocol { peer, reason });
     }
     tracing::info!(?peer, ?params, "perf run starts");
+    control::send(connection, &Control::PerfReady).await?;
     let counters = Arc::new(Counters::default());
     let first = Sample::take(endpoint, connection, &counters);
     let start = first.at;

@@ -122,6 +122,7 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
         Some(mbit) if mbit.is_finite() && mbit > 0.0 => Some((mbit * 1e6 / 8.0) as u64),
         Some(_) => return Err(CliError::Usage("--rate must be above zero".to_owned())),
     };
+    let connecting = Instant::now();
     let (_endpoint, _rendezvous, connection) = rendezvous::reach(
         &args.rendezvous,
         &args.paths,
@@ -140,7 +141,7 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
         name,
         size,
     };
-    let sent = send_file(&connection, addr, file, resume).await;
+    let sent = send_file(&connection, addr, file, resume, connecting).await;
     net::close_on_error(&connection, sent).await
 }
 
@@ -153,12 +154,15 @@ struct FileToSend<'a> {
 }
 
 /// Offers the file, streams it (from where the receiver's verified copy
-/// ends, with `resume`), waits for the receiver's verdict.
+/// ends, with `resume`), waits for the receiver's verdict. The time to
+/// first byte runs from `connecting` (the start of the connect) to the
+/// receiver's answer to the offer.
 async fn send_file(
     connection: &Connection,
     addr: SocketAddr,
     file: FileToSend<'_>,
     resume: bool,
+    connecting: Instant,
 ) -> Result<(), CliError> {
     let FileToSend {
         path,
@@ -199,6 +203,7 @@ async fn send_file(
         }
         other => return Err(unexpected(addr, "an answer to the offer", &other)),
     };
+    let first_byte = connecting.elapsed();
     let started = Instant::now();
     // The receiver sends nothing back on it.
     let (mut stream, _) = connection
@@ -264,10 +269,11 @@ async fn send_file(
     let route = rendezvous::path_of(connection);
     connection.close(0, Bytes::from_static(b"done")).await;
     println!(
-        "sent {name} ({}) to {addr} in {:.2} s ({}, congestion {congestion}); {sent} bytes sent from byte {offset}; SHA-256 {sha256} verified by the receiver; path: {route}",
+        "sent {name} ({}) to {addr} in {:.2} s ({}, congestion {congestion}); {sent} bytes sent from byte {offset}; SHA-256 {sha256} verified by the receiver; path: {route}, first byte after {}",
         units::bytes(size),
         elapsed.as_secs_f64(),
         units::rate(sent, elapsed),
+        units::millis(first_byte),
     );
     Ok(())
 }

@@ -233,6 +233,14 @@ fn perf_and_send_through_the_relay(nat1: &str, nat2: &str, bytes: &str) {
     let (server, report) = perf_via(&nats, via, "198.51.100.2:0", &["--bytes", bytes]);
     assert_eq!(report["path"], format!("relayed via {}", relay.addr));
     assert_eq!(report["went_direct_ms"], serde_json::Value::Null);
+    let first_byte = report["first_byte_ms"]
+        .as_f64()
+        .expect("a time to first byte");
+    let connect = report["connect_ms"].as_f64().expect("a connect time");
+    assert!(
+        first_byte > connect,
+        "{first_byte} ms after a {connect} ms connect"
+    );
     println!("{nat1}/{nat2}, relayed: {}", report["server"]);
     relay.lines_until("relaying a pair");
     assert!(nats.masqueraded("nat1") > 0 && nats.masqueraded("nat2") > 0);

@@ -93,6 +93,7 @@ fn a_perf_client_finds_a_registered_server_by_its_key_through_the_relay() {
         printed.contains(&format!("path: direct {}", server.addr)),
         "the client reached the server's own address: {printed}"
     );
+    assert!(printed.contains(", first byte after "), "{printed}");
     assert!(printed.contains("they agree"), "{printed}");
     relay.server.lines_until("introduction made");
 
@@ -157,6 +158,7 @@ fn with_relay_only_the_data_goes_through_the_relay_and_arrives_intact() {
         printed.contains(&format!("path: relayed via {}", relay.addr())),
         "{printed}"
     );
+    assert!(printed.contains(", first byte after "), "{printed}");
     receiver.lines_until("relayed.bin");
     assert_eq!(sha256(&out.path().join("relayed.bin")), sha256(&file));
 }

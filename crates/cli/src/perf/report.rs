@@ -182,6 +182,10 @@ pub(super) struct JsonReport<'a> {
     /// From the start of the connect (through the rendezvous, if one was
     /// given) to the connection to the peer.
     pub(super) connect_ms: f64,
+    /// From the start of the connect to the server's first answer (its
+    /// [`Control::PerfReady`](crate::control::Control::PerfReady)): the
+    /// first byte from the peer through the path taken.
+    pub(super) first_byte_ms: f64,
     /// For a connection that started relayed and moved to a direct path:
     /// how long after it started it moved.
     pub(super) went_direct_ms: Option<f64>,
