@@ -11,7 +11,7 @@ use tern_proto::Candidates;
 /// The candidates of a socket bound to `bound`.
 pub(super) fn local_candidates(bound: SocketAddr) -> Candidates {
     if bound.ip().is_unspecified() {
-        pick(bound, interface_addresses())
+        pick(bound, tern_sockio::interface_addresses())
     } else {
         let mut candidates = Candidates::default();
         candidates.push(bound);
@@ -42,32 +42,6 @@ fn pick(bound: SocketAddr, interfaces: impl IntoIterator<Item = IpAddr>) -> Cand
         }
     }
     candidates
-}
-
-/// The addresses of this host's interfaces that are up; none if they
-/// cannot be read.
-#[cfg(unix)]
-fn interface_addresses() -> Vec<IpAddr> {
-    use nix::net::if_::InterfaceFlags;
-    let Ok(interfaces) = nix::ifaddrs::getifaddrs() else {
-        return Vec::new();
-    };
-    interfaces
-        .filter(|interface| interface.flags.contains(InterfaceFlags::IFF_UP))
-        .filter_map(|interface| {
-            let address = interface.address?;
-            if let Some(v4) = address.as_sockaddr_in() {
-                Some(IpAddr::V4(v4.ip()))
-            } else {
-                address.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
-            }
-        })
-        .collect()
-}
-
-#[cfg(not(unix))]
-fn interface_addresses() -> Vec<IpAddr> {
-    Vec::new()
 }
 
 #[cfg(test)]
