@@ -280,7 +280,7 @@ mod tests {
     use proptest::collection::vec;
     use proptest::prelude::*;
 
-    use super::super::tests::{any_frame, encode_all};
+    use super::super::tests::{any_frame, encode_all, encode_mutated};
     use crate::error::DecodeError;
     use crate::frame::{Frame, FrameType};
 
@@ -348,11 +348,7 @@ mod tests {
             mutations in vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
             cut in any::<prop::sample::Index>(),
         ) {
-            let mut bytes = encode_all(&frames);
-            for (index, value) in mutations {
-                let i = index.index(bytes.len());
-                bytes[i] = value;
-            }
+            let bytes = encode_mutated(&frames, &mutations);
             let cut = cut.index(bytes.len() + 1);
             check_agrees_with_postcard(&bytes[..cut])?;
         }

@@ -295,6 +295,19 @@ fn rendezvous_frame() -> impl Strategy<Value = RendezvousFrame> {
     ]
 }
 
+/// `frames` encoded, then each `(index, value)` written over one byte.
+pub(crate) fn encode_mutated(
+    frames: &[OwnedFrame],
+    mutations: &[(prop::sample::Index, u8)],
+) -> Vec<u8> {
+    let mut bytes = encode_all(frames);
+    for (index, value) in mutations {
+        let i = index.index(bytes.len());
+        bytes[i] = *value;
+    }
+    bytes
+}
+
 pub(crate) fn encode_all(frames: &[OwnedFrame]) -> Vec<u8> {
     let mut out = vec![0u8; frames.iter().map(|f| f.as_frame().encoded_len()).sum()];
     let mut at = 0;
@@ -389,11 +402,7 @@ proptest! {
         mutations in vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
         cut in any::<prop::sample::Index>(),
     ) {
-        let mut bytes = encode_all(&frames);
-        for (index, value) in mutations {
-            let i = index.index(bytes.len());
-            bytes[i] = value;
-        }
+        let bytes = encode_mutated(&frames, &mutations);
         check_decode_is_canonical(&bytes)?;
         let cut = cut.index(bytes.len() + 1);
         check_decode_is_canonical(&bytes[..cut])?;
