@@ -47,6 +47,24 @@ fn fields(version: u32, now: SystemTime) -> Fields {
 
 /// The exchange of `key` with `public`, made with x25519-dalek whatever the
 /// backend: the intros made with it are a dalek initiator's.
+/// An intro to the shared X25519 identity from `me` (anonymous if `None`)
+/// with the ephemeral key `key`, written at [`t0`].
+fn write_intro(me: Option<&IdentityKey>, key: EphemeralKey) -> (PendingIntro, [u8; INTRO_LEN]) {
+    let mut intro = [0u8; INTRO_LEN];
+    let pending = PendingIntro::write_as(
+        me,
+        key,
+        &x25519_identity().public(),
+        INITIATOR_INDEX,
+        KeyConfig::default(),
+        t0(),
+        &mut OsRng,
+        &mut intro,
+    )
+    .unwrap();
+    (pending, intro)
+}
+
 fn dalek_shared(key: &StaticSecret, public: [u8; X25519_KEY_LEN]) -> SharedSecret {
     SharedSecret::from_bytes(key.diffie_hellman(&PublicKey::from(public)).to_bytes())
 }
@@ -85,18 +103,7 @@ fn forged(claimed: [u8; X25519_KEY_LEN], ss_from: &StaticSecret, version: u32) -
 #[test]
 fn an_initiator_proves_its_x25519_identity_in_the_intro_and_both_sides_agree_on_the_keys() {
     let me = other_x25519_identity();
-    let mut intro = [0u8; INTRO_LEN];
-    let pending = PendingIntro::write_as(
-        Some(me),
-        EphemeralKey::random(&mut OsRng),
-        &x25519_identity().public(),
-        INITIATOR_INDEX,
-        KeyConfig::default(),
-        t0(),
-        &mut OsRng,
-        &mut intro,
-    )
-    .unwrap();
+    let (pending, intro) = write_intro(Some(me), EphemeralKey::random(&mut OsRng));
     assert_eq!(intro[0], 0x50);
     let accepted = responder(x25519_identity())
         .accept(&intro, t0(), &mut OsRng)
@@ -113,18 +120,7 @@ fn an_initiator_proves_its_x25519_identity_in_the_intro_and_both_sides_agree_on_
 #[test]
 fn an_anonymous_initiator_proves_nothing_and_an_rsa_identity_is_not_put_in_the_intro() {
     for me in [None, Some(identity())] {
-        let mut intro = [0u8; INTRO_LEN];
-        PendingIntro::write_as(
-            me,
-            EphemeralKey::random(&mut OsRng),
-            &x25519_identity().public(),
-            INITIATOR_INDEX,
-            KeyConfig::default(),
-            t0(),
-            &mut OsRng,
-            &mut intro,
-        )
-        .unwrap();
+        let (_, intro) = write_intro(me, EphemeralKey::random(&mut OsRng));
         let accepted = responder(x25519_identity())
             .accept(&intro, t0(), &mut OsRng)
             .unwrap();
@@ -177,18 +173,7 @@ fn keys_drawn_ahead_serve_one_handshake_each_and_a_refused_intro_spends_none() {
 
     let initiator_key = stock.take(&mut OsRng);
     let initiator_public = *initiator_key.public();
-    let mut intro = [0u8; INTRO_LEN];
-    let pending = PendingIntro::write_as(
-        None,
-        initiator_key,
-        &x25519_identity().public(),
-        INITIATOR_INDEX,
-        KeyConfig::default(),
-        t0(),
-        &mut OsRng,
-        &mut intro,
-    )
-    .unwrap();
+    let (pending, intro) = write_intro(None, initiator_key);
     assert_eq!(
         intro[1..STATIC_AT],
         initiator_public,

@@ -115,16 +115,23 @@ fn a_connection_nobody_reads_is_published_no_more() {
     assert!(client.watched.is_empty());
 }
 
-#[test]
-fn a_freed_connection_leaves_neither_handle_nor_slot() {
-    let now = Instant::now();
-    let (mut client, _server) = closing(now);
+/// Runs `client`'s timers a second past its closing period's end; that
+/// moment.
+fn past_closing(client: &mut EndpointState) -> Instant {
     let over = client
         .proto
         .poll_timeout()
         .expect("the closing period ends")
         + Duration::from_secs(1);
     client.handle_timeout(over);
+    over
+}
+
+#[test]
+fn a_freed_connection_leaves_neither_handle_nor_slot() {
+    let now = Instant::now();
+    let (mut client, _server) = closing(now);
+    let over = past_closing(&mut client);
     client.poll_timeout();
     client.end_turn(over);
     assert!(client.proto.is_empty());
@@ -136,12 +143,7 @@ fn a_freed_connection_leaves_neither_handle_nor_slot() {
 fn a_handle_given_again_before_the_turn_ends_leaves_the_old_record_behind() {
     let now = Instant::now();
     let (mut client, _server) = closing(now);
-    let over = client
-        .proto
-        .poll_timeout()
-        .expect("the closing period ends")
-        + Duration::from_secs(1);
-    client.handle_timeout(over);
+    past_closing(&mut client);
     // The protocol frees them at its next look; the turn has not ended.
     client.proto.poll_timeout();
     assert!(client.proto.is_empty());
