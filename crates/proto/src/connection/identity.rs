@@ -194,9 +194,12 @@ impl Connection {
     }
 
     /// Whether an authenticated packet with `frames` is dropped unread: it
-    /// carries application data before the required proof (which travels
-    /// ahead of data in its packet, so a packet that brings the proof is
-    /// read).
+    /// carries application data, or a report of this side's address (which
+    /// the application hears of), before the required proof (which travels
+    /// ahead of both in its packet, so a packet that brings the proof is
+    /// read). A report alone reached the application of a responder whose
+    /// initiator never proved itself once a probe could carry one again
+    /// without the data it first went with.
     pub(super) fn holds_back(&self, frames: &tern_wire::Frames<'_>) -> bool {
         if self.identity.is_satisfied() {
             return false;
@@ -204,7 +207,12 @@ impl Connection {
         for frame in frames.clone() {
             match frame {
                 Ok(Frame::Identity(_)) | Err(_) => return false,
-                Ok(Frame::Stream(_) | Frame::Message(_) | Frame::Datagram(_)) => return true,
+                Ok(
+                    Frame::Stream(_)
+                    | Frame::Message(_)
+                    | Frame::Datagram(_)
+                    | Frame::ObservedAddress(_),
+                ) => return true,
                 Ok(_) => {}
             }
         }
