@@ -59,7 +59,6 @@ pub(crate) enum Carried {
 
 impl Carried {
     /// Whether losing it calls for sending something again.
-    #[cfg(test)]
     pub(crate) fn is_retransmittable(&self) -> bool {
         !matches!(
             self,

@@ -78,6 +78,7 @@ use datagram_queue::DatagramQueue;
 pub use error::{ConnectionError, ProtocolError, ReadError, SendError, WriteError};
 pub use event::Event;
 use path::{ChallengeToken, Path};
+use recovery::RecoverySend;
 pub(crate) use resumption::ReceivedTicket;
 pub use stats::ConnectionStats;
 pub use streams::ReadOutcome;
@@ -230,6 +231,9 @@ pub struct Connection {
     send_blocked_until: Option<Instant>,
     app_limited: bool,
     probes_due: u8,
+    /// Whether one packet may go beyond a window a loss just reduced (see
+    /// [`RecoverySend`]).
+    recovery_send: RecoverySend,
     ping_due: bool,
     last_ack_eliciting_sent: Instant,
     /// When the connection last gave back its scratch memory (see
@@ -347,6 +351,7 @@ impl Connection {
             send_blocked_until: None,
             app_limited: false,
             probes_due: 0,
+            recovery_send: RecoverySend::Idle,
             ping_due: false,
             last_ack_eliciting_sent: now,
             released_scratch_at: now,

@@ -14,6 +14,7 @@ use tern_wire::{
 
 use super::carried::{Carried, CarriedRecord};
 use super::handshake::MAX_INTRO_BACKOFF;
+use super::recovery::RecoverySend;
 use super::streams::messages::{MESSAGE_CHARGE, MESSAGE_WINDOW, MessageSender};
 use super::streams::scheduler::Urgency;
 use super::streams::{Streams, Turn};
@@ -291,7 +292,7 @@ impl Connection {
         if self.probes_due > 0 {
             return true;
         }
-        if self.loss.bytes_in_flight() + size as u64 > self.window() {
+        if self.loss.bytes_in_flight() + size as u64 > self.sending_window() {
             self.app_limited = false;
             return false;
         }
@@ -326,12 +327,23 @@ impl Connection {
     fn may_send_more(&self, size: usize, written: usize) -> bool {
         let batch = (written + size) as u64;
         self.probes_due > 0
-            || (self.loss.bytes_in_flight() + size as u64 <= self.window()
+            || (self.loss.bytes_in_flight() + size as u64 <= self.sending_window()
                 && self.pacer_available() >= batch
                 && self
                     .rate_limit
                     .as_ref()
                     .is_none_or(|bucket| bucket.available() >= batch))
+    }
+
+    /// The window the next packet may fill: the congestion window, or
+    /// without bound for the one packet a reduction lets go (see
+    /// [`RecoverySend`]).
+    fn sending_window(&self) -> u64 {
+        if self.recovery_send == RecoverySend::Due {
+            u64::MAX
+        } else {
+            self.window()
+        }
     }
 
     fn has_data_to_send(&self) -> bool {
@@ -582,6 +594,7 @@ impl Connection {
         if ack_eliciting {
             self.ping_due = false;
             self.probes_due = self.probes_due.saturating_sub(1);
+            self.recovery_send = RecoverySend::Idle;
         }
         self.on_sent(now, pn, len, ack_eliciting, ack_eliciting, record);
         Some(len)

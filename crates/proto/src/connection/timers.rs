@@ -164,6 +164,7 @@ impl Connection {
             }
             TimerEvent::Probe { .. } => {
                 self.probes_due = PROBE_PACKETS;
+                self.send_oldest_again();
                 self.on_probe_timeout_for_proof();
             }
             _ => {}

@@ -50,6 +50,8 @@ pub struct Outcome {
     pub time: Duration,
     /// The longest time the receiver read nothing.
     pub longest_gap: Duration,
+    /// How many times the receiver read nothing for a second or more.
+    pub long_gaps: u32,
     /// Packets the sender declared lost, and of those proved spurious.
     pub declared: u64,
     pub spurious: u64,
@@ -121,6 +123,7 @@ pub fn transfer_at(seed: u64, path: Path, mbit: f64, congestion: CongestionConfi
     let start = pair.sim.elapsed();
     let mut last_progress = start;
     let mut longest_gap = Duration::ZERO;
+    let mut long_gaps = 0;
     while read < SIZE {
         let elapsed = pair.sim.elapsed() - start;
         let Some(conn) = pair.client().connection(c) else {
@@ -158,6 +161,9 @@ pub fn transfer_at(seed: u64, path: Path, mbit: f64, congestion: CongestionConfi
         if progressed {
             let now = pair.sim.elapsed();
             longest_gap = longest_gap.max(now - last_progress);
+            if now - last_progress >= Duration::from_secs(1) {
+                long_gaps += 1;
+            }
             last_progress = now;
         }
         assert!(
@@ -171,6 +177,7 @@ pub fn transfer_at(seed: u64, path: Path, mbit: f64, congestion: CongestionConfi
     Outcome {
         time: pair.sim.elapsed() - start,
         longest_gap,
+        long_gaps,
         declared: stats.lost_packets,
         spurious: stats.spurious_losses,
         dropped: link.lost + link.queue_dropped,
