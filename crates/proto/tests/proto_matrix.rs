@@ -10,7 +10,8 @@
 //! each send: the "no second without progress" does not hold there
 //! yet); and over the reordering cells the sender declares at most 1.5
 //! times as many packets lost as the path dropped, beyond the few it takes
-//! to learn that the path reorders.
+//! to learn that the path reorders. For cells of independent loss each
+//! line also gives the goodput as a share of the Mathis bound.
 
 mod support;
 

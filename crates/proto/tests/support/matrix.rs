@@ -246,6 +246,18 @@ impl Tally {
     }
 }
 
+/// The largest datagram payload (`EndpointConfig`'s default MTU search
+/// ceiling): the packet size in the Mathis bound, generous to the bound,
+/// since each packet's headers and tag are not goodput.
+const MSS: f64 = 1_452.0;
+
+/// The Mathis et al. bound on a loss-based sender's goodput, in Mbit/s,
+/// for independent loss of `loss` of the packets: MSS / RTT × 1.22 / √p.
+/// `None` without loss.
+fn mathis_mbit(rtt_ms: u64, loss: f64) -> Option<f64> {
+    (loss > 0.0).then(|| MSS * 8.0 / (rtt_ms as f64 / 1e3) * 1.22 / loss.sqrt() / 1e6)
+}
+
 /// Every cell at `mbit`, for both controllers and `seeds` seeds each.
 pub fn matrix(mbit: u64, seeds: u64) -> Tally {
     let seed = Seed::from_env_or(26).value();
@@ -272,8 +284,15 @@ pub fn matrix(mbit: u64, seeds: u64) -> Tally {
                     for k in 0..seeds {
                         let o = transfer(seed + k, path, congestion);
                         let ideal = SIZE as f64 * 8.0 / (mbit as f64 * 1e6) + rtt_ms as f64 / 1e3;
+                        let of_bound = mathis_mbit(rtt_ms, loss).map_or(String::new(), |bound| {
+                            let goodput = SIZE as f64 * 8.0 / o.time.as_secs_f64() / 1e6;
+                            format!(
+                                ", {:>5.1} % of the bound",
+                                goodput / bound.min(mbit as f64) * 100.0
+                            )
+                        });
                         eprintln!(
-                            "{name:>6} {mbit:>3} Mbit/s {rtt_ms:>3} ms loss {:>3.1} % {} reorder {:>2.0} % seed {}: {:>7.2} s ({:>5.1} % of ideal), gap {:>5.2} s, declared {:>4} dropped {:>4} spurious {:>3}",
+                            "{name:>6} {mbit:>3} Mbit/s {rtt_ms:>3} ms loss {:>3.1} % {} reorder {:>2.0} % seed {}: {:>7.2} s ({:>5.1} % of ideal{of_bound}), gap {:>5.2} s, declared {:>4} dropped {:>4} spurious {:>3}",
                             loss * 100.0,
                             if bursty { "bursty" } else { "      " },
                             reorder * 100.0,
