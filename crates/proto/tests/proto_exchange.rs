@@ -20,8 +20,9 @@ use tern_proto::{ConnectionHandle, Endpoint, EndpointConfig, Node, Transmit, Tra
 
 const PAYLOAD: usize = 1452;
 const SEGMENTS: usize = 64;
-/// Messages exchanged before counting: the connection's receive window
-/// grows over its first few dozen messages, each growth a frame of its own.
+/// Messages exchanged before counting: for its first 32 answers the
+/// client repeats a flow-control update with its ACK, each a datagram of
+/// its own (see `LIMIT_REPEATS` in the connection's send path).
 const SETTLE: u32 = 60;
 
 /// What went out in one turn: the datagram sizes, and the sends (GSO runs).
