@@ -1,0 +1,268 @@
+//! One message at a time, each answered with 64 bytes (the benchmarks'
+//! `message_<N>k` rows): what crosses the wire per message once the
+//! connection has settled, counted turn by turn. A turn here is what a
+//! driver does when datagrams come in or the application acts: hand the
+//! node everything received, then send everything it has.
+//!
+//! The two endpoints are wired to each other directly with a mock clock
+//! that moves 20 µs per hop (a loopback round trip): every count here is
+//! deterministic.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use quanta::{Clock, Mock};
+use support::{identity, message, seed_bytes, wall_start};
+use tern_proto::{ConnectionHandle, Endpoint, EndpointConfig, Node, Transmit, TransmitLimits};
+
+const PAYLOAD: usize = 1452;
+const SEGMENTS: usize = 64;
+/// Messages exchanged before counting: for its first 32 answers the
+/// client repeats a flow-control update with its ACK, each a datagram of
+/// its own (see `LIMIT_REPEATS` in the connection's send path).
+const SETTLE: u32 = 60;
+
+/// What went out in one turn: the datagram sizes, and the sends (GSO runs).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Turn {
+    datagrams: Vec<usize>,
+    runs: usize,
+}
+
+/// What crossed the wire for one message and its answer.
+#[derive(Debug)]
+struct Counts {
+    /// The client's turn that sends the message.
+    message: Turn,
+    /// The server's turn that receives it, before its application runs.
+    server_receives: Turn,
+    /// The server's turn after its application answered.
+    server_answers: Turn,
+    /// The client's turn that receives the answer.
+    client_receives: Turn,
+    /// Answers the client's application took after that turn.
+    answers: usize,
+}
+
+/// A client and a server wired directly, one connection between them.
+struct Exchange {
+    clock: Clock,
+    mock: Arc<Mock>,
+    client: Endpoint,
+    server: Endpoint,
+    handle: ConnectionHandle,
+    accepted: Option<ConnectionHandle>,
+    client_addr: SocketAddr,
+    server_addr: SocketAddr,
+    buf: Vec<u8>,
+    sent: u32,
+}
+
+impl Exchange {
+    fn connected() -> Self {
+        let (clock, mock) = Clock::mock();
+        mock.increment(Duration::from_secs(1));
+        let config = EndpointConfig::default();
+        let client = Endpoint::new(config, None, seed_bytes(28, 1), clock.now(), wall_start())
+            .expect("valid config");
+        let server = Endpoint::new(
+            config,
+            Some(identity()),
+            seed_bytes(28, 2),
+            clock.now(),
+            wall_start(),
+        )
+        .expect("valid config");
+        let public = server.public().expect("identity");
+        let mut exchange = Self {
+            clock,
+            mock,
+            client,
+            server,
+            handle: ConnectionHandle(0),
+            accepted: None,
+            client_addr: "10.0.0.1:4000".parse().expect("address"),
+            server_addr: "10.0.0.2:5000".parse().expect("address"),
+            buf: vec![0; SEGMENTS * PAYLOAD],
+            sent: 0,
+        };
+        let now = exchange.clock.now();
+        exchange.handle = exchange
+            .client
+            .connect(now, exchange.server_addr, &public)
+            .expect("connect");
+        for _ in 0..5 {
+            exchange.client_turn();
+            exchange.hop();
+            exchange.server_turn();
+            exchange.hop();
+        }
+        exchange
+    }
+
+    fn hop(&mut self) {
+        self.mock.increment(Duration::from_micros(20));
+    }
+
+    /// The client's timers if due, then everything it has to send.
+    fn client_turn(&mut self) -> Turn {
+        let now = self.clock.now();
+        if self.client.poll_timeout().is_some_and(|d| d <= now) {
+            self.client.handle_timeout(now);
+        }
+        let to = (self.client_addr, self.server_addr);
+        flush(&mut self.client, &mut self.server, to, now, &mut self.buf)
+    }
+
+    /// The server's timers if due, then everything it has to send.
+    fn server_turn(&mut self) -> Turn {
+        let now = self.clock.now();
+        if self.server.poll_timeout().is_some_and(|d| d <= now) {
+            self.server.handle_timeout(now);
+        }
+        let to = (self.server_addr, self.client_addr);
+        flush(&mut self.server, &mut self.client, to, now, &mut self.buf)
+    }
+
+    /// The server's application: answers every message with its first 64
+    /// bytes.
+    fn server_answers(&mut self) {
+        while self.server.poll_event().is_some() {}
+        if let Some(handle) = self.server.accept() {
+            self.accepted = Some(handle);
+        }
+        let Some(handle) = self.accepted else {
+            return;
+        };
+        let connection = self.server.connection(handle).expect("accepted");
+        while let Some(message) = connection.recv_message() {
+            let head = message.slice(..message.len().min(64));
+            connection.send_message(head).expect("answer");
+        }
+    }
+
+    /// One message of `len` bytes and its answer, hop by hop.
+    fn round_trip(&mut self, len: usize) -> Counts {
+        self.sent += 1;
+        self.client
+            .connection(self.handle)
+            .expect("connected")
+            .send_message(message(self.sent, len))
+            .expect("send");
+        let message = self.client_turn();
+        self.hop();
+        let server_receives = self.server_turn();
+        self.server_answers();
+        let server_answers = self.server_turn();
+        self.hop();
+        let client_receives = self.client_turn();
+        while self.client.poll_event().is_some() {}
+        let connection = self.client.connection(self.handle).expect("connected");
+        let mut answers = 0;
+        while connection.recv_message().is_some() {
+            answers += 1;
+        }
+        self.hop();
+        Counts {
+            message,
+            server_receives,
+            server_answers,
+            client_receives,
+            answers,
+        }
+    }
+}
+
+/// Every transmit `from` has now, each datagram handed to `to`.
+fn flush(
+    from: &mut Endpoint,
+    to: &mut Endpoint,
+    (from_addr, to_addr): (SocketAddr, SocketAddr),
+    now: quanta::Instant,
+    buf: &mut [u8],
+) -> Turn {
+    let limits = TransmitLimits::new(SEGMENTS, PAYLOAD);
+    let mut turn = Turn::default();
+    while let Some(Transmit {
+        len, segment_size, ..
+    }) = from.poll_transmit(now, limits, buf)
+    {
+        let stride = segment_size.unwrap_or(len).max(1);
+        for datagram in buf[..len].chunks_mut(stride) {
+            turn.datagrams.push(datagram.len());
+            to.handle_datagram(now, to_addr, from_addr, datagram);
+        }
+        turn.runs += 1;
+    }
+    turn
+}
+
+/// A datagram that carries no data: an ACK, or a control frame alone.
+fn is_small(len: usize) -> bool {
+    len < 64
+}
+
+#[test]
+fn a_32_kib_message_costs_one_run_out_and_two_datagrams_back() {
+    let mut exchange = Exchange::connected();
+    for _ in 0..SETTLE {
+        exchange.round_trip(32 * 1024);
+    }
+    for _ in 0..50 {
+        let counts = exchange.round_trip(32 * 1024);
+        // The message: one GSO run of 24 datagrams.
+        assert_eq!(counts.message.runs, 1, "{counts:?}");
+        assert_eq!(counts.message.datagrams.len(), 24, "{counts:?}");
+        // Its 24 packets make an ACK due at once: it leaves before the
+        // application has the message.
+        assert_eq!(counts.server_receives.runs, 1, "{counts:?}");
+        assert!(
+            counts
+                .server_receives
+                .datagrams
+                .iter()
+                .all(|&d| is_small(d)),
+            "{counts:?}"
+        );
+        // The answer: one datagram.
+        assert_eq!(counts.server_answers.datagrams.len(), 1, "{counts:?}");
+        // The client takes the answer in the turn it arrives, and sends
+        // nothing: its ACK rides on the next message.
+        assert_eq!(counts.answers, 1, "{counts:?}");
+        assert_eq!(counts.client_receives, Turn::default(), "{counts:?}");
+    }
+}
+
+#[test]
+fn a_1_kib_message_costs_one_datagram_each_way() {
+    let mut exchange = Exchange::connected();
+    for _ in 0..SETTLE {
+        exchange.round_trip(1024);
+    }
+    let mut acks_alone = 0;
+    for _ in 0..100 {
+        let counts = exchange.round_trip(1024);
+        assert_eq!(counts.message.datagrams.len(), 1, "{counts:?}");
+        assert_eq!(counts.server_answers.datagrams.len(), 1, "{counts:?}");
+        assert_eq!(counts.answers, 1, "{counts:?}");
+        assert_eq!(counts.client_receives, Turn::default(), "{counts:?}");
+        // One ack-eliciting packet makes no ACK due: it rides on the
+        // answer, but for the prompt ACKs after a gap (a packet number
+        // the client skipped on purpose).
+        if counts.server_receives != Turn::default() {
+            assert!(
+                counts
+                    .server_receives
+                    .datagrams
+                    .iter()
+                    .all(|&d| is_small(d)),
+                "{counts:?}"
+            );
+            acks_alone += 1;
+        }
+    }
+    assert!(acks_alone <= 10, "{acks_alone} ACKs alone in 100 messages");
+}
