@@ -105,14 +105,32 @@ impl Connection {
         let slot = self.inner.slot;
         self.inner
             .driver
-            .with_node_unwoken(|state| {
-                state.connection(slot).map(|(s, mut c)| {
-                    let result = f(s, c.as_deref_mut());
-                    s.publish_if_watched(c.as_deref());
-                    result
-                })
-            })?
+            .with_node_unwoken(|state| on_slot(state, slot, f))?
             .ok_or(DriverStopped::new(StopCause::Stopped))
+    }
+
+    /// Like [`with_slot`](Self::with_slot) if the endpoint's lock is free;
+    /// `Ok(None)` without running `f` if it is held (by the driver's turn,
+    /// most likely).
+    pub(crate) fn try_with_slot<R>(
+        &self,
+        f: impl FnOnce(&mut Slot, Option<&mut ProtoConnection>) -> R,
+    ) -> Result<Option<R>, DriverStopped> {
+        let slot = self.inner.slot;
+        match self
+            .inner
+            .driver
+            .try_with_node_unwoken(|state| on_slot(state, slot, f))?
+        {
+            Some(ran) => ran.ok_or(DriverStopped::new(StopCause::Stopped)).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Hands `f` off to whoever takes the endpoint's lock next (see
+    /// [`DriverHandle::hand_off`]), and wakes the driver.
+    pub(crate) fn hand_off(&self, f: impl FnOnce(&mut EndpointState) + Send + 'static) {
+        self.inner.driver.hand_off(f);
     }
 
     /// Reads what the driver published of the connection, without the
@@ -157,7 +175,29 @@ impl Connection {
         &self,
         f: impl FnOnce(&mut Slot, Option<&mut ProtoConnection>) -> Step<Result<R, E>>,
     ) -> Poll<Result<R, E>> {
-        match self.with_slot(f) {
+        self.stepped(self.with_slot(f))
+    }
+
+    /// Like [`poll_step`](Self::poll_step) if the endpoint's lock is free;
+    /// `None` without running `f` if it is held.
+    pub(crate) fn try_poll_step<R, E: From<ConnectionLost>>(
+        &self,
+        f: impl FnOnce(&mut Slot, Option<&mut ProtoConnection>) -> Step<Result<R, E>>,
+    ) -> Option<Poll<Result<R, E>>> {
+        match self.try_with_slot(f) {
+            Ok(Some(step)) => Some(self.stepped(Ok(step))),
+            Ok(None) => None,
+            Err(stopped) => Some(self.stepped(Err(stopped))),
+        }
+    }
+
+    /// What a step that ran (or found the endpoint stopped) gives: the
+    /// driver is woken if it asked for it.
+    fn stepped<R, E: From<ConnectionLost>>(
+        &self,
+        step: Result<Step<Result<R, E>>, DriverStopped>,
+    ) -> Poll<Result<R, E>> {
+        match step {
             Ok(step) => {
                 if step.wake {
                     self.inner.driver.wake();
@@ -408,13 +448,11 @@ impl Connection {
     pub async fn close(&self, code: u64, reason: impl Into<Bytes>) {
         let reason = reason.into();
         let now = self.inner.driver.now();
-        let _ = self.poll_step(|_, connection| match connection {
-            Some(connection) => {
-                connection.close(now, code, reason);
-                Step::ready(Ok::<_, ConnectionLost>(()), true)
-            }
-            None => Step::ready(Ok(()), false),
-        });
+        let slot = self.inner.slot;
+        let _ = self
+            .inner
+            .driver
+            .with_node(|state| state.close_gracefully(now, slot, code, reason));
         self.closed().await;
     }
 
@@ -527,6 +565,21 @@ impl Connection {
     pub fn stats(&self) -> Option<ConnectionStats> {
         self.read_live(|s| s.stats.as_deref().copied())
     }
+}
+
+/// Runs `f` on the slot of `slot` and its protocol connection (the latter
+/// `None` once the protocol freed it), and publishes what `f` changed if a
+/// handle reads it; `None` if the slot is gone.
+fn on_slot<R>(
+    state: &mut EndpointState,
+    slot: SlotId,
+    f: impl FnOnce(&mut Slot, Option<&mut ProtoConnection>) -> R,
+) -> Option<R> {
+    state.connection(slot).map(|(s, mut c)| {
+        let result = f(s, c.as_deref_mut());
+        s.publish_if_watched(c.as_deref());
+        result
+    })
 }
 
 /// What a datagram handed to the protocol became.

@@ -594,6 +594,13 @@ impl Connection {
         self.streams.writable(id)
     }
 
+    /// Whether the peer has announced its flow-control limit for stream
+    /// `id`: until it has, [`writable`](Self::writable) is bounded by this
+    /// side's buffers alone, and falls when the limit arrives.
+    pub fn send_credit_announced(&self, id: StreamId) -> bool {
+        self.streams.credit_announced(id)
+    }
+
     /// Bytes all streams hold until the peer acknowledges them, together
     /// (never more than the configured `send_buffer`).
     pub fn stream_send_buffered(&self) -> usize {
