@@ -12,7 +12,7 @@ use super::error::{ConnectionLost, SendDatagramError, SendError};
 use super::published::{Published, Snapshot};
 use super::recv_stream::RecvStream;
 use super::send_stream::SendStream;
-use super::state::{EndpointState, Slot, SlotId, Wakers};
+use super::state::{EndpointState, SendCredits, Slot, SlotId, Wakers};
 use crate::driver::{DriverHandle, DriverStopped, StopCause};
 use crate::proto::{
     self, Connection as ProtoConnection, ConnectionStats, PublicIdentity, StreamId,
@@ -24,9 +24,14 @@ use crate::proto::{
 ///
 /// Each call that acts on the connection takes the endpoint's lock for a
 /// few microseconds and wakes the driver only when it changed something
-/// the driver must act on. What it reads of the connection (figures, the
-/// peer's address, identity and limits) the driver publishes once per
-/// turn, so reading it never waits for the lock the driver's turn holds.
+/// the driver must act on. While the driver's turn holds that lock,
+/// [`send`](Self::send) and [`send_datagram`](Self::send_datagram) of what
+/// fits a packet hand their message or datagram off instead, within the
+/// room the protocol had at the lock's last look, and return at once
+/// (whoever takes the lock next queues it, in order). What a call reads
+/// of the connection (figures, the peer's address, identity and limits)
+/// the driver publishes once per turn, so reading it never waits for the
+/// lock the driver's turn holds.
 #[derive(Clone, Debug)]
 pub struct Connection {
     inner: Arc<Inner>,
@@ -38,6 +43,9 @@ struct Inner {
     slot: SlotId,
     /// What the driver published of the connection.
     published: Arc<Published>,
+    /// How far `send` and `send_datagram` may hand off while the driver's
+    /// turn holds the endpoint's lock.
+    credits: Arc<SendCredits>,
 }
 
 impl Drop for Inner {
@@ -91,6 +99,7 @@ impl Connection {
                 driver,
                 slot,
                 published,
+                credits: Arc::default(),
             }),
         }
     }
@@ -221,27 +230,21 @@ impl Connection {
     /// a `Bytes` is sent without a copy.
     pub async fn send(&self, message: impl Into<Bytes>) -> Result<(), SendError> {
         let mut message = Some(message.into());
+        let credits = &self.inner.credits;
         poll_fn(|cx| {
-            self.poll_step(|slot, connection| {
-                let Some(taken) = message.take() else {
-                    return Step::ready(Ok(()), false);
-                };
-                let Some(connection) = connection else {
-                    return Step::ready(Err(ended(slot, None).into()), false);
-                };
-                match connection.send_message(taken) {
-                    Ok(()) => Step::ready(Ok(()), true),
-                    Err(proto::SendError::Blocked(back)) => {
-                        message = Some(back);
-                        slot.send.register(cx);
-                        Step::pending()
-                    }
-                    Err(proto::SendError::MessageTooLarge { size, limit }) => {
-                        Step::ready(Err(SendError::TooLarge { size, limit }), false)
-                    }
-                    Err(_) => Step::ready(Err(ended(slot, Some(connection)).into()), false),
-                }
-            })
+            if let Some(poll) =
+                self.try_poll_step(|slot, c| send_locked(cx, slot, c, &mut message, credits))
+            {
+                return poll;
+            }
+            // The driver's turn holds the lock: hand the message off if
+            // the connection had room for it, or wait for the lock.
+            if let Some(message) = message.take_if(|m| credits.take_message(m.len())) {
+                let (slot, credits) = (self.inner.slot, Arc::clone(credits));
+                self.hand_off(move |state| state.send_handed_off(slot, &credits, message));
+                return Poll::Ready(Ok(()));
+            }
+            self.poll_step(|slot, c| send_locked(cx, slot, c, &mut message, credits))
         })
         .await
     }
@@ -275,16 +278,26 @@ impl Connection {
     /// for it and counted in [`ConnectionStats::datagrams_dropped`]:
     /// [`send_datagram_wait`](Self::send_datagram_wait) waits instead.
     pub fn send_datagram(&self, datagram: impl Into<Bytes>) -> Result<(), SendDatagramError> {
-        let datagram = datagram.into();
-        match self.poll_step(|slot, connection| {
-            let Some(connection) = connection else {
-                return Step::ready(Err(ended(slot, None).into()), false);
-            };
-            let queued = connection.send_datagram(datagram);
-            let queued = datagram_sent(slot, connection, queued);
-            let wake = queued.is_ok();
-            Step::ready(queued, wake)
-        }) {
+        let mut datagram = Some(datagram.into());
+        let credits = &self.inner.credits;
+        let poll = match self
+            .try_poll_step(|slot, c| queue_datagram(slot, c, &mut datagram, credits))
+        {
+            Some(poll) => poll,
+            // The driver's turn holds the lock: hand the datagram off if
+            // the queue had room for it, or wait for the lock.
+            None => match datagram.take_if(|d| credits.take_datagram(d.len())) {
+                Some(datagram) => {
+                    let (slot, credits) = (self.inner.slot, Arc::clone(credits));
+                    self.hand_off(move |state| {
+                        state.send_datagram_handed_off(slot, &credits, datagram);
+                    });
+                    return Ok(());
+                }
+                None => self.poll_step(|slot, c| queue_datagram(slot, c, &mut datagram, credits)),
+            },
+        };
+        match poll {
             Poll::Ready(result) => result,
             Poll::Pending => Err(ConnectionLost::Closing.into()),
         }
@@ -580,6 +593,66 @@ fn on_slot<R>(
         s.publish_if_watched(c.as_deref());
         result
     })
+}
+
+/// One poll of `send` of `message` under the endpoint's lock: behind the
+/// messages parked for the connection, if any (handed-off sends the
+/// protocol had no room for).
+fn send_locked(
+    cx: &Context<'_>,
+    slot: &mut Slot,
+    connection: Option<&mut ProtoConnection>,
+    message: &mut Option<Bytes>,
+    credits: &Arc<SendCredits>,
+) -> Step<Result<(), SendError>> {
+    let Some(taken) = message.take() else {
+        return Step::ready(Ok(()), false);
+    };
+    let Some(connection) = connection else {
+        return Step::ready(Err(ended(slot, None).into()), false);
+    };
+    if slot.has_parked_messages() {
+        // They go first; room for them wakes this sender.
+        *message = Some(taken);
+        slot.send.register(cx);
+        return Step::pending();
+    }
+    match connection.send_message(taken) {
+        Ok(()) => {
+            slot.sent(connection, credits);
+            Step::ready(Ok(()), true)
+        }
+        Err(proto::SendError::Blocked(back)) => {
+            *message = Some(back);
+            slot.send.register(cx);
+            Step::pending()
+        }
+        Err(proto::SendError::MessageTooLarge { size, limit }) => {
+            Step::ready(Err(SendError::TooLarge { size, limit }), false)
+        }
+        Err(_) => Step::ready(Err(ended(slot, Some(connection)).into()), false),
+    }
+}
+
+/// `send_datagram` of `datagram` under the endpoint's lock.
+fn queue_datagram(
+    slot: &mut Slot,
+    connection: Option<&mut ProtoConnection>,
+    datagram: &mut Option<Bytes>,
+    credits: &Arc<SendCredits>,
+) -> Step<Result<(), SendDatagramError>> {
+    let queued = match (connection, datagram.take()) {
+        (Some(connection), Some(datagram)) => {
+            let queued = connection.send_datagram(datagram);
+            if queued.is_ok() {
+                slot.sent(connection, credits);
+            }
+            datagram_sent(slot, connection, queued)
+        }
+        (connection, _) => Err(ended(slot, connection.as_deref()).into()),
+    };
+    let wake = queued.is_ok();
+    Step::ready(queued, wake)
 }
 
 /// What a datagram handed to the protocol became.

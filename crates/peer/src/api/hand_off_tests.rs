@@ -1,15 +1,17 @@
-//! Stream writes, finishes and closes handed off while the driver holds
-//! the endpoint's lock (see `DriverHandle::hand_off`), on real loopback
-//! sockets: they return without the lock, keep their order with the calls
-//! that take it, stay within the stream's room, and end with the endpoint.
+//! Stream writes, finishes and closes, messages and datagrams handed off
+//! while the driver holds the endpoint's lock (see
+//! `DriverHandle::hand_off`), on real loopback sockets: they return
+//! without the lock, keep their order with the calls that take it, stay
+//! within the room the protocol had, and end with the endpoint.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use rand_core::OsRng;
 
+use super::state::EndpointState;
 use super::{Config, Connection, Endpoint, RecvStream, SendStream, WriteError};
 
 /// Long enough for anything that does not hang.
@@ -44,10 +46,21 @@ fn while_locked<R: Send + 'static>(
     endpoint: &Endpoint,
     f: impl FnOnce() -> R + Send + 'static,
 ) -> (Option<R>, mpsc::Receiver<R>) {
+    while_locked_after(endpoint, |_| {}, f)
+}
+
+/// Like [`while_locked`], having first run `before` under the lock (as a
+/// call that took the lock would have).
+fn while_locked_after<R: Send + 'static>(
+    endpoint: &Endpoint,
+    before: impl FnOnce(&mut EndpointState),
+    f: impl FnOnce() -> R + Send + 'static,
+) -> (Option<R>, mpsc::Receiver<R>) {
     let (tx, rx) = mpsc::channel();
     let ran = endpoint
         .driver()
-        .with_node_unwoken(|_| {
+        .with_node_unwoken(|state| {
+            before(state);
             std::thread::spawn(move || {
                 let _ = tx.send(f());
             });
@@ -235,4 +248,181 @@ async fn a_write_after_the_endpoint_stopped_with_writes_handed_off_fails() {
         matches!(written, WriteError::ConnectionLost(_)),
         "{written:?}"
     );
+}
+
+/// Message `i` of a run: its number, then `len - 8` bytes of it.
+fn message(i: u64, len: usize) -> Vec<u8> {
+    let mut message = i.to_le_bytes().to_vec();
+    message.resize(len.max(8), i as u8);
+    message
+}
+
+/// Receives `count` messages on `b` and checks they are `message(i, len)`
+/// for `i` in `0..count`, in order.
+async fn receive_in_order(b: &Connection, count: u64, len: usize) {
+    tokio::time::timeout(PATIENCE, async {
+        for i in 0..count {
+            let received = b.recv().await.expect("a message");
+            assert!(
+                received[..] == message(i, len)[..],
+                "message {i} out of order"
+            );
+        }
+    })
+    .await
+    .expect("every message arrives");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_handed_off_while_the_lock_is_held_arrive_in_order_before_those_after() {
+    const LEN: usize = 100;
+    let (_server, client, a, b) = connected(Config::default(), Config::default()).await;
+    // The first send takes the lock, and grants the connection's room.
+    a.send(message(0, LEN)).await.expect("sends");
+    let runtime = tokio::runtime::Handle::current();
+    let handed = a.clone();
+    let (ran, _) = while_locked(&client, move || {
+        runtime.block_on(async {
+            for i in 1..50 {
+                handed.send(message(i, LEN)).await.expect("handed off");
+            }
+        });
+    });
+    ran.expect("the sends returned while the driver held the lock");
+    // These take the lock, which runs the handed-off sends first.
+    for i in 50..100 {
+        a.send(message(i, LEN)).await.expect("sends");
+    }
+    receive_in_order(&b, 100, LEN).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_hands_off_no_more_than_the_room_its_message_buffer_had() {
+    const LEN: usize = 1000;
+    const COUNT: u64 = 200;
+    let client_config = Config::default().message_send_buffer(16 << 10);
+    let (_server, client, a, b) = connected(Config::default(), client_config).await;
+    a.send(message(0, LEN)).await.expect("sends");
+    let slot = a.slot();
+    let room = client
+        .driver()
+        .with_node_unwoken(|state| {
+            let (_, connection) = state.connection(slot).expect("a slot");
+            connection.expect("open").message_send_room()
+        })
+        .expect("the driver runs");
+    let sent = Arc::new(AtomicUsize::new(0));
+    let runtime = tokio::runtime::Handle::current();
+    let (counted, handed) = (Arc::clone(&sent), a.clone());
+    let (_, done) = while_locked(&client, move || {
+        runtime.block_on(async {
+            for i in 1..COUNT {
+                handed.send(message(i, LEN)).await.expect("sends");
+                counted.fetch_add(LEN, Ordering::SeqCst);
+            }
+        });
+    });
+    // The lock was held for a second: what was handed off meanwhile is
+    // within the room the buffer had when it was taken.
+    let during = sent.load(Ordering::SeqCst);
+    assert!(during > 0, "nothing was handed off");
+    assert!(during <= room, "{during} bytes handed off, room for {room}");
+    receive_in_order(&b, COUNT, LEN).await;
+    done.recv_timeout(PATIENCE).expect("the sender ends");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_parked_for_want_of_room_go_before_later_sends_and_the_close() {
+    const LEN: usize = 1000;
+    let client_config = Config::default().message_send_buffer(8 << 10);
+    let (_server, client, a, b) = connected(Config::default(), client_config).await;
+    a.send(message(0, LEN)).await.expect("sends");
+    let slot = a.slot();
+    // Under the lock, after the grant, sends fill the buffer (as another
+    // handle's could have): the messages handed off then find no room.
+    let next = Arc::new(AtomicU64::new(1));
+    let filled = Arc::clone(&next);
+    let fill = move |state: &mut EndpointState| {
+        let (_, connection) = state.connection(slot).expect("a slot");
+        let connection = connection.expect("open");
+        while connection.message_send_room() >= LEN {
+            let i = filled.fetch_add(1, Ordering::SeqCst);
+            connection
+                .send_message(message(i, LEN).into())
+                .expect("room");
+        }
+    };
+    let runtime = tokio::runtime::Handle::current();
+    let (handed, first) = (a.clone(), Arc::clone(&next));
+    let (ran, _) = while_locked_after(&client, fill, move || {
+        let first = first.load(Ordering::SeqCst);
+        runtime.block_on(async {
+            for i in first..first + 3 {
+                handed.send(message(i, LEN)).await.expect("handed off");
+            }
+        });
+        first + 3
+    });
+    let last = ran.expect("the sends returned while the driver held the lock");
+    assert!(last > 6, "the buffer had room for {} messages", last - 3);
+    a.send(message(last, LEN)).await.expect("sends");
+    let closing = tokio::spawn(async move { a.close(9, "done").await });
+    receive_in_order(&b, last + 1, LEN).await;
+    tokio::time::timeout(PATIENCE, closing)
+        .await
+        .expect("the close ends")
+        .expect("the task ends");
+    let closed = tokio::time::timeout(PATIENCE, b.closed())
+        .await
+        .expect("the peer closes");
+    assert!(closed.to_string().contains('9'), "{closed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn datagrams_handed_off_stay_within_the_queue_and_push_none_out() {
+    const QUEUE: usize = 8;
+    let mut protocol = crate::proto::EndpointConfig::default();
+    protocol.connection.datagram_send_queue = QUEUE;
+    let config = Config::default().protocol(protocol);
+    let (_server, client, a, b) = connected(config.clone(), config).await;
+    // The first takes the lock, and grants the rest of the queue.
+    a.send_datagram(message(0, 64)).expect("queued");
+    let handed = a.clone();
+    let (ran, _) = while_locked(&client, move || {
+        for i in 1..QUEUE as u64 {
+            handed.send_datagram(message(i, 64)).expect("handed off");
+        }
+    });
+    ran.expect("the datagrams were handed off while the driver held the lock");
+    // They pushed none out of the queue: a drop is only ever counted
+    // under the lock, where `stats()` shows it at once.
+    let stats = a.stats().expect("open");
+    assert_eq!(stats.datagrams_send_queue_dropped, 0, "{stats:?}");
+    let mut received = tokio::time::timeout(PATIENCE, async {
+        let mut received = Vec::new();
+        for _ in 0..QUEUE {
+            received.push(b.recv_datagram().await.expect("a datagram"));
+        }
+        received
+    })
+    .await
+    .expect("every datagram arrives");
+    received.sort_by_key(|d| d[0]);
+    for (i, datagram) in received.iter().enumerate() {
+        assert!(datagram[..] == message(i as u64, 64)[..], "datagram {i}");
+    }
+    // No more than the queue's room is handed off: the rest waits for
+    // the lock.
+    let sent = Arc::new(AtomicUsize::new(0));
+    let (counted, handed) = (Arc::clone(&sent), a.clone());
+    let (ran, done) = while_locked(&client, move || {
+        for i in 0..=QUEUE as u64 {
+            handed.send_datagram(message(i, 64)).expect("queued");
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    assert!(ran.is_none(), "more than the queue's room was handed off");
+    let during = sent.load(Ordering::SeqCst);
+    assert!(during <= QUEUE, "{during} handed off, room for {QUEUE}");
+    done.recv_timeout(PATIENCE).expect("the sender ends");
 }

@@ -11,7 +11,7 @@ use tokio::io::AsyncWrite;
 
 use super::connection::{Connection, Step, ended};
 use super::error::{ClosedStream, ConnectionLost, WriteError};
-use super::state::{Slot, StreamCredit};
+use super::state::{Credit, Slot};
 use crate::proto::{self, StreamId};
 
 /// The sending half of a stream: ordered bytes to the peer, for data that
@@ -41,14 +41,12 @@ pub struct SendStream {
     /// Finished or reset here: nothing more goes on it.
     closed: bool,
     /// How far this writer may hand off without the endpoint's lock.
-    credit: Arc<StreamCredit>,
-    /// Bytes written in all, whether handed off or not.
-    handed: u64,
+    credit: Arc<Credit>,
 }
 
 impl SendStream {
     pub(crate) fn new(connection: Connection, id: StreamId) -> Self {
-        let credit = Arc::new(StreamCredit::default());
+        let credit = Arc::new(Credit::default());
         let _ = connection.with_slot(|slot, c| {
             slot.hold_send_stream(c.as_deref(), id, Arc::clone(&credit));
         });
@@ -57,7 +55,6 @@ impl SendStream {
             id,
             closed: false,
             credit,
-            handed: 0,
         }
     }
 
@@ -186,27 +183,20 @@ impl SendStream {
         let locked = |slot: &mut Slot, connection: Option<&mut proto::Connection>| {
             write(cx, slot, connection, id, buf)
         };
-        let written = match self.connection.try_poll_step(locked) {
-            Some(written) => written,
-            None => {
-                // The driver's turn holds the lock: hand off what the
-                // stream had room for, or wait for the lock if none.
-                let n = self.credit.allowed(self.handed).min(buf.len());
-                if n > 0 {
-                    let bytes = Bytes::copy_from_slice(&buf[..n]);
-                    let slot = self.connection.slot();
-                    self.connection
-                        .hand_off(move |state| state.write_handed_off(slot, id, bytes));
-                    Poll::Ready(Ok(n))
-                } else {
-                    self.connection.poll_step(locked)
-                }
-            }
-        };
-        if let Poll::Ready(Ok(n)) = written {
-            self.handed += n as u64;
+        if let Some(written) = self.connection.try_poll_step(locked) {
+            return written;
         }
-        written
+        // The driver's turn holds the lock: hand off what the stream had
+        // room for, or wait for the lock if none.
+        let n = self.credit.take(buf.len() as u64, true) as usize;
+        if n == 0 {
+            return self.connection.poll_step(locked);
+        }
+        let bytes = Bytes::copy_from_slice(&buf[..n]);
+        let slot = self.connection.slot();
+        self.connection
+            .hand_off(move |state| state.write_handed_off(slot, id, bytes));
+        Poll::Ready(Ok(n))
     }
 }
 
@@ -247,7 +237,7 @@ fn write(
             Step::pending()
         }
         Ok(n) => {
-            slot.wrote(connection, id, n);
+            slot.wrote(connection, id);
             Step::ready(Ok(n), true)
         }
         Err(proto::WriteError::Stopped(code)) => Step::ready(Err(WriteError::Stopped(code)), false),

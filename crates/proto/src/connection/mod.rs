@@ -531,6 +531,17 @@ impl Connection {
         Ok(())
     }
 
+    /// Bytes of messages [`send_message`](Self::send_message) takes now
+    /// without refusing one for want of room: what `message_send_buffer`
+    /// has left (none once the connection no longer sends).
+    pub fn message_send_room(&self) -> usize {
+        if !self.is_open_for_data() {
+            return 0;
+        }
+        let held = self.messages_held + self.streams.message_bytes();
+        self.config.message_send_buffer.saturating_sub(held)
+    }
+
     /// The next whole message, if one arrived.
     pub fn recv_message(&mut self) -> Option<Bytes> {
         let (message, large) = self.inbox.pop_front()?;

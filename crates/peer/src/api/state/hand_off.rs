@@ -26,40 +26,22 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 
+use super::credit::Credit;
 use super::{EndpointState, Slot, SlotId};
 use crate::proto::{
     Connection as ProtoConnection, ConnectionHandle, Endpoint, Instant, StreamId, WriteError,
 };
 
-/// How far a stream's writer may hand off, shared by the writer and the
-/// lock's side.
-#[derive(Debug, Default)]
-pub(crate) struct StreamCredit {
-    /// Bytes from the start of the stream the writer may have handed over
-    /// in all: those taken plus the room the protocol had, as last
-    /// granted (0: none, take the lock).
-    granted: AtomicU64,
-}
-
-impl StreamCredit {
-    /// How many bytes a writer that handed over `handed` in all may hand
-    /// off now.
-    pub(crate) fn allowed(&self, handed: u64) -> usize {
-        let left = self.granted.load(Ordering::Acquire).saturating_sub(handed);
-        usize::try_from(left).unwrap_or(usize::MAX)
-    }
-}
-
 /// What the lock's side keeps of a stream this side writes.
 #[derive(Debug)]
 pub(crate) struct Writes {
-    credit: Arc<StreamCredit>,
-    /// Bytes of the writer's the lock's side took in all: given to the
-    /// protocol, parked, or lost to an error the writer learns next.
+    credit: Arc<Credit>,
+    /// Bytes of the writer's handed-off commands the lock's side took in
+    /// all: given to the protocol, parked, or lost to an error the writer
+    /// learns next.
     taken: u64,
     /// Bytes the protocol had no room for when their command ran, in order.
     parked: VecDeque<Bytes>,
@@ -71,7 +53,7 @@ pub(crate) struct Writes {
 }
 
 impl Writes {
-    fn new(credit: Arc<StreamCredit>) -> Self {
+    fn new(credit: Arc<Credit>) -> Self {
         Self {
             credit,
             taken: 0,
@@ -90,16 +72,11 @@ impl Writes {
                     && !self.failed
                     && connection.send_credit_announced(id) =>
             {
-                let granted = self.taken + connection.writable(id) as u64;
-                self.credit.granted.store(granted, Ordering::Release);
+                self.credit
+                    .grant(self.taken + connection.writable(id) as u64);
             }
-            _ => self.revoke(),
+            _ => self.credit.revoke(),
         }
-    }
-
-    /// Grants no credit: the writer's calls take the lock.
-    fn revoke(&self) {
-        self.credit.granted.store(0, Ordering::Release);
     }
 
     /// Writes the parked bytes while the protocol takes them; then the
@@ -127,7 +104,7 @@ impl Writes {
     }
 }
 
-/// What waits for a connection's parked bytes to be written.
+/// What waits for a connection's parked bytes and messages to be sent.
 #[derive(Debug, Default)]
 pub(crate) struct Deferred {
     /// A graceful close, with its code and reason.
@@ -143,7 +120,7 @@ impl Slot {
         &mut self,
         connection: Option<&ProtoConnection>,
         id: StreamId,
-        credit: Arc<StreamCredit>,
+        credit: Arc<Credit>,
     ) {
         self.hold_stream(id);
         let waiters = self.streams.entry(id).or_default();
@@ -157,11 +134,14 @@ impl Slot {
         self.writes(id).is_some_and(|w| !w.parked.is_empty())
     }
 
-    /// Whether any stream of the connection has bytes parked.
+    /// Whether any stream of the connection has bytes parked, or the
+    /// connection messages.
     pub(crate) fn any_parked(&self) -> bool {
-        self.streams
-            .values()
-            .any(|w| w.writes.as_ref().is_some_and(|w| !w.parked.is_empty()))
+        self.has_parked_messages()
+            || self
+                .streams
+                .values()
+                .any(|w| w.writes.as_ref().is_some_and(|w| !w.parked.is_empty()))
     }
 
     fn writes(&self, id: StreamId) -> Option<&Writes> {
@@ -172,10 +152,10 @@ impl Slot {
         self.streams.get_mut(&id)?.writes.as_deref_mut()
     }
 
-    /// The lock's path wrote `n` bytes of stream `id`.
-    pub(crate) fn wrote(&mut self, connection: &ProtoConnection, id: StreamId, n: usize) {
-        if let Some(writes) = self.writes_mut(id) {
-            writes.taken += n as u64;
+    /// The lock's path wrote to stream `id`: its writer is granted the
+    /// room left.
+    pub(crate) fn wrote(&self, connection: &ProtoConnection, id: StreamId) {
+        if let Some(writes) = self.writes(id) {
             writes.regrant(Some(connection), id);
         }
     }
@@ -210,7 +190,7 @@ impl Slot {
         {
             writes.parked.clear();
             writes.failed = true;
-            writes.revoke();
+            writes.credit.revoke();
         }
     }
 
@@ -293,7 +273,20 @@ impl EndpointState {
             return;
         };
         slot.on_writable(self.proto.connection(handle), stream);
-        if let Some(deferred) = slot.take_deferred_if_flushed() {
+        self.run_deferred_if_flushed(now, handle, id);
+    }
+
+    /// Runs what waited for the parked bytes and messages of the
+    /// connection of `handle` (slot `id`), once none are left.
+    pub(crate) fn run_deferred_if_flushed(
+        &mut self,
+        now: Instant,
+        handle: ConnectionHandle,
+        id: SlotId,
+    ) {
+        if let Some(slot) = self.slots.get_mut(&id)
+            && let Some(deferred) = slot.take_deferred_if_flushed()
+        {
             run_deferred(&mut self.proto, now, handle, *deferred);
         }
     }

@@ -20,8 +20,10 @@ use crate::proto::{
     KeyFingerprint, Node, PublicIdentity, RefusalReason, SendRefused, StreamId, Transmit,
     TransmitLimits,
 };
-pub(crate) use hand_off::StreamCredit;
+pub(crate) use credit::Credit;
 use hand_off::{Deferred, Writes};
+pub(crate) use sends::SendCredits;
+use sends::Sends;
 
 /// Tasks waiting for the same thing; all are woken when it happens.
 #[derive(Debug, Default)]
@@ -73,8 +75,12 @@ pub(crate) struct Slot {
     identity: Option<PublicIdentity>,
     /// Every application handle is gone.
     released: bool,
-    /// What waits for bytes parked for its streams to be written.
+    /// What waits for bytes parked for its streams and its parked
+    /// messages to be sent.
     deferred: Option<Box<Deferred>>,
+    /// What the lock's side keeps of messages and datagrams sent without
+    /// it, once a handle sent one.
+    sends: Option<Box<Sends>>,
     /// What the connection's handles read without the endpoint's lock.
     pub(crate) published: Arc<Published>,
     /// When a handle last read what was published (as the driver saw it).
@@ -108,6 +114,7 @@ impl Slot {
             identity: None,
             released: false,
             deferred: None,
+            sends: None,
             published: Arc::new(Published::new(remote)),
             read_at: now,
             connect: Wakers::default(),
@@ -396,6 +403,7 @@ impl EndpointState {
         if let Some(slot) = self.slots.get_mut(&id) {
             slot.handle = None;
             slot.end_writes();
+            slot.end_sends();
             slot.publish(None);
             // Whoever waits learns that it is gone, with or without the
             // event that should have said so.
@@ -532,7 +540,10 @@ impl EndpointState {
                     slot.wake_stream(stream, false);
                     self.on_stream_writable(now, handle, id, stream);
                 }
-                Event::MessagesWritable => slot.send.wake_all(),
+                Event::MessagesWritable => {
+                    slot.send.wake_all();
+                    self.on_messages_writable(now, handle, id);
+                }
                 Event::DatagramsWritable => slot.datagram_room.wake_all(),
                 Event::StreamsAvailable => slot.open_stream.wake_all(),
                 // Read when asked (`Connection::observed_address`): nobody waits on it.
@@ -541,6 +552,7 @@ impl EndpointState {
                     slot.span.in_scope(|| tracing::debug!(%error, "closed"));
                     slot.closed = Some(error);
                     slot.end_writes();
+                    slot.end_sends();
                     slot.wake_everyone();
                 }
                 // An event newer than this driver: every waiter looks again,
@@ -640,6 +652,8 @@ impl Node for EndpointState {
     }
 }
 
+mod credit;
 mod hand_off;
+mod sends;
 #[cfg(test)]
 mod tests;
