@@ -4,13 +4,12 @@
 //! command and returns, within the credit the lock's side last granted
 //! the stream; whoever takes the lock next gives them to the protocol.
 //!
-//! The credit is what the protocol would take of the stream
+//! The [`Credit`] is what the protocol would take of the stream
 //! ([`writable`](crate::proto::Connection::writable)) when it was last
 //! granted (none until the peer announced its flow-control limit for the
-//! stream, which the room falls to when it arrives), counted from the start of the stream (bytes the lock's side
-//! took plus that room), so that the writer, which counts what it handed
-//! either way, never hands off more than that room whatever its commands
-//! still waiting: a writer that the peer does not read is held by the
+//! stream, which the room falls to when it arrives), so that the writer
+//! never hands off more than that room whatever its commands still
+//! waiting: a writer that the peer does not read is held by the
 //! protocol's own limits, as on the lock's path. The room can still
 //! shrink before a command runs (streams of one connection share its send
 //! buffer): the bytes the protocol did not take are *parked* in order,
