@@ -38,11 +38,11 @@ use crate::proto::{Connection as ProtoConnection, ConnectionHandle, Instant, Sen
 #[derive(Debug, Default)]
 pub(crate) struct SendCredits {
     /// Bytes of messages.
-    pub(crate) messages: Credit,
+    messages: Credit,
     /// The largest message that may be handed off (0 until granted).
     largest_message: AtomicU64,
     /// Datagrams.
-    pub(crate) datagrams: Credit,
+    datagrams: Credit,
     /// The largest datagram that may be handed off (0 until granted).
     largest_datagram: AtomicU64,
 }
