@@ -3,23 +3,22 @@
 //!
 //! Two endpoints on loopback in one process, on a tokio runtime with two
 //! workers. A client task writes a stream as fast as the server reads it;
-//! beside it a probe task calls `Connection::stats()` on the sending
-//! connection every 200 µs. That call used to take the endpoint's one lock
-//! (the one the driver holds for a whole turn); it now copies the figures
-//! the driver publishes per connection behind a lock of its own (the
-//! first call takes the endpoint's lock once, to have them published), so
-//! its duration is the wait for either lock plus well under a microsecond
-//! of work. The same probe runs on an idle connection first,
-//! as the baseline. During the load the probe alternates with the same
-//! call on a connection of a second, idle pair of endpoints (locks of
-//! their own): the control, which waits for no lock held by the transfer,
-//! only for the threads to be scheduled, so the difference between the
-//! two is the lock's. A third call alternates with them: `Endpoint::stats()`
-//! on the loaded client endpoint. Two calls that act on the loaded
-//! connection alternate with them too: `send` of a 64-byte message (the
-//! server receives them) and `write` of 64 bytes on a second stream (the
-//! server reads it), each awaited to its end. Durations go to HDR
-//! histograms (1 ns resolution); the percentiles are printed, with the
+//! beside it a probe task times one call every 200 µs, in turn:
+//! `Connection::stats()` of the loaded connection (published figures, no
+//! endpoint lock), the same call on a connection of a second, idle pair of
+//! endpoints (the control: it waits for no lock the transfer holds, only
+//! for the threads to be scheduled, so the difference between the two is
+//! the lock's), `Endpoint::stats()` of the loaded endpoint, and the calls
+//! that act. Those on the loaded connection (`send` of a 64-byte message,
+//! `write` of 64 bytes on a second stream) include waiting for room in
+//! buffers the transfer keeps full: flow control, not the lock. The same
+//! calls on a second connection of the loaded endpoint, whose buffers have
+//! room, time the lock: `send`, `write` and `send_datagram` of 64 bytes,
+//! then `recv` and `read` of what its peer echoed three probes earlier
+//! (which include the echo's way back when it is late). Every call that is
+//! a future is awaited to its end. Before the load, the loaded
+//! connection's `stats()` is timed idle, as the baseline. Durations go to
+//! HDR histograms (1 ns resolution); the percentiles are printed, with the
 //! transfer's throughput.
 //!
 //! `cargo bench -p tern-benches --bench level2_lock_wait` (add
@@ -35,7 +34,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use tern_peer::driver::DriverConfig;
-use tern_peer::{Config, Connection, Endpoint, IdentityKey, SendStream};
+use tern_peer::{Config, Connection, Endpoint, IdentityKey, RecvStream, SendStream};
 
 /// Time between two probes.
 const PROBE_EVERY: Duration = Duration::from_micros(200);
@@ -74,9 +73,20 @@ async fn run(load: Duration, per_turn: usize) -> Result<(), Box<dyn std::error::
         server.accept_connection()
     );
     let (connection, accepted) = (connection?, accepted.ok_or("the server stopped")?);
+    let (quiet, quiet_accepted) = tokio::join!(
+        client.connect(server.local_addr(), &public),
+        server.accept_connection()
+    );
+    let (quiet, quiet_accepted) = (quiet?, quiet_accepted.ok_or("the server stopped")?);
+    echo(quiet_accepted);
 
-    let (idle, ..) = probe(&connection, None, Duration::from_secs(1)).await;
-    report("idle connection", &idle);
+    let mut idle = Histogram::new_with_bounds(1, 10_000_000_000, 3)?;
+    let end = quanta::Instant::now() + Duration::from_secs(1);
+    while quanta::Instant::now() < end {
+        time_call(&mut idle, || connection.stats());
+        tokio::time::sleep(PROBE_EVERY).await;
+    }
+    report("idle connection: Connection::stats()", &idle);
     let control_server = Endpoint::bind(
         localhost,
         Config::default().identity(IdentityKey::random()?),
@@ -129,24 +139,27 @@ async fn run(load: Duration, per_turn: usize) -> Result<(), Box<dyn std::error::
     };
     // Let the transfer reach its pace before probing.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let (mut small_stream, _) = connection.open_bi().await?;
-    let others = Others {
+    let (loaded_stream, _) = connection.open_bi().await?;
+    let (quiet_send, quiet_recv) = quiet.open_bi().await?;
+    let mut probes = Probes {
+        loaded: &connection,
         control: &control,
         endpoint: &client,
-        stream: &mut small_stream,
+        loaded_stream,
+        quiet: &quiet,
+        quiet_send,
+        quiet_recv,
+        times: std::array::from_fn(|_| {
+            Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("valid bounds")
+        }),
     };
-    let (loaded, control, locked, sent, written) = probe(&connection, Some(others), load).await;
+    probes.run(load).await;
     running.store(false, Ordering::Relaxed);
     let elapsed = writer.await??;
     let bytes = reader.await??;
-    report("under bulk load", &loaded);
-    report("control (another endpoint, idle) meanwhile", &control);
-    report(
-        "Endpoint::stats() of the loaded endpoint (takes its lock) meanwhile",
-        &locked,
-    );
-    report("send of 64 bytes on the loaded connection meanwhile", &sent);
-    report("write of 64 bytes on its second stream meanwhile", &written);
+    for (name, histogram) in PROBES.iter().zip(&probes.times) {
+        report(name, histogram);
+    }
     println!(
         "transfer: {} MiB in {:.2} s, {:.0} MB/s",
         bytes >> 20,
@@ -156,56 +169,126 @@ async fn run(load: Duration, per_turn: usize) -> Result<(), Box<dyn std::error::
     Ok(())
 }
 
-/// What is probed between two probes of the loaded connection's `stats()`.
-struct Others<'a> {
+/// Sends back every message and every stream byte of `connection`, and
+/// takes its datagrams.
+fn echo(connection: Connection) {
+    tokio::spawn({
+        let connection = connection.clone();
+        async move {
+            while let Ok(message) = connection.recv().await {
+                if connection.send(message).await.is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    tokio::spawn({
+        let connection = connection.clone();
+        async move { while connection.recv_datagram().await.is_ok() {} }
+    });
+    tokio::spawn(async move {
+        let (mut send, mut recv) = connection.accept_bi().await?;
+        let mut buf = vec![0u8; 4096];
+        while let Some(n) = recv.read(&mut buf).await? {
+            send.write_all(&buf[..n])
+                .await
+                .map_err(|_| tern_peer::ReadError::ClosedStream)?;
+        }
+        Ok::<_, tern_peer::ReadError>(())
+    });
+}
+
+/// What each probe times, in the order they run during the load.
+const PROBES: [&str; 10] = [
+    "under bulk load: Connection::stats() of the loaded connection",
+    "control (another endpoint, idle): Connection::stats()",
+    "Endpoint::stats() of the loaded endpoint",
+    "send of 64 B on the loaded connection (waits for room in its buffers)",
+    "write of 64 B on the loaded connection's second stream (waits for room in its buffers)",
+    "send of 64 B on a quiet connection of the loaded endpoint",
+    "write of 64 B on a quiet connection of the loaded endpoint",
+    "send_datagram of 64 B on the quiet connection",
+    "recv of the message the quiet connection's peer echoed",
+    "read of the bytes the quiet connection's peer echoed",
+];
+
+/// The calls timed under load, and their durations (in [`PROBES`] order).
+struct Probes<'a> {
+    /// The connection that carries the transfer.
+    loaded: &'a Connection,
     /// A connection of another, idle pair of endpoints.
     control: &'a Connection,
     /// The loaded endpoint, whose `stats()` is timed.
     endpoint: &'a Endpoint,
     /// A second stream of the loaded connection, written to.
-    stream: &'a mut SendStream,
+    loaded_stream: SendStream,
+    /// A second connection of the loaded endpoint, whose buffers have
+    /// room: its peer echoes what it sends.
+    quiet: &'a Connection,
+    quiet_send: SendStream,
+    quiet_recv: RecvStream,
+    times: [Histogram<u64>; PROBES.len()],
 }
 
-type Histograms = (
-    Histogram<u64>,
-    Histogram<u64>,
-    Histogram<u64>,
-    Histogram<u64>,
-    Histogram<u64>,
-);
-
-/// Times `stats()` on `connection` every [`PROBE_EVERY`] for `time`, and
-/// if given, in between, `stats()` on the control connection and of the
-/// loaded endpoint, a `send` on `connection` and a `write` on its second
-/// stream.
-async fn probe(
-    connection: &Connection,
-    mut others: Option<Others<'_>>,
-    time: Duration,
-) -> Histograms {
-    let new = || Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("valid bounds");
-    let (mut probed, mut controlled, mut locked) = (new(), new(), new());
-    let (mut sent, mut written) = (new(), new());
-    let end = quanta::Instant::now() + time;
-    while quanta::Instant::now() < end {
-        time_call(&mut probed, || connection.stats());
-        tokio::time::sleep(PROBE_EVERY).await;
-        if let Some(others) = &mut others {
-            time_call(&mut controlled, || others.control.stats());
-            tokio::time::sleep(PROBE_EVERY).await;
-            time_call(&mut locked, || others.endpoint.stats());
-            tokio::time::sleep(PROBE_EVERY).await;
+impl Probes<'_> {
+    /// Runs the probes in turn, [`PROBE_EVERY`] apart, for `time`. The
+    /// echoes are read three probes after what they answer was sent: a
+    /// read or recv that waits includes their way back.
+    async fn run(&mut self, time: Duration) {
+        let end = quanta::Instant::now() + time;
+        let mut buf = [0u8; 4096];
+        while quanta::Instant::now() < end {
+            let [
+                stats,
+                control,
+                endpoint,
+                sent,
+                written,
+                quiet_sent,
+                quiet_written,
+                datagram,
+                received,
+                read,
+            ] = &mut self.times;
+            time_call(stats, || self.loaded.stats());
+            pause().await;
+            time_call(control, || self.control.stats());
+            pause().await;
+            time_call(endpoint, || self.endpoint.stats());
+            pause().await;
             let start = quanta::Instant::now();
-            let result = connection.send(&SMALL[..]).await;
-            record(&mut sent, start, result);
-            tokio::time::sleep(PROBE_EVERY).await;
+            let result = self.loaded.send(&SMALL[..]).await;
+            record(sent, start, result);
+            pause().await;
             let start = quanta::Instant::now();
-            let result = others.stream.write(&SMALL).await;
-            record(&mut written, start, result);
-            tokio::time::sleep(PROBE_EVERY).await;
+            let result = self.loaded_stream.write(&SMALL).await;
+            record(written, start, result);
+            pause().await;
+            let start = quanta::Instant::now();
+            let result = self.quiet.send(&SMALL[..]).await;
+            record(quiet_sent, start, result);
+            pause().await;
+            let start = quanta::Instant::now();
+            let result = self.quiet_send.write(&SMALL).await;
+            record(quiet_written, start, result);
+            pause().await;
+            time_call(datagram, || self.quiet.send_datagram(&SMALL[..]));
+            pause().await;
+            let start = quanta::Instant::now();
+            let result = self.quiet.recv().await;
+            record(received, start, result);
+            pause().await;
+            let start = quanta::Instant::now();
+            let result = self.quiet_recv.read(&mut buf).await;
+            record(read, start, result);
+            pause().await;
         }
     }
-    (probed, controlled, locked, sent, written)
+}
+
+/// The time between two probes.
+async fn pause() {
+    tokio::time::sleep(PROBE_EVERY).await;
 }
 
 /// Times one call of `f` into `histogram`.

@@ -101,7 +101,10 @@
 //! protocol's state with the driver under one short lock and are woken
 //! once per driver turn, by what concerns them; what they only read of a
 //! connection ([`Connection::stats`], its address and limits) is published
-//! by the driver behind a lock of its own and never waits for its turn.
+//! by the driver behind a lock of its own and never waits for its turn,
+//! and what they queue (a stream write, a message, a datagram) is handed
+//! off within the room the protocol had while the driver's turn holds the
+//! lock.
 //!
 //! # Running a node
 //! A node decides; the driver moves its datagrams. This one answers every

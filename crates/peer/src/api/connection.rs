@@ -12,7 +12,7 @@ use super::error::{ConnectionLost, SendDatagramError, SendError};
 use super::published::{Published, Snapshot};
 use super::recv_stream::RecvStream;
 use super::send_stream::SendStream;
-use super::state::{EndpointState, Slot, SlotId, Wakers};
+use super::state::{EndpointState, SendCredits, Slot, SlotId, Wakers};
 use crate::driver::{DriverHandle, DriverStopped, StopCause};
 use crate::proto::{
     self, Connection as ProtoConnection, ConnectionStats, PublicIdentity, StreamId,
@@ -24,9 +24,14 @@ use crate::proto::{
 ///
 /// Each call that acts on the connection takes the endpoint's lock for a
 /// few microseconds and wakes the driver only when it changed something
-/// the driver must act on. What it reads of the connection (figures, the
-/// peer's address, identity and limits) the driver publishes once per
-/// turn, so reading it never waits for the lock the driver's turn holds.
+/// the driver must act on. While the driver's turn holds that lock,
+/// [`send`](Self::send) and [`send_datagram`](Self::send_datagram) of what
+/// fits a packet hand their message or datagram off instead, within the
+/// room the protocol had at the lock's last look, and return at once
+/// (whoever takes the lock next queues it, in order). What a call reads
+/// of the connection (figures, the peer's address, identity and limits)
+/// the driver publishes once per turn, so reading it never waits for the
+/// lock the driver's turn holds.
 #[derive(Clone, Debug)]
 pub struct Connection {
     inner: Arc<Inner>,
@@ -38,6 +43,9 @@ struct Inner {
     slot: SlotId,
     /// What the driver published of the connection.
     published: Arc<Published>,
+    /// How far `send` and `send_datagram` may hand off while the driver's
+    /// turn holds the endpoint's lock.
+    credits: Arc<SendCredits>,
 }
 
 impl Drop for Inner {
@@ -91,6 +99,7 @@ impl Connection {
                 driver,
                 slot,
                 published,
+                credits: Arc::default(),
             }),
         }
     }
@@ -105,14 +114,32 @@ impl Connection {
         let slot = self.inner.slot;
         self.inner
             .driver
-            .with_node_unwoken(|state| {
-                state.connection(slot).map(|(s, mut c)| {
-                    let result = f(s, c.as_deref_mut());
-                    s.publish_if_watched(c.as_deref());
-                    result
-                })
-            })?
+            .with_node_unwoken(|state| on_slot(state, slot, f))?
             .ok_or(DriverStopped::new(StopCause::Stopped))
+    }
+
+    /// Like [`with_slot`](Self::with_slot) if the endpoint's lock is free;
+    /// `Ok(None)` without running `f` if it is held (by the driver's turn,
+    /// most likely).
+    pub(crate) fn try_with_slot<R>(
+        &self,
+        f: impl FnOnce(&mut Slot, Option<&mut ProtoConnection>) -> R,
+    ) -> Result<Option<R>, DriverStopped> {
+        let slot = self.inner.slot;
+        match self
+            .inner
+            .driver
+            .try_with_node_unwoken(|state| on_slot(state, slot, f))?
+        {
+            Some(ran) => ran.ok_or(DriverStopped::new(StopCause::Stopped)).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Hands `f` off to whoever takes the endpoint's lock next (see
+    /// [`DriverHandle::hand_off`]), and wakes the driver.
+    pub(crate) fn hand_off(&self, f: impl FnOnce(&mut EndpointState) + Send + 'static) {
+        self.inner.driver.hand_off(f);
     }
 
     /// Reads what the driver published of the connection, without the
@@ -157,7 +184,29 @@ impl Connection {
         &self,
         f: impl FnOnce(&mut Slot, Option<&mut ProtoConnection>) -> Step<Result<R, E>>,
     ) -> Poll<Result<R, E>> {
-        match self.with_slot(f) {
+        self.stepped(self.with_slot(f))
+    }
+
+    /// Like [`poll_step`](Self::poll_step) if the endpoint's lock is free;
+    /// `None` without running `f` if it is held.
+    pub(crate) fn try_poll_step<R, E: From<ConnectionLost>>(
+        &self,
+        f: impl FnOnce(&mut Slot, Option<&mut ProtoConnection>) -> Step<Result<R, E>>,
+    ) -> Option<Poll<Result<R, E>>> {
+        match self.try_with_slot(f) {
+            Ok(Some(step)) => Some(self.stepped(Ok(step))),
+            Ok(None) => None,
+            Err(stopped) => Some(self.stepped(Err(stopped))),
+        }
+    }
+
+    /// What a step that ran (or found the endpoint stopped) gives: the
+    /// driver is woken if it asked for it.
+    fn stepped<R, E: From<ConnectionLost>>(
+        &self,
+        step: Result<Step<Result<R, E>>, DriverStopped>,
+    ) -> Poll<Result<R, E>> {
+        match step {
             Ok(step) => {
                 if step.wake {
                     self.inner.driver.wake();
@@ -181,27 +230,21 @@ impl Connection {
     /// a `Bytes` is sent without a copy.
     pub async fn send(&self, message: impl Into<Bytes>) -> Result<(), SendError> {
         let mut message = Some(message.into());
+        let credits = &self.inner.credits;
         poll_fn(|cx| {
-            self.poll_step(|slot, connection| {
-                let Some(taken) = message.take() else {
-                    return Step::ready(Ok(()), false);
-                };
-                let Some(connection) = connection else {
-                    return Step::ready(Err(ended(slot, None).into()), false);
-                };
-                match connection.send_message(taken) {
-                    Ok(()) => Step::ready(Ok(()), true),
-                    Err(proto::SendError::Blocked(back)) => {
-                        message = Some(back);
-                        slot.send.register(cx);
-                        Step::pending()
-                    }
-                    Err(proto::SendError::MessageTooLarge { size, limit }) => {
-                        Step::ready(Err(SendError::TooLarge { size, limit }), false)
-                    }
-                    Err(_) => Step::ready(Err(ended(slot, Some(connection)).into()), false),
-                }
-            })
+            if let Some(poll) =
+                self.try_poll_step(|slot, c| send_locked(cx, slot, c, &mut message, credits))
+            {
+                return poll;
+            }
+            // The driver's turn holds the lock: hand the message off if
+            // the connection had room for it, or wait for the lock.
+            if let Some(message) = message.take_if(|m| credits.take_message(m.len())) {
+                let (slot, credits) = (self.inner.slot, Arc::clone(credits));
+                self.hand_off(move |state| state.send_handed_off(slot, &credits, message));
+                return Poll::Ready(Ok(()));
+            }
+            self.poll_step(|slot, c| send_locked(cx, slot, c, &mut message, credits))
         })
         .await
     }
@@ -235,16 +278,26 @@ impl Connection {
     /// for it and counted in [`ConnectionStats::datagrams_dropped`]:
     /// [`send_datagram_wait`](Self::send_datagram_wait) waits instead.
     pub fn send_datagram(&self, datagram: impl Into<Bytes>) -> Result<(), SendDatagramError> {
-        let datagram = datagram.into();
-        match self.poll_step(|slot, connection| {
-            let Some(connection) = connection else {
-                return Step::ready(Err(ended(slot, None).into()), false);
-            };
-            let queued = connection.send_datagram(datagram);
-            let queued = datagram_sent(slot, connection, queued);
-            let wake = queued.is_ok();
-            Step::ready(queued, wake)
-        }) {
+        let mut datagram = Some(datagram.into());
+        let credits = &self.inner.credits;
+        let poll = match self
+            .try_poll_step(|slot, c| queue_datagram(slot, c, &mut datagram, credits))
+        {
+            Some(poll) => poll,
+            // The driver's turn holds the lock: hand the datagram off if
+            // the queue had room for it, or wait for the lock.
+            None => match datagram.take_if(|d| credits.take_datagram(d.len())) {
+                Some(datagram) => {
+                    let (slot, credits) = (self.inner.slot, Arc::clone(credits));
+                    self.hand_off(move |state| {
+                        state.send_datagram_handed_off(slot, &credits, datagram);
+                    });
+                    return Ok(());
+                }
+                None => self.poll_step(|slot, c| queue_datagram(slot, c, &mut datagram, credits)),
+            },
+        };
+        match poll {
             Poll::Ready(result) => result,
             Poll::Pending => Err(ConnectionLost::Closing.into()),
         }
@@ -408,13 +461,11 @@ impl Connection {
     pub async fn close(&self, code: u64, reason: impl Into<Bytes>) {
         let reason = reason.into();
         let now = self.inner.driver.now();
-        let _ = self.poll_step(|_, connection| match connection {
-            Some(connection) => {
-                connection.close(now, code, reason);
-                Step::ready(Ok::<_, ConnectionLost>(()), true)
-            }
-            None => Step::ready(Ok(()), false),
-        });
+        let slot = self.inner.slot;
+        let _ = self
+            .inner
+            .driver
+            .with_node(|state| state.close_gracefully(now, slot, code, reason));
         self.closed().await;
     }
 
@@ -527,6 +578,81 @@ impl Connection {
     pub fn stats(&self) -> Option<ConnectionStats> {
         self.read_live(|s| s.stats.as_deref().copied())
     }
+}
+
+/// Runs `f` on the slot of `slot` and its protocol connection (the latter
+/// `None` once the protocol freed it), and publishes what `f` changed if a
+/// handle reads it; `None` if the slot is gone.
+fn on_slot<R>(
+    state: &mut EndpointState,
+    slot: SlotId,
+    f: impl FnOnce(&mut Slot, Option<&mut ProtoConnection>) -> R,
+) -> Option<R> {
+    state.connection(slot).map(|(s, mut c)| {
+        let result = f(s, c.as_deref_mut());
+        s.publish_if_watched(c.as_deref());
+        result
+    })
+}
+
+/// One poll of `send` of `message` under the endpoint's lock: behind the
+/// messages parked for the connection, if any (handed-off sends the
+/// protocol had no room for).
+fn send_locked(
+    cx: &Context<'_>,
+    slot: &mut Slot,
+    connection: Option<&mut ProtoConnection>,
+    message: &mut Option<Bytes>,
+    credits: &Arc<SendCredits>,
+) -> Step<Result<(), SendError>> {
+    let Some(taken) = message.take() else {
+        return Step::ready(Ok(()), false);
+    };
+    let Some(connection) = connection else {
+        return Step::ready(Err(ended(slot, None).into()), false);
+    };
+    if slot.has_parked_messages() {
+        // They go first; room for them wakes this sender.
+        *message = Some(taken);
+        slot.send.register(cx);
+        return Step::pending();
+    }
+    match connection.send_message(taken) {
+        Ok(()) => {
+            slot.sent(connection, credits);
+            Step::ready(Ok(()), true)
+        }
+        Err(proto::SendError::Blocked(back)) => {
+            *message = Some(back);
+            slot.send.register(cx);
+            Step::pending()
+        }
+        Err(proto::SendError::MessageTooLarge { size, limit }) => {
+            Step::ready(Err(SendError::TooLarge { size, limit }), false)
+        }
+        Err(_) => Step::ready(Err(ended(slot, Some(connection)).into()), false),
+    }
+}
+
+/// `send_datagram` of `datagram` under the endpoint's lock.
+fn queue_datagram(
+    slot: &mut Slot,
+    connection: Option<&mut ProtoConnection>,
+    datagram: &mut Option<Bytes>,
+    credits: &Arc<SendCredits>,
+) -> Step<Result<(), SendDatagramError>> {
+    let queued = match (connection, datagram.take()) {
+        (Some(connection), Some(datagram)) => {
+            let queued = connection.send_datagram(datagram);
+            if queued.is_ok() {
+                slot.sent(connection, credits);
+            }
+            datagram_sent(slot, connection, queued)
+        }
+        (connection, _) => Err(ended(slot, connection.as_deref()).into()),
+    };
+    let wake = queued.is_ok();
+    Step::ready(queued, wake)
 }
 
 /// What a datagram handed to the protocol became.

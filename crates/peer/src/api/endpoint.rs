@@ -429,6 +429,12 @@ impl Endpoint {
         self.driver.backend()
     }
 
+    /// The driver's handle, for tests that hold the endpoint's lock.
+    #[cfg(test)]
+    pub(crate) fn driver(&self) -> &DriverHandle<EndpointState> {
+        &self.driver
+    }
+
     /// Figures about the endpoint: the driver's and the socket's now, the
     /// protocol's as of the driver's last turn (or the last endpoint-level
     /// call, such as `connect`, that changed them), published so that this

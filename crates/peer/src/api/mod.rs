@@ -16,6 +16,8 @@ mod config;
 mod connection;
 mod endpoint;
 mod error;
+#[cfg(test)]
+mod hand_off_tests;
 mod incoming;
 mod published;
 mod recv_stream;

@@ -3,12 +3,15 @@
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use tokio::io::AsyncWrite;
 
 use super::connection::{Connection, Step, ended};
 use super::error::{ClosedStream, ConnectionLost, WriteError};
+use super::state::{Credit, Slot};
 use crate::proto::{self, StreamId};
 
 /// The sending half of a stream: ordered bytes to the peer, for data that
@@ -23,21 +26,35 @@ use crate::proto::{self, StreamId};
 /// [`finish`](Self::finish) (or `shutdown`, or dropping it) ends the
 /// stream after what was written: the peer reads to its end.
 /// [`reset`](Self::reset) abandons it instead.
+///
+/// A write, finish or reset never waits for the endpoint's lock while the
+/// driver holds it for a turn: the write copies what the stream had room
+/// for at the driver's last look and hands it off, and whoever takes the
+/// lock next gives it to the stream, in the order the calls were made
+/// (see [`DriverHandle::hand_off`](crate::driver::DriverHandle::hand_off)).
+/// An error that a handed-off write met (the peer stopped the stream, the
+/// connection ended) is returned by the next call.
 #[derive(Debug)]
 pub struct SendStream {
     connection: Connection,
     id: StreamId,
     /// Finished or reset here: nothing more goes on it.
     closed: bool,
+    /// How far this writer may hand off without the endpoint's lock.
+    credit: Arc<Credit>,
 }
 
 impl SendStream {
     pub(crate) fn new(connection: Connection, id: StreamId) -> Self {
-        let _ = connection.with_slot(|slot, _| slot.hold_stream(id));
+        let credit = Arc::new(Credit::default());
+        let _ = connection.with_slot(|slot, c| {
+            slot.hold_send_stream(c.as_deref(), id, Arc::clone(&credit));
+        });
         Self {
             connection,
             id,
             closed: false,
+            credit,
         }
     }
 
@@ -73,29 +90,49 @@ impl SendStream {
     /// are on their way; [`stopped`](Self::stopped) says when they all
     /// arrived.
     pub fn finish(&mut self) -> Result<(), ClosedStream> {
-        self.close_with(|connection, id| connection.finish(id))
+        self.close_with(finish)
     }
 
     /// Abandons sending: what was written and not yet acknowledged is let
     /// go, and the peer's reads fail with
     /// [`ReadError::Reset`](crate::ReadError::Reset) and `code`.
     pub fn reset(&mut self, code: u64) -> Result<(), ClosedStream> {
-        self.close_with(|connection, id| connection.reset_stream(id, code))
+        self.close_with(move |slot, connection, id| {
+            slot.drop_parked(id);
+            connection.reset_stream(id, code)
+        })
     }
 
+    /// Ends the stream with `f`, at once if the endpoint's lock is free,
+    /// else handed off (its outcome then unknown here: `Ok`).
     fn close_with(
         &mut self,
-        f: impl FnOnce(&mut proto::Connection, StreamId) -> Result<(), proto::WriteError>,
+        f: impl FnOnce(&mut Slot, &mut proto::Connection, StreamId) -> Result<(), proto::WriteError>
+        + Send
+        + 'static,
     ) -> Result<(), ClosedStream> {
         if std::mem::replace(&mut self.closed, true) {
             return Err(ClosedStream);
         }
         let id = self.id;
-        let done = self
-            .connection
-            .with_slot(|_, connection| connection.map(|c| f(c, id).is_ok()));
-        if !matches!(done, Ok(Some(true))) {
-            return Err(ClosedStream);
+        let mut f = Some(f);
+        let done = self.connection.try_with_slot(|slot, connection| {
+            let f = f.take()?;
+            connection.map(|c| f(slot, c, id).is_ok())
+        });
+        match (done, f) {
+            (Ok(Some(Some(true))), _) => {}
+            // The lock was held: whoever takes it next ends the stream.
+            (Ok(None), Some(f)) => {
+                let slot = self.connection.slot();
+                self.connection.hand_off(move |state| {
+                    if let Some((slot, Some(connection))) = state.connection(slot) {
+                        let _ = f(slot, connection, id);
+                    }
+                });
+                return Ok(());
+            }
+            _ => return Err(ClosedStream),
         }
         self.connection.wake_driver();
         Ok(())
@@ -143,29 +180,75 @@ impl SendStream {
             return Poll::Ready(Ok(0));
         }
         let id = self.id;
-        self.connection.poll_step(|slot, connection| {
-            let Some(connection) = connection else {
-                return Step::ready(Err(ended(slot, None).into()), false);
-            };
-            match connection.write(id, buf) {
-                Ok(0) => {
-                    slot.streams.entry(id).or_default().write.register(cx);
-                    Step::pending()
-                }
-                Ok(n) => Step::ready(Ok(n), true),
-                Err(proto::WriteError::Stopped(code)) => {
-                    Step::ready(Err(WriteError::Stopped(code)), false)
-                }
-                Err(proto::WriteError::Closed) => {
-                    Step::ready(Err(ended(slot, Some(connection)).into()), false)
-                }
-                // The protocol let go of a stream the peer stopped.
-                Err(_) => match slot.streams.get(&id).and_then(|w| w.stopped) {
-                    Some(code) => Step::ready(Err(WriteError::Stopped(code)), false),
-                    None => Step::ready(Err(WriteError::ClosedStream), false),
-                },
-            }
-        })
+        let locked = |slot: &mut Slot, connection: Option<&mut proto::Connection>| {
+            write(cx, slot, connection, id, buf)
+        };
+        if let Some(written) = self.connection.try_poll_step(locked) {
+            return written;
+        }
+        // The driver's turn holds the lock: hand off what the stream had
+        // room for, or wait for the lock if none.
+        let n = self.credit.take(buf.len() as u64, true) as usize;
+        if n == 0 {
+            return self.connection.poll_step(locked);
+        }
+        let bytes = Bytes::copy_from_slice(&buf[..n]);
+        let slot = self.connection.slot();
+        self.connection
+            .hand_off(move |state| state.write_handed_off(slot, id, bytes));
+        Poll::Ready(Ok(n))
+    }
+}
+
+/// Ends stream `id` after what was written (once the bytes parked for it
+/// are).
+fn finish(
+    slot: &mut Slot,
+    connection: &mut proto::Connection,
+    id: StreamId,
+) -> Result<(), proto::WriteError> {
+    if slot.finish_after_parked(id) {
+        return Ok(());
+    }
+    connection.finish(id)
+}
+
+/// One write of `buf` on stream `id` under the endpoint's lock: behind the
+/// bytes parked for the stream, if any (handed-off writes the protocol
+/// had no room for).
+fn write(
+    cx: &Context<'_>,
+    slot: &mut Slot,
+    connection: Option<&mut proto::Connection>,
+    id: StreamId,
+    buf: &[u8],
+) -> Step<Result<usize, WriteError>> {
+    let Some(connection) = connection else {
+        return Step::ready(Err(ended(slot, None).into()), false);
+    };
+    if slot.has_parked(id) {
+        // They go first; the stream's room wakes this writer.
+        slot.streams.entry(id).or_default().write.register(cx);
+        return Step::pending();
+    }
+    match connection.write(id, buf) {
+        Ok(0) => {
+            slot.streams.entry(id).or_default().write.register(cx);
+            Step::pending()
+        }
+        Ok(n) => {
+            slot.wrote(connection, id);
+            Step::ready(Ok(n), true)
+        }
+        Err(proto::WriteError::Stopped(code)) => Step::ready(Err(WriteError::Stopped(code)), false),
+        Err(proto::WriteError::Closed) => {
+            Step::ready(Err(ended(slot, Some(connection)).into()), false)
+        }
+        // The protocol let go of a stream the peer stopped.
+        Err(_) => match slot.streams.get(&id).and_then(|w| w.stopped) {
+            Some(code) => Step::ready(Err(WriteError::Stopped(code)), false),
+            None => Step::ready(Err(WriteError::ClosedStream), false),
+        },
     }
 }
 
@@ -203,11 +286,12 @@ impl Drop for SendStream {
     fn drop(&mut self) {
         let (id, closed) = (self.id, self.closed);
         let finished = self.connection.with_slot(|slot, connection| {
-            slot.release_stream(id, false);
-            match connection {
-                Some(connection) if !closed => connection.finish(id).is_ok(),
+            let finished = match connection {
+                Some(connection) if !closed => finish(slot, connection, id).is_ok(),
                 _ => false,
-            }
+            };
+            slot.release_stream(id, false);
+            finished
         });
         if matches!(finished, Ok(true)) {
             self.connection.wake_driver();

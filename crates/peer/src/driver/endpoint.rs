@@ -6,10 +6,11 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
 use std::task::Poll;
 use std::time::Duration;
 
+use crossbeam_queue::SegQueue;
 use tern_sockio::{Backend, CounterSnapshot, CountersHandle, RecvBuffers, UdpSocket};
 use tokio::sync::Notify;
 
@@ -54,11 +55,18 @@ pub struct Driver<N> {
     local: SocketAddr,
 }
 
+/// A command handed off to whoever takes the node's lock next.
+type HandedOff<N> = Box<dyn FnOnce(&mut N) + Send>;
+
 /// What the driver and its handles share.
 struct Shared<N> {
     /// The node; `None` once the driver has ended (and given it back, or
     /// dropped it).
     node: Mutex<Option<N>>,
+    /// Commands handles handed off while the lock was held
+    /// ([`DriverHandle::hand_off`]): whoever takes the lock runs them
+    /// first, in the order they came.
+    handed_off: SegQueue<HandedOff<N>>,
     /// Why the driver ended, once it has.
     cause: OnceLock<StopCause>,
     wake: Notify,
@@ -98,6 +106,35 @@ impl<N> Shared<N> {
         // A handle's closure that panicked leaves the node as it was; the
         // driver carries on with it rather than spreading the panic.
         self.node.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The node's lock, with the commands handed off before it run.
+    fn lock_drained(&self) -> MutexGuard<'_, Option<N>> {
+        let mut guard = self.lock();
+        self.drain(&mut guard);
+        guard
+    }
+
+    /// The node's lock if nobody holds it, with the commands handed off
+    /// before it run.
+    fn try_lock_drained(&self) -> Option<MutexGuard<'_, Option<N>>> {
+        let mut guard = match self.node.try_lock() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        self.drain(&mut guard);
+        Some(guard)
+    }
+
+    /// Runs the commands handed off so far on the node (under its lock);
+    /// once the node is gone they are dropped, which tells their callers.
+    fn drain(&self, guard: &mut MutexGuard<'_, Option<N>>) {
+        while let Some(command) = self.handed_off.pop() {
+            if let Some(node) = guard.as_mut() {
+                command(node);
+            }
+        }
     }
 
     fn socket_info(&self) -> MutexGuard<'_, SocketInfo> {
@@ -155,6 +192,7 @@ impl<N: Node> Driver<N> {
         let local = socket.local_addr()?;
         let shared = Arc::new(Shared {
             node: Mutex::new(Some(node)),
+            handed_off: SegQueue::new(),
             cause: OnceLock::new(),
             wake: Notify::new(),
             stop: AtomicBool::new(false),
@@ -231,7 +269,7 @@ impl<N: Node> Driver<N> {
             let mut deadline;
             let idle;
             {
-                let mut guard = shared.lock();
+                let mut guard = shared.lock_drained();
                 let Some(node) = guard.as_mut() else {
                     break;
                 };
@@ -273,7 +311,12 @@ impl<N: Node> Driver<N> {
                     bump(&shared.stats.datagrams_out, datagrams as u64);
                     more_to_send = filled == Filled::Full;
                 }
-                // 4. The next deadline.
+                // 4. What handles handed off during the turn, then the
+                //    next deadline.
+                shared.drain(&mut guard);
+                let Some(node) = guard.as_mut() else {
+                    break;
+                };
                 deadline = node.poll_timeout();
                 node.end_turn(now);
                 idle = drain_until.is_some() && node.is_idle();
@@ -450,6 +493,8 @@ impl<N> Drop for Exit<N> {
         let _ = self.0.cause.set(cause);
         let node = self.0.lock().take();
         drop(node);
+        // Commands handed off since are dropped, which tells their callers.
+        drop(self.0.lock_drained());
     }
 }
 
@@ -507,11 +552,40 @@ impl<N> DriverHandle<N> {
     /// a closure that only looks, or that decides itself whether to
     /// [`wake`](Self::wake) it.
     pub fn with_node_unwoken<R>(&self, f: impl FnOnce(&mut N) -> R) -> Result<R, DriverStopped> {
-        let mut guard = self.shared().lock();
+        let mut guard = self.shared().lock_drained();
         let Some(node) = guard.as_mut() else {
             return Err(self.stopped());
         };
         Ok(f(node))
+    }
+
+    /// Runs `f` on the node like [`with_node_unwoken`](Self::with_node_unwoken)
+    /// if nobody holds its lock; `Ok(None)` without running it if somebody
+    /// (the driver's turn, most likely) does. A call that must not wait
+    /// for the driver's turn then [`hand_off`](Self::hand_off)s instead.
+    pub fn try_with_node_unwoken<R>(
+        &self,
+        f: impl FnOnce(&mut N) -> R,
+    ) -> Result<Option<R>, DriverStopped> {
+        let Some(mut guard) = self.shared().try_lock_drained() else {
+            return Ok(None);
+        };
+        match guard.as_mut() {
+            Some(node) => Ok(Some(f(node))),
+            None => Err(self.stopped()),
+        }
+    }
+
+    /// Hands `f` off to whoever takes the node's lock next (the driver,
+    /// at the start of its next turn or before it ends the one it is in,
+    /// or a handle), without waiting for the lock, and wakes the driver.
+    /// Commands handed off run in the order they were handed off, and
+    /// before whatever takes the lock after them: a handle's commands
+    /// keep their order whether they ran at once or were handed off. A
+    /// command handed off once the driver has ended is dropped unrun.
+    pub fn hand_off(&self, f: impl FnOnce(&mut N) + Send + 'static) {
+        self.shared().handed_off.push(Box::new(f));
+        self.wake();
     }
 
     /// Whether the driver has ended (its cause is recorded), without

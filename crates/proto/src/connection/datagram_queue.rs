@@ -50,6 +50,11 @@ impl DatagramQueue {
         self.queue.front()
     }
 
+    /// How many more datagrams fit before one pushes out the oldest.
+    pub(super) fn room(&self) -> usize {
+        self.capacity.saturating_sub(self.queue.len())
+    }
+
     /// Whether another datagram would push out the oldest.
     pub(super) fn is_full(&self) -> bool {
         self.queue.len() >= self.capacity
@@ -92,13 +97,17 @@ mod tests {
     fn a_full_queue_drops_its_oldest_and_counts_bytes() {
         let mut queue = DatagramQueue::new(2);
         assert!(!queue.push(Bytes::from_static(b"a")));
+        assert_eq!(queue.room(), 1);
         assert!(!queue.push(Bytes::from_static(b"bb")));
+        assert_eq!(queue.room(), 0);
         assert!(queue.push(Bytes::from_static(b"ccc")));
+        assert_eq!(queue.room(), 0);
         assert_eq!(queue.bytes(), 5);
         assert_eq!(queue.front().map(|d| &d[..]), Some(&b"bb"[..]));
         queue.pop();
         queue.pop();
         assert!(queue.is_empty());
+        assert_eq!(queue.room(), 2);
         assert_eq!(queue.bytes(), 0);
         queue.pop();
         assert_eq!(queue.bytes(), 0);

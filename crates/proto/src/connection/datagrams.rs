@@ -39,6 +39,16 @@ impl Connection {
         self.send_datagram(datagram)
     }
 
+    /// How many datagrams [`send_datagram`](Self::send_datagram) queues
+    /// now without dropping the oldest (none once the connection no longer
+    /// sends).
+    pub fn datagram_send_room(&self) -> usize {
+        if !self.is_open_for_data() {
+            return 0;
+        }
+        self.datagrams_out.room()
+    }
+
     /// The largest datagram [`send_datagram`](Self::send_datagram) takes:
     /// what one packet carries on any path (its 1 200-byte minimum).
     pub fn max_datagram_size(&self) -> usize {

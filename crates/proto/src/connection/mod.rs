@@ -536,6 +536,17 @@ impl Connection {
         Ok(())
     }
 
+    /// Bytes of messages [`send_message`](Self::send_message) takes now
+    /// without refusing one for want of room: what `message_send_buffer`
+    /// has left (none once the connection no longer sends).
+    pub fn message_send_room(&self) -> usize {
+        if !self.is_open_for_data() {
+            return 0;
+        }
+        let held = self.messages_held + self.streams.message_bytes();
+        self.config.message_send_buffer.saturating_sub(held)
+    }
+
     /// The next whole message, if one arrived.
     pub fn recv_message(&mut self) -> Option<Bytes> {
         let (message, large) = self.inbox.pop_front()?;
@@ -597,6 +608,13 @@ impl Connection {
     /// under the peer's flow-control limit for the stream.
     pub fn writable(&self, id: StreamId) -> usize {
         self.streams.writable(id)
+    }
+
+    /// Whether the peer has announced its flow-control limit for stream
+    /// `id`: until it has, [`writable`](Self::writable) is bounded by this
+    /// side's buffers alone, and falls when the limit arrives.
+    pub fn send_credit_announced(&self, id: StreamId) -> bool {
+        self.streams.credit_announced(id)
     }
 
     /// Bytes all streams hold until the peer acknowledges them, together

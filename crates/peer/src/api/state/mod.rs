@@ -20,6 +20,10 @@ use crate::proto::{
     KeyFingerprint, Node, PublicIdentity, RefusalReason, SendRefused, StreamId, Transmit,
     TransmitLimits,
 };
+pub(crate) use credit::Credit;
+use hand_off::{Deferred, Writes};
+pub(crate) use sends::SendCredits;
+use sends::Sends;
 
 /// Tasks waiting for the same thing; all are woken when it happens.
 #[derive(Debug, Default)]
@@ -51,6 +55,8 @@ pub(crate) struct StreamWaiters {
     pub(crate) stopped: Option<u64>,
     /// Halves the application holds (one or two).
     halves: u8,
+    /// What the lock's side keeps of the writes, while this side writes.
+    writes: Option<Box<Writes>>,
 }
 
 /// What the application side knows of one connection.
@@ -69,6 +75,12 @@ pub(crate) struct Slot {
     identity: Option<PublicIdentity>,
     /// Every application handle is gone.
     released: bool,
+    /// What waits for bytes parked for its streams and its parked
+    /// messages to be sent.
+    deferred: Option<Box<Deferred>>,
+    /// What the lock's side keeps of messages and datagrams sent without
+    /// it, once a handle sent one.
+    sends: Option<Box<Sends>>,
     /// What the connection's handles read without the endpoint's lock.
     pub(crate) published: Arc<Published>,
     /// When a handle last read what was published (as the driver saw it).
@@ -101,6 +113,8 @@ impl Slot {
             remote,
             identity: None,
             released: false,
+            deferred: None,
+            sends: None,
             published: Arc::new(Published::new(remote)),
             read_at: now,
             connect: Wakers::default(),
@@ -179,9 +193,15 @@ impl Slot {
                 waiters.write = Wakers::default();
             }
             waiters.halves = waiters.halves.saturating_sub(1);
-            if waiters.halves == 0 {
-                self.streams.remove(&id);
-            }
+        }
+        self.forget_stream_if_done(id);
+    }
+
+    /// Drops the record of stream `id` once the application holds no half
+    /// of it and no bytes of it are parked.
+    fn forget_stream_if_done(&mut self, id: StreamId) {
+        if self.streams.get(&id).is_some_and(|w| w.halves == 0) && !self.has_parked(id) {
+            self.streams.remove(&id);
         }
     }
 
@@ -382,6 +402,8 @@ impl EndpointState {
     fn detach(&mut self, id: SlotId) {
         if let Some(slot) = self.slots.get_mut(&id) {
             slot.handle = None;
+            slot.end_writes();
+            slot.end_sends();
             slot.publish(None);
             // Whoever waits learns that it is gone, with or without the
             // event that should have said so.
@@ -409,7 +431,9 @@ impl EndpointState {
             return;
         };
         slot.released = true;
-        match slot.handle {
+        let handle = slot.handle;
+        match handle {
+            Some(_) if self.defer_release(id, code) => {}
             Some(handle) => self.proto.release(now, handle, code),
             None => {
                 self.slots.remove(&id);
@@ -433,10 +457,9 @@ impl EndpointState {
     /// Closes every connection gracefully and refuses new ones.
     pub(crate) fn close_all(&mut self, now: Instant, code: u64) {
         self.refuse_connections(now, code);
-        for &handle in self.by_handle.keys() {
-            if let Some(connection) = self.proto.connection(handle) {
-                connection.close(now, code, Bytes::new());
-            }
+        let ids: Vec<SlotId> = self.by_handle.values().copied().collect();
+        for id in ids {
+            self.close_gracefully(now, id, code, Bytes::new());
         }
         self.publish_figures();
     }
@@ -515,8 +538,12 @@ impl EndpointState {
                         waiters.stopped = Some(code);
                     }
                     slot.wake_stream(stream, false);
+                    self.on_stream_writable(now, handle, id, stream);
                 }
-                Event::MessagesWritable => slot.send.wake_all(),
+                Event::MessagesWritable => {
+                    slot.send.wake_all();
+                    self.on_messages_writable(now, handle, id);
+                }
                 Event::DatagramsWritable => slot.datagram_room.wake_all(),
                 Event::StreamsAvailable => slot.open_stream.wake_all(),
                 // Read when asked (`Connection::observed_address`): nobody waits on it.
@@ -524,6 +551,8 @@ impl EndpointState {
                 Event::Closed(error) => {
                     slot.span.in_scope(|| tracing::debug!(%error, "closed"));
                     slot.closed = Some(error);
+                    slot.end_writes();
+                    slot.end_sends();
                     slot.wake_everyone();
                 }
                 // An event newer than this driver: every waiter looks again,
@@ -623,5 +652,8 @@ impl Node for EndpointState {
     }
 }
 
+mod credit;
+mod hand_off;
+mod sends;
 #[cfg(test)]
 mod tests;

@@ -236,6 +236,15 @@ impl Streams {
             .map_or(0, |o| Self::room(o, &self.budget))
     }
 
+    /// Whether the peer announced its flow-control limit for `id`.
+    pub(in crate::connection) fn credit_announced(&self, id: StreamId) -> bool {
+        self.tables
+            .get()
+            .outgoing
+            .get(&id)
+            .is_some_and(|o| o.credit_announced)
+    }
+
     /// The code the peer gave when it asked this side to stop sending on
     /// `id` (`None` while it has not); an error once the sending half is
     /// done with (every byte, or its reset, acknowledged) or never was.
