@@ -30,7 +30,7 @@ mod observed_address;
 pub(crate) mod read;
 mod rendezvous;
 
-pub use decode::Frames;
+pub use decode::{FrameHandler, Frames};
 
 /// Writes a byte string as one postcard length + memcpy (serde would
 /// otherwise treat `&[u8]` as a sequence and push it byte by byte; the

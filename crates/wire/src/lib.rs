@@ -76,7 +76,7 @@ mod wire_format_doc;
 pub use rand_core;
 
 pub use aead::{Backend, IV_LEN, KEY_LEN, PACKET_LIMIT, PacketKey, TAG_LEN};
-pub use codec::Frames;
+pub use codec::{FrameHandler, Frames};
 pub use error::{
     AcceptError, DecodeError, EncodeError, HeaderError, IntroError, KeyError, KeyUpdateError,
     OpenError, ProofError, ReplyBuildError, ReplyError, SealError, SizeError,

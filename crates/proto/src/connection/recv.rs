@@ -6,7 +6,10 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use quanta::Instant;
-use tern_wire::{Frame, PacketType, PathChallenge, PathResponse};
+use tern_wire::{
+    Ack, Datagram, DecodeError, Frame, FrameHandler, Message, PacketType, PathChallenge,
+    PathResponse, Stream,
+};
 
 use super::error::{ConnectionError, ProtocolError};
 use super::event::Event;
@@ -97,24 +100,21 @@ impl Connection {
             self.stats.held_before_proof += 1;
             return;
         }
-        let (mut ack_eliciting, mut ping) = (false, false);
-        for frame in frames {
-            let frame = match frame {
-                Ok(frame) => frame,
-                Err(e) => {
-                    self.fail(now, ProtocolError::Frame(e));
-                    return;
-                }
-            };
-            ack_eliciting |= frame.is_ack_eliciting();
-            ping |= matches!(frame, Frame::Ping);
-            if let Err(e) = self.handle_frame(now, &frame) {
+        let mut packet = PacketFrames {
+            connection: self,
+            now,
+            ack_eliciting: false,
+            ping: false,
+        };
+        let result = frames.handle(&mut packet);
+        let (ack_eliciting, ping) = (packet.ack_eliciting, packet.ping);
+        match result {
+            Ok(()) => {}
+            Err(Stop::Violation(e)) => {
                 self.fail(now, e);
                 return;
             }
-            if !matches!(self.state, State::Established) {
-                return;
-            }
+            Err(Stop::NotEstablished) => return,
         }
         self.on_packet_recorded(now, pn, ack_eliciting);
         if ping {
@@ -248,43 +248,14 @@ impl Connection {
         }
     }
 
+    /// A frame of the packet being read (the hot ones come through their
+    /// own methods below, from [`PacketFrames`], or through here alike).
     fn handle_frame(&mut self, now: Instant, frame: &Frame<'_>) -> Result<(), ProtocolError> {
-        if matches!(
-            frame,
-            Frame::Stream(_) | Frame::Message(_) | Frame::Datagram(_)
-        ) {
-            self.last_data = now;
-        }
         match frame {
             Frame::Padding(_) | Frame::Ping => {}
             Frame::Ack(ack) => self.handle_ack(now, ack)?,
-            Frame::Stream(s) => {
-                let id = StreamId(s.id);
-                if let Some(delivered) =
-                    self.streams.on_stream_frame(id, s.offset, s.data, s.fin)?
-                {
-                    self.inbox
-                        .push_back(delivered.message, Some(delivered.held));
-                    self.notify(Event::MessageReceived);
-                }
-                self.flush_readable();
-            }
-            Frame::Message(m) => {
-                if m.data.len() as u64 > self.config.max_message_size {
-                    return Err(ProtocolError::MessageTooLarge);
-                }
-                if self
-                    .messages_in
-                    .on_message(m.id)
-                    .map_err(ProtocolError::MessageWindow)?
-                {
-                    self.streams
-                        .on_message_received(m.data.len() as u64 + MESSAGE_CHARGE)
-                        .map_err(ProtocolError::FlowControl)?;
-                    self.inbox.push_back(owned(m.data), None);
-                    self.notify(Event::MessageReceived);
-                }
-            }
+            Frame::Stream(s) => self.on_stream(now, s)?,
+            Frame::Message(m) => self.on_message(now, m)?,
             Frame::MaxData(m) => self.streams.on_max_data(m.max),
             Frame::MaxStreamData(m) => {
                 self.streams.on_max_stream_data(m)?;
@@ -341,17 +312,7 @@ impl Connection {
                     self.on_path_validated(now);
                 }
             }
-            Frame::Datagram(d) => {
-                if d.data.len() > small_message_limit() {
-                    return Err(ProtocolError::DatagramTooLarge);
-                }
-                if self.datagrams_in.len() >= self.config.datagram_receive_queue {
-                    self.datagrams_in.pop_front();
-                    self.stats.datagrams_dropped += 1;
-                }
-                self.datagrams_in.push_back(owned(d.data), ());
-                self.notify(Event::DatagramReceived);
-            }
+            Frame::Datagram(d) => self.on_datagram(now, d)?,
             Frame::Close(close) => {
                 let error = ConnectionError::PeerClosed {
                     kind: close.kind,
@@ -366,6 +327,51 @@ impl Connection {
         }
         Ok(())
     }
+
+    fn on_stream(&mut self, now: Instant, s: &Stream<'_>) -> Result<(), ProtocolError> {
+        self.last_data = now;
+        let id = StreamId(s.id);
+        if let Some(delivered) = self.streams.on_stream_frame(id, s.offset, s.data, s.fin)? {
+            self.inbox
+                .push_back(delivered.message, Some(delivered.held));
+            self.notify(Event::MessageReceived);
+        }
+        self.flush_readable();
+        Ok(())
+    }
+
+    fn on_message(&mut self, now: Instant, m: &Message<'_>) -> Result<(), ProtocolError> {
+        self.last_data = now;
+        if m.data.len() as u64 > self.config.max_message_size {
+            return Err(ProtocolError::MessageTooLarge);
+        }
+        if self
+            .messages_in
+            .on_message(m.id)
+            .map_err(ProtocolError::MessageWindow)?
+        {
+            self.streams
+                .on_message_received(m.data.len() as u64 + MESSAGE_CHARGE)
+                .map_err(ProtocolError::FlowControl)?;
+            self.inbox.push_back(owned(m.data), None);
+            self.notify(Event::MessageReceived);
+        }
+        Ok(())
+    }
+
+    fn on_datagram(&mut self, now: Instant, d: &Datagram<'_>) -> Result<(), ProtocolError> {
+        self.last_data = now;
+        if d.data.len() > small_message_limit() {
+            return Err(ProtocolError::DatagramTooLarge);
+        }
+        if self.datagrams_in.len() >= self.config.datagram_receive_queue {
+            self.datagrams_in.pop_front();
+            self.stats.datagrams_dropped += 1;
+        }
+        self.datagrams_in.push_back(owned(d.data), ());
+        self.notify(Event::DatagramReceived);
+        Ok(())
+    }
 }
 
 /// The peer's bytes, copied out of the packet; an empty message or
@@ -376,5 +382,92 @@ fn owned(data: &[u8]) -> Bytes {
         Bytes::new()
     } else {
         Bytes::copy_from_slice(data)
+    }
+}
+
+/// A packet's frames being handed to its connection, each where it is
+/// read, and what they asked for.
+struct PacketFrames<'c> {
+    connection: &'c mut Connection,
+    now: Instant,
+    ack_eliciting: bool,
+    ping: bool,
+}
+
+/// Why a packet's frames stopped being read.
+enum Stop {
+    /// A frame broke the protocol: the connection is closed for it.
+    Violation(ProtocolError),
+    /// A frame ended the connection's established state (the peer's
+    /// Close): nothing after it is read.
+    NotEstablished,
+}
+
+impl From<DecodeError> for Stop {
+    fn from(e: DecodeError) -> Self {
+        Self::Violation(ProtocolError::Frame(e))
+    }
+}
+
+impl From<ProtocolError> for Stop {
+    fn from(e: ProtocolError) -> Self {
+        Self::Violation(e)
+    }
+}
+
+impl PacketFrames<'_> {
+    /// Reading goes on while the connection is established.
+    #[inline]
+    fn still_established(&self) -> Result<(), Stop> {
+        if matches!(self.connection.state, State::Established) {
+            Ok(())
+        } else {
+            Err(Stop::NotEstablished)
+        }
+    }
+}
+
+impl<'a> FrameHandler<'a> for PacketFrames<'_> {
+    type Stop = Stop;
+
+    fn on_frame(&mut self, frame: Frame<'a>) -> Result<(), Stop> {
+        self.ack_eliciting |= frame.is_ack_eliciting();
+        self.ping |= matches!(frame, Frame::Ping);
+        self.connection.handle_frame(self.now, &frame)?;
+        self.still_established()
+    }
+
+    #[inline]
+    fn on_ping(&mut self) -> Result<(), Stop> {
+        self.ack_eliciting = true;
+        self.ping = true;
+        Ok(())
+    }
+
+    #[inline]
+    fn on_ack(&mut self, frame: Ack<'a>) -> Result<(), Stop> {
+        self.connection.handle_ack(self.now, &frame)?;
+        self.still_established()
+    }
+
+    #[inline]
+    fn on_stream(&mut self, frame: Stream<'a>) -> Result<(), Stop> {
+        self.ack_eliciting = true;
+        self.connection.on_stream(self.now, &frame)?;
+        self.still_established()
+    }
+
+    #[inline]
+    fn on_message(&mut self, frame: Message<'a>) -> Result<(), Stop> {
+        self.ack_eliciting = true;
+        self.connection.on_message(self.now, &frame)?;
+        self.still_established()
+    }
+
+    #[inline]
+    fn on_datagram(&mut self, frame: Datagram<'a>) -> Result<(), Stop> {
+        self.ack_eliciting = true;
+        self.connection.on_datagram(self.now, &frame)?;
+        self.still_established()
     }
 }

@@ -1,6 +1,8 @@
 //! Frames out of a packet payload: [`Frame::decode`] (the frames on every
 //! packet's path read by hand in [`super::read`], the rest with postcard),
-//! postcard's reading of every frame type, and the [`Frames`] iterator.
+//! postcard's reading of every frame type, the [`Frames`] iterator, and
+//! [`Frames::handle`], which hands each frame to a [`FrameHandler`] where
+//! it is read.
 
 use core::time::Duration;
 
@@ -338,3 +340,94 @@ impl<'a> Iterator for Frames<'a> {
 }
 
 impl core::iter::FusedIterator for Frames<'_> {}
+
+/// What the frames of a packet are handed to by [`Frames::handle`], each
+/// where it is read.
+///
+/// A peer decides how many frames a packet holds, hundreds of small ones if
+/// it likes, so each costs per attacker byte: the frames that carry data
+/// and the ACK have a method of their own and reach it without being made
+/// a [`Frame`] and moved through an iterator (about 45 instructions a
+/// frame). Each defaults to [`on_frame`](Self::on_frame).
+pub trait FrameHandler<'a> {
+    /// Why the handler stopped reading: a frame it refused, or one that
+    /// could not be decoded.
+    type Stop: From<DecodeError>;
+
+    /// A frame with no method of its own (or a handler that takes every
+    /// frame here).
+    fn on_frame(&mut self, frame: Frame<'a>) -> Result<(), Self::Stop>;
+
+    /// A `Ping` frame.
+    #[inline]
+    fn on_ping(&mut self) -> Result<(), Self::Stop> {
+        self.on_frame(Frame::Ping)
+    }
+
+    /// An `Ack` frame.
+    #[inline]
+    fn on_ack(&mut self, frame: Ack<'a>) -> Result<(), Self::Stop> {
+        self.on_frame(Frame::Ack(frame))
+    }
+
+    /// A `Stream` frame.
+    #[inline]
+    fn on_stream(&mut self, frame: Stream<'a>) -> Result<(), Self::Stop> {
+        self.on_frame(Frame::Stream(frame))
+    }
+
+    /// A `Message` frame.
+    #[inline]
+    fn on_message(&mut self, frame: Message<'a>) -> Result<(), Self::Stop> {
+        self.on_frame(Frame::Message(frame))
+    }
+
+    /// A `Datagram` frame.
+    #[inline]
+    fn on_datagram(&mut self, frame: Datagram<'a>) -> Result<(), Self::Stop> {
+        self.on_frame(Frame::Datagram(frame))
+    }
+}
+
+impl<'a> Frames<'a> {
+    /// Hands every frame left to `handler`, in order, each as it is read;
+    /// stops at the first the handler refuses or that cannot be decoded
+    /// (the same frames, accepted or refused alike, as the iterator).
+    pub fn handle<H: FrameHandler<'a>>(self, handler: &mut H) -> Result<(), H::Stop> {
+        let mut rest = self.rest;
+        while let Some((&ty, body)) = rest.split_first() {
+            rest = match ty {
+                read::STREAM => {
+                    let (frame, after) = read::stream(body)?;
+                    handler.on_stream(frame)?;
+                    after
+                }
+                read::MESSAGE => {
+                    let (frame, after) = read::message(body)?;
+                    handler.on_message(frame)?;
+                    after
+                }
+                read::DATAGRAM => {
+                    let (frame, after) = read::datagram(body)?;
+                    handler.on_datagram(frame)?;
+                    after
+                }
+                read::ACK => {
+                    let (frame, after) = read::ack(body)?;
+                    handler.on_ack(frame)?;
+                    after
+                }
+                read::PING => {
+                    handler.on_ping()?;
+                    body
+                }
+                _ => {
+                    let (frame, used) = Frame::decode(rest)?;
+                    handler.on_frame(frame)?;
+                    &rest[used..]
+                }
+            };
+        }
+        Ok(())
+    }
+}

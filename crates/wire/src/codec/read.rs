@@ -71,14 +71,29 @@ impl<'a> Reader<'a> {
     }
 
     /// A `u64` varint as postcard reads it: at most ten bytes, the tenth
-    /// holding one bit.
-    #[inline]
+    /// holding one bit. Varints of one or two bytes (most of a small
+    /// frame's fields: numbers up to 16 383) are read here, inline; longer
+    /// ones out of line.
+    #[inline(always)]
     pub(crate) fn varint(&mut self) -> Result<u64, ReadError> {
-        let (&first, after) = self.rest.split_first().ok_or(ReadError::End)?;
-        if first < 0x80 {
-            self.rest = after;
-            return Ok(u64::from(first));
+        match *self.rest {
+            [first, ref after @ ..] if first < 0x80 => {
+                self.rest = after;
+                Ok(u64::from(first))
+            }
+            [first, second, ref after @ ..] if second < 0x80 => {
+                self.non_minimal |= second == 0;
+                self.rest = after;
+                Ok(u64::from(first & 0x7f) | (u64::from(second) << 7))
+            }
+            _ => self.long_varint(),
         }
+    }
+
+    /// A varint of more than two bytes (or one cut short).
+    #[inline(never)]
+    fn long_varint(&mut self) -> Result<u64, ReadError> {
+        let &first = self.rest.first().ok_or(ReadError::End)?;
         let mut value = u64::from(first & 0x7f);
         for i in 1..10 {
             let byte = *self.rest.get(i).ok_or(ReadError::End)?;
@@ -144,30 +159,28 @@ pub(crate) fn ack_pair(bytes: &[u8]) -> Result<((u64, u64), &[u8]), DecodeError>
 /// at once.
 #[inline]
 pub(super) fn hot_frame(ty: u8, body: &[u8]) -> Option<Result<(Frame<'_>, &[u8]), DecodeError>> {
-    const PING: u8 = FrameType::Ping as u8;
-    const ACK: u8 = FrameType::Ack as u8;
-    const STREAM: u8 = FrameType::Stream as u8;
-    const MESSAGE: u8 = FrameType::Message as u8;
-    const DATAGRAM: u8 = FrameType::Datagram as u8;
-    const RESET_STREAM: u8 = FrameType::ResetStream as u8;
     Some(match ty {
         PING => Ok((Frame::Ping, body)),
-        STREAM => stream(body),
-        MESSAGE => message(body),
-        DATAGRAM => datagram(body),
-        ACK => ack(body),
-        RESET_STREAM => reset_stream(body),
+        STREAM => stream(body).map(|(f, rest)| (Frame::Stream(f), rest)),
+        MESSAGE => message(body).map(|(f, rest)| (Frame::Message(f), rest)),
+        DATAGRAM => datagram(body).map(|(f, rest)| (Frame::Datagram(f), rest)),
+        ACK => ack(body).map(|(f, rest)| (Frame::Ack(f), rest)),
+        RESET_STREAM => reset_stream(body).map(|(f, rest)| (Frame::ResetStream(f), rest)),
         _ => return None,
     })
 }
 
+/// The type bytes of the frames read here.
+pub(super) const PING: u8 = FrameType::Ping as u8;
+pub(super) const ACK: u8 = FrameType::Ack as u8;
+pub(super) const STREAM: u8 = FrameType::Stream as u8;
+pub(super) const MESSAGE: u8 = FrameType::Message as u8;
+pub(super) const DATAGRAM: u8 = FrameType::Datagram as u8;
+pub(super) const RESET_STREAM: u8 = FrameType::ResetStream as u8;
+
 /// Refuses a frame whose varints were not minimal, else gives it.
 #[inline]
-fn canonical<'a>(
-    ty: FrameType,
-    r: &Reader<'a>,
-    frame: Frame<'a>,
-) -> Result<(Frame<'a>, &'a [u8]), DecodeError> {
+fn canonical<'a, F>(ty: FrameType, r: &Reader<'a>, frame: F) -> Result<(F, &'a [u8]), DecodeError> {
     if r.is_minimal() {
         Ok((frame, r.rest()))
     } else {
@@ -176,7 +189,7 @@ fn canonical<'a>(
 }
 
 #[inline]
-fn stream(body: &[u8]) -> Result<(Frame<'_>, &[u8]), DecodeError> {
+pub(super) fn stream(body: &[u8]) -> Result<(Stream<'_>, &[u8]), DecodeError> {
     let ty = FrameType::Stream;
     let mut r = Reader::new(body);
     let (id, offset, fin, data) = (|| Ok((r.varint()?, r.varint()?, r.bool()?, r.bytes()?)))()
@@ -190,29 +203,29 @@ fn stream(body: &[u8]) -> Result<(Frame<'_>, &[u8]), DecodeError> {
         fin,
         data,
     };
-    canonical(ty, &r, Frame::Stream(frame))
+    canonical(ty, &r, frame)
 }
 
 #[inline]
-fn message(body: &[u8]) -> Result<(Frame<'_>, &[u8]), DecodeError> {
+pub(super) fn message(body: &[u8]) -> Result<(Message<'_>, &[u8]), DecodeError> {
     let ty = FrameType::Message;
     let mut r = Reader::new(body);
     let (id, data) = (|| Ok((r.varint()?, r.bytes()?)))().map_err(|e: ReadError| e.in_frame(ty))?;
     if id > VARINT_MAX {
         return Err(DecodeError::ValueTooLarge(ty));
     }
-    canonical(ty, &r, Frame::Message(Message { id, data }))
+    canonical(ty, &r, Message { id, data })
 }
 
 #[inline]
-fn datagram(body: &[u8]) -> Result<(Frame<'_>, &[u8]), DecodeError> {
+pub(super) fn datagram(body: &[u8]) -> Result<(Datagram<'_>, &[u8]), DecodeError> {
     let ty = FrameType::Datagram;
     let mut r = Reader::new(body);
     let data = r.bytes().map_err(|e| e.in_frame(ty))?;
-    canonical(ty, &r, Frame::Datagram(Datagram { data }))
+    canonical(ty, &r, Datagram { data })
 }
 
-fn reset_stream(body: &[u8]) -> Result<(Frame<'_>, &[u8]), DecodeError> {
+fn reset_stream(body: &[u8]) -> Result<(ResetStream, &[u8]), DecodeError> {
     let ty = FrameType::ResetStream;
     let mut r = Reader::new(body);
     let (id, error_code, final_size) = (|| Ok((r.varint()?, r.varint()?, r.varint()?)))()
@@ -225,10 +238,10 @@ fn reset_stream(body: &[u8]) -> Result<(Frame<'_>, &[u8]), DecodeError> {
         error_code,
         final_size,
     };
-    canonical(ty, &r, Frame::ResetStream(frame))
+    canonical(ty, &r, frame)
 }
 
-fn ack(body: &[u8]) -> Result<(Frame<'_>, &[u8]), DecodeError> {
+pub(super) fn ack(body: &[u8]) -> Result<(Ack<'_>, &[u8]), DecodeError> {
     let ty = FrameType::Ack;
     let mut head = Reader::new(body);
     let (largest, ack_delay_us, receive_time_us, additional, first_range) = (|| {
@@ -272,7 +285,7 @@ fn ack(body: &[u8]) -> Result<(Frame<'_>, &[u8]), DecodeError> {
         ack_delay: Duration::from_micros(ack_delay_us),
         receive_time: Duration::from_micros(receive_time_us),
     };
-    Ok((Frame::Ack(ack), rest))
+    Ok((ack, rest))
 }
 
 #[cfg(test)]
@@ -281,8 +294,9 @@ mod tests {
     use proptest::prelude::*;
 
     use super::super::tests::{any_frame, encode_all, encode_mutated};
+    use crate::codec::{FrameHandler, Frames};
     use crate::error::DecodeError;
-    use crate::frame::{Frame, FrameType};
+    use crate::frame::{Ack, Datagram, Frame, FrameType, Message, Stream};
 
     /// [`Frame::decode`] gives what postcard gives, frame by frame: the
     /// same frame, or the same error.
@@ -296,6 +310,82 @@ mod tests {
                 Err(_) => break,
             }
         }
+        Ok(())
+    }
+
+    /// Collects what [`Frames::handle`] hands over, counting the frames
+    /// that came through a method of their own.
+    #[derive(Default)]
+    struct Collect<'a> {
+        frames: Vec<Frame<'a>>,
+        own_method: usize,
+    }
+
+    impl<'a> Collect<'a> {
+        fn own(&mut self, frame: Frame<'a>) -> Result<(), DecodeError> {
+            self.own_method += 1;
+            self.on_frame(frame)
+        }
+    }
+
+    impl<'a> FrameHandler<'a> for Collect<'a> {
+        type Stop = DecodeError;
+
+        fn on_frame(&mut self, frame: Frame<'a>) -> Result<(), DecodeError> {
+            self.frames.push(frame);
+            Ok(())
+        }
+
+        fn on_ping(&mut self) -> Result<(), DecodeError> {
+            self.own(Frame::Ping)
+        }
+
+        fn on_ack(&mut self, frame: Ack<'a>) -> Result<(), DecodeError> {
+            self.own(Frame::Ack(frame))
+        }
+
+        fn on_stream(&mut self, frame: Stream<'a>) -> Result<(), DecodeError> {
+            self.own(Frame::Stream(frame))
+        }
+
+        fn on_message(&mut self, frame: Message<'a>) -> Result<(), DecodeError> {
+            self.own(Frame::Message(frame))
+        }
+
+        fn on_datagram(&mut self, frame: Datagram<'a>) -> Result<(), DecodeError> {
+            self.own(Frame::Datagram(frame))
+        }
+    }
+
+    /// [`Frames::handle`] hands over the frames the iterator yields, and
+    /// stops with the error it ends on.
+    fn check_handle_agrees_with_iterator(bytes: &[u8]) -> Result<(), TestCaseError> {
+        let mut iterated = Vec::new();
+        let mut error = None;
+        for frame in Frames::new(bytes) {
+            match frame {
+                Ok(frame) => iterated.push(frame),
+                Err(e) => error = Some(e),
+            }
+        }
+        let mut handled = Collect::default();
+        let result = Frames::new(bytes).handle(&mut handled);
+        let own_method = iterated
+            .iter()
+            .filter(|f| {
+                matches!(
+                    f,
+                    Frame::Ping
+                        | Frame::Ack(_)
+                        | Frame::Stream(_)
+                        | Frame::Message(_)
+                        | Frame::Datagram(_)
+                )
+            })
+            .count();
+        prop_assert_eq!(handled.frames, iterated);
+        prop_assert_eq!(handled.own_method, own_method);
+        prop_assert_eq!(result.err(), error);
         Ok(())
     }
 
@@ -339,7 +429,9 @@ mod tests {
 
         #[test]
         fn the_hand_reader_agrees_with_postcard_on_valid_frames(frames in vec(any_frame(), 1..8)) {
-            check_agrees_with_postcard(&encode_all(&frames))?;
+            let bytes = encode_all(&frames);
+            check_agrees_with_postcard(&bytes)?;
+            check_handle_agrees_with_iterator(&bytes)?;
         }
 
         #[test]
@@ -351,16 +443,19 @@ mod tests {
             let bytes = encode_mutated(&frames, &mutations);
             let cut = cut.index(bytes.len() + 1);
             check_agrees_with_postcard(&bytes[..cut])?;
+            check_handle_agrees_with_iterator(&bytes[..cut])?;
         }
 
         #[test]
         fn the_hand_reader_agrees_with_postcard_on_raw_varints(bytes in hot_frame_bytes()) {
             check_agrees_with_postcard(&bytes)?;
+            check_handle_agrees_with_iterator(&bytes)?;
         }
 
         #[test]
         fn the_hand_reader_agrees_with_postcard_on_arbitrary_bytes(bytes in vec(any::<u8>(), 0..64)) {
             check_agrees_with_postcard(&bytes)?;
+            check_handle_agrees_with_iterator(&bytes)?;
         }
     }
 

@@ -185,8 +185,16 @@ pub struct MessageWindowError {
 }
 
 /// Which messages were delivered, to deliver each once.
+///
+/// Numbers below `in_order` were all delivered, and only the ones past it
+/// are kept as ranges: messages arriving in order (the common case, and a
+/// peer's cheapest flood) cost a comparison and an increment each, no
+/// search of the ranges.
 #[derive(Debug, Default)]
 pub struct MessageReceiver {
+    /// Every number below it was delivered; it was not.
+    in_order: u64,
+    /// Numbers past `in_order` delivered out of order.
     delivered: RangeSet,
     duplicates: u64,
 }
@@ -198,24 +206,36 @@ impl MessageReceiver {
     }
 
     /// Message `id` arrived: whether to deliver it (false for a duplicate).
+    #[inline]
     pub fn on_message(&mut self, id: u64) -> Result<bool, MessageWindowError> {
-        let oldest_missing = self
-            .delivered
-            .first()
-            .filter(|r| r.start == 0)
-            .map_or(0, |r| r.end);
+        let oldest_missing = self.in_order;
         if id >= oldest_missing.saturating_add(MESSAGE_WINDOW) {
             return Err(MessageWindowError { id, oldest_missing });
         }
-        // Past every number delivered (messages in order), it is new
-        // without a search.
-        let past = self.delivered.end().is_none_or(|end| id >= end);
-        if !past && self.delivered.contains(id..id + 1) {
+        if id == self.in_order {
+            self.in_order += 1;
+            if !self.delivered.is_empty() {
+                self.absorb_ranges();
+            }
+            return Ok(true);
+        }
+        if id < self.in_order || self.delivered.contains(id..id + 1) {
             self.duplicates += 1;
             return Ok(false);
         }
         self.delivered.insert(id..id + 1);
         Ok(true)
+    }
+
+    /// The numbers delivered out of order that now follow `in_order`
+    /// join it.
+    fn absorb_ranges(&mut self) {
+        if let Some(first) = self.delivered.first()
+            && first.start == self.in_order
+        {
+            self.delivered.pop_front(u64::MAX);
+            self.in_order = first.end;
+        }
     }
 
     /// Duplicates seen (and dropped).
@@ -255,6 +275,29 @@ mod tests {
             !tx.wants_to_send(),
             "an acknowledged message is never resent"
         );
+    }
+
+    #[test]
+    fn the_window_moves_once_a_gap_fills() {
+        let mut rx = MessageReceiver::new();
+        for id in [1, 2, 4, 3] {
+            assert_eq!(rx.on_message(id), Ok(true));
+        }
+        assert_eq!(
+            rx.on_message(MESSAGE_WINDOW).map_err(|e| e.oldest_missing),
+            Err(0)
+        );
+        assert_eq!(rx.on_message(0), Ok(true));
+        assert_eq!(rx.on_message(MESSAGE_WINDOW + 4), Ok(true));
+        assert_eq!(
+            rx.on_message(MESSAGE_WINDOW + 5)
+                .map_err(|e| e.oldest_missing),
+            Err(5)
+        );
+        for id in [0, 3, 4, MESSAGE_WINDOW + 4] {
+            assert_eq!(rx.on_message(id), Ok(false), "{id} again");
+        }
+        assert_eq!(rx.duplicates(), 4);
     }
 
     #[test]
