@@ -87,6 +87,62 @@ fn a_receiver_that_only_acknowledges_updates_its_keys_too() {
     assert!(received > 8 << 20, "{received} bytes");
 }
 
+/// An idle connection gives its expanded packet keys back between
+/// keep-alives and expands them again for its next packet: after each
+/// quiet period messages go both ways again, and keys updated (a low
+/// limit makes each burst update them) across the quiet periods still
+/// open the peer's packets.
+#[test]
+fn keys_given_back_while_quiet_serve_again_and_update_across_the_quiet() {
+    const MESSAGES: u32 = 100;
+    let seed = Seed::from_env_or(45);
+    let mut config = EndpointConfig::default();
+    config.keys.key_limit = 32;
+    let mut pair = Pair::new(seed.value(), link(5), config);
+    let (client, server) = exchange(&mut pair, &[10], Duration::from_secs(10));
+    let (client_node, server_node) = (pair.client, pair.server);
+    let key_updates = |pair: &mut Pair| {
+        let client = pair.client().connection(client).expect("open");
+        let client_updates = client.stats().key_updates;
+        let server = pair.server().connection(server).expect("open");
+        (client_updates, server.stats().key_updates)
+    };
+    let mut updates = key_updates(&mut pair);
+    for round in 0..4 {
+        // Past the keys' release (a second) and a keep-alive (10 s).
+        pair.sim.run_for(Duration::from_secs(12));
+        for id in 0..MESSAGES {
+            let sent = message(round * MESSAGES + id, 300);
+            let client = pair.client().connection(client).expect("open");
+            client.send_message(sent.clone()).expect("room");
+            let server = pair.server().connection(server).expect("open");
+            server.send_message(sent).expect("room");
+        }
+        let (mut to_client, mut to_server) = (0, 0);
+        let deadline = pair.sim.elapsed() + Duration::from_secs(10);
+        drive(&mut pair.sim, deadline, |sim| {
+            for (node, handle, count) in [
+                (client_node, client, &mut to_client),
+                (server_node, server, &mut to_server),
+            ] {
+                let connection = sim.node_mut(node).0.connection(handle).expect("open");
+                while let Some(received) = connection.recv_message() {
+                    let expected = message(round * MESSAGES + *count, 300);
+                    assert_eq!(received, expected, "round {round}: in order, whole");
+                    *count += 1;
+                }
+            }
+            to_client == MESSAGES && to_server == MESSAGES
+        });
+        let now = key_updates(&mut pair);
+        assert!(
+            now.0 > updates.0 && now.1 > updates.1,
+            "round {round}: key updates {updates:?} then {now:?}"
+        );
+        updates = now;
+    }
+}
+
 #[test]
 fn a_peer_behind_a_rebinding_nat_keeps_its_connection() {
     let seed = Seed::from_env_or(42);

@@ -22,6 +22,7 @@ use sha2::Sha256;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
 use crate::aead::{Backend, IV_LEN, KEY_LEN, PACKET_LIMIT, PacketKey};
+use crate::packet::KeyMaterial;
 
 /// Length of a traffic secret: SHA-256's output.
 pub const SECRET_LEN: usize = 32;
@@ -70,15 +71,18 @@ impl TrafficSecret {
 
     /// The packet key and IV this secret protects packets with.
     #[must_use]
+    pub(crate) fn material(&self) -> KeyMaterial {
+        let mut material = KeyMaterial::new([0; KEY_LEN], [0; IV_LEN]);
+        let (key, iv) = material.parts_mut();
+        self.expand(LABEL_KEY, key);
+        self.expand(LABEL_IV, iv);
+        material
+    }
+
+    /// The packet key this secret protects packets with, expanded.
+    #[must_use]
     pub(crate) fn packet_key(&self, backend: Backend) -> PacketKey {
-        let mut key = [0u8; KEY_LEN];
-        let mut iv = [0u8; IV_LEN];
-        self.expand(LABEL_KEY, &mut key);
-        self.expand(LABEL_IV, &mut iv);
-        let packet_key = PacketKey::with_backend(backend, &key, &iv);
-        key.zeroize();
-        iv.zeroize();
-        packet_key
+        self.material().expand(backend)
     }
 
     /// The secret of the next key phase.

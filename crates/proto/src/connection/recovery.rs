@@ -119,6 +119,22 @@ impl Connection {
         }))
     }
 
+    /// When the expanded packet keys (about 340 bytes a direction) are
+    /// given back: once no packet came and no ack-eliciting one went for
+    /// [`QUIET_RELEASE_INTERVAL`] and a probe timeout. `None` while none
+    /// is held. Whichever side's keep-alive goes first, both sides of an
+    /// idle connection hold no expanded key between keep-alives (a side
+    /// that only answers one gets no ACK to start the scratch release):
+    /// the next packet either way expands what it needs again, and a
+    /// connection that carries data never releases its keys.
+    pub(super) fn keys_release_at(&self) -> Option<Instant> {
+        if !self.keys.as_ref()?.holds_expanded() {
+            return None;
+        }
+        let quiet = QUIET_RELEASE_INTERVAL.max(self.loss.base_pto());
+        Some(self.last_received.max(self.last_ack_eliciting_sent) + quiet)
+    }
+
     /// When the next release may be: an interval after the last one, or
     /// after the connection's start (a handshake's packets come and go
     /// within it, and need not be given back and made again each time).

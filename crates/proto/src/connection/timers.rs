@@ -1,6 +1,7 @@
 //! The connection's timers: the next deadline, and what each does when it
 //! passes (intro deadline, close and drain periods, confirmation, idle
-//! timeout, a graceful close's drain timeout, keep-alive, pacing, old keys, path validation, loss and probe
+//! timeout, a graceful close's drain timeout, keep-alive, pacing, old keys,
+//! expanded keys of a quiet connection, path validation, loss and probe
 //! timeouts).
 
 use quanta::Instant;
@@ -57,6 +58,7 @@ impl Connection {
         consider(self.discard_previous_key_at);
         consider(self.proof_deadline());
         consider(self.quiet_release_at());
+        consider(self.keys_release_at());
         next
     }
 
@@ -129,6 +131,11 @@ impl Connection {
         }
         if self.keep_alive_at().is_some_and(|t| now >= t) {
             self.ping_due = true;
+        }
+        if self.keys_release_at().is_some_and(|t| now >= t)
+            && let Some(keys) = self.keys.as_mut()
+        {
+            keys.release_expanded();
         }
         if self.send_blocked_until.is_some_and(|t| now >= t) {
             self.send_blocked_until = None;

@@ -134,6 +134,24 @@ pub struct ConnectionKeys {
     pub resumption: ResumptionSecret,
 }
 
+impl ConnectionKeys {
+    /// Gives back the expanded AES-GCM keys of both directions, for a
+    /// connection gone quiet: the next packet sealed or opened expands
+    /// its key again (see [`PacketSealer::release_key`] and
+    /// [`PacketOpener::release_keys`]).
+    pub fn release_expanded(&mut self) {
+        self.sealer.release_key();
+        self.opener.release_keys();
+    }
+
+    /// Whether either direction holds an expansion
+    /// [`Self::release_expanded`] would give back.
+    #[must_use]
+    pub const fn holds_expanded(&self) -> bool {
+        self.sealer.key_expanded() || self.opener.keys_expanded()
+    }
+}
+
 /// Milliseconds since the UNIX epoch, the intro's timestamp unit.
 fn unix_millis(now: SystemTime) -> Option<u64> {
     let since = now.duration_since(UNIX_EPOCH).ok()?;

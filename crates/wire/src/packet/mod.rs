@@ -10,10 +10,13 @@
 //!
 //! A [`PacketOpener`] holds the peer's keys: the current one, the previous
 //! one for packets reordered across a key update, and the next one's secret.
-//! An expanded key is about 500 bytes and most connections never update
-//! theirs, so the next key is expanded only when a packet first claims the
-//! next phase, and it and the previous key are kept out of line: an idle
-//! connection holds one expanded key per direction. It rebuilds full packet numbers from the largest one it opened and
+//! An expanded key is 336 bytes (RustCrypto's) or more and most connections
+//! never update theirs, so the next key is expanded only when a packet first
+//! claims the next phase, and it and the previous key are kept out of line.
+//! The current key of each direction is a [`LazyKey`](lazy_key): its 28
+//! bytes of material, expanded while packets use it; a connection gone
+//! quiet gives the expansions back ([`PacketSealer::release_key`],
+//! [`PacketOpener::release_keys`]) and holds no expanded key. It rebuilds full packet numbers from the largest one it opened and
 //! opens Data packets only; an IntroReply is opened by the handshake. It does
 //! not track which numbers it has seen (the replay window lives in
 //! tern-reliability) but refuses any packet whose header, ciphertext or tag
@@ -38,7 +41,7 @@
 use rand_core::CryptoRngCore;
 use zeroize::Zeroizing;
 
-use crate::aead::{PacketKey, TAG_LEN};
+use crate::aead::TAG_LEN;
 use crate::error::{EncodeError, KeyUpdateError, SealError};
 use crate::frame::{Frame, Padding};
 use crate::header::{Header, KeyPhase, MAX_PACKET_NUMBER, PacketNumber, X25519_KEY_LEN};
@@ -49,7 +52,7 @@ use crate::varint::varint_len;
 /// Seals outgoing packets for one direction.
 #[derive(Debug)]
 pub struct PacketSealer {
-    key: PacketKey,
+    key: LazyKey,
     secret: TrafficSecret,
     config: KeyConfig,
     key_phase: KeyPhase,
@@ -69,7 +72,7 @@ impl PacketSealer {
     #[must_use]
     pub(crate) fn new(secret: TrafficSecret, peer_index: u32, config: KeyConfig) -> Self {
         Self {
-            key: secret.packet_key(config.backend),
+            key: LazyKey::new(secret.material()),
             secret,
             config,
             key_phase: KeyPhase(false),
@@ -162,11 +165,25 @@ impl PacketSealer {
             return Err(KeyUpdateError::NotConfirmed);
         }
         self.secret = self.secret.next();
-        self.key = self.secret.packet_key(self.config.backend);
+        self.key
+            .replace(self.secret.material(), self.config.backend);
         self.key_phase = self.key_phase.flipped();
         self.phase_start = self.next_packet_number;
         self.sealed_under_key = 0;
         Ok(())
+    }
+
+    /// Gives back the current key's expansion (about 340 bytes); the next
+    /// packet sealed expands it again. For a connection gone quiet: the
+    /// packet numbers and the key phase are untouched.
+    pub fn release_key(&mut self) {
+        self.key.release();
+    }
+
+    /// Whether the current key's expansion is held.
+    #[must_use]
+    pub const fn key_expanded(&self) -> bool {
+        self.key.is_expanded()
     }
 
     /// Jumps the counter, for size tests that need large numbers.
@@ -347,9 +364,11 @@ impl PacketBuilder<'_, '_> {
         let packet_number = self.packet_number;
         let (header, rest) = self.buf.split_at_mut(self.header_len);
         let (payload, tail) = rest.split_at_mut(self.end - self.header_len);
+        let backend = self.sealer.config.backend;
         let tag = self
             .sealer
             .key
+            .get(backend)
             .seal_in_place(packet_number, header, payload)?;
         tail[..TAG_LEN].copy_from_slice(&tag);
         self.sealer.next_packet_number = packet_number + 1;
@@ -358,7 +377,10 @@ impl PacketBuilder<'_, '_> {
     }
 }
 
+mod lazy_key;
 mod opener;
+pub(crate) use lazy_key::KeyMaterial;
+use lazy_key::LazyKey;
 pub use opener::{OpenedPacket, PacketOpener};
 
 #[cfg(test)]

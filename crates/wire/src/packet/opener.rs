@@ -1,5 +1,6 @@
 //! The receiving half: the peer's keys and the opening of its packets.
 
+use super::LazyKey;
 use crate::aead::{PacketKey, TAG_LEN};
 use crate::codec::Frames;
 use crate::error::OpenError;
@@ -13,7 +14,7 @@ pub struct PacketOpener {
     /// The index this side chose; packets carrying another are refused.
     local_index: u32,
     config: KeyConfig,
-    current: PacketKey,
+    current: LazyKey,
     current_phase: KeyPhase,
     /// The smallest packet number opened under the current key.
     current_start: Option<u64>,
@@ -35,7 +36,7 @@ impl PacketOpener {
         Self {
             local_index,
             config,
-            current: secret.packet_key(config.backend),
+            current: LazyKey::new(secret.material()),
             current_phase: KeyPhase(false),
             current_start: None,
             previous: None,
@@ -62,6 +63,21 @@ impl PacketOpener {
     /// phase are then lost, not opened.
     pub fn discard_previous_key(&mut self) {
         self.previous = None;
+    }
+
+    /// Gives back the expansions of the current key (about 340 bytes) and
+    /// of a next key a packet claimed without moving to it; the next packet
+    /// opened expands what it needs again. For a connection gone quiet: the
+    /// previous key stays until [`Self::discard_previous_key`].
+    pub fn release_keys(&mut self) {
+        self.current.release();
+        self.next = None;
+    }
+
+    /// Whether an expansion [`Self::release_keys`] gives back is held.
+    #[must_use]
+    pub const fn keys_expanded(&self) -> bool {
+        self.current.is_expanded() || self.next.is_some()
     }
 
     /// Authenticates and decrypts the Data packet in `datagram`, in place.
@@ -121,8 +137,10 @@ impl PacketOpener {
         let older_than_phase = self
             .current_start
             .is_some_and(|start| packet_number < start);
+        let backend = self.config.backend;
         let key_updated = if phase == self.current_phase {
             self.current
+                .get(backend)
                 .open_in_place(packet_number, aad, payload, tag)?;
             self.current_start = self
                 .current_start
@@ -135,7 +153,6 @@ impl PacketOpener {
         } else {
             // A new phase: only a packet that authenticates under the next
             // key moves the opener to it.
-            let backend = self.config.backend;
             let next_secret = &self.next_secret;
             self.next
                 .get_or_insert_with(|| Box::new(next_secret.packet_key(backend)))
@@ -158,13 +175,16 @@ impl PacketOpener {
 
     /// The peer switched to the next key with `packet_number`.
     fn rotate(&mut self, packet_number: u64) {
-        // The next key's box takes the current key: no allocation here.
-        let mut key = self
+        let backend = self.config.backend;
+        let next = self
             .next
             .take()
-            .unwrap_or_else(|| Box::new(self.next_secret.packet_key(self.config.backend)));
-        core::mem::swap(&mut self.current, &mut key);
-        self.previous = Some(key);
+            .unwrap_or_else(|| Box::new(self.next_secret.packet_key(backend)));
+        let current = LazyKey::with_expanded(self.next_secret.material(), next);
+        // The old key is expanded already unless a release gave it back
+        // since its last packet.
+        let previous = core::mem::replace(&mut self.current, current);
+        self.previous = Some(previous.into_expanded(backend));
         self.next_secret = self.next_secret.next();
         self.current_phase = self.current_phase.flipped();
         self.current_start = Some(packet_number);

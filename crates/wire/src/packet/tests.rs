@@ -116,7 +116,7 @@ fn nonces_never_repeat_over_2_pow_20_packets_in_either_direction() {
             );
             sealer.on_ack(expected);
             assert!(
-                seen.insert(sealer.key.nonce(expected)),
+                seen.insert(sealer.key.get(Backend::default()).nonce(expected)),
                 "nonce reused at {expected}"
             );
         }
@@ -315,6 +315,68 @@ fn a_packet_reordered_across_a_flip_opens_under_the_previous_key() {
         opener.open(&mut again[..old_len]).map(|_| ()),
         Err(OpenError::Authentication)
     );
+    assert_eq!(opener.key_phase(), KeyPhase(true));
+}
+
+#[test]
+fn released_keys_expand_again_and_packet_numbers_run_on() {
+    let (mut sealer, mut opener) = pair();
+    assert!(!sealer.key_expanded() && !opener.keys_expanded());
+    let mut buf = [0u8; 64];
+    for expected in 0..4 {
+        let (len, number) = sealer.start(&mut buf).unwrap().finish().unwrap();
+        assert_eq!(number, expected, "a release does not reset the counter");
+        assert!(sealer.key_expanded());
+        assert_eq!(
+            opener.open(&mut buf[..len]).unwrap().packet_number(),
+            number
+        );
+        assert!(opener.keys_expanded());
+        sealer.release_key();
+        opener.release_keys();
+        assert!(!sealer.key_expanded() && !opener.keys_expanded());
+    }
+    // A forged phase flip expands the next key; a release gives it back.
+    let (len, _) = sealer.start(&mut buf).unwrap().finish().unwrap();
+    buf[0] ^= 0x04;
+    assert!(opener.open(&mut buf[..len]).is_err());
+    opener.release_keys();
+    assert!(!opener.keys_expanded());
+}
+
+#[test]
+fn a_key_update_across_releases_opens_both_phases() {
+    let config = KeyConfig {
+        key_limit: 2,
+        ..KeyConfig::default()
+    };
+    let (mut sealer, mut opener) = pair_with(config);
+    let mut first = [0u8; 64];
+    let mut old = [0u8; 64];
+    let (len0, n0) = sealer.start(&mut first).unwrap().finish().unwrap();
+    let (old_len, _) = sealer.start(&mut old).unwrap().finish().unwrap();
+    opener.open(&mut first[..len0]).unwrap();
+    sealer.on_ack(n0);
+    // Both sides go quiet before the update, and again after it.
+    sealer.release_key();
+    opener.release_keys();
+    sealer.update_key().unwrap();
+    sealer.release_key();
+    let mut new = [0u8; 64];
+    let (new_len, _) = sealer.start(&mut new).unwrap().finish().unwrap();
+    let opened = opener.open(&mut new[..new_len]).unwrap();
+    assert!(opened.key_updated());
+    assert_eq!(opener.key_phase(), KeyPhase(true));
+    opener.release_keys();
+    // The old phase's packet arrives late: the previous key, expanded at
+    // the update although a release had given it back, opens it.
+    assert!(!opener.open(&mut old[..old_len]).unwrap().key_updated());
+    // And the new phase runs on after another release each side.
+    sealer.release_key();
+    opener.release_keys();
+    let (len, _) = sealer.start(&mut new).unwrap().finish().unwrap();
+    let opened = opener.open(&mut new[..len]).unwrap();
+    assert!(!opened.key_updated());
     assert_eq!(opener.key_phase(), KeyPhase(true));
 }
 
