@@ -12,7 +12,8 @@ use tern_proto::{
     ConnectionError, Direction, EndpointConfig, INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS,
     INITIAL_STREAM_WINDOW, ProtocolError, Side, StreamId,
 };
-use tern_wire::{Frame, Message, ResetStream, Stream};
+use tern_reliability::DEFAULT_MAX_RANGES;
+use tern_wire::{Frame, MAX_ACK_RANGES, Message, ResetStream, Stream};
 
 /// Runs `attack` and returns the bytes it left allocated.
 fn pinned(attack: impl FnOnce()) -> u64 {
@@ -277,4 +278,48 @@ fn partial_large_messages_count_against_the_connection_window() {
     });
     assert_broke_flow_control(&mut attacker);
     assert!(held < 512 * 1024, "partial messages pinned {held} bytes");
+}
+
+/// The bytes `pings` PINGs leave allocated, each after a skipped packet
+/// number when `gaps`; every ACK the endpoint sends meanwhile must carry
+/// at most `MAX_ACK_RANGES` ranges. Returns the bytes and the most ranges
+/// one ACK carried.
+fn pinned_by_pings(pings: usize, gaps: bool) -> (u64, usize) {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    let mut most = 0;
+    let held = pinned(|| {
+        for _ in 0..pings {
+            if gaps {
+                attacker.sealer().skip_packet_number().expect("a number");
+            }
+            attacker.send(&[Frame::Ping]);
+            attacker.turn();
+            for mut datagram in std::mem::take(&mut attacker.inbox) {
+                if let Some((_, ranges)) = attacker.open_ack(&mut datagram) {
+                    most = most.max(ranges);
+                }
+            }
+        }
+    });
+    assert!(attacker.connection().expect("open").error().is_none());
+    (held, most)
+}
+
+/// A peer that leaves a gap after every packet it sends (issue #23): the
+/// receiver remembers at most `DEFAULT_MAX_RANGES` ranges of 16 bytes
+/// (16 KiB) to refuse duplicates, whatever the number of gaps, and its ACK
+/// frames carry only the newest `MAX_ACK_RANGES`.
+#[test]
+fn a_gap_after_every_packet_pins_at_most_the_remembered_ranges() {
+    let pings = 4 * DEFAULT_MAX_RANGES;
+    let (in_order, one_range) = pinned_by_pings(pings, false);
+    let (gapped, most) = pinned_by_pings(pings, true);
+    assert_eq!(one_range, 1);
+    assert_eq!(most, MAX_ACK_RANGES, "ACK frames are full, never larger");
+    let ranges = 16 * DEFAULT_MAX_RANGES as u64;
+    eprintln!("in order: {in_order} bytes; a gap after each: {gapped} bytes");
+    assert!(
+        gapped <= in_order + ranges + 4 * 1024,
+        "{gapped} bytes pinned with gaps, {in_order} without"
+    );
 }
