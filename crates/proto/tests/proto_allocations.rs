@@ -10,17 +10,11 @@
 
 mod support;
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use quanta::{Clock, Mock};
-use support::{identity, seed_bytes, wall_start};
-use tern_proto::{
-    ConnectionHandle, Endpoint, EndpointConfig, Node, ReadOutcome, StreamId, Transmit,
-    TransmitLimits,
-};
+use support::direct::{DirectPair, Run};
+use tern_proto::{ConnectionHandle, Node, ReadOutcome, StreamId};
 
 /// Runs `f` and returns how many allocations (a reallocation is one) it
 /// made on this thread.
@@ -28,46 +22,17 @@ fn allocations_in(f: impl FnOnce()) -> u64 {
     allocation_counter::measure(f).count_total
 }
 
-const PAYLOAD: usize = 1452;
-const SEGMENTS: usize = 64;
-
 /// Two endpoints joined by a perfect, instant link.
 struct Wire {
-    clock: Clock,
-    mock: Arc<Mock>,
-    client: Endpoint,
-    server: Endpoint,
-    client_addr: SocketAddr,
-    server_addr: SocketAddr,
-    buf: Vec<u8>,
+    pair: DirectPair,
     /// Datagrams each side received: what the test divides by.
     datagrams: u64,
 }
 
 impl Wire {
     fn new() -> Self {
-        let (clock, mock) = Clock::mock();
-        mock.increment(Duration::from_secs(1));
-        let now = clock.now();
-        let config = EndpointConfig::default();
-        let client =
-            Endpoint::new(config, None, seed_bytes(7, 1), now, wall_start()).expect("valid config");
-        let server = Endpoint::new(
-            config,
-            Some(identity()),
-            seed_bytes(7, 2),
-            now,
-            wall_start(),
-        )
-        .expect("valid config");
         Self {
-            clock,
-            mock,
-            client,
-            server,
-            client_addr: "10.0.0.1:4000".parse().expect("address"),
-            server_addr: "10.0.0.2:5000".parse().expect("address"),
-            buf: vec![0; SEGMENTS * PAYLOAD],
+            pair: DirectPair::new(7),
             datagrams: 0,
         }
     }
@@ -75,37 +40,15 @@ impl Wire {
     /// Delivers everything either side has to send now; returns whether
     /// anything moved.
     fn exchange(&mut self) -> bool {
-        let now = self.clock.now();
-        let limits = TransmitLimits::new(SEGMENTS, PAYLOAD);
         let mut moved = false;
-        for client_sends in [true, false] {
-            let (from, to, from_addr, to_addr) = if client_sends {
-                (
-                    &mut self.client,
-                    &mut self.server,
-                    self.client_addr,
-                    self.server_addr,
-                )
-            } else {
-                (
-                    &mut self.server,
-                    &mut self.client,
-                    self.server_addr,
-                    self.client_addr,
-                )
-            };
-            while let Some(Transmit {
-                len, segment_size, ..
-            }) = from.poll_transmit(now, limits, &mut self.buf)
-            {
-                let segment = segment_size.unwrap_or(len).max(1);
-                for datagram in self.buf[..len].chunks_mut(segment) {
-                    to.handle_datagram(now, to_addr, from_addr, datagram);
-                    self.datagrams += 1;
-                }
-                moved = true;
-            }
-        }
+        let mut datagrams = 0;
+        let mut count = |run: Run| {
+            datagrams += run.datagrams() as u64;
+            moved = true;
+        };
+        self.pair.client_sends(&mut count);
+        self.pair.server_sends(&mut count);
+        self.datagrams += datagrams;
         moved
     }
 
@@ -114,42 +57,41 @@ impl Wire {
     /// application's loop would take them.
     fn step(&mut self) {
         let moved = self.exchange();
-        while self.client.poll_event().is_some() {}
-        while self.server.poll_event().is_some() {}
+        while self.pair.client.poll_event().is_some() {}
+        while self.pair.server.poll_event().is_some() {}
         if moved {
             return;
         }
-        let next = [self.client.poll_timeout(), self.server.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
-            .expect("a connection always has a timer");
-        let now = self.clock.now();
+        let next = [
+            self.pair.client.poll_timeout(),
+            self.pair.server.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .expect("a connection always has a timer");
+        let now = self.pair.clock.now();
         if next > now {
-            self.mock.increment(next - now);
+            self.pair.mock.increment(next - now);
         }
-        let now = self.clock.now();
-        self.client.handle_timeout(now);
-        self.server.handle_timeout(now);
+        let now = self.pair.clock.now();
+        self.pair.client.handle_timeout(now);
+        self.pair.server.handle_timeout(now);
     }
 }
 
 /// A connected pair and a stream from the client to the server.
 fn connected_stream() -> (Wire, ConnectionHandle, ConnectionHandle, StreamId) {
     let mut wire = Wire::new();
-    let public = wire.server.public().expect("identity");
-    let now = wire.clock.now();
-    let client = wire
-        .client
-        .connect(now, wire.server_addr, &public)
-        .expect("connect");
+    let client = wire.pair.connect();
     let mut server = None;
     while server.is_none() {
         wire.step();
-        server = wire.server.accept();
+        server = wire.pair.server.accept();
     }
     let server = server.expect("accepted");
     let stream = wire
+        .pair
         .client
         .connection(client)
         .and_then(|c| c.open_stream())
@@ -171,7 +113,7 @@ fn transfer(
     let (mut written, mut read) = (start, start);
     let end = start + total;
     while read < end {
-        let connection = wire.client.connection(client).expect("client");
+        let connection = wire.pair.client.connection(client).expect("client");
         while written < end {
             let n = (end - written).min(chunk.len() as u64) as usize;
             fill(&mut chunk[..n], written);
@@ -181,7 +123,7 @@ fn transfer(
             }
             written += taken as u64;
         }
-        let connection = wire.server.connection(server).expect("server");
+        let connection = wire.pair.server.connection(server).expect("server");
         if remote.is_none() {
             *remote = connection.accept_stream();
         }
@@ -259,11 +201,11 @@ fn one_way(
 ) {
     let (mut sent, mut received) = (0, 0);
     while received < count {
-        let connection = wire.client.connection(from).expect("client");
+        let connection = wire.pair.client.connection(from).expect("client");
         while sent < count && connection.send_message(message.clone()).is_ok() {
             sent += 1;
         }
-        let connection = wire.server.connection(to).expect("server");
+        let connection = wire.pair.server.connection(to).expect("server");
         while let Some(m) = connection.recv_message() {
             assert_eq!(&m, message);
             received += 1;
@@ -312,19 +254,21 @@ fn requests(
     let request = Bytes::from_static(&[0xa5; 64]);
     let mut delivered = 0;
     for _ in 0..count {
-        wire.client
+        wire.pair
+            .client
             .connection(client)
             .expect("client")
             .send_message(request.clone())
             .expect("room for one request");
         let answer = loop {
             wire.step();
-            let connection = wire.server.connection(server).expect("server");
+            let connection = wire.pair.server.connection(server).expect("server");
             if let Some(m) = connection.recv_message() {
                 delivered += 1;
                 connection.send_message(m).expect("room for one answer");
             }
             if let Some(m) = wire
+                .pair
                 .client
                 .connection(client)
                 .expect("client")
@@ -335,7 +279,7 @@ fn requests(
         };
         delivered += 1;
         assert_eq!(answer, request);
-        wire.mock.increment(gap);
+        wire.pair.mock.increment(gap);
     }
     delivered
 }

@@ -10,16 +10,12 @@
 
 mod support;
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use quanta::{Clock, Mock};
-use support::{identity, message, seed_bytes, wall_start};
-use tern_proto::{ConnectionHandle, Endpoint, EndpointConfig, Node, Transmit, TransmitLimits};
+use support::direct::{DirectPair, Run};
+use support::message;
+use tern_proto::ConnectionHandle;
 
-const PAYLOAD: usize = 1452;
-const SEGMENTS: usize = 64;
 /// Messages exchanged before counting: for its first 32 answers the
 /// client repeats a flow-control update with its ACK, each a datagram of
 /// its own (see `LIMIT_REPEATS` in the connection's send path).
@@ -30,6 +26,13 @@ const SETTLE: u32 = 60;
 struct Turn {
     datagrams: Vec<usize>,
     runs: usize,
+}
+
+impl Turn {
+    fn add(&mut self, run: Run) {
+        self.datagrams.extend(run.datagram_lens());
+        self.runs += 1;
+    }
 }
 
 /// What crossed the wire for one message and its answer.
@@ -49,51 +52,22 @@ struct Counts {
 
 /// A client and a server wired directly, one connection between them.
 struct Exchange {
-    clock: Clock,
-    mock: Arc<Mock>,
-    client: Endpoint,
-    server: Endpoint,
+    pair: DirectPair,
     handle: ConnectionHandle,
     accepted: Option<ConnectionHandle>,
-    client_addr: SocketAddr,
-    server_addr: SocketAddr,
-    buf: Vec<u8>,
     sent: u32,
 }
 
 impl Exchange {
     fn connected() -> Self {
-        let (clock, mock) = Clock::mock();
-        mock.increment(Duration::from_secs(1));
-        let config = EndpointConfig::default();
-        let client = Endpoint::new(config, None, seed_bytes(28, 1), clock.now(), wall_start())
-            .expect("valid config");
-        let server = Endpoint::new(
-            config,
-            Some(identity()),
-            seed_bytes(28, 2),
-            clock.now(),
-            wall_start(),
-        )
-        .expect("valid config");
-        let public = server.public().expect("identity");
+        let mut pair = DirectPair::new(28);
+        let handle = pair.connect();
         let mut exchange = Self {
-            clock,
-            mock,
-            client,
-            server,
-            handle: ConnectionHandle(0),
+            pair,
+            handle,
             accepted: None,
-            client_addr: "10.0.0.1:4000".parse().expect("address"),
-            server_addr: "10.0.0.2:5000".parse().expect("address"),
-            buf: vec![0; SEGMENTS * PAYLOAD],
             sent: 0,
         };
-        let now = exchange.clock.now();
-        exchange.handle = exchange
-            .client
-            .connect(now, exchange.server_addr, &public)
-            .expect("connect");
         for _ in 0..5 {
             exchange.client_turn();
             exchange.hop();
@@ -104,40 +78,36 @@ impl Exchange {
     }
 
     fn hop(&mut self) {
-        self.mock.increment(Duration::from_micros(20));
+        self.pair.mock.increment(Duration::from_micros(20));
     }
 
     /// The client's timers if due, then everything it has to send.
     fn client_turn(&mut self) -> Turn {
-        let now = self.clock.now();
-        if self.client.poll_timeout().is_some_and(|d| d <= now) {
-            self.client.handle_timeout(now);
-        }
-        let to = (self.client_addr, self.server_addr);
-        flush(&mut self.client, &mut self.server, to, now, &mut self.buf)
+        self.pair.client_timer();
+        let mut turn = Turn::default();
+        self.pair.client_sends(|run| turn.add(run));
+        turn
     }
 
     /// The server's timers if due, then everything it has to send.
     fn server_turn(&mut self) -> Turn {
-        let now = self.clock.now();
-        if self.server.poll_timeout().is_some_and(|d| d <= now) {
-            self.server.handle_timeout(now);
-        }
-        let to = (self.server_addr, self.client_addr);
-        flush(&mut self.server, &mut self.client, to, now, &mut self.buf)
+        self.pair.server_timer();
+        let mut turn = Turn::default();
+        self.pair.server_sends(|run| turn.add(run));
+        turn
     }
 
     /// The server's application: answers every message with its first 64
     /// bytes.
     fn server_answers(&mut self) {
-        while self.server.poll_event().is_some() {}
-        if let Some(handle) = self.server.accept() {
+        while self.pair.server.poll_event().is_some() {}
+        if let Some(handle) = self.pair.server.accept() {
             self.accepted = Some(handle);
         }
         let Some(handle) = self.accepted else {
             return;
         };
-        let connection = self.server.connection(handle).expect("accepted");
+        let connection = self.pair.server.connection(handle).expect("accepted");
         while let Some(message) = connection.recv_message() {
             let head = message.slice(..message.len().min(64));
             connection.send_message(head).expect("answer");
@@ -147,7 +117,8 @@ impl Exchange {
     /// One message of `len` bytes and its answer, hop by hop.
     fn round_trip(&mut self, len: usize) -> Counts {
         self.sent += 1;
-        self.client
+        self.pair
+            .client
             .connection(self.handle)
             .expect("connected")
             .send_message(message(self.sent, len))
@@ -159,8 +130,8 @@ impl Exchange {
         let server_answers = self.server_turn();
         self.hop();
         let client_receives = self.client_turn();
-        while self.client.poll_event().is_some() {}
-        let connection = self.client.connection(self.handle).expect("connected");
+        while self.pair.client.poll_event().is_some() {}
+        let connection = self.pair.client.connection(self.handle).expect("connected");
         let mut answers = 0;
         while connection.recv_message().is_some() {
             answers += 1;
@@ -174,30 +145,6 @@ impl Exchange {
             answers,
         }
     }
-}
-
-/// Every transmit `from` has now, each datagram handed to `to`.
-fn flush(
-    from: &mut Endpoint,
-    to: &mut Endpoint,
-    (from_addr, to_addr): (SocketAddr, SocketAddr),
-    now: quanta::Instant,
-    buf: &mut [u8],
-) -> Turn {
-    let limits = TransmitLimits::new(SEGMENTS, PAYLOAD);
-    let mut turn = Turn::default();
-    while let Some(Transmit {
-        len, segment_size, ..
-    }) = from.poll_transmit(now, limits, buf)
-    {
-        let stride = segment_size.unwrap_or(len).max(1);
-        for datagram in buf[..len].chunks_mut(stride) {
-            turn.datagrams.push(datagram.len());
-            to.handle_datagram(now, to_addr, from_addr, datagram);
-        }
-        turn.runs += 1;
-    }
-    turn
 }
 
 /// A datagram that carries no data: an ACK, or a control frame alone.

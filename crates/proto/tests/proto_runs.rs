@@ -11,49 +11,17 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::time::Duration;
-
-use quanta::{Clock, Mock};
-use std::sync::Arc;
-use support::{identity, message, seed_bytes, wall_start};
-use tern_proto::{
-    ConnectionHandle, Endpoint, EndpointConfig, Node, ReadOutcome, StreamId, Transmit,
-    TransmitLimits,
-};
-
-const PAYLOAD: usize = 1452;
-const SEGMENTS: usize = 64;
-
-/// One run: its bytes and its stride.
-#[derive(Debug, Clone, Copy)]
-struct Run {
-    len: usize,
-    stride: usize,
-}
-
-impl Run {
-    fn datagrams(self) -> usize {
-        self.len.div_ceil(self.stride)
-    }
-
-    /// Whether every datagram of the run is a full one.
-    fn is_full(self) -> bool {
-        self.stride == PAYLOAD && self.len.is_multiple_of(PAYLOAD)
-    }
-}
+use support::direct::{DirectPair, PAYLOAD, Run, SEGMENTS};
+use support::message;
+use tern_proto::{ConnectionHandle, ReadOutcome, StreamId};
 
 /// A client and a server wired directly, connected and settled.
 struct Wire {
-    clock: Clock,
-    mock: Arc<Mock>,
-    client: Endpoint,
-    server: Endpoint,
+    pair: DirectPair,
     handle: ConnectionHandle,
     /// The server's side, once accepted, and its stream, once opened.
     accepted: Option<(ConnectionHandle, Option<StreamId>)>,
-    client_addr: SocketAddr,
-    server_addr: SocketAddr,
     buf: Vec<u8>,
 }
 
@@ -62,36 +30,14 @@ impl Wire {
     /// both sides settle (the path's datagram size probed, the first ACKs
     /// exchanged).
     fn settled() -> Self {
-        let (clock, mock) = Clock::mock();
-        mock.increment(Duration::from_secs(1));
-        let config = EndpointConfig::default();
-        let client = Endpoint::new(config, None, seed_bytes(11, 1), clock.now(), wall_start())
-            .expect("valid config");
-        let server = Endpoint::new(
-            config,
-            Some(identity()),
-            seed_bytes(11, 2),
-            clock.now(),
-            wall_start(),
-        )
-        .expect("valid config");
-        let public = server.public().expect("identity");
+        let mut pair = DirectPair::new(11);
+        let handle = pair.connect();
         let mut wire = Self {
-            clock,
-            mock,
-            client,
-            server,
-            handle: ConnectionHandle(0),
+            pair,
+            handle,
             accepted: None,
-            client_addr: "10.0.0.1:4000".parse().expect("address"),
-            server_addr: "10.0.0.2:5000".parse().expect("address"),
             buf: vec![0; SEGMENTS * PAYLOAD],
         };
-        let now = wire.clock.now();
-        wire.handle = wire
-            .client
-            .connect(now, wire.server_addr, &public)
-            .expect("connect");
         for round in 0..20 {
             if round >= 5 {
                 wire.connection()
@@ -104,39 +50,26 @@ impl Wire {
     }
 
     fn connection(&mut self) -> &mut tern_proto::Connection {
-        self.client.connection(self.handle).expect("connected")
+        self.pair.client.connection(self.handle).expect("connected")
     }
 
     /// A millisecond later, every run the client sends then, and the
     /// server's answers.
     fn round(&mut self) -> Vec<Run> {
-        self.mock.increment(Duration::from_millis(1));
-        let now = self.clock.now();
-        let _ = self.client.poll_timeout();
-        self.client.handle_timeout(now);
-        let _ = self.server.poll_timeout();
-        self.server.handle_timeout(now);
-        let sent = runs(
-            &mut self.client,
-            &mut self.server,
-            (self.client_addr, self.server_addr),
-            now,
-            &mut self.buf,
-        );
-        runs(
-            &mut self.server,
-            &mut self.client,
-            (self.server_addr, self.client_addr),
-            now,
-            &mut self.buf,
-        );
-        while self.server.poll_event().is_some() {}
-        while self.client.poll_event().is_some() {}
-        if let Some(handle) = self.server.accept() {
+        self.pair.mock.increment(Duration::from_millis(1));
+        self.pair.client_timer();
+        self.pair.server_timer();
+        let mut sent = Vec::new();
+        self.pair.client_sends(|run| sent.push(run));
+        self.pair.server_sends(|_| {});
+        let pair = &mut self.pair;
+        while pair.server.poll_event().is_some() {}
+        while pair.client.poll_event().is_some() {}
+        if let Some(handle) = pair.server.accept() {
             self.accepted = Some((handle, None));
         }
         if let Some((handle, stream)) = self.accepted.as_mut() {
-            let connection = self.server.connection(*handle).expect("accepted");
+            let connection = pair.server.connection(*handle).expect("accepted");
             while connection.recv_message().is_some() {}
             if let Some(id) = connection.accept_stream() {
                 *stream = Some(id);
@@ -147,29 +80,6 @@ impl Wire {
         }
         sent
     }
-}
-
-/// Every run `from` has to send now, each datagram delivered to `to`.
-fn runs(
-    from: &mut Endpoint,
-    to: &mut Endpoint,
-    (from_addr, to_addr): (SocketAddr, SocketAddr),
-    now: quanta::Instant,
-    buf: &mut [u8],
-) -> Vec<Run> {
-    let limits = TransmitLimits::new(SEGMENTS, PAYLOAD);
-    let mut runs = Vec::new();
-    while let Some(Transmit {
-        len, segment_size, ..
-    }) = from.poll_transmit(now, limits, buf)
-    {
-        let stride = segment_size.unwrap_or(len).max(1);
-        for datagram in buf[..len].chunks_mut(stride) {
-            to.handle_datagram(now, to_addr, from_addr, datagram);
-        }
-        runs.push(Run { len, stride });
-    }
-    runs
 }
 
 #[test]

@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod attacker;
+pub mod direct;
 pub mod greedy;
 pub mod matrix;
 mod on_sim;
