@@ -33,6 +33,12 @@ impl Turn {
         self.datagrams.extend(run.datagram_lens());
         self.runs += 1;
     }
+
+    /// Whether every datagram was too small to carry data: ACKs, or
+    /// control frames alone.
+    fn carries_no_data(&self) -> bool {
+        self.datagrams.iter().all(|&len| len < 64)
+    }
 }
 
 /// What crossed the wire for one message and its answer.
@@ -147,11 +153,6 @@ impl Exchange {
     }
 }
 
-/// A datagram that carries no data: an ACK, or a control frame alone.
-fn is_small(len: usize) -> bool {
-    len < 64
-}
-
 #[test]
 fn a_32_kib_message_costs_one_run_out_and_two_datagrams_back() {
     let mut exchange = Exchange::connected();
@@ -166,14 +167,7 @@ fn a_32_kib_message_costs_one_run_out_and_two_datagrams_back() {
         // Its 24 packets make an ACK due at once: it leaves before the
         // application has the message.
         assert_eq!(counts.server_receives.runs, 1, "{counts:?}");
-        assert!(
-            counts
-                .server_receives
-                .datagrams
-                .iter()
-                .all(|&d| is_small(d)),
-            "{counts:?}"
-        );
+        assert!(counts.server_receives.carries_no_data(), "{counts:?}");
         // The answer: one datagram.
         assert_eq!(counts.server_answers.datagrams.len(), 1, "{counts:?}");
         // The client takes the answer in the turn it arrives, and sends
@@ -200,14 +194,7 @@ fn a_1_kib_message_costs_one_datagram_each_way() {
         // answer, but for the prompt ACKs after a gap (a packet number
         // the client skipped on purpose).
         if counts.server_receives != Turn::default() {
-            assert!(
-                counts
-                    .server_receives
-                    .datagrams
-                    .iter()
-                    .all(|&d| is_small(d)),
-                "{counts:?}"
-            );
+            assert!(counts.server_receives.carries_no_data(), "{counts:?}");
             acks_alone += 1;
         }
     }
