@@ -113,6 +113,19 @@ async fn open_announced(a: &Connection, b: &Connection) -> (SendStream, RecvStre
 }
 
 /// Reads `stream` to its end.
+/// Waits for `closing` (a task closing the connection with code 9), then
+/// for its peer `b` to learn of that close.
+async fn close_seen(closing: tokio::task::JoinHandle<()>, b: &Connection) {
+    tokio::time::timeout(PATIENCE, closing)
+        .await
+        .expect("the close ends")
+        .expect("the task ends");
+    let closed = tokio::time::timeout(PATIENCE, b.closed())
+        .await
+        .expect("the peer closes");
+    assert!(closed.to_string().contains('9'), "{closed}");
+}
+
 async fn read_to_end(mut stream: RecvStream) -> Vec<u8> {
     let mut read = Vec::new();
     let mut buf = vec![0u8; 64 << 10];
@@ -235,14 +248,7 @@ async fn bytes_parked_for_want_of_room_go_before_the_finish_and_the_close() {
             .expect("the reader ends");
         assert!(read == pattern(0, LEN + 2), "bytes out of order");
     }
-    tokio::time::timeout(PATIENCE, closing)
-        .await
-        .expect("the close ends")
-        .expect("the task ends");
-    let closed = tokio::time::timeout(PATIENCE, b.closed())
-        .await
-        .expect("the peer closes");
-    assert!(closed.to_string().contains('9'), "{closed}");
+    close_seen(closing, &b).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -394,14 +400,7 @@ async fn messages_parked_for_want_of_room_go_before_later_sends_and_the_close() 
     a.send(message(last, LEN)).await.expect("sends");
     let closing = tokio::spawn(async move { a.close(9, "done").await });
     receive_in_order(&b, last + 1, LEN).await;
-    tokio::time::timeout(PATIENCE, closing)
-        .await
-        .expect("the close ends")
-        .expect("the task ends");
-    let closed = tokio::time::timeout(PATIENCE, b.closed())
-        .await
-        .expect("the peer closes");
-    assert!(closed.to_string().contains('9'), "{closed}");
+    close_seen(closing, &b).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
