@@ -104,6 +104,28 @@ fn at_its_limit_the_span_lets_go_of_the_acks_alone_at_its_front() {
 }
 
 #[test]
+fn at_its_limit_the_span_lets_go_of_the_lost_records_at_its_front() {
+    let (clock, _) = quanta::Clock::mock();
+    let mut sent = SentPackets::new();
+    sent.set_max_tracked(4);
+    for pn in 0..4 {
+        sent.push(pn, packet(clock.now(), 100)).unwrap();
+    }
+    sent.ack_range(3..=3, |_, _| {});
+    let mut lost = Vec::new();
+    sent.detect_lost(3, None, 3, clock.now(), None, |pn, _| lost.push(pn));
+    assert_eq!(lost, [0]);
+    // The lost record goes; the unacknowledged packet behind it holds.
+    sent.push(4, packet(clock.now(), 100)).unwrap();
+    assert_eq!(sent.tracked_span(), 4);
+    assert!(matches!(
+        sent.push(5, packet(clock.now(), 100)),
+        Err(SendError::TooManyTracked { .. })
+    ));
+    sent.invariants().unwrap();
+}
+
+#[test]
 fn repeated_ranges_skip_acknowledged_packets() {
     let (clock, _) = quanta::Clock::mock();
     let mut sent = SentPackets::new();
