@@ -7,13 +7,15 @@
 
 mod support;
 
+use std::time::Duration;
+
 use support::attacker::{Attacker, Limits};
 use tern_proto::{
     ConnectionError, Direction, EndpointConfig, INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS,
     INITIAL_STREAM_WINDOW, ProtocolError, Side, StreamId,
 };
 use tern_reliability::DEFAULT_MAX_RANGES;
-use tern_wire::{Frame, MAX_ACK_RANGES, Message, ResetStream, Stream};
+use tern_wire::{Ack, AckFrameRanges, Frame, MAX_ACK_RANGES, Message, ResetStream, Stream};
 
 /// Runs `attack` and returns the bytes it left allocated.
 fn pinned(attack: impl FnOnce()) -> u64 {
@@ -280,13 +282,23 @@ fn partial_large_messages_count_against_the_connection_window() {
     assert!(held < 512 * 1024, "partial messages pinned {held} bytes");
 }
 
+/// How many PINGs later the attacker acknowledges what the endpoint sent
+/// in answer to one: late enough that the endpoint, which forgets the
+/// ranges an acknowledged ACK of its own covered, still remembers more
+/// than `DEFAULT_MAX_RANGES`, and soon enough that its sent-packet ring
+/// stays below the bound that closes a peer acknowledging too little.
+const ACK_LAG: usize = DEFAULT_MAX_RANGES + 16;
+
 /// The bytes `pings` PINGs leave allocated, each after a skipped packet
 /// number when `gaps`; every ACK the endpoint sends meanwhile must carry
-/// at most `MAX_ACK_RANGES` ranges. Returns the bytes and the most ranges
-/// one ACK carried.
+/// at most `MAX_ACK_RANGES` ranges. The attacker acknowledges the
+/// endpoint's packets `ACK_LAG` PINGs late (one that never does is closed:
+/// see `a_peer_that_never_acknowledges_pins_at_most_the_tracked_bound`).
+/// Returns the bytes and the most ranges one ACK carried.
 fn pinned_by_pings(pings: usize, gaps: bool) -> (u64, usize) {
     let mut attacker = Attacker::connect(EndpointConfig::default());
     let mut most = 0;
+    let mut unacknowledged = std::collections::VecDeque::from([attacker.handshake_ranges.clone()]);
     let held = pinned(|| {
         for _ in 0..pings {
             if gaps {
@@ -294,10 +306,22 @@ fn pinned_by_pings(pings: usize, gaps: bool) -> (u64, usize) {
             }
             attacker.send(&[Frame::Ping]);
             attacker.turn();
-            for mut datagram in std::mem::take(&mut attacker.inbox) {
+            let inbox = attacker.inbox.clone();
+            unacknowledged.push_back(attacker.received_ranges());
+            for mut datagram in inbox {
                 if let Some((_, ranges)) = attacker.open_ack(&mut datagram) {
                     most = most.max(ranges);
                 }
+            }
+            if unacknowledged.len() > ACK_LAG
+                && let Some(ranges) = unacknowledged.pop_front()
+                && !ranges.is_empty()
+            {
+                attacker.send(&[Frame::Ack(Ack {
+                    ranges: AckFrameRanges::new(&ranges).expect("ranges"),
+                    ack_delay: Duration::ZERO,
+                    receive_time: Duration::ZERO,
+                })]);
             }
         }
     });
@@ -322,4 +346,41 @@ fn a_gap_after_every_packet_pins_at_most_the_remembered_ranges() {
         gapped <= in_order + ranges + 4 * 1024,
         "{gapped} bytes pinned with gaps, {in_order} without"
     );
+}
+
+/// A peer that makes the endpoint answer (a PING each time) and never
+/// acknowledges anything (issue #23): the endpoint's sent-packet ring,
+/// held from its oldest unacknowledged packet, would grow by a record per
+/// answer. It is closed once the ring spans twice its congestion window in
+/// 64-byte packets plus 2 048 numbers, having pinned no more than that.
+#[test]
+fn a_peer_that_never_acknowledges_pins_at_most_the_tracked_bound() {
+    let pings = 4 * DEFAULT_MAX_RANGES;
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    let window = attacker.connection().expect("open").stats().window;
+    let mut sent = 0;
+    let held = pinned(|| {
+        while sent < pings && attacker.connection().is_some_and(|c| c.error().is_none()) {
+            attacker.send(&[Frame::Ping]);
+            attacker.turn();
+            attacker.inbox.clear();
+            sent += 1;
+        }
+    });
+    let error = attacker.connection().and_then(|c| c.error().cloned());
+    assert_eq!(
+        error,
+        Some(ConnectionError::Protocol(
+            ProtocolError::TooLittleAcknowledged
+        ))
+    );
+    let bound = 2 * (window / 64) + 2048;
+    // A ring slot (a sent packet's record) is 184 bytes; the ring doubles.
+    let ring = bound.next_power_of_two() * 184;
+    eprintln!("closed after {sent} PINGs, {held} bytes pinned; ring bound {ring} bytes");
+    assert!(
+        sent as u64 <= bound,
+        "{sent} PINGs answered before the close"
+    );
+    assert!(held <= ring + 64 * 1024, "{held} bytes pinned");
 }

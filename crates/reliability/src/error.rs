@@ -32,6 +32,16 @@ pub enum SendError {
         /// The most that may be skipped at once.
         limit: u64,
     },
+    /// The packet would make the tracker hold more packet numbers than
+    /// its limit (see [`crate::SentPackets::set_max_tracked`]): the peer
+    /// acknowledges too little for what it is sent.
+    #[error("{tracked} packet numbers tracked, at most {limit} allowed")]
+    TooManyTracked {
+        /// The numbers the tracker would hold with this packet.
+        tracked: u64,
+        /// The most it may hold.
+        limit: u64,
+    },
 }
 
 /// Why an ACK frame was refused by [`crate::LossDetector::on_ack`].

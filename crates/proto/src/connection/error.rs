@@ -105,6 +105,12 @@ pub enum ProtocolError {
     /// another session.
     #[error("the identity proof does not verify")]
     IdentityProof,
+    /// The peer acknowledged so little that this side's record of the
+    /// packets it sent reached its bound (see `recovery::max_tracked`):
+    /// a peer that never acknowledges while it makes this side answer
+    /// would otherwise grow it without end.
+    #[error("the peer acknowledges too little")]
+    TooLittleAcknowledged,
 }
 
 /// Why a write, finish or reset on a stream failed.

@@ -304,6 +304,8 @@ impl Connection {
         let datagrams_out = DatagramQueue::new(config.datagram_send_queue);
         let message_limits = message_limit::MessageLimits::new(config.max_message_size);
         let initial_window = controller.window();
+        let mut loss = LossDetector::new(loss_config);
+        loss.set_max_tracked(recovery::max_tracked(initial_window));
         let transfer = Some(transfer::Transfer::new(controller, &config));
         Self {
             side,
@@ -343,7 +345,7 @@ impl Connection {
             discard_previous_key_at: None,
             peer_key_phase_start: 0,
             largest_ack_sent: None,
-            loss: LossDetector::new(loss_config),
+            loss,
             recovery: RecoveryBuffer::default(),
             initial_window,
             transfer,

@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use quanta::Instant;
 use tern_congestion::{Acked, Controller, Lost, OneWayDelay, Rtt};
-use tern_reliability::{AckFrequency, RecoveryBuffer, SentPacket};
+use tern_reliability::{AckFrequency, RecoveryBuffer, SendError, SentPacket};
 use tern_wire::Ack;
 
 use super::Connection;
 use super::carried::{Carried, CarriedRecord};
 use super::error::ProtocolError;
 use super::event::Event;
+use super::send::MIN_PACKET;
 use super::streams::scheduler::Urgency;
 use super::streams::{StreamRun, Turn};
 
@@ -25,6 +26,31 @@ use super::streams::{StreamRun, Turn};
 /// data never releases (its steady state allocates nothing), while one
 /// gone quiet (after its handshake, after a keep-alive) holds none.
 const QUIET_RELEASE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Packet numbers the sent-packet ring may span besides twice the
+/// congestion window in its smallest packets (see [`max_tracked`]).
+const TRACKED_SLACK: u64 = 2048;
+
+/// The most packet numbers the sent-packet ring may span for a
+/// congestion window of `window` bytes: twice what the window holds in
+/// the smallest packets worth building, plus [`TRACKED_SLACK`] for the
+/// ACKs alone and the skipped numbers in between. Only the peer's
+/// acknowledgements shrink the span (its oldest unresolved packet holds
+/// it), so a peer that acknowledges nothing while it makes this side
+/// answer (a PING each time) would grow it without end, 184 bytes a
+/// packet. At the bound the ACKs alone and lost records at the ring's
+/// front are forgotten (a receiver answers a sender that seldom asks for
+/// acknowledgement with long runs of ACKs, some declared lost); if the
+/// span is still at it, held by a packet the peer must acknowledge, the
+/// connection closes
+/// ([`ProtocolError::TooLittleAcknowledged`]). An honest peer stays below
+/// it: it acknowledges every few ack-eliciting packets, what is in flight
+/// is bounded by the window, and the bound follows the largest window the
+/// connection had, so the records of a window a loss then reduced stay
+/// within it.
+pub(super) fn max_tracked(window: u64) -> u64 {
+    2 * (window / MIN_PACKET as u64) + TRACKED_SLACK
+}
 
 /// One packet beyond a window that a loss just reduced, on the first ACK
 /// after the reduction: the retransmission of the lost data, which goes
@@ -424,11 +450,18 @@ impl Connection {
         // the peer's next keep-alive, and then the ACK answering that one
         // would take it again. Any other connection keeps the record, whose
         // acknowledgement lets it stop repeating the ranges it covered.
+        let limit = max_tracked(self.window());
+        if limit > self.loss.sent_packets().max_tracked() {
+            self.loss.set_max_tracked(limit);
+        }
         let recorded = if ack_eliciting || in_flight || self.transfer.is_some() {
             self.loss.on_sent(pn, packet)
         } else {
             self.loss.on_sent_released(pn, packet)
         };
+        if let Err(SendError::TooManyTracked { .. }) = recorded {
+            self.fail(now, ProtocolError::TooLittleAcknowledged);
+        }
         if recorded.is_ok() && in_flight {
             let bytes_in_flight = self.loss.bytes_in_flight();
             self.transfer().controller.on_sent(now, bytes_in_flight);

@@ -88,6 +88,10 @@ pub struct Attacker {
     /// The flow-control limits the endpoint granted with the handshake
     /// (its first packets after it), as the attacker read them.
     pub granted: Limits,
+    /// The packet numbers of what the endpoint sent with the handshake
+    /// (its reply, numbered 0, and its first packets after it), as ACK
+    /// ranges: for an attacker that acknowledges everything it received.
+    pub handshake_ranges: Vec<RangeInclusive<u64>>,
 }
 
 impl Attacker {
@@ -146,6 +150,7 @@ impl Attacker {
             elsewhere: Vec::new(),
             keep_elsewhere: false,
             granted: Limits::default(),
+            handshake_ranges: Vec::new(),
         };
         attacker
             .received_from
@@ -159,9 +164,17 @@ impl Attacker {
         attacker.handle = attacker.endpoint.accept().expect("accepted");
         assert!(attacker.connection().is_some_and(|c| c.is_established()));
         // Read, and the inbox left empty.
+        let inbox = attacker.inbox.clone();
         let mut granted = Limits::default();
         attacker.take_limits(&mut granted);
         attacker.granted = granted;
+        attacker.inbox = inbox;
+        let mut ranges = attacker.received_ranges();
+        match ranges.last_mut() {
+            Some(last) if *last.start() == 1 => *last = 0..=*last.end(),
+            _ => ranges.push(0..=0),
+        }
+        attacker.handshake_ranges = ranges;
         attacker
     }
 

@@ -139,6 +139,11 @@ impl<T> LossDetector<T> {
         self.sent.push(packet_number, packet)
     }
 
+    /// Bounds the packet numbers tracked (see [`SentPackets::set_max_tracked`]).
+    pub fn set_max_tracked(&mut self, limit: u64) {
+        self.sent.set_max_tracked(limit);
+    }
+
     /// [`on_sent`](Self::on_sent) for a packet that needs no record when
     /// nothing is tracked (see [`SentPackets::push_released`]).
     ///

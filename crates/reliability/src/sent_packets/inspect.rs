@@ -63,6 +63,13 @@ impl<T> SentPackets<T> {
         self.slots.len()
     }
 
+    /// The most packet numbers the tracker may span (see
+    /// [`set_max_tracked`](Self::set_max_tracked)).
+    #[must_use]
+    pub fn max_tracked(&self) -> u64 {
+        self.max_tracked
+    }
+
     /// Checks the tracker's internal consistency. O(n): for tests.
     ///
     /// # Errors

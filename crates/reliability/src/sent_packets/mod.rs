@@ -157,6 +157,8 @@ pub struct SentPackets<T> {
     last_ack_eliciting_sent: Option<Instant>,
     /// The current run of consecutive losses, for persistent congestion.
     loss_run: Option<LossRun>,
+    /// The most packet numbers `slots` may span (see [`SentPackets::set_max_tracked`]).
+    max_tracked: u64,
 }
 
 impl<T> Default for SentPackets<T> {
@@ -187,7 +189,19 @@ impl<T> SentPackets<T> {
             last_time_sent: None,
             last_ack_eliciting_sent: None,
             loss_run: None,
+            max_tracked: u64::MAX,
         }
+    }
+
+    /// Bounds the packet numbers the tracker may span, from the oldest
+    /// unresolved to the newest: a push beyond it is refused with
+    /// [`SendError::TooManyTracked`]. The span is this tracker's memory,
+    /// and only the peer's acknowledgements shrink it; a peer that
+    /// acknowledges nothing while it makes this side send (ACKs answering
+    /// its packets) would otherwise grow it without end. Unbounded until
+    /// set.
+    pub fn set_max_tracked(&mut self, limit: u64) {
+        self.max_tracked = limit;
     }
 
     /// Records a sent packet.
@@ -198,10 +212,23 @@ impl<T> SentPackets<T> {
     ///
     /// # Errors
     /// [`SendError`] if `packet_number` is not above every number sent so far,
-    /// skips more than [`MAX_PACKET_NUMBER_GAP`] numbers or exceeds
-    /// [`MAX_PACKET_NUMBER`].
+    /// skips more than [`MAX_PACKET_NUMBER_GAP`] numbers, exceeds
+    /// [`MAX_PACKET_NUMBER`] or would make the span exceed the limit set by
+    /// [`set_max_tracked`](Self::set_max_tracked) once the ACKs alone at
+    /// its front are released. Nothing else changes then.
     pub fn push(&mut self, packet_number: u64, mut packet: SentPacket<T>) -> Result<(), SendError> {
         let first_new = self.first_new(packet_number)?;
+        let added = packet_number - first_new + 1;
+        if self.slots.len() as u64 + added > self.max_tracked {
+            self.release_acks_alone_at_front();
+        }
+        let tracked = self.slots.len() as u64 + added;
+        if tracked > self.max_tracked {
+            return Err(SendError::TooManyTracked {
+                tracked,
+                limit: self.max_tracked,
+            });
+        }
         if self.largest_sent.is_none() {
             self.base = packet_number;
             self.loss_cursor = packet_number;
@@ -513,6 +540,32 @@ impl<T> SentPackets<T> {
             };
             if !releasable {
                 break;
+            }
+            self.slots.pop_front();
+            self.base += 1;
+        }
+        self.loss_cursor = self.loss_cursor.max(self.base);
+        while self.skipped.front().is_some_and(|&s| s < self.base) {
+            self.skipped.pop_front();
+        }
+    }
+
+    /// Releases the ring's front while it is resolved, an ACK alone
+    /// (neither ack-eliciting nor in flight) or a lost record: what the
+    /// acknowledgement of an ACK alone tells the caller (which ranges the
+    /// peer has seen) a later one tells too, and the peer has no reason to
+    /// acknowledge it soon; a lost record forgotten early only lets a late
+    /// acknowledgement go unrecognised as a spurious loss. For a span at its limit: a receiver whose peer sends much and
+    /// asks for acknowledgement seldom answers with runs of them.
+    fn release_acks_alone_at_front(&mut self) {
+        while let Some(front) = self.slots.front() {
+            match front {
+                Slot::Resolved { .. } => {}
+                Slot::Unacked(packet) if !packet.ack_eliciting && !packet.in_flight => {
+                    self.unacked -= 1;
+                }
+                Slot::Lost(_) => {}
+                Slot::Unacked(_) => break,
             }
             self.slots.pop_front();
             self.base += 1;

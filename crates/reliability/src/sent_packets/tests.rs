@@ -36,6 +36,96 @@ fn packet_numbers_must_increase() {
 }
 
 #[test]
+fn the_span_stops_at_its_limit_until_acknowledgements_shrink_it() {
+    let (clock, _) = quanta::Clock::mock();
+    let mut sent = SentPackets::new();
+    sent.set_max_tracked(4);
+    for pn in 0..3 {
+        sent.push(pn, packet(clock.now(), 100)).unwrap();
+    }
+    // Skipped numbers count: they take slots too.
+    assert_eq!(
+        sent.push(4, packet(clock.now(), 100)),
+        Err(SendError::TooManyTracked {
+            tracked: 5,
+            limit: 4
+        })
+    );
+    sent.push(3, packet(clock.now(), 100)).unwrap();
+    assert!(matches!(
+        sent.push(4, packet(clock.now(), 100)),
+        Err(SendError::TooManyTracked { .. })
+    ));
+    assert_eq!(sent.tracked_span(), 4);
+    // Acknowledging the newest frees nothing: the oldest pins the span.
+    sent.ack_range(3..=3, |_, _| {});
+    sent.release(None);
+    assert!(sent.push(4, packet(clock.now(), 100)).is_err());
+    sent.ack_range(0..=1, |_, _| {});
+    sent.release(None);
+    sent.push(4, packet(clock.now(), 100)).unwrap();
+    sent.push(5, packet(clock.now(), 100)).unwrap();
+    assert_eq!(sent.tracked_span(), 4);
+    sent.invariants().unwrap();
+}
+
+#[test]
+fn at_its_limit_the_span_lets_go_of_the_acks_alone_at_its_front() {
+    let (clock, _) = quanta::Clock::mock();
+    let ack_alone = SentPacket {
+        ack_eliciting: false,
+        in_flight: false,
+        ..packet(clock.now(), 40)
+    };
+    let mut sent = SentPackets::new();
+    sent.set_max_tracked(4);
+    for pn in 0..3 {
+        sent.push(pn, ack_alone.clone()).unwrap();
+    }
+    sent.push(3, packet(clock.now(), 100)).unwrap();
+    // The three ACKs alone in front go; the ack-eliciting packet stays.
+    for pn in 4..7 {
+        sent.push(pn, ack_alone.clone()).unwrap();
+    }
+    assert_eq!(sent.tracked_span(), 4);
+    assert_eq!(sent.unacked_count(), 4);
+    assert_eq!(sent.get(3).map(|p| p.size), Some(100));
+    // Now the front is unacknowledged and ack-eliciting: nothing goes.
+    assert!(matches!(
+        sent.push(7, ack_alone.clone()),
+        Err(SendError::TooManyTracked { .. })
+    ));
+    sent.invariants().unwrap();
+    // An ACK of the front lets the ACKs alone behind it go too.
+    sent.ack_range(3..=3, |_, _| {});
+    sent.push(7, ack_alone).unwrap();
+    assert_eq!(sent.tracked_span(), 1);
+    sent.invariants().unwrap();
+}
+
+#[test]
+fn at_its_limit_the_span_lets_go_of_the_lost_records_at_its_front() {
+    let (clock, _) = quanta::Clock::mock();
+    let mut sent = SentPackets::new();
+    sent.set_max_tracked(4);
+    for pn in 0..4 {
+        sent.push(pn, packet(clock.now(), 100)).unwrap();
+    }
+    sent.ack_range(3..=3, |_, _| {});
+    let mut lost = Vec::new();
+    sent.detect_lost(3, None, 3, clock.now(), None, |pn, _| lost.push(pn));
+    assert_eq!(lost, [0]);
+    // The lost record goes; the unacknowledged packet behind it holds.
+    sent.push(4, packet(clock.now(), 100)).unwrap();
+    assert_eq!(sent.tracked_span(), 4);
+    assert!(matches!(
+        sent.push(5, packet(clock.now(), 100)),
+        Err(SendError::TooManyTracked { .. })
+    ));
+    sent.invariants().unwrap();
+}
+
+#[test]
 fn repeated_ranges_skip_acknowledged_packets() {
     let (clock, _) = quanta::Clock::mock();
     let mut sent = SentPackets::new();
