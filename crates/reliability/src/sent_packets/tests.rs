@@ -12,6 +12,15 @@ fn packet(time_sent: Instant, size: u32) -> SentPacket<u64> {
     }
 }
 
+/// An ACK alone: neither ack-eliciting nor in flight.
+fn ack_alone(time_sent: Instant, size: u32) -> SentPacket<u64> {
+    SentPacket {
+        ack_eliciting: false,
+        in_flight: false,
+        ..packet(time_sent, size)
+    }
+}
+
 #[test]
 fn packet_numbers_must_increase() {
     let (clock, _) = quanta::Clock::mock();
@@ -72,11 +81,7 @@ fn the_span_stops_at_its_limit_until_acknowledgements_shrink_it() {
 #[test]
 fn at_its_limit_the_span_lets_go_of_the_acks_alone_at_its_front() {
     let (clock, _) = quanta::Clock::mock();
-    let ack_alone = SentPacket {
-        ack_eliciting: false,
-        in_flight: false,
-        ..packet(clock.now(), 40)
-    };
+    let ack_alone = ack_alone(clock.now(), 40);
     let mut sent = SentPackets::new();
     sent.set_max_tracked(4);
     for pn in 0..3 {
@@ -166,11 +171,7 @@ fn skipped_numbers_are_refused_in_acks() {
 #[test]
 fn an_ack_alone_sent_with_nothing_tracked_leaves_the_ring_empty() {
     let (clock, _) = quanta::Clock::mock();
-    let ack_only = |size| SentPacket {
-        ack_eliciting: false,
-        in_flight: false,
-        ..packet(clock.now(), size)
-    };
+    let ack_only = |size| ack_alone(clock.now(), size);
     let mut sent = SentPackets::new();
     sent.push(0, packet(clock.now(), 10)).unwrap();
     // With a packet tracked, an ACK alone is recorded like any other.
@@ -205,11 +206,7 @@ fn an_ack_alone_sent_with_nothing_tracked_leaves_the_ring_empty() {
 #[test]
 fn acks_alone_are_forgotten_only_when_nothing_else_is_tracked() {
     let (clock, _) = quanta::Clock::mock();
-    let ack_only = |size| SentPacket {
-        ack_eliciting: false,
-        in_flight: false,
-        ..packet(clock.now(), size)
-    };
+    let ack_only = |size| ack_alone(clock.now(), size);
     let mut sent = SentPackets::new();
     sent.push(0, ack_only(10)).unwrap();
     sent.push(1, packet(clock.now(), 20)).unwrap();
