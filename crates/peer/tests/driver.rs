@@ -6,23 +6,15 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+mod driver_support;
+
+use driver_support::{BACKENDS, PATIENCE, config, loopback, stop};
 use quanta::Instant;
-use tern_peer::driver::{Driver, DriverConfig, DriverHandle, Stopped};
+use tern_peer::driver::{Driver, DriverHandle};
 use tern_peer::proto::{Node, SendRefused, Transmit, TransmitLimits};
 use tern_sockio::Backend;
 
-const BACKENDS: [Option<Backend>; 2] = [Some(Backend::Portable), None];
-/// Every wait in these tests ends by this, so a bug fails instead of hanging.
-const PATIENCE: Duration = Duration::from_secs(60);
 const PAYLOAD: usize = 1200;
-
-fn loopback() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 0))
-}
-
-fn config(backend: Option<Backend>) -> DriverConfig {
-    DriverConfig::default().backend(backend)
-}
 
 /// The byte at `i` of datagram `seq`: every datagram's contents are a
 /// function of its sequence number, so corruption and mix-ups show.
@@ -185,18 +177,6 @@ async fn until<N>(handle: &DriverHandle<N>, what: &str, done: impl Fn(&N) -> boo
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-}
-
-async fn stop<N: Node + Send + 'static>(
-    handle: DriverHandle<N>,
-    task: tokio::task::JoinHandle<std::io::Result<Stopped<N>>>,
-) -> Stopped<N> {
-    handle.stop();
-    tokio::time::timeout(PATIENCE, task)
-        .await
-        .expect("driver stops")
-        .expect("driver task")
-        .expect("driver ran")
 }
 
 #[tokio::test(flavor = "current_thread")]

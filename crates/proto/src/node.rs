@@ -22,11 +22,15 @@ use quanta::Instant;
 ///    [`handle_timeout`](Self::handle_timeout) once if that deadline is at or
 ///    before `now` (asked after the datagrams, which may have moved it, so a
 ///    node is never woken for a timer it has already cancelled);
+///    then, if datagrams arrived, [`wake_receivers`](Self::wake_receivers):
+///    when it answers `true` the driver lets the woken tasks run before it
+///    goes on (it gives up the node's lock and yields to its runtime once);
 /// 3. [`poll_transmit`](Self::poll_transmit) until it returns `None` or the
 ///    driver's send buffer for this turn is full — so a node must keep what
 ///    it could not hand out and offer it again on a later turn;
 /// 4. [`poll_timeout`](Self::poll_timeout), whose answer arms the driver's
-///    timer until the next turn;
+///    timer until the next turn, and
+///    [`take_answer_expected`](Self::take_answer_expected);
 /// 5. [`end_turn`](Self::end_turn), once.
 ///
 /// Between turns the driver sleeps until the socket is readable, the timer
@@ -79,6 +83,28 @@ pub trait Node {
     /// default ignores it, as a lost datagram would be.
     fn handle_send_refused(&mut self, now: Instant, destination: SocketAddr, reason: SendRefused) {
         let _ = (now, destination, reason);
+    }
+
+    /// Datagrams of this turn were handled (still under the node's lock). A
+    /// node that serves application tasks wakes those waiting for what
+    /// arrived and answers whether it woke any: the driver then lets them
+    /// run before it transmits, so that an answer they hand over at once
+    /// leaves in the same packet as the ACK of what they were answering
+    /// (one datagram each way, and one wake-up of the peer, instead of an
+    /// ACK alone first). The default wakes nobody.
+    fn wake_receivers(&mut self, now: Instant) -> bool {
+        let _ = now;
+        false
+    }
+
+    /// When the soonest acknowledgement of what this turn's transmits sent
+    /// is expected: the send time plus the sending connection's smoothed
+    /// round trip, for packets that ask for one. Taken by the call (asked
+    /// once per turn, after step 4). A driver may poll for it instead of
+    /// parking its thread when it is due sooner than a wake-up is worth.
+    /// The default: never.
+    fn take_answer_expected(&mut self) -> Option<Instant> {
+        None
     }
 
     /// The turn is over (still under the node's lock). A node that serves

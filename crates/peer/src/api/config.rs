@@ -102,6 +102,14 @@ impl Config {
         self
     }
 
+    /// How long the endpoint's driver polls for an answer expected within
+    /// that time instead of parking (default 100 µs; zero: off). See
+    /// [`DriverConfig::answer_wait`].
+    pub fn answer_wait(mut self, time: Duration) -> Self {
+        self.driver = self.driver.answer_wait(time);
+        self
+    }
+
     /// Once the last handle of the endpoint is dropped, how long its
     /// driver may run on for its connections to drain and close (default
     /// 10 s). See [`DriverConfig::drain_timeout`].

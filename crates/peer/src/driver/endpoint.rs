@@ -150,11 +150,14 @@ impl<N> Shared<N> {
     }
 }
 
-/// A busy poll: until when, and the node's deadline meanwhile.
+/// A busy poll: until when, the node's deadline meanwhile, and whether
+/// the thread gives its CPU away between polls (waiting for an answer) or
+/// keeps it (busy polling proper, on a CPU of its own).
 #[derive(Clone, Copy)]
 struct Spin {
     until: Instant,
     deadline: Option<Instant>,
+    share_cpu: bool,
 }
 
 /// Why the driver woke.
@@ -249,6 +252,10 @@ impl<N: Node> Driver<N> {
         let mut received = false;
         let mut fired = false;
         let busy_poll = self.config.busy_poll_time();
+        let answer_wait = self.config.answer_wait_time();
+        // Until when the driver polls for an answer to what it sent (see
+        // `DriverConfig::answer_wait`).
+        let mut answer_until: Option<Instant> = None;
         // Until when the driver polls instead of parking (see
         // `DriverConfig::busy_poll`); renewed by every turn that was not
         // only its timer's.
@@ -268,6 +275,9 @@ impl<N: Node> Driver<N> {
             let busy;
             let mut deadline;
             let idle;
+            let more_queued;
+            let woke_receivers;
+            let answer_expected;
             {
                 let mut guard = shared.lock_drained();
                 let Some(node) = guard.as_mut() else {
@@ -280,7 +290,7 @@ impl<N: Node> Driver<N> {
                     datagrams += self.deliver(node, now);
                     batches += 1;
                 }
-                let mut more_queued = false;
+                let mut queued = false;
                 while batches < self.config.recv_batches() {
                     match self.socket.try_recv(&mut self.recv) {
                         Ok(_) => datagrams += self.deliver(node, now),
@@ -288,8 +298,9 @@ impl<N: Node> Driver<N> {
                         Err(e) => return Err(e),
                     }
                     batches += 1;
-                    more_queued = batches == self.config.recv_batches();
+                    queued = batches == self.config.recv_batches();
                 }
+                more_queued = queued;
                 bump(&shared.stats.datagrams_in, datagrams);
                 let mut refusals = 0;
                 for (destination, reason) in self.arena.take_refused() {
@@ -303,6 +314,19 @@ impl<N: Node> Driver<N> {
                     node.handle_timeout(now);
                     bump(&shared.stats.timeouts, 1);
                 }
+                woke_receivers = datagrams > 0 && node.wake_receivers(now);
+            }
+            if woke_receivers {
+                // The tasks the datagrams woke run first: what they hand
+                // over at once (an answer, a read that opens the window)
+                // leaves with this turn's ACKs.
+                tokio::task::yield_now().await;
+            }
+            {
+                let mut guard = shared.lock_drained();
+                let Some(node) = guard.as_mut() else {
+                    break;
+                };
                 // 3. Transmits, unless earlier ones still wait for room.
                 let mut more_to_send = false;
                 if self.arena.is_empty() {
@@ -318,6 +342,7 @@ impl<N: Node> Driver<N> {
                     break;
                 };
                 deadline = node.poll_timeout();
+                answer_expected = node.take_answer_expected();
                 node.end_turn(now);
                 idle = drain_until.is_some() && node.is_idle();
                 busy = more_queued || more_to_send;
@@ -352,11 +377,30 @@ impl<N: Node> Driver<N> {
             if !fired && !busy_poll.is_zero() {
                 spin_until = Some(now + busy_poll);
             }
+            if answer_expected.is_some_and(|at| at <= now + answer_wait) {
+                answer_until = Some(now + answer_wait);
+            }
+
             if let Some(socket) = shared.take_replacement() {
                 self.move_to(socket);
             }
             let notified = pin!(shared.wake.notified());
-            let spin = spin_until.map(|until| Spin { until, deadline });
+            let spin = match (
+                spin_until.filter(|&until| until > now),
+                answer_until.filter(|&until| until > now),
+            ) {
+                (Some(until), _) => Some(Spin {
+                    until,
+                    deadline,
+                    share_cpu: false,
+                }),
+                (None, Some(until)) => Some(Spin {
+                    until,
+                    deadline,
+                    share_cpu: true,
+                }),
+                (None, None) => None,
+            };
             let woken = self
                 .wait(notified, timer.as_mut(), armed.is_some(), spin)
                 .await?;
@@ -439,6 +483,9 @@ impl<N: Node> Driver<N> {
                 if now < spin.until {
                     if spin.deadline.is_some_and(|d| d <= now) {
                         return Poll::Ready(Ok(Woken::Timer));
+                    }
+                    if spin.share_cpu {
+                        std::thread::yield_now();
                     }
                     if !std::mem::take(&mut first_spin) {
                         match socket.try_recv_now(recv) {

@@ -405,6 +405,12 @@ impl Connection {
         self.loss.rtt().smoothed()
     }
 
+    /// When an acknowledgement of the packets in flight is expected (`now`
+    /// plus the smoothed round trip), if any packet in flight asks for one.
+    pub(crate) fn answer_expected(&self, now: Instant) -> Option<Instant> {
+        (self.loss.bytes_in_flight() > 0).then(|| now + self.smoothed_rtt())
+    }
+
     /// This side's address as the peer sees it (behind a NAT, the public
     /// address and port of its mapping), from the peer's newest report;
     /// `None` until the first one arrives. [`Event::ObservedAddressChanged`]

@@ -30,6 +30,7 @@ mod rendezvous;
 mod retry;
 mod stats;
 mod tickets;
+mod transmit;
 mod turn;
 
 pub use relayed::ConnectionPath;
@@ -48,7 +49,7 @@ use quanta::Instant;
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::SeedableRng;
 use rand_core::RngCore;
-use tern_congestion::{AnyController, Take, TokenBucket};
+use tern_congestion::{AnyController, TokenBucket};
 use tern_wire::replay::IntroId;
 use tern_wire::{
     EphemeralKey, IdentityKey, PacketType, PublicIdentity, ReplayGuard, Responder,
@@ -147,6 +148,9 @@ pub struct Endpoint {
     armed: FxHashMap<u32, Instant>,
     /// When the endpoint's rate limit lets the next datagram go.
     rate_wait: Option<Instant>,
+    /// The soonest acknowledgement expected of what was sent since the
+    /// driver last asked ([`Node::take_answer_expected`]).
+    answer_expected: Option<Instant>,
     rng: ChaCha20Rng,
     /// The wall-clock time at `epoch`, for intro timestamps.
     wall_epoch: (Instant, SystemTime),
@@ -238,6 +242,7 @@ impl Endpoint {
             timers: BinaryHeap::new(),
             armed: FxHashMap::default(),
             rate_wait: None,
+            answer_expected: None,
             rng,
             wall_epoch: (now, wall),
             incoming: VecDeque::new(),
@@ -517,6 +522,10 @@ impl Node for Endpoint {
         self.poll_transmit_any(now, limits, buf)
     }
 
+    fn take_answer_expected(&mut self) -> Option<Instant> {
+        self.answer_expected.take()
+    }
+
     fn poll_timeout(&mut self) -> Option<Instant> {
         self.flush();
         self.prune_timers();
@@ -608,92 +617,5 @@ impl Endpoint {
             }
             None => self.stats.dropped_unroutable += 1,
         }
-    }
-
-    /// The next datagram: replies, Retries, refusals, closes, punches and
-    /// relayed packets first, then the connections in turn.
-    fn poll_transmit_any(
-        &mut self,
-        now: Instant,
-        limits: TransmitLimits,
-        buf: &mut [u8],
-    ) -> Option<Transmit> {
-        while let Some((to, index)) = self.stored_replies.pop_front() {
-            let carrier = self.carrier(index);
-            let Some(connection) = self.connections.get_mut(index) else {
-                continue;
-            };
-            let Some(reply) = connection.stored_reply() else {
-                continue;
-            };
-            let copy = |_, dst: &mut [u8]| {
-                dst.get_mut(..reply.len())?.copy_from_slice(reply);
-                Some(Transmit {
-                    destination: to,
-                    len: reply.len(),
-                    segment_size: None,
-                    ttl: None,
-                })
-            };
-            let transmit = match carrier {
-                Some(carrier) => relayed::wrapped(carrier, limits, buf, copy),
-                None => copy(limits, buf),
-            };
-            if transmit.is_some() {
-                return transmit;
-            }
-        }
-        if let Some(retry) = self.poll_retry(buf) {
-            return Some(retry);
-        }
-        if let Some(refusal) = self.poll_refusal(buf) {
-            return Some(refusal);
-        }
-        if let Some(close) = self.poll_evicted(buf) {
-            return Some(close);
-        }
-        if let Some(punch) = self.poll_punch(now, buf) {
-            return Some(punch);
-        }
-        if let Some(forward) = self.poll_forward(now, buf) {
-            return Some(forward);
-        }
-        self.rate_wait = None;
-        if let Some(bucket) = self.rate_limit.as_mut()
-            && let Take::WaitUntil(at) = bucket.ready_at(limits.max_datagram_size as u64, now)
-        {
-            self.rate_wait = Some(at);
-            return None;
-        }
-        for _ in 0..self.sending.len() {
-            let index = self.sending.pop_front()?;
-            let carrier = self.carrier(index);
-            let Some(connection) = self.connections.get_mut(index) else {
-                self.is_sending.remove(&index);
-                continue;
-            };
-            let transmit = match carrier {
-                Some(carrier) => relayed::wrapped(carrier, limits, buf, |limits, inner| {
-                    connection.poll_transmit(now, limits, inner)
-                }),
-                None => connection.poll_transmit(now, limits, buf),
-            };
-            // Sending moves its timers either way (loss detection, pacing).
-            if self.is_dirty.insert(index) {
-                self.dirty.push(index);
-            }
-            let Some(transmit) = transmit else {
-                // Nothing now: back in line when something touches it.
-                self.is_sending.remove(&index);
-                continue;
-            };
-            if let Some(bucket) = self.rate_limit.as_mut() {
-                bucket.consume(transmit.len as u64, now);
-            }
-            // It goes first again only after every other had its turn.
-            self.sending.push_back(index);
-            return Some(transmit);
-        }
-        None
     }
 }

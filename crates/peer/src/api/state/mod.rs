@@ -37,10 +37,13 @@ impl Wakers {
         }
     }
 
-    fn wake_all(&mut self) {
+    /// Wakes every waiting task; whether there was one.
+    fn wake_all(&mut self) -> bool {
+        let any = !self.0.is_empty();
         for waker in self.0.drain(..) {
             waker.wake();
         }
+        any
     }
 }
 
@@ -168,14 +171,15 @@ impl Slot {
         }
     }
 
-    fn wake_stream(&mut self, id: StreamId, read: bool) {
-        if let Some(waiters) = self.streams.get_mut(&id) {
+    /// Wakes the reader or the writer of stream `id`; whether one waited.
+    fn wake_stream(&mut self, id: StreamId, read: bool) -> bool {
+        self.streams.get_mut(&id).is_some_and(|waiters| {
             if read {
-                waiters.read.wake_all();
+                waiters.read.wake_all()
             } else {
-                waiters.write.wake_all();
+                waiters.write.wake_all()
             }
-        }
+        })
     }
 
     /// The application took a half of stream `id`.
@@ -485,8 +489,23 @@ impl EndpointState {
         }
     }
 
-    /// Takes the protocol's events and wakes whoever they concern.
+    /// Takes the protocol's events and wakes whoever they concern, then
+    /// publishes what handles read.
     fn dispatch(&mut self, now: Instant) {
+        self.wake_for_events(now);
+        self.forget_freed();
+        self.publish_watched(now);
+        self.publish_figures();
+        if self.proto.is_empty() {
+            self.idle.wake_all();
+        }
+    }
+
+    /// Takes the protocol's events and wakes whoever they concern; whether
+    /// a task waiting to receive (a message, a datagram, stream bytes) was
+    /// woken.
+    fn wake_for_events(&mut self, now: Instant) -> bool {
+        let mut woke_receiver = false;
         while let Some((handle, event)) = self.proto.poll_event() {
             if let Some((peer, outcome)) = match &event {
                 Event::Introduced { peer, connection } => {
@@ -524,10 +543,12 @@ impl EndpointState {
                     slot.connect.wake_all();
                     slot.open_stream.wake_all();
                 }
-                Event::MessageReceived => slot.recv.wake_all(),
-                Event::DatagramReceived => slot.datagrams.wake_all(),
-                Event::StreamOpened => slot.accept_stream.wake_all(),
-                Event::StreamReadable(stream) => slot.wake_stream(stream, true),
+                Event::MessageReceived => woke_receiver |= slot.recv.wake_all(),
+                Event::DatagramReceived => woke_receiver |= slot.datagrams.wake_all(),
+                Event::StreamOpened => {
+                    slot.accept_stream.wake_all();
+                }
+                Event::StreamReadable(stream) => woke_receiver |= slot.wake_stream(stream, true),
                 Event::StreamWritable(stream) => {
                     // A stop is recorded while the protocol still knows it.
                     if let Some(waiters) = slot.streams.get_mut(&stream)
@@ -537,15 +558,19 @@ impl EndpointState {
                     {
                         waiters.stopped = Some(code);
                     }
-                    slot.wake_stream(stream, false);
+                    let _ = slot.wake_stream(stream, false);
                     self.on_stream_writable(now, handle, id, stream);
                 }
                 Event::MessagesWritable => {
                     slot.send.wake_all();
                     self.on_messages_writable(now, handle, id);
                 }
-                Event::DatagramsWritable => slot.datagram_room.wake_all(),
-                Event::StreamsAvailable => slot.open_stream.wake_all(),
+                Event::DatagramsWritable => {
+                    slot.datagram_room.wake_all();
+                }
+                Event::StreamsAvailable => {
+                    slot.open_stream.wake_all();
+                }
                 // Read when asked (`Connection::observed_address`): nobody waits on it.
                 Event::ObservedAddressChanged => {}
                 Event::Closed(error) => {
@@ -571,12 +596,7 @@ impl EndpointState {
                 self.accept.wake_all();
             }
         }
-        self.forget_freed();
-        self.publish_watched(now);
-        self.publish_figures();
-        if self.proto.is_empty() {
-            self.idle.wake_all();
-        }
+        woke_receiver
     }
 
     /// Drops the handles of the connections the protocol has freed since
@@ -641,6 +661,14 @@ impl Node for EndpointState {
 
     fn handle_send_refused(&mut self, now: Instant, destination: SocketAddr, reason: SendRefused) {
         self.proto.handle_send_refused(now, destination, reason);
+    }
+
+    fn take_answer_expected(&mut self) -> Option<Instant> {
+        self.proto.take_answer_expected()
+    }
+
+    fn wake_receivers(&mut self, now: Instant) -> bool {
+        self.wake_for_events(now)
     }
 
     fn end_turn(&mut self, now: Instant) {
