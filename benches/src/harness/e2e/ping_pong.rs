@@ -1,15 +1,19 @@
 //! The ceiling of one-at-a-time requests: a 64-byte UDP datagram echoed
 //! between two threads, each with a current-thread tokio runtime as the
 //! transports' endpoints have, over loopback — no protocol, no encryption,
-//! only the two cross-thread wake-ups and four system calls every round
-//! trip also costs a transport. With busy polling there are no wake-ups to
-//! pay: [`run_spinning`] is the same echo on two threads that never park.
+//! only the two cross-thread hand-overs and four system calls every round
+//! trip also costs a transport. Each side waits for the next datagram as a
+//! Tern driver does by default after it sent: awake for its answer wait
+//! ([`DriverConfig::answer_wait`]), giving its CPU away between polls, then
+//! parked. With busy polling there are no wake-ups to pay: [`run_spinning`]
+//! is the same echo on two threads that never park.
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket as StdUdpSocket};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use tern_peer::driver::DriverConfig;
 use tokio::net::UdpSocket;
 
 use super::{REQUEST_LEN, nanos};
@@ -25,11 +29,14 @@ pub(super) fn run(
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let echo = std::thread::spawn(move || -> io::Result<()> {
         runtime()?.block_on(async {
-            let socket = UdpSocket::bind(loopback).await?;
+            let (socket, raw) = bind(loopback)?;
             let _ = addr_tx.send(socket.local_addr());
             let mut buf = [0u8; 2048];
             loop {
-                let (n, from) = socket.recv_from(&mut buf).await?;
+                let (n, from) = match awake(|| raw.recv_from(&mut buf)) {
+                    Some(received) => received?,
+                    None => socket.recv_from(&mut buf).await?,
+                };
                 // An empty datagram ends the echo.
                 if n == 0 {
                     return Ok(());
@@ -42,7 +49,7 @@ pub(super) fn run(
         .recv()
         .map_err(|e| io::Error::other(e.to_string()))??;
     let result = runtime()?.block_on(async {
-        let socket = UdpSocket::bind(loopback).await?;
+        let (socket, raw) = bind(loopback)?;
         socket.connect(server).await?;
         let request = [0xa5u8; REQUEST_LEN];
         let mut answer = [0u8; 2048];
@@ -51,7 +58,10 @@ pub(super) fn run(
         while start.elapsed() < duration {
             let sent = Instant::now();
             socket.send(&request).await?;
-            let n = socket.recv(&mut answer).await?;
+            let n = match awake(|| raw.recv(&mut answer)) {
+                Some(received) => received?,
+                None => socket.recv(&mut answer).await?,
+            };
             if n != REQUEST_LEN {
                 return Err(io::Error::other("a short echo"));
             }
@@ -65,6 +75,29 @@ pub(super) fn run(
     echo.join()
         .map_err(|_| io::Error::other("the echo thread panicked"))??;
     result
+}
+
+/// A tokio socket bound to `addr`, and the same socket for receive
+/// system calls made whatever the reactor last reported.
+fn bind(addr: SocketAddr) -> io::Result<(UdpSocket, StdUdpSocket)> {
+    let socket = StdUdpSocket::bind(addr)?;
+    socket.set_nonblocking(true)?;
+    let raw = socket.try_clone()?;
+    Ok((UdpSocket::from_std(socket)?, raw))
+}
+
+/// Calls `io` until it answers something other than `WouldBlock`, for at
+/// most a Tern driver's default answer wait, yielding the CPU between
+/// calls; `None` once the wait is over.
+fn awake<T>(mut io: impl FnMut() -> io::Result<T>) -> Option<io::Result<T>> {
+    let until = Instant::now() + DriverConfig::default().answer_wait_time();
+    while Instant::now() < until {
+        match io() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+            other => return Some(other),
+        }
+    }
+    None
 }
 
 /// The echo of [`run`] on two threads that spin on non-blocking sockets
