@@ -10,13 +10,13 @@
 //! Transfer: the sender sends [`Control::Offer`]; the receiver answers
 //! [`Control::Accept`] or [`Control::Refuse`], or, when it holds a verified
 //! prefix of an earlier transfer of that name and the sender asked to
-//! resume, [`Control::Partial`] with the prefix's length. The sender
-//! answers [`Control::Prefix`] with the SHA-256 of its own file's first
-//! bytes of that length, and the receiver [`Control::Start`]: the prefix's
-//! length if the two hashes are equal, else 0. The receiver's hash never
-//! leaves it, so a sender learns nothing of another's partial file but
-//! whether its own bytes are the same. The file follows on one stream from
-//! there, then
+//! resume, [`Control::Partial`] with the length of its partial file and
+//! of the synced prefix within it. The sender answers [`Control::Prefix`]
+//! with the SHA-256 of its own file's first bytes of each length, and the
+//! receiver [`Control::Start`]: the longer length whose two hashes are
+//! equal, else 0. The receiver's hashes never leave it, so a sender learns
+//! nothing of another's partial file but whether its own bytes are the
+//! same. The file follows on one stream from there, then
 //! [`Control::Digest`] with the whole file's SHA-256; the receiver answers
 //! [`Control::Stored`] once the file is under its final name, or
 //! [`Control::Refuse`].
@@ -64,15 +64,26 @@ pub(crate) enum Control {
     /// Receiver to sender: send it, from its start.
     Accept,
     /// Receiver to sender: it holds the first `len` bytes of an earlier
-    /// transfer of that name.
-    Partial { len: u64 },
+    /// transfer of that name, of which the first `synced` (when fewer, and
+    /// some) were synced to disk: those survive a crash of its machine,
+    /// the others may not be what was written.
+    Partial {
+        len: u64,
+        #[serde(default)]
+        synced: Option<u64>,
+    },
     /// Sender to receiver, after [`Control::Partial`]: the SHA-256 (hex) of
     /// its own file's first `len` bytes, or `None` to start over (asked
-    /// not to resume, or its file is shorter).
-    Prefix { sha256: Option<String> },
+    /// not to resume, or its file is shorter); and of its first `synced`
+    /// bytes, when asked.
+    Prefix {
+        sha256: Option<String>,
+        #[serde(default)]
+        synced_sha256: Option<String>,
+    },
     /// Receiver to sender, after [`Control::Prefix`]: the stream carries
-    /// the file from byte `offset`, the prefix's length if the hashes are
-    /// equal, else 0.
+    /// the file from byte `offset`: `len` if those hashes are equal, else
+    /// `synced` if those are, else 0.
     Start { offset: u64 },
     /// Receiver to sender: not stored, and why.
     Refuse { reason: String },
@@ -259,8 +270,16 @@ mod tests {
             (".{0,64}", any::<u64>(), any::<bool>())
                 .prop_map(|(name, size, resume)| Control::Offer { name, size, resume }),
             Just(Control::Accept),
-            any::<u64>().prop_map(|len| Control::Partial { len }),
-            proptest::option::of("[0-9a-f]{64}").prop_map(|sha256| Control::Prefix { sha256 }),
+            (any::<u64>(), proptest::option::of(any::<u64>()))
+                .prop_map(|(len, synced)| Control::Partial { len, synced }),
+            (
+                proptest::option::of("[0-9a-f]{64}"),
+                proptest::option::of("[0-9a-f]{64}")
+            )
+                .prop_map(|(sha256, synced_sha256)| Control::Prefix {
+                    sha256,
+                    synced_sha256
+                }),
             any::<u64>().prop_map(|offset| Control::Start { offset }),
             ".{0,64}".prop_map(|reason| Control::Refuse { reason }),
             "[0-9a-f]{64}".prop_map(|sha256| Control::Digest { sha256 }),
@@ -305,6 +324,24 @@ mod tests {
                 name: "a".to_owned(),
                 size: 3,
                 resume: false
+            })
+        );
+    }
+
+    #[test]
+    fn resume_messages_without_the_synced_fields_offer_no_fallback() {
+        assert_eq!(
+            Control::decode(br#"{"type":"partial","len":7}"#),
+            Ok(Control::Partial {
+                len: 7,
+                synced: None
+            })
+        );
+        assert_eq!(
+            Control::decode(br#"{"type":"prefix","sha256":null}"#),
+            Ok(Control::Prefix {
+                sha256: None,
+                synced_sha256: None
             })
         );
     }

@@ -20,13 +20,14 @@ pub(crate) const CHUNK: usize = 256 << 10;
 const DEPTH: usize = 16;
 
 /// Bytes the receiver writes between two checkpoints of a resumable file
-/// (each one a sync): what a crash can make it receive twice.
+/// (each one a sync): what a crash of the machine can make it receive
+/// twice. A killed receiver loses none of what it wrote (the system keeps
+/// it), and its next run offers all of it.
 const CHECKPOINT_EVERY: u64 = 4 << 20;
 
-/// Reads and hashes the next `len` bytes of `file` (blocking); fails if
-/// the file ends before them.
-pub(crate) fn hash_prefix(file: &mut File, len: u64) -> io::Result<Sha256> {
-    let mut hasher = Sha256::new();
+/// Reads the next `len` bytes of `file` into `hasher` (blocking); fails
+/// if the file ends before them.
+pub(crate) fn hash_next(file: &mut File, mut hasher: Sha256, len: u64) -> io::Result<Sha256> {
     let copied = io::copy(&mut Read::by_ref(file).take(len), &mut hasher)?;
     if copied != len {
         return Err(io::Error::new(
@@ -226,7 +227,7 @@ mod tests {
         let held = Sha256::new_with_prefix(&content[..1000]);
 
         let mut file = File::open(&source).expect("opens");
-        let skipped = hash_prefix(&mut file, 1000).expect("hashes");
+        let skipped = hash_next(&mut file, Sha256::new(), 1000).expect("hashes");
         assert_eq!(skipped.clone().finalize(), held.clone().finalize());
         let mut reader = ReadAhead::start(file, skipped, 1000);
         let mut writer = WriteBehind::start(copy, held, 1000, Some(partial.journal()));
@@ -254,7 +255,14 @@ mod tests {
         .expect("JSON");
         assert_eq!(checkpoint.verified, content.len() as u64);
         assert_eq!(checkpoint.sha256, expected);
-        assert!(hash_prefix(&mut File::open(&source).expect("opens"), 1 << 30).is_err());
+        assert!(
+            hash_next(
+                &mut File::open(&source).expect("opens"),
+                Sha256::new(),
+                1 << 30
+            )
+            .is_err()
+        );
     }
 
     #[tokio::test]

@@ -7,19 +7,24 @@
 //! SHA-256. The final name only ever holds a whole file whose SHA-256 the
 //! sender confirmed.
 //!
-//! Whether a later send is the same file is decided by the bytes
-//! themselves: the receiver re-reads its verified prefix, checks it against
-//! the side-car, and tells the sender its length; the sender hashes the
-//! same range of its own file and sends that hash, and the receiver resumes
-//! only when the two are equal. The receiver's hash stays with it: any
-//! sender may offer a file of the same name, and one that does not hold
-//! the same bytes learns nothing of them (and its offer starts the partial
-//! file over). The sender reads those bytes anyway for the whole-file
-//! digest, so this costs no extra pass over the file (announcing the
-//! sender's whole-file hash up front would cost a full read before the
-//! first byte is sent, on every send). A file that changed after the
-//! prefix still resumes correctly, and the whole-file SHA-256 checked at
-//! the end covers the prefix too.
+//! A restarted receiver offers every byte of its partial file, not only
+//! the checkpointed ones: a killed receiver loses nothing it wrote (the
+//! system keeps it), and a checkpoint comes only every few MiB. It re-reads
+//! the checkpointed prefix, checks it against the side-car (a file changed
+//! or cut short under it is not used at all), reads on to the file's end,
+//! and tells the sender both lengths. The sender hashes the same ranges of
+//! its own file and sends both hashes; the receiver resumes after the
+//! whole partial file if the first is equal to its own, else after the
+//! checkpoint if that one is (what a crash of the machine can leave past
+//! the last sync need not be what was written), else from the start. The
+//! receiver's hashes stay with it: any sender may offer a file of the same
+//! name, and one that does not hold the same bytes learns nothing of them
+//! (and its offer starts the partial file over). The sender reads those
+//! bytes anyway for the whole-file digest, so this costs no extra pass over
+//! the file (announcing the sender's whole-file hash up front would cost a
+//! full read before the first byte is sent, on every send). A file that
+//! changed after the prefix still resumes correctly, and the whole-file
+//! SHA-256 checked at the end covers the prefix too.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
@@ -28,6 +33,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::disk::hash_next;
 use crate::error::CliError;
 
 /// Largest side-car read: a checkpoint is well under a hundred bytes.
@@ -66,7 +72,7 @@ impl Journal {
     }
 }
 
-/// The receiver's verified prefix, offered to the sender.
+/// A prefix of the partial file: its length, SHA-256 and hash state.
 #[derive(Clone, Debug)]
 pub(crate) struct Prefix {
     /// Its length in bytes.
@@ -75,6 +81,60 @@ pub(crate) struct Prefix {
     pub(crate) sha256: String,
     /// The hash state after it, to go on with the rest of the file.
     pub(crate) hasher: Sha256,
+}
+
+impl Prefix {
+    fn new(len: u64, hasher: Sha256) -> Self {
+        Self {
+            len,
+            sha256: hex::encode(hasher.clone().finalize()),
+            hasher,
+        }
+    }
+}
+
+/// What the receiver holds of an earlier transfer, offered to the sender.
+#[derive(Clone, Debug)]
+pub(crate) struct Held {
+    /// The whole partial file, as far as the offered size.
+    pub(crate) all: Prefix,
+    /// Its checkpointed prefix (empty without a side-car), which matched
+    /// the side-car.
+    pub(crate) synced: Prefix,
+}
+
+impl Held {
+    /// The checkpoint's length when a fallback to it is worth offering:
+    /// bytes follow it, and it holds some.
+    pub(crate) fn fallback(&self) -> Option<u64> {
+        (0 < self.synced.len && self.synced.len < self.all.len).then_some(self.synced.len)
+    }
+
+    /// The longest prefix whose hash the sender matched: `sha256` for the
+    /// whole partial file, `synced_sha256` for the checkpoint. `None`:
+    /// start over.
+    pub(crate) fn matching(
+        self,
+        sha256: Option<&str>,
+        synced_sha256: Option<&str>,
+    ) -> Option<Prefix> {
+        if sha256 == Some(self.all.sha256.as_str()) {
+            Some(self.all)
+        } else if self.fallback().is_some() && synced_sha256 == Some(self.synced.sha256.as_str()) {
+            Some(self.synced)
+        } else {
+            None
+        }
+    }
+}
+
+/// Why a side-car is not used.
+#[derive(Debug)]
+enum Unusable {
+    /// There is none: nothing was synced.
+    Missing,
+    /// It cannot be read or is not a checkpoint.
+    Unreadable,
 }
 
 /// A file being received under its temporary name, with its side-car.
@@ -90,15 +150,16 @@ pub(crate) struct Partial {
 
 impl Partial {
     /// Opens the partial file of `name` in `dir` for a file of `size`
-    /// bytes. With `resume`, a verified prefix found there is kept and
-    /// returned, the file positioned after it; otherwise (or when none
-    /// checks out) the file is emptied.
+    /// bytes. With `resume`, what it holds is returned when its checkpoint
+    /// checks out (the file is positioned by [`keep`](Self::keep) once the
+    /// sender said which prefix it shares); otherwise (or when nothing is
+    /// held) the file is emptied.
     pub(crate) fn open(
         dir: &Path,
         name: &str,
         size: u64,
         resume: bool,
-    ) -> Result<(Self, File, Option<Prefix>), CliError> {
+    ) -> Result<(Self, File, Option<Held>), CliError> {
         let partial = Self {
             path: dir.join(format!(".{name}.tern-partial")),
             sidecar: dir.join(format!(".{name}.tern-resume")),
@@ -111,58 +172,80 @@ impl Partial {
             .truncate(false)
             .open(&partial.path)
             .map_err(|e| CliError::io(&partial.path, e))?;
-        let prefix = if resume {
-            partial.verified_prefix(&mut file)
+        let held = if resume {
+            partial.held(&mut file)
         } else {
             None
         };
-        match &prefix {
-            Some(prefix) => partial.truncate(&mut file, prefix.len)?,
-            None => partial.start_over(&mut file)?,
+        if held.is_none() {
+            partial.start_over(&mut file)?;
         }
-        Ok((partial, file, prefix))
+        Ok((partial, file, held))
     }
 
-    /// The checkpoint's prefix, if the side-car reads well, fits a file of
-    /// the offered size, and the partial file still holds those bytes.
-    fn verified_prefix(&self, file: &mut File) -> Option<Prefix> {
-        let sidecar = File::open(&self.sidecar).ok()?;
-        let mut json = Vec::new();
-        sidecar.take(MAX_SIDECAR_LEN).read_to_end(&mut json).ok()?;
-        let checkpoint: Checkpoint = serde_json::from_slice(&json).ok()?;
-        let on_disk = file.metadata().ok()?.len();
-        if checkpoint.verified == 0
-            || checkpoint.verified > self.size
-            || checkpoint.verified > on_disk
-        {
+    /// What the file holds, as far as the offered size, if its side-car
+    /// (when there is one) reads well, fits that size, and still matches
+    /// the file's first bytes. No side-car: nothing was synced yet, and
+    /// every byte is offered for the sender to vouch for.
+    fn held(&self, file: &mut File) -> Option<Held> {
+        let checkpoint = match self.checkpoint() {
+            Ok(checkpoint) => checkpoint,
+            Err(Unusable::Missing) => Checkpoint {
+                verified: 0,
+                sha256: hex::encode(Sha256::digest(b"")),
+            },
+            Err(Unusable::Unreadable) => {
+                tracing::warn!(path = %self.sidecar.display(), "an unreadable side-car; starting over");
+                return None;
+            }
+        };
+        let on_disk = file.metadata().ok()?.len().min(self.size);
+        if checkpoint.verified > on_disk {
+            tracing::warn!(path = %self.path.display(), "a partial file shorter than its side-car says, or than the offer; starting over");
             return None;
         }
         file.seek(SeekFrom::Start(0)).ok()?;
-        let hasher = crate::disk::hash_prefix(file, checkpoint.verified).ok()?;
-        let sha256 = hex::encode(hasher.clone().finalize());
-        if sha256 != checkpoint.sha256 {
+        let synced = Prefix::new(
+            checkpoint.verified,
+            hash_next(file, Sha256::new(), checkpoint.verified).ok()?,
+        );
+        if synced.sha256 != checkpoint.sha256 {
             tracing::warn!(path = %self.path.display(), "a partial file no longer matches its side-car; starting over");
             return None;
         }
-        Some(Prefix {
-            len: checkpoint.verified,
-            sha256,
-            hasher,
-        })
+        let tail = on_disk - synced.len;
+        let all = Prefix::new(on_disk, hash_next(file, synced.hasher.clone(), tail).ok()?);
+        (all.len > 0).then_some(Held { all, synced })
+    }
+
+    /// The side-car's checkpoint.
+    fn checkpoint(&self) -> Result<Checkpoint, Unusable> {
+        let sidecar = File::open(&self.sidecar).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => Unusable::Missing,
+            _ => Unusable::Unreadable,
+        })?;
+        let mut json = Vec::new();
+        sidecar
+            .take(MAX_SIDECAR_LEN)
+            .read_to_end(&mut json)
+            .map_err(|_| Unusable::Unreadable)?;
+        serde_json::from_slice(&json).map_err(|_| Unusable::Unreadable)
     }
 
     /// Keeps the first `len` bytes and positions the file after them.
-    fn truncate(&self, file: &mut File, len: u64) -> Result<(), CliError> {
+    pub(crate) fn keep(&self, file: &mut File, len: u64) -> Result<(), CliError> {
         file.set_len(len)
             .and_then(|()| file.seek(SeekFrom::Start(len)))
             .map(drop)
             .map_err(|e| CliError::io(&self.path, e))
     }
 
-    /// Empties the file and forgets its checkpoint.
+    /// Empties the file and forgets its checkpoint (in that order: a crash
+    /// between the two leaves a checkpoint longer than the file, which is
+    /// not used).
     pub(crate) fn start_over(&self, file: &mut File) -> Result<(), CliError> {
-        remove(&self.sidecar).map_err(|e| CliError::io(&self.sidecar, e))?;
-        self.truncate(file, 0)
+        self.keep(file, 0)?;
+        remove(&self.sidecar).map_err(|e| CliError::io(&self.sidecar, e))
     }
 
     /// Where the writer records checkpoints.
@@ -195,12 +278,13 @@ impl Partial {
 
     /// Removes the file and its side-car: what they hold is wrong (a
     /// digest mismatch, more bytes than offered) or could not be written.
+    /// The file goes first: a partial file without its side-car would be
+    /// offered whole.
     pub(crate) fn discard(self) {
-        let _ = remove(&self.sidecar);
         let _ = remove(&self.path);
+        let _ = remove(&self.sidecar);
     }
 }
-
 /// Removes `path`; one already gone is no error.
 fn remove(path: &Path) -> io::Result<()> {
     match std::fs::remove_file(path) {
@@ -214,70 +298,159 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    fn write_partial(dir: &Path, name: &str, content: &[u8], resume: bool) -> Option<Prefix> {
-        let (partial, mut file, prefix) = Partial::open(dir, name, 1000, resume).expect("opens");
+    /// Writes `content` to a fresh partial file of `name` and records it
+    /// in a checkpoint.
+    fn write_partial(dir: &Path, name: &str, content: &[u8]) {
+        let (partial, mut file, held) = Partial::open(dir, name, 1000, true).expect("opens");
+        assert!(held.is_none());
         file.write_all(content).expect("writes");
         let hasher = Sha256::new_with_prefix(content);
         partial
             .journal()
             .record(content.len() as u64, &hasher)
             .expect("records");
-        prefix
+    }
+
+    fn append(dir: &Path, name: &str, bytes: &[u8]) {
+        let path = dir.join(format!(".{name}.tern-partial"));
+        let mut file = OpenOptions::new().append(true).open(path).expect("opens");
+        file.write_all(bytes).expect("writes");
+    }
+
+    fn content(dir: &Path, name: &str) -> Vec<u8> {
+        std::fs::read(dir.join(format!(".{name}.tern-partial"))).expect("reads")
+    }
+
+    fn sha256(bytes: &[u8]) -> String {
+        hex::encode(Sha256::digest(bytes))
     }
 
     #[test]
-    fn a_checkpointed_prefix_is_offered_again_and_the_unsynced_tail_cut() {
+    fn bytes_past_the_checkpoint_are_offered_with_the_checkpoint_as_a_fallback() {
         let dir = tempfile::tempdir().expect("temporary directory");
-        assert!(write_partial(dir.path(), "f", b"hello", true).is_none());
-        // Bytes written after the last checkpoint are not trusted.
-        let tail = dir.path().join(".f.tern-partial");
-        let mut file = OpenOptions::new().append(true).open(&tail).expect("opens");
-        file.write_all(b" unsynced").expect("writes");
+        write_partial(dir.path(), "f", b"hello");
+        append(dir.path(), "f", b" world");
 
-        let (_, mut file, prefix) = Partial::open(dir.path(), "f", 1000, true).expect("opens");
-        let prefix = prefix.expect("a prefix");
-        assert_eq!(prefix.len, 5);
-        assert_eq!(prefix.sha256, hex::encode(Sha256::digest(b"hello")));
-        assert_eq!(file.stream_position().expect("position"), 5);
-        assert_eq!(std::fs::read(&tail).expect("reads"), b"hello");
-    }
-
-    #[test]
-    fn a_prefix_changed_on_disk_or_longer_than_the_offer_is_not_used() {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        write_partial(dir.path(), "f", b"hello", true);
-        std::fs::write(dir.path().join(".f.tern-partial"), b"jello").expect("writes");
-        let (_, _, prefix) = Partial::open(dir.path(), "f", 1000, true).expect("opens");
-        assert!(prefix.is_none());
+        let (_, _, held) = Partial::open(dir.path(), "f", 1000, true).expect("opens");
+        let held = held.expect("something held");
         assert_eq!(
-            std::fs::read(dir.path().join(".f.tern-partial")).expect("reads"),
-            b""
+            (held.all.len, held.all.sha256.as_str()),
+            (11, &*sha256(b"hello world"))
         );
+        assert_eq!(
+            (held.synced.len, held.synced.sha256.as_str()),
+            (5, &*sha256(b"hello"))
+        );
+        assert_eq!(held.fallback(), Some(5));
+        // Nothing is cut before the sender says which prefix it shares.
+        assert_eq!(content(dir.path(), "f"), b"hello world");
+    }
 
-        write_partial(dir.path(), "g", b"hello", true);
-        let (_, _, prefix) = Partial::open(dir.path(), "g", 4, true).expect("opens");
-        assert!(prefix.is_none());
+    #[test]
+    fn the_sender_s_hashes_pick_the_longest_shared_prefix() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        write_partial(dir.path(), "f", b"hello");
+        append(dir.path(), "f", b" world");
+        let (partial, mut file, held) = Partial::open(dir.path(), "f", 1000, true).expect("opens");
+        let held = held.expect("something held");
+        let all = sha256(b"hello world");
+        let synced = sha256(b"hello");
+
+        let both = held.clone().matching(Some(&all), Some(&synced));
+        assert_eq!(both.map(|p| p.len), Some(11));
+        let tail_differs = held
+            .clone()
+            .matching(Some(&sha256(b"hello there")), Some(&synced));
+        let tail_differs = tail_differs.expect("the checkpoint");
+        assert_eq!(tail_differs.len, 5);
+        assert_eq!(
+            tail_differs.hasher.finalize().to_vec(),
+            Sha256::digest(b"hello").to_vec()
+        );
+        assert!(
+            held.clone()
+                .matching(Some(&sha256(b"jello world")), Some(&sha256(b"jello")))
+                .is_none()
+        );
+        // A sender that hashes only the whole length (an older one) gets
+        // no fallback.
+        assert!(held.matching(Some(&sha256(b"hello there")), None).is_none());
+
+        partial.keep(&mut file, 5).expect("keeps");
+        assert_eq!(file.stream_position().expect("position"), 5);
+        assert_eq!(content(dir.path(), "f"), b"hello");
+    }
+
+    #[test]
+    fn without_a_side_car_every_byte_is_offered_and_none_is_a_fallback() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        write_partial(dir.path(), "f", b"hello");
+        std::fs::remove_file(dir.path().join(".f.tern-resume")).expect("removes");
+        let (_, _, held) = Partial::open(dir.path(), "f", 1000, true).expect("opens");
+        let held = held.expect("something held");
+        assert_eq!(
+            (held.all.len, held.synced.len, held.fallback()),
+            (5, 0, None)
+        );
+        assert_eq!(held.all.sha256, sha256(b"hello"));
+    }
+
+    #[test]
+    fn bytes_past_the_offered_size_are_not_offered() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        write_partial(dir.path(), "f", b"hello");
+        append(dir.path(), "f", b" world");
+        let (_, _, held) = Partial::open(dir.path(), "f", 8, true).expect("opens");
+        let held = held.expect("something held");
+        assert_eq!((held.all.len, held.all.sha256), (8, sha256(b"hello wo")));
+
+        // A checkpoint past the offered size: another file.
+        let (_, _, held) = Partial::open(dir.path(), "f", 4, true).expect("opens");
+        assert!(held.is_none());
+        assert_eq!(content(dir.path(), "f"), b"");
+    }
+
+    #[test]
+    fn a_partial_file_changed_or_cut_under_its_checkpoint_is_not_used() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        write_partial(dir.path(), "f", b"hello");
+        std::fs::write(dir.path().join(".f.tern-partial"), b"jello").expect("writes");
+        let (_, _, held) = Partial::open(dir.path(), "f", 1000, true).expect("opens");
+        assert!(held.is_none());
+        assert_eq!(content(dir.path(), "f"), b"");
+        assert!(!dir.path().join(".f.tern-resume").exists());
+
+        write_partial(dir.path(), "g", b"hello");
+        std::fs::write(dir.path().join(".g.tern-partial"), b"hell").expect("writes");
+        let (_, _, held) = Partial::open(dir.path(), "g", 1000, true).expect("opens");
+        assert!(held.is_none());
+        assert_eq!(content(dir.path(), "g"), b"");
     }
 
     #[test]
     fn without_resume_the_partial_and_its_side_car_start_over() {
         let dir = tempfile::tempdir().expect("temporary directory");
-        write_partial(dir.path(), "f", b"hello", true);
-        let (_, _, prefix) = Partial::open(dir.path(), "f", 1000, false).expect("opens");
-        assert!(prefix.is_none());
+        write_partial(dir.path(), "f", b"hello");
+        let (_, _, held) = Partial::open(dir.path(), "f", 1000, false).expect("opens");
+        assert!(held.is_none());
         assert!(!dir.path().join(".f.tern-resume").exists());
-        assert_eq!(
-            std::fs::read(dir.path().join(".f.tern-partial")).expect("reads"),
-            b""
-        );
+        assert_eq!(content(dir.path(), "f"), b"");
     }
 
     #[test]
-    fn a_malformed_side_car_is_ignored() {
+    fn a_side_car_that_is_not_a_checkpoint_is_refused_and_the_file_started_over() {
         let dir = tempfile::tempdir().expect("temporary directory");
-        write_partial(dir.path(), "f", b"hello", true);
-        std::fs::write(dir.path().join(".f.tern-resume"), b"{\"verified\":").expect("writes");
-        let (_, _, prefix) = Partial::open(dir.path(), "f", 1000, true).expect("opens");
-        assert!(prefix.is_none());
+        for (name, sidecar) in [
+            ("f", &b"{\"verified\":"[..]),
+            ("g", b"{\"synced\":5,\"sha256\":\"00\"}"),
+            ("h", b"\xff\xfe"),
+        ] {
+            write_partial(dir.path(), name, b"hello");
+            std::fs::write(dir.path().join(format!(".{name}.tern-resume")), sidecar)
+                .expect("writes");
+            let (_, _, held) = Partial::open(dir.path(), name, 1000, true).expect("opens");
+            assert!(held.is_none(), "{name}");
+            assert_eq!(content(dir.path(), name), b"", "{name}");
+        }
     }
 }

@@ -8,12 +8,14 @@
 //! by a hard link (which never replaces an existing file) or, with
 //! `--force`, by a rename. An interrupted transfer leaves the temporary
 //! file and its side-car in place, and the next send of the same file
-//! continues after the receiver's verified prefix (unless the sender runs
-//! with `--restart`).
+//! continues after the bytes the receiver holds and the sender's file
+//! begins with (unless the sender runs with `--restart`; see
+//! [`start`]).
+
+mod start;
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{self, Seek};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,10 +27,10 @@ use sha2::{Digest, Sha256};
 use tern_peer::Connection;
 use tokio::task::JoinSet;
 
-use crate::disk::{self, CHUNK, ReadAhead, WriteBehind};
-use crate::resume::Partial;
+use self::start::{agree_on_prefix, agree_on_start};
 
 use crate::control::{self, Control};
+use crate::disk::{CHUNK, ReadAhead, WriteBehind};
 use crate::error::{CliError, printable, read_error, write_error};
 use crate::net::{self, NetOptions};
 use crate::progress::Progress;
@@ -60,8 +62,9 @@ pub(crate) struct SendArgs {
     /// How long to wait for the receiver's answer to the handshake.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = units::parse_duration)]
     connect_timeout: Duration,
-    /// Continue an interrupted transfer after the bytes the receiver holds
-    /// verified (the default).
+    /// Continue an interrupted transfer after the bytes the receiver wrote
+    /// before it stopped, once their SHA-256 matches this file's (the
+    /// default).
     #[arg(long, overrides_with = "restart")]
     resume: bool,
     /// Send the whole file, even if the receiver holds part of it.
@@ -181,9 +184,10 @@ async fn send_file(
     .await?;
     let (file, hasher, offset) = match control::recv(connection).await? {
         Control::Accept => (file, Sha256::new(), 0),
-        Control::Partial { len } => {
+        Control::Partial { len, synced } => {
             let len = if resume && len <= size { len } else { 0 };
-            let (file, hasher, offset) = agree_on_prefix(connection, addr, path, file, len).await?;
+            let (file, hasher, offset) =
+                agree_on_prefix(connection, addr, path, file, len, synced).await?;
             if offset > 0 {
                 println!(
                     "resuming {name} at byte {offset} of {size}: the receiver holds the bytes before it, verified"
@@ -276,44 +280,6 @@ async fn send_file(
         units::millis(first_byte),
     );
     Ok(())
-}
-
-/// Tells the receiver, which holds `len` bytes of an earlier transfer, the
-/// hash of this file's first `len` bytes (none when `len` is 0), and takes
-/// its answer: where the stream starts. Returns the file positioned there,
-/// the hash state of the bytes before it, and the offset.
-async fn agree_on_prefix(
-    connection: &Connection,
-    addr: SocketAddr,
-    path: &Path,
-    file: File,
-    len: u64,
-) -> Result<(File, Sha256, u64), CliError> {
-    let (mut file, hasher) = tokio::task::spawn_blocking(move || {
-        let mut file = file;
-        let hasher = match len {
-            0 => None,
-            _ => Some(disk::hash_prefix(&mut file, len)?),
-        };
-        Ok::<_, io::Error>((file, hasher))
-    })
-    .await
-    .map_err(io::Error::other)
-    .and_then(|hashed| hashed)
-    .map_err(|e| CliError::io(path, e))?;
-    let sha256 = hasher.as_ref().map(|h| hex::encode(h.clone().finalize()));
-    control::send(connection, &Control::Prefix { sha256 }).await?;
-    match control::recv(connection).await? {
-        Control::Start { offset } if offset > 0 && offset == len => {
-            let hasher = hasher.unwrap_or_default();
-            Ok((file, hasher, offset))
-        }
-        Control::Start { offset: 0 } => {
-            file.rewind().map_err(|e| CliError::io(path, e))?;
-            Ok((file, Sha256::new(), 0))
-        }
-        other => Err(unexpected(addr, "where the stream starts", &other)),
-    }
 }
 
 /// A stream that failed mid-transfer (the stream's own account of it is
@@ -640,59 +606,4 @@ async fn receive_file(connection: &Connection, store: &Store) -> Result<String, 
         received - offset,
         target.display()
     ))
-}
-
-/// Opens the partial file of `name` and agrees with the sender where the
-/// stream starts: at 0, or after the verified prefix of an earlier
-/// transfer when the sender asked to `resume` and its file begins with
-/// the same bytes. Returns the file positioned there, the hash state of
-/// the bytes before it, and the offset.
-async fn agree_on_start(
-    connection: &Connection,
-    store: &Store,
-    name: &str,
-    size: u64,
-    resume: bool,
-) -> Result<(Partial, File, Sha256, u64), CliError> {
-    let dir = store.dir.clone();
-    let owned = name.to_owned();
-    let opened = tokio::task::spawn_blocking(move || Partial::open(&dir, &owned, size, resume))
-        .await
-        .map_err(|e| CliError::io(&store.dir, io::Error::other(e)))
-        .and_then(|opened| opened);
-    let (partial, mut file, prefix) = match opened {
-        Ok(opened) => opened,
-        Err(e) => {
-            refuse(connection, format!("cannot create {name} on the receiver")).await;
-            return Err(e);
-        }
-    };
-    let Some(prefix) = prefix else {
-        control::send(connection, &Control::Accept).await?;
-        return Ok((partial, file, Sha256::new(), 0));
-    };
-    control::send(connection, &Control::Partial { len: prefix.len }).await?;
-    let answer = control::recv(connection)
-        .await
-        .map_err(|e| in_transfer(name, e))?;
-    match answer {
-        Control::Prefix { sha256 } => {
-            if sha256.as_deref() == Some(prefix.sha256.as_str()) {
-                tracing::info!(%name, offset = prefix.len, "resuming after the verified prefix");
-                control::send(connection, &Control::Start { offset: prefix.len }).await?;
-                Ok((partial, file, prefix.hasher, prefix.len))
-            } else {
-                partial.start_over(&mut file)?;
-                control::send(connection, &Control::Start { offset: 0 }).await?;
-                Ok((partial, file, Sha256::new(), 0))
-            }
-        }
-        other => {
-            connection.abort(RECEIVER_FAILED, Bytes::from_static(b"expected a prefix"));
-            Err(CliError::Protocol {
-                peer: Some(connection.remote_address()),
-                reason: format!("expected the hash of the prefix of {name}, got {other:?}"),
-            })
-        }
-    }
 }

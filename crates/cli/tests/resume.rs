@@ -1,12 +1,14 @@
 //! Resumable `tern send`: a transfer interrupted by a killed receiver or a
 //! killed sender continues, when sent again, after the bytes the receiver
-//! had written and verified, and not one of them is sent twice; the file
-//! still arrives whole under the whole-file SHA-256. Separate processes on
-//! loopback, real files.
+//! had written to its disk, and not one of them is sent twice; bytes that
+//! are not the sender's are not used, and the file still arrives whole
+//! under the whole-file SHA-256. Separate processes on loopback, real
+//! files.
 
 mod support;
 
-use std::fs;
+use std::fs::{self, OpenOptions};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -91,7 +93,7 @@ fn interrupted_by_a_killed_sender() -> (tempfile::TempDir, PathBuf, PathBuf, Ser
 }
 
 #[test]
-fn a_receiver_killed_half_way_and_restarted_gets_only_the_bytes_it_had_not_verified() {
+fn a_receiver_killed_half_way_and_restarted_gets_exactly_the_bytes_not_on_its_disk() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let source = random_file(dir.path(), "big.bin", SIZE as usize);
     let out = dir.path().join("out");
@@ -103,28 +105,30 @@ fn a_receiver_killed_half_way_and_restarted_gets_only_the_bytes_it_had_not_verif
     assert!(!interrupted.status.success());
     drop(first);
 
-    // Half the file was written, so at least two checkpoints were made;
-    // bytes written after the last one were never synced and are not
-    // trusted.
+    // Half the file was written, so at least two checkpoints were made
+    // (one per 4 MiB, each a sync). What the receiver wrote after the last
+    // one is in its file too: the system keeps what a killed process wrote.
     let verified = verified(&out);
     let written = fs::metadata(partial_file(&out)).expect("kept").len();
     assert!(
-        verified >= 2 * (4 << 20) && verified <= written,
+        verified >= 2 * (4 << 20) && verified <= written && written < SIZE,
         "{verified} of {written}"
     );
 
+    // The restarted receiver offers every byte on its disk, and the sender
+    // sends exactly the others.
     let mut second = receiver(&out, &["--once"]);
     let resumed = send(&source, &second, &[]);
     assert!(resumed.status.success(), "{resumed:?}");
     let said = stdout(&resumed);
     assert!(
-        said.contains(&format!("resuming big.bin at byte {verified} of {SIZE}")),
+        said.contains(&format!("resuming big.bin at byte {written} of {SIZE}")),
         "{said}"
     );
     assert!(
         said.contains(&format!(
-            "; {} bytes sent from byte {verified};",
-            SIZE - verified
+            "; {} bytes sent from byte {written};",
+            SIZE - written
         )),
         "{said}"
     );
@@ -132,7 +136,14 @@ fn a_receiver_killed_half_way_and_restarted_gets_only_the_bytes_it_had_not_verif
         said.contains(&format!("SHA-256 {} verified", sha256(&source))),
         "{said}"
     );
-    second.lines_until("received big.bin");
+    let lines = second.lines_until("received big.bin");
+    assert!(
+        lines.last().is_some_and(|l| l.contains(&format!(
+            "{} bytes received from byte {written}",
+            SIZE - written
+        ))),
+        "{lines:?}"
+    );
     assert!(second.wait().success());
     assert_eq!(names(&out), ["big.bin"]);
     assert_eq!(sha256(&out.join("big.bin")), sha256(&source));
@@ -204,6 +215,60 @@ fn a_partial_copy_of_another_file_by_the_same_name_is_not_used() {
         said.contains("the receiver's partial copy of big.bin is not a prefix of this file"),
         "{said}"
     );
+    assert!(
+        said.contains(&format!("; {SIZE} bytes sent from byte 0;")),
+        "{said}"
+    );
+    receiver.lines_until("received big.bin");
+    assert_eq!(names(&out), ["big.bin"]);
+    assert_eq!(sha256(&out.join("big.bin")), sha256(&source));
+}
+
+#[test]
+fn a_tail_past_the_checkpoint_that_is_not_the_senders_bytes_resumes_at_the_checkpoint() {
+    let (_dir, source, out, receiver) = interrupted_by_a_killed_sender();
+    let verified = verified(&out);
+    // What a crash of the machine can leave behind the last sync: a file
+    // longer than its checkpoint whose extra bytes are not those written.
+    let mut partial = OpenOptions::new()
+        .append(true)
+        .open(partial_file(&out))
+        .expect("opens");
+    partial.write_all(&[0; 4096]).expect("writes");
+    drop(partial);
+
+    let resumed = send(&source, &receiver, &[]);
+    assert!(resumed.status.success(), "{resumed:?}");
+    let said = stdout(&resumed);
+    assert!(
+        said.contains(&format!("resuming big.bin at byte {verified} of {SIZE}")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "; {} bytes sent from byte {verified};",
+            SIZE - verified
+        )),
+        "{said}"
+    );
+    receiver.lines_until("received big.bin");
+    assert_eq!(names(&out), ["big.bin"]);
+    assert_eq!(sha256(&out.join("big.bin")), sha256(&source));
+}
+
+#[test]
+fn a_partial_copy_changed_under_the_receiver_is_not_used() {
+    let (_dir, source, out, receiver) = interrupted_by_a_killed_sender();
+    // One byte of the checkpointed prefix changed: it no longer hashes to
+    // its checkpoint, so none of it is trusted.
+    let mut held = fs::read(partial_file(&out)).expect("reads");
+    held[1000] ^= 0xff;
+    fs::write(partial_file(&out), &held).expect("writes");
+
+    let sent = send(&source, &receiver, &[]);
+    assert!(sent.status.success(), "{sent:?}");
+    let said = stdout(&sent);
+    assert!(!said.contains("resuming"), "{said}");
     assert!(
         said.contains(&format!("; {SIZE} bytes sent from byte 0;")),
         "{said}"
