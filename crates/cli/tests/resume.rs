@@ -68,6 +68,23 @@ fn verified(out: &Path) -> u64 {
     checkpoint["verified"].as_u64().expect("a verified length")
 }
 
+/// Asserts that a send's output says it sent exactly the rest of the file
+/// from byte `from`, resuming there when `from` is not 0.
+fn assert_sent_the_rest(output: &std::process::Output, from: u64) {
+    assert!(output.status.success(), "{output:?}");
+    let said = stdout(output);
+    if from > 0 {
+        assert!(
+            said.contains(&format!("resuming big.bin at byte {from} of {SIZE}")),
+            "{said}"
+        );
+    }
+    assert!(
+        said.contains(&format!("; {} bytes sent from byte {from};", SIZE - from)),
+        "{said}"
+    );
+}
+
 /// A transfer of a fresh file that a killed sender left half-way at a
 /// receiver that keeps running. Returns the directory, the file, the
 /// receiver's directory and the receiver.
@@ -119,19 +136,8 @@ fn a_receiver_killed_half_way_and_restarted_gets_exactly_the_bytes_not_on_its_di
     // sends exactly the others.
     let mut second = receiver(&out, &["--once"]);
     let resumed = send(&source, &second, &[]);
-    assert!(resumed.status.success(), "{resumed:?}");
+    assert_sent_the_rest(&resumed, written);
     let said = stdout(&resumed);
-    assert!(
-        said.contains(&format!("resuming big.bin at byte {written} of {SIZE}")),
-        "{said}"
-    );
-    assert!(
-        said.contains(&format!(
-            "; {} bytes sent from byte {written};",
-            SIZE - written
-        )),
-        "{said}"
-    );
     assert!(
         said.contains(&format!("SHA-256 {} verified", sha256(&source))),
         "{said}"
@@ -162,14 +168,7 @@ fn a_sender_killed_half_way_and_run_again_sends_only_what_the_receiver_lacks() {
     assert!((SIZE / 2..SIZE).contains(&verified), "{verified}");
 
     let resumed = send(&source, &receiver, &[]);
-    assert!(resumed.status.success(), "{resumed:?}");
-    assert!(
-        stdout(&resumed).contains(&format!(
-            "; {} bytes sent from byte {verified};",
-            SIZE - verified
-        )),
-        "{resumed:?}"
-    );
+    assert_sent_the_rest(&resumed, verified);
     let lines = receiver.lines_until("received big.bin");
     assert!(
         lines.last().is_some_and(|l| l.contains(&format!(
@@ -187,13 +186,8 @@ fn a_send_with_restart_sends_the_whole_file_despite_a_partial_copy() {
     let (_dir, source, out, receiver) = interrupted_by_a_killed_sender();
     assert!(verified(&out) > 0);
     let restarted = send(&source, &receiver, &["--restart"]);
-    assert!(restarted.status.success(), "{restarted:?}");
-    let said = stdout(&restarted);
-    assert!(!said.contains("resuming"), "{said}");
-    assert!(
-        said.contains(&format!("; {SIZE} bytes sent from byte 0;")),
-        "{said}"
-    );
+    assert_sent_the_rest(&restarted, 0);
+    assert!(!stdout(&restarted).contains("resuming"));
     receiver.lines_until("received big.bin");
     assert_eq!(names(&out), ["big.bin"]);
     assert_eq!(sha256(&out.join("big.bin")), sha256(&source));
@@ -209,14 +203,10 @@ fn a_partial_copy_of_another_file_by_the_same_name_is_not_used() {
     fs::write(&source, &changed).expect("writes");
 
     let sent = send(&source, &receiver, &[]);
-    assert!(sent.status.success(), "{sent:?}");
+    assert_sent_the_rest(&sent, 0);
     let said = stdout(&sent);
     assert!(
         said.contains("the receiver's partial copy of big.bin is not a prefix of this file"),
-        "{said}"
-    );
-    assert!(
-        said.contains(&format!("; {SIZE} bytes sent from byte 0;")),
         "{said}"
     );
     receiver.lines_until("received big.bin");
@@ -238,19 +228,7 @@ fn a_tail_past_the_checkpoint_that_is_not_the_senders_bytes_resumes_at_the_check
     drop(partial);
 
     let resumed = send(&source, &receiver, &[]);
-    assert!(resumed.status.success(), "{resumed:?}");
-    let said = stdout(&resumed);
-    assert!(
-        said.contains(&format!("resuming big.bin at byte {verified} of {SIZE}")),
-        "{said}"
-    );
-    assert!(
-        said.contains(&format!(
-            "; {} bytes sent from byte {verified};",
-            SIZE - verified
-        )),
-        "{said}"
-    );
+    assert_sent_the_rest(&resumed, verified);
     receiver.lines_until("received big.bin");
     assert_eq!(names(&out), ["big.bin"]);
     assert_eq!(sha256(&out.join("big.bin")), sha256(&source));
@@ -266,13 +244,8 @@ fn a_partial_copy_changed_under_the_receiver_is_not_used() {
     fs::write(partial_file(&out), &held).expect("writes");
 
     let sent = send(&source, &receiver, &[]);
-    assert!(sent.status.success(), "{sent:?}");
-    let said = stdout(&sent);
-    assert!(!said.contains("resuming"), "{said}");
-    assert!(
-        said.contains(&format!("; {SIZE} bytes sent from byte 0;")),
-        "{said}"
-    );
+    assert_sent_the_rest(&sent, 0);
+    assert!(!stdout(&sent).contains("resuming"));
     receiver.lines_until("received big.bin");
     assert_eq!(names(&out), ["big.bin"]);
     assert_eq!(sha256(&out.join("big.bin")), sha256(&source));

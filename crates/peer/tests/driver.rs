@@ -8,7 +8,7 @@ use std::time::Duration;
 
 mod driver_support;
 
-use driver_support::{BACKENDS, PATIENCE, config, loopback, stop};
+use driver_support::{BACKENDS, PATIENCE, config, datagram, loopback, stop};
 use quanta::Instant;
 use tern_peer::driver::{Driver, DriverHandle};
 use tern_peer::proto::{Node, SendRefused, Transmit, TransmitLimits};
@@ -149,12 +149,7 @@ impl Node for Sink {
         let to = self.credit_to.filter(|_| self.credit_due)?;
         self.credit_due = false;
         buf[..8].copy_from_slice(&self.received.to_le_bytes());
-        Some(Transmit {
-            destination: to,
-            len: 8,
-            segment_size: None,
-            ttl: None,
-        })
+        datagram(to, 8)
     }
 
     fn poll_timeout(&mut self) -> Option<Instant> {
@@ -382,12 +377,7 @@ impl Node for Echo {
         let (to, bytes) = self.queue.pop_front()?;
         let len = bytes.len().min(limits.max_datagram_size);
         buf[..len].copy_from_slice(&bytes[..len]);
-        Some(Transmit {
-            destination: to,
-            len,
-            segment_size: None,
-            ttl: None,
-        })
+        datagram(to, len)
     }
 
     fn poll_timeout(&mut self) -> Option<Instant> {
@@ -564,12 +554,7 @@ impl Node for Refused {
     fn poll_transmit(&mut self, _: Instant, _: TransmitLimits, buf: &mut [u8]) -> Option<Transmit> {
         let destination = self.to.pop()?;
         buf[..4].copy_from_slice(b"ping");
-        Some(Transmit {
-            destination,
-            len: 4,
-            segment_size: None,
-            ttl: None,
-        })
+        datagram(destination, 4)
     }
 
     fn poll_timeout(&mut self) -> Option<Instant> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 mod driver_support;
 
-use driver_support::{BACKENDS, PATIENCE, config, loopback, stop};
+use driver_support::{BACKENDS, PATIENCE, config, datagram, loopback, stop};
 use quanta::Instant;
 use tern_peer::driver::{Driver, DriverConfig, DriverHandle};
 use tern_peer::proto::{Node, Transmit, TransmitLimits};
@@ -40,12 +40,7 @@ impl Node for Answerer {
         let to = self.arrivals.pop_front()?;
         self.answered += 1;
         buf[0] = u8::from(self.acted >= self.answered);
-        Some(Transmit {
-            destination: to,
-            len: 1,
-            segment_size: None,
-            ttl: None,
-        })
+        datagram(to, 1)
     }
 
     fn poll_timeout(&mut self) -> Option<Instant> {
@@ -123,12 +118,7 @@ impl Node for Expecting {
         let (to, bytes) = self.queue.pop_front()?;
         buf[..bytes.len()].copy_from_slice(&bytes);
         self.sent_at = Some(now);
-        Some(Transmit {
-            destination: to,
-            len: bytes.len(),
-            segment_size: None,
-            ttl: None,
-        })
+        datagram(to, bytes.len())
     }
 
     fn take_answer_expected(&mut self) -> Option<Instant> {

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tern_peer::driver::{DriverConfig, DriverHandle, Stopped};
-use tern_peer::proto::Node;
+use tern_peer::proto::{Node, Transmit};
 use tern_sockio::Backend;
 
 /// Each test runs once with the Portable backend and once with Auto (the
@@ -34,4 +34,15 @@ pub async fn stop<N: Node + Send + 'static>(
         .expect("driver stops")
         .expect("driver task")
         .expect("driver ran")
+}
+
+/// One datagram of `len` bytes to `destination`, as a toy node's
+/// `poll_transmit` answers.
+pub fn datagram(destination: SocketAddr, len: usize) -> Option<Transmit> {
+    Some(Transmit {
+        destination,
+        len,
+        segment_size: None,
+        ttl: None,
+    })
 }
