@@ -83,13 +83,26 @@ pub(crate) fn counting<R>(f: impl FnOnce() -> R) -> (R, u64) {
 /// every thread of the process held meanwhile beyond what it held when `f`
 /// began. One weighing at a time.
 pub(crate) fn heap_peak<R>(f: impl FnOnce() -> R) -> (R, u64) {
-    LIVE.store(0, Ordering::Relaxed);
-    PEAK.store(0, Ordering::Relaxed);
-    WEIGHING.store(true, Ordering::Relaxed);
+    start_weighing();
     let result = f();
     WEIGHING.store(false, Ordering::Relaxed);
     let peak = u64::try_from(PEAK.load(Ordering::Relaxed)).unwrap_or(0);
     (result, peak)
+}
+
+/// Weighs the heap from now on, from zero: what every thread allocates
+/// less what it frees ([`heap_held`]). One weighing at a time.
+pub(crate) fn start_weighing() {
+    LIVE.store(0, Ordering::Relaxed);
+    PEAK.store(0, Ordering::Relaxed);
+    WEIGHING.store(true, Ordering::Relaxed);
+}
+
+/// The bytes allocated less the bytes freed since [`start_weighing`]: what
+/// the process's own allocations hold, whatever the allocator keeps
+/// besides.
+pub(crate) fn heap_held() -> i64 {
+    LIVE.load(Ordering::Relaxed)
 }
 
 #[cfg(test)]
