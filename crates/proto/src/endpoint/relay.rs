@@ -143,13 +143,6 @@ impl Relay {
         self.pairs.len()
     }
 
-    /// A buffer for the next packet: a spare one if there is.
-    fn take_spare(&mut self) -> Vec<u8> {
-        let packet = self.spare.pop().unwrap_or_default();
-        self.charged -= packet.capacity() as u64;
-        packet
-    }
-
     /// Keeps `packet`'s buffer for the next packet, up to 64 of them,
     /// if it fits in `room`.
     fn keep_spare(&mut self, packet: Vec<u8>, room: u64) {
@@ -324,20 +317,19 @@ impl Endpoint {
             return;
         }
         let len = datagram.len();
-        let (queue, key) = (&mut self.relay.queue, pair.ends[0].slot);
-        let now_ok = queue.len() < MAX_QUEUED
+        // The pair's key: the asker's slot.
+        let key = pair.ends[0].slot;
+        let now_ok = self.relay.queue.len() < MAX_QUEUED
             && pair.backlog.is_empty()
             && pair.bucket.take(len as u64, now) == Take::Now;
         if !now_ok && pair.backlog_bytes + len as u64 > backlog {
             self.stats.relay_dropped_over_cap += 1;
             return;
         }
-        let mut packet = self.relay.take_spare();
+        let mut packet = self.relay.spare.pop().unwrap_or_default();
+        self.relay.charged -= packet.capacity() as u64;
         packet.clear();
         packet.extend_from_slice(datagram);
-        let Some(pair) = self.relay.pairs.get_mut(&key) else {
-            return;
-        };
         // Past its smallest backlog, kept for it, a pair's packet takes
         // the budget's room.
         let cost = packet_charge(&packet);
