@@ -362,7 +362,8 @@ pub struct EndpointConfig {
     /// (token bucket; default none).
     pub rate_limit: Option<u64>,
     /// Bytes all connections may hold together, counting the flow-control
-    /// credit granted to peers and not used yet (see
+    /// credit granted to peers and not used yet, and, as a relay, the
+    /// packets it holds to forward (see
     /// [`EndpointStats::memory_charged`](crate::EndpointStats::memory_charged)).
     /// Past seven eighths of it no connection grants more credit; past it,
     /// the connections charged the most are closed. The default,
@@ -421,6 +422,8 @@ pub struct RelayConfig {
     /// 4 000 000, 32 Mbit/s). What comes faster waits in the pair's queue,
     /// up to 100 ms of this rate (at least 64 KiB); a packet past that is
     /// dropped and counted, and the pair's congestion control slows down.
+    /// Past its smallest backlog (64 KiB, kept for it in the endpoint's
+    /// `memory_budget`), a pair's packet also needs room in the budget.
     pub bytes_per_second: u64,
     /// As a rendezvous: a pair that forwarded nothing for this long is
     /// forgotten (default 60 s, twice the default idle timeout: a live

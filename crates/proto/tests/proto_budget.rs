@@ -221,3 +221,51 @@ fn many_connections_that_each_carried_one_small_message_stay_below_the_high_wate
         assert!(connection.error().is_none(), "{:?}", connection.error());
     }
 }
+
+/// A peer that makes the endpoint answer (a PING each time) and never
+/// acknowledges anything: the records of the answers fill the endpoint's
+/// sent-packet ring, which only acknowledgements shrink. The ring's room
+/// is charged to the connection, so the budget sees the heap it takes and
+/// closes the connection for it, long before the ring reaches its own
+/// bound (where, uncharged, it was closed for acknowledging too little,
+/// having pinned 0.75 MB).
+#[test]
+fn a_peer_that_never_acknowledges_is_charged_its_sent_packet_ring() {
+    let budget: u64 = 512 * 1024;
+    let mut config = EndpointConfig::default();
+    config.memory_budget = budget;
+    let mut attacker = Attacker::connect(config);
+    let window = attacker.connection().expect("open").stats().window;
+    let baseline = attacker.endpoint.stats().memory_charged;
+    let (mut pings, mut peak) = (0u64, baseline);
+    let pinned = allocation_counter::measure(|| {
+        while pings < 10_000 && attacker.connection().is_some_and(|c| c.error().is_none()) {
+            attacker.send(&[Frame::Ping]);
+            attacker.turn();
+            attacker.inbox.clear();
+            pings += 1;
+            peak = peak.max(attacker.endpoint.stats().memory_charged);
+        }
+    })
+    .bytes_max;
+    let stats = attacker.endpoint.stats();
+    let error = attacker.connection().and_then(|c| c.error().cloned());
+    eprintln!(
+        "budget {budget}: closed after {pings} PINGs, {error:?}; charged {baseline} at first, \
+         {peak} at most, {} after; heap pinned {pinned}",
+        stats.memory_charged
+    );
+    assert_eq!(error, Some(ConnectionError::MemoryBudget));
+    assert_eq!(stats.memory_budget_closes, 1);
+    // Each answer's record (184 bytes) was charged as the ring grew, until
+    // its doubling past the budget closed the connection; closed, it
+    // grants no credit and is charged its ring until it is freed.
+    assert!(
+        peak - baseline >= pings * 128,
+        "{} charged for {pings} records",
+        peak - baseline
+    );
+    let bound = 2 * (window / 64) + 2048;
+    assert!(pings < bound / 2, "{pings} answers before the close");
+    assert!(stats.memory_charged < peak, "{stats:?}");
+}

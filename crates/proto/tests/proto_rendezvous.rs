@@ -503,3 +503,119 @@ fn a_resumed_intro_refused_through_the_relay_is_told_so_and_falls_back_at_once()
     let asker = world.endpoint(world.asker).stats();
     assert_eq!((asker.connects_resumed, asker.resume_fallbacks), (1, 1));
 }
+
+/// The rendezvous's memory budget in the relay's budget tests: 1.5 MiB,
+/// room for the credit of its four connections (256 KiB each), both
+/// pairs' smallest backlogs (64 KiB each), and some 150 KiB more, less
+/// than one pair's backlog at the default rate (400 kB).
+const RELAY_BUDGET: u64 = 1536 * 1024;
+
+/// A pair relaying as fast as a flood comes, past its rate, through a
+/// rendezvous with a small memory budget: what the relay holds is
+/// charged, the total never passes the budget, the packets
+/// that do not fit are dropped and counted, and an honest pair relayed by
+/// the same rendezvous still moves its data, within the smallest backlog
+/// the budget keeps for it.
+#[test]
+fn a_flooding_pair_is_held_to_the_budget_and_an_honest_pair_still_moves_its_data() {
+    let seed = Seed::from_env_or(2510);
+    let mut r_config = EndpointConfig::default();
+    r_config.memory_budget = RELAY_BUDGET;
+    let full = NatConfig::full_cone();
+    let mut world = World::build_with(seed.value(), full.clone(), Some(full), 0.0, r_config, false);
+    let (outcome, _) = world.introduce_with(Duration::from_secs(10), PathPolicy::RelayOnly);
+    let Event::Introduced {
+        connection: flooder,
+        ..
+    } = outcome
+    else {
+        panic!("{outcome:?}");
+    };
+    // The honest pair, on the public side, relayed by the same rendezvous.
+    let (asker, asker_to_r, _) = world.add_peer(20, "203.0.113.20:4000");
+    let (target, target_to_r, target_key) = world.add_peer(21, "203.0.113.21:4000");
+    assert!(world.endpoint(target).register(target_to_r));
+    world.sim.run_for(Duration::from_millis(100));
+    world
+        .endpoint(asker)
+        .connect_via_with(asker_to_r, &target_key, PathPolicy::RelayOnly)
+        .expect("asked");
+    let outcome = world.introduction_on(asker, asker_to_r, Duration::from_secs(10));
+    let Event::Introduced {
+        connection: honest, ..
+    } = outcome
+    else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(world.relay_stats().relay_pairs, 2);
+    // A burst of a thousand copies of one of the flooder's packets, from
+    // its address: what the relay takes in is held until it is sent.
+    let packet = world.steal_relay_packet(flooder);
+    let owner = world.asker_public();
+    let before = world.relay_stats();
+    for _ in 0..1000 {
+        world.deliver(world.rendezvous, owner, &packet);
+    }
+    let after = world.relay_stats();
+    let taken = after.relay_bytes_forwarded - before.relay_bytes_forwarded;
+    let charged = after.memory_charged - before.memory_charged;
+    let over_budget = after.relay_dropped_over_budget - before.relay_dropped_over_budget;
+    eprintln!(
+        "burst: took {taken} bytes, charged {charged} more ({} in all), {over_budget} dropped \
+         over the budget, {} over the pair's backlog",
+        after.memory_charged,
+        after.relay_dropped_over_cap - before.relay_dropped_over_cap
+    );
+    assert!(after.memory_charged <= RELAY_BUDGET, "{after:?}");
+    assert!(over_budget > 0, "nothing dropped for the budget");
+    // Charged as it arrived, but for the smallest backlog kept for the
+    // pair (and spare buffers taken back into use).
+    assert!(
+        taken <= charged + 2 * 64 * 1024,
+        "took {taken}, charged {charged}"
+    );
+    // The honest pair moves 256 KiB while the flood goes on.
+    let mut peak = 0;
+    let (_, took) = world.transfer_between([asker, target], honest, 256 << 10, |w| {
+        for _ in 0..20 {
+            w.deliver(w.rendezvous, owner, &packet);
+        }
+        peak = peak.max(w.relay_stats().memory_charged);
+    });
+    let stats = world.relay_stats();
+    eprintln!(
+        "honest pair: 256 KiB in {took:?}; charged at most {peak}; dropped {} over the \
+         budget, {} over the pair's backlog",
+        stats.relay_dropped_over_budget, stats.relay_dropped_over_cap
+    );
+    assert!(peak <= RELAY_BUDGET, "charged {peak}");
+    assert!(stats.relay_dropped_over_budget > after.relay_dropped_over_budget);
+    assert_eq!(stats.memory_budget_closes, 0);
+}
+
+/// A rendezvous whose memory budget has no room for a new pair's smallest
+/// backlog refuses it as a full relay does, and the asker is told so.
+#[test]
+fn a_relay_without_room_in_its_budget_refuses_a_new_pair_as_full() {
+    let seed = Seed::from_env_or(2511);
+    let mut r_config = EndpointConfig::default();
+    // Seven eighths of it, 560 KiB, is about the credit its two
+    // connections hold (256 KiB each): less than 64 KiB left.
+    r_config.memory_budget = 640 * 1024;
+    let full = NatConfig::full_cone();
+    let mut world = World::build_with(seed.value(), full.clone(), Some(full), 0.0, r_config, false);
+    let (outcome, _) = world.introduce_with(Duration::from_secs(5), PathPolicy::RelayOnly);
+    assert!(
+        matches!(
+            outcome,
+            Event::IntroductionFailed {
+                reason: Some(RefusalReason::RelayFull),
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    let stats = world.relay_stats();
+    assert_eq!((stats.relay_refused, stats.relay_pairs_made), (1, 0));
+    assert!(stats.memory_charged <= 640 * 1024, "{stats:?}");
+}

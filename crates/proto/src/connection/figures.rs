@@ -72,13 +72,16 @@ impl Connection {
 /// `endpoint::budget`).
 impl Connection {
     /// What the connection is charged against the endpoint's budget:
-    /// the memory it holds to send and received, and the connection credit
-    /// granted to the peer and not used yet (a promise: the peer may send
-    /// it without asking), in bytes. Receive memory grows only into credit
-    /// already charged, but for page and record overheads and datagrams. A
-    /// connection that closed grants nothing more.
+    /// the memory it holds to send and received, the room of its
+    /// sent-packet ring (which only the peer's acknowledgements shrink:
+    /// a peer that never acknowledges grows it to `recovery::max_tracked`
+    /// records), and the connection credit granted to the peer and not
+    /// used yet (a promise: the peer may send it without asking), in
+    /// bytes. Receive memory grows only into credit already charged, but
+    /// for page and record overheads and datagrams. A connection that
+    /// closed grants nothing more.
     pub(crate) fn memory_charge(&self) -> (u64, u64) {
-        let held = self.send_memory().saturating_add(self.receive_memory());
+        let held = self.send_memory() + self.receive_memory() + self.loss.sent_packets().memory();
         let open = matches!(self.state, State::Connecting(_) | State::Established);
         let credit = if open {
             self.streams.unused_credit()

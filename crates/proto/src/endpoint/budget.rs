@@ -20,6 +20,12 @@
 //! ([`ConnectionError::MemoryBudget`](crate::ConnectionError::MemoryBudget)),
 //! until the total is back under and the waiting credit fits. Finding it
 //! looks at every connection, but only when one is closed.
+//!
+//! The total also holds what the endpoint holds as a relay (`relay`):
+//! the packets it forwards, charged as they arrive and taken only into
+//! the room below the high water, past each pair's smallest backlog,
+//! which is charged from the moment the pair is granted. A relay packet
+//! that does not fit is dropped, so the relay never closes a connection.
 
 use quanta::Instant;
 use rustc_hash::FxHashMap;
@@ -48,6 +54,8 @@ pub(crate) struct MemoryBudget {
     limit: u64,
     total: u64,
     charged: FxHashMap<u32, Charge>,
+    /// What the relay holds (see `relay`): in the total, never closed.
+    relay: u64,
     /// Connections whose window update waits for room.
     wanting: Vec<u32>,
     /// The connection the application was handed last: what it grants
@@ -64,6 +72,7 @@ impl MemoryBudget {
             limit,
             total: 0,
             charged: FxHashMap::default(),
+            relay: 0,
             wanting: Vec::new(),
             lent: None,
             now: None,
@@ -99,6 +108,12 @@ impl MemoryBudget {
         let charge = Charge { held, credit };
         let old = self.charged.insert(index, charge).unwrap_or_default();
         self.total = self.total - old.sum() + charge.sum();
+    }
+
+    /// The relay holds `bytes`, from now on.
+    pub(crate) fn set_relay(&mut self, bytes: u64) {
+        self.total = self.total - self.relay + bytes;
+        self.relay = bytes;
     }
 
     /// Connection `index` is gone.
@@ -248,6 +263,22 @@ mod tests {
         budget.remove(1);
         assert_eq!(budget.total(), 4096 + 256 * 1024);
         budget.remove(2);
+        assert_eq!(budget.total(), 0);
+    }
+
+    #[test]
+    fn what_the_relay_holds_is_in_the_total_and_takes_the_room() {
+        let mut budget = MemoryBudget::new(8 << 20);
+        budget.set(1, (1 << 20, 0));
+        budget.set_relay(2 << 20);
+        assert_eq!(budget.total(), 3 << 20);
+        assert_eq!(budget.room(), 4 << 20);
+        budget.set_relay(64 * 1024);
+        assert_eq!(budget.total(), (1 << 20) + 64 * 1024);
+        // Never a connection to close.
+        assert_eq!(budget.greediest(0, |_| true), Some(1));
+        budget.remove(1);
+        budget.set_relay(0);
         assert_eq!(budget.total(), 0);
     }
 

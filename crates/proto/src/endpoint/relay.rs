@@ -15,6 +15,17 @@
 //! Pairs are capped in number ([`RelayConfig`]), and a pair is forgotten
 //! when it was idle for `idle_timeout` or when either side's connection
 //! here closes. Whatever is not forwarded is counted by why.
+//!
+//! What the relay holds is charged to the endpoint's memory budget
+//! (`budget`), with its connections: each pair the packets it holds
+//! (waiting for its rate or in the shared queue: their buffers and queue
+//! entries), but at least its smallest backlog ([`MIN_BACKLOG`]), kept for
+//! it from the moment it is granted, plus the spare buffers. A pair is
+//! granted only if that smallest backlog fits below the budget's high
+//! water, or refused as when the relay is full; a packet past it is
+//! forwarded only if the budget has room for it, or dropped and counted,
+//! as a full router drops. So a pair flooding past its rate takes the
+//! budget's room, never the smallest backlog of another pair.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -40,8 +51,18 @@ const MAX_QUEUED: usize = 1024;
 /// pair). At least [`MIN_BACKLOG`] bytes.
 const BACKLOG: u64 = 10;
 
-/// The smallest queue a pair gets, in bytes.
+/// The smallest queue a pair gets, in bytes; the memory budget keeps it
+/// for the pair while it lives.
 const MIN_BACKLOG: u64 = 64 * 1024;
+
+/// A packet to forward: its pair (the asker's slot), destination and
+/// bytes.
+type Queued = (u32, SocketAddr, Vec<u8>);
+
+/// What holding `packet` costs: its buffer and its queue entry.
+fn packet_charge(packet: &Vec<u8>) -> u64 {
+    (packet.capacity() + size_of::<Queued>()) as u64
+}
 
 /// One side of a relayed pair.
 #[derive(Debug, Clone, Copy)]
@@ -58,18 +79,27 @@ struct Pair {
     bucket: TokenBucket,
     last_active: Instant,
     /// Packets waiting for the pair's rate, and their bytes.
-    backlog: VecDeque<(SocketAddr, Vec<u8>)>,
+    backlog: VecDeque<Queued>,
     backlog_bytes: u64,
     /// When the first of them may go.
     release_at: Option<Instant>,
+    /// What its packets cost, waiting here or in the shared queue
+    /// ([`packet_charge`]).
+    held: u64,
 }
 
 impl Pair {
+    /// What the pair is charged against the memory budget: what it holds,
+    /// but at least its smallest backlog.
+    fn charge(&self) -> u64 {
+        self.held.max(MIN_BACKLOG)
+    }
+
     /// Moves what the rate lets go now to `queue` (while it has room),
     /// and notes when the next may go.
-    fn release(&mut self, now: Instant, queue: &mut VecDeque<(SocketAddr, Vec<u8>)>) {
+    fn release(&mut self, now: Instant, queue: &mut VecDeque<Queued>) {
         self.release_at = None;
-        while let Some((_, packet)) = self.backlog.front() {
+        while let Some((_, _, packet)) = self.backlog.front() {
             let len = packet.len() as u64;
             match self.bucket.take(len, now) {
                 Take::WaitUntil(at) => {
@@ -98,16 +128,28 @@ pub(super) struct Relay {
     pairs: FxHashMap<u32, Pair>,
     /// Every live slot, to its pair (the asker's slot).
     slots: FxHashMap<u32, u32>,
-    /// Packets to forward: destination and bytes.
-    queue: VecDeque<(SocketAddr, Vec<u8>)>,
+    /// Packets to forward.
+    queue: VecDeque<Queued>,
     /// Buffers of packets sent, for the next ones.
     spare: Vec<Vec<u8>>,
+    /// What the relay is charged against the memory budget: each pair's
+    /// [`Pair::charge`], and the spare buffers.
+    charged: u64,
 }
 
 impl Relay {
     /// Pairs relayed now.
     pub(super) fn pairs(&self) -> usize {
         self.pairs.len()
+    }
+
+    /// Keeps `packet`'s buffer for the next packet, up to 64 of them,
+    /// if it fits in `room`.
+    fn keep_spare(&mut self, packet: Vec<u8>, room: u64) {
+        if self.spare.len() < 64 && packet.capacity() as u64 <= room {
+            self.charged += packet.capacity() as u64;
+            self.spare.push(packet);
+        }
     }
 
     /// When the idlest pair is due to be forgotten, or a waiting packet
@@ -127,11 +169,14 @@ impl Relay {
         }
     }
 
+    /// Forgets pair `key`, and drops the packets it holds here.
     fn remove(&mut self, key: u32) {
         if let Some(pair) = self.pairs.remove(&key) {
             for end in pair.ends {
                 self.slots.remove(&end.slot);
             }
+            self.charged -= pair.charge();
+            self.queue.retain(|(of, _, _)| *of != key);
         }
     }
 
@@ -175,7 +220,11 @@ impl Endpoint {
                 let pair = &mut self.relay.pairs.get_mut(&key).expect("found").ends;
                 (pair[0].slot, pair[1].slot)
             }
-            None if self.relay.pairs.len() >= self.config.relay.max_pairs => {
+            // Full, or the memory budget has no room for its smallest
+            // backlog: refused alike, and the asker falls back.
+            None if self.relay.pairs.len() >= self.config.relay.max_pairs
+                || self.budget.room() < MIN_BACKLOG =>
+            {
                 return refuse(self, RefusalReason::RelayFull);
             }
             None => {
@@ -205,7 +254,10 @@ impl Endpoint {
                     backlog: VecDeque::new(),
                     backlog_bytes: 0,
                     release_at: None,
+                    held: 0,
                 };
+                self.relay.charged += pair.charge();
+                self.budget.set_relay(self.relay.charged);
                 self.relay.pairs.insert(asker_slot, pair);
                 self.stats.relay_pairs_made += 1;
                 (asker_slot, target_slot)
@@ -265,6 +317,8 @@ impl Endpoint {
             return;
         }
         let len = datagram.len();
+        // The pair's key: the asker's slot.
+        let key = pair.ends[0].slot;
         let now_ok = self.relay.queue.len() < MAX_QUEUED
             && pair.backlog.is_empty()
             && pair.bucket.take(len as u64, now) == Take::Now;
@@ -272,17 +326,28 @@ impl Endpoint {
             self.stats.relay_dropped_over_cap += 1;
             return;
         }
-        pair.last_active = now;
         let mut packet = self.relay.spare.pop().unwrap_or_default();
+        self.relay.charged -= packet.capacity() as u64;
         packet.clear();
         packet.extend_from_slice(datagram);
-        if tern_wire::write_relay_header(&mut packet, receiver.slot).is_none() {
+        // Past its smallest backlog, kept for it, a pair's packet takes
+        // the budget's room.
+        let cost = packet_charge(&packet);
+        let more = (pair.held + cost).max(MIN_BACKLOG) - pair.charge();
+        let over_budget = more > self.budget.room();
+        if over_budget || tern_wire::write_relay_header(&mut packet, receiver.slot).is_none() {
+            self.stats.relay_dropped_over_budget += u64::from(over_budget);
+            self.keep_relay_buffer(packet);
             return;
         }
+        pair.last_active = now;
+        pair.held += cost;
+        self.relay.charged += more;
+        self.budget.set_relay(self.relay.charged);
         if now_ok {
-            self.relay.queue.push_back((to, packet));
+            self.relay.queue.push_back((key, to, packet));
         } else {
-            pair.backlog.push_back((to, packet));
+            pair.backlog.push_back((key, to, packet));
             pair.backlog_bytes += len as u64;
             if pair.release_at.is_none() {
                 pair.release(now, &mut self.relay.queue);
@@ -297,12 +362,16 @@ impl Endpoint {
         if self.relay.queue.is_empty() {
             self.relay.release(now);
         }
-        while let Some((destination, packet)) = self.relay.queue.pop_front() {
+        while let Some((key, destination, packet)) = self.relay.queue.pop_front() {
             let len = packet.len();
             let copied = buf.get_mut(..len).map(|dst| dst.copy_from_slice(&packet));
-            if self.relay.spare.len() < 64 {
-                self.relay.spare.push(packet);
+            let relay = &mut self.relay;
+            if let Some(pair) = relay.pairs.get_mut(&key) {
+                let before = pair.charge();
+                pair.held -= packet_charge(&packet);
+                relay.charged = relay.charged - before + pair.charge();
             }
+            self.keep_relay_buffer(packet);
             if copied.is_some() && len > RELAY_HEADER_LEN {
                 return Some(Transmit {
                     destination,
@@ -313,6 +382,14 @@ impl Endpoint {
             }
         }
         None
+    }
+
+    /// Keeps `packet`'s buffer for the next relay packet, if the budget
+    /// has room for it, and charges the relay what it holds now.
+    fn keep_relay_buffer(&mut self, packet: Vec<u8>) {
+        self.budget.set_relay(self.relay.charged);
+        self.relay.keep_spare(packet, self.budget.room());
+        self.budget.set_relay(self.relay.charged);
     }
 
     /// Forgets pairs idle for the configured time.
@@ -329,6 +406,7 @@ impl Endpoint {
         for key in expired {
             self.relay.remove(key);
         }
+        self.budget.set_relay(self.relay.charged);
     }
 
     /// Connection `index` was freed: the pairs it was a side of end.
@@ -343,6 +421,7 @@ impl Endpoint {
         for key in ended {
             self.relay.remove(key);
         }
+        self.budget.set_relay(self.relay.charged);
     }
 
     /// The peer registered here under `peer`, other than `asker`, with an

@@ -76,9 +76,10 @@ pub struct EndpointStats {
     /// Connections closed to keep the endpoint within its memory budget
     /// (the greediest first).
     pub memory_budget_closes: u64,
-    /// Bytes the connections are charged against the memory budget, when
-    /// the endpoint last looked: what they hold plus the credit granted to
-    /// their peers and not used yet.
+    /// Bytes charged against the memory budget: what the connections hold
+    /// (when the endpoint last looked) plus the credit granted to their
+    /// peers and not used yet, and, as a relay, the packets it holds to
+    /// forward (at least each pair's smallest backlog).
     pub memory_charged: u64,
     /// As a rendezvous: introductions made (an Introduce to each side).
     pub introductions_made: u64,
@@ -105,7 +106,8 @@ pub struct EndpointStats {
     /// timeout.
     pub relay_pairs_expired: u64,
     /// As a relay: relay requests refused (unknown key, asked too often,
-    /// no identity proved, as many pairs relayed as allowed).
+    /// no identity proved, as many pairs relayed as allowed, or no room in
+    /// the memory budget for a new pair's smallest backlog).
     pub relay_refused: u64,
     /// As a relay: packets forwarded.
     pub relay_packets_forwarded: u64,
@@ -114,6 +116,9 @@ pub struct EndpointStats {
     /// As a relay: packets dropped over their pair's rate, or while the
     /// queue of packets to forward was full.
     pub relay_dropped_over_cap: u64,
+    /// As a relay: packets dropped because the memory budget had no room
+    /// for them past their pair's smallest backlog.
+    pub relay_dropped_over_budget: u64,
     /// As a relay: relay packets dropped for naming no live slot (forged,
     /// or for a pair forgotten).
     pub relay_dropped_unknown_slot: u64,

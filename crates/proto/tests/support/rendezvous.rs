@@ -78,6 +78,21 @@ impl World {
         relay: RelayConfig,
         candidates: bool,
     ) -> Self {
+        let mut rendezvous = EndpointConfig::default();
+        rendezvous.relay = relay;
+        Self::build_with(seed, asker_nat, target_nat, loss, rendezvous, candidates)
+    }
+
+    /// [`build`](Self::build), the rendezvous configured as `r_config`
+    /// says.
+    pub fn build_with(
+        seed: u64,
+        asker_nat: NatConfig,
+        target_nat: Option<NatConfig>,
+        loss: f64,
+        r_config: EndpointConfig,
+        candidates: bool,
+    ) -> Self {
         let target_address = addr(if target_nat.is_some() {
             TARGET
         } else {
@@ -115,8 +130,6 @@ impl World {
         let target_to_r = target
             .connect(now, addr(RENDEZVOUS), &r_key)
             .expect("connect");
-        let mut r_config = config;
-        r_config.relay = relay;
         let r_endpoint = Endpoint::new(
             r_config,
             Some(key(1)),
@@ -155,6 +168,35 @@ impl World {
         world
     }
 
+    /// Another peer with key `key(salt)`, on the public side at `address`
+    /// (no NAT), connected to the rendezvous: its node, its connection to
+    /// the rendezvous and its key.
+    pub fn add_peer(
+        &mut self,
+        salt: u64,
+        address: &str,
+    ) -> (NodeId, ConnectionHandle, PublicIdentity) {
+        let now = self.sim.now();
+        let mut endpoint = Endpoint::new(
+            EndpointConfig::default(),
+            Some(key(salt)),
+            seed_bytes(salt, salt),
+            now,
+            wall_start(),
+        )
+        .expect("config");
+        let r_key = key(1).public();
+        let to_r = endpoint
+            .connect(now, addr(RENDEZVOUS), &r_key)
+            .expect("connect");
+        let node = self
+            .sim
+            .add_node(OnSim(endpoint), &[addr(address)])
+            .expect("address");
+        self.until(Duration::from_secs(10), |w| w.connected(node, to_r));
+        (node, to_r, key(salt).public())
+    }
+
     pub fn endpoint(&mut self, node: NodeId) -> &mut Endpoint {
         &mut self.sim.node_mut(node).0
     }
@@ -175,10 +217,20 @@ impl World {
 
     /// The next introduction outcome on the asker's rendezvous connection.
     pub fn introduction(&mut self, deadline: Duration) -> Event {
+        self.introduction_on(self.asker, self.asker_to_r, deadline)
+    }
+
+    /// The next introduction outcome on `node`'s rendezvous connection
+    /// `handle`.
+    pub fn introduction_on(
+        &mut self,
+        node: NodeId,
+        handle: ConnectionHandle,
+        deadline: Duration,
+    ) -> Event {
         let mut outcome = None;
-        let handle = self.asker_to_r;
         self.until(deadline, |w| {
-            while let Some((h, event)) = w.endpoint(w.asker).poll_event() {
+            while let Some((h, event)) = w.endpoint(node).poll_event() {
                 if h == handle
                     && matches!(
                         event,
@@ -217,9 +269,21 @@ impl World {
     /// them on the target; returns the virtual time to the first and to
     /// the last.
     pub fn transfer(&mut self, handle: ConnectionHandle, len: usize) -> (Duration, Duration) {
+        self.transfer_between([self.asker, self.target], handle, len, |_| {})
+    }
+
+    /// [`transfer`](Self::transfer) from `nodes[0]`'s `handle` to
+    /// `nodes[1]`, calling `each_step` before each step of the simulation.
+    pub fn transfer_between(
+        &mut self,
+        [from, to]: [NodeId; 2],
+        handle: ConnectionHandle,
+        len: usize,
+        mut each_step: impl FnMut(&mut Self),
+    ) -> (Duration, Duration) {
         let data: Vec<u8> = (0..len).map(|i| (i * 7 + (i >> 10)) as u8).collect();
         let stream = self
-            .endpoint(self.asker)
+            .endpoint(from)
             .connection(handle)
             .and_then(|c| c.open_stream())
             .expect("a stream");
@@ -227,7 +291,8 @@ impl World {
         let (mut sent, mut got, mut incoming) = (0, Vec::new(), None);
         let mut buf = vec![0; 64 * 1024];
         self.until(Duration::from_secs(60), |w| {
-            let connection = w.endpoint(w.asker).connection(handle).expect("open");
+            each_step(w);
+            let connection = w.endpoint(from).connection(handle).expect("open");
             while sent < len {
                 match connection.write(stream, &data[sent..]) {
                     Ok(0) | Err(_) => break,
@@ -238,7 +303,7 @@ impl World {
                 let _ = connection.finish(stream);
             }
             let elapsed = w.sim.elapsed();
-            let target = w.endpoint(w.target);
+            let target = w.endpoint(to);
             while incoming.is_none() {
                 let Some(accepted) = target.accept() else {
                     break;

@@ -63,6 +63,16 @@ impl<T> SentPackets<T> {
         self.slots.len()
     }
 
+    /// Bytes of memory the tracker holds: the room its ring of records
+    /// and its list of skipped numbers have allocated (a record holds its
+    /// payload inline, so this is all of it). Only the peer's
+    /// acknowledgements shrink the span; the room stays at the most it
+    /// reached until [`shrink_when_empty`](Self::shrink_when_empty).
+    #[must_use]
+    pub fn memory(&self) -> usize {
+        self.slots.capacity() * size_of::<Slot<T>>() + self.skipped.capacity() * size_of::<u64>()
+    }
+
     /// The most packet numbers the tracker may span (see
     /// [`set_max_tracked`](Self::set_max_tracked)).
     #[must_use]

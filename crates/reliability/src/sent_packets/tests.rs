@@ -169,6 +169,30 @@ fn skipped_numbers_are_refused_in_acks() {
 }
 
 #[test]
+fn its_memory_is_the_room_it_allocated_until_it_shrinks_empty() {
+    let (clock, _) = quanta::Clock::mock();
+    let mut sent = SentPackets::new();
+    assert_eq!(sent.memory(), 0);
+    sent.push(0, packet(clock.now(), 10)).unwrap();
+    // Numbers 1 and 2 skipped: slots of their own, and listed.
+    sent.push(3, packet(clock.now(), 10)).unwrap();
+    let slot = size_of::<Slot<u64>>();
+    let memory = sent.memory();
+    assert!(memory >= 4 * slot + 2 * size_of::<u64>(), "{memory}");
+    assert_eq!(
+        memory,
+        sent.slots.capacity() * slot + sent.skipped.capacity() * size_of::<u64>()
+    );
+    // Acknowledged and released, the room stays until it is given back.
+    sent.ack_range(0..=3, |_, _| {});
+    sent.release(None);
+    assert_eq!(sent.tracked_span(), 0);
+    assert_eq!(sent.memory(), memory);
+    sent.shrink_when_empty();
+    assert_eq!(sent.memory(), 0);
+}
+
+#[test]
 fn an_ack_alone_sent_with_nothing_tracked_leaves_the_ring_empty() {
     let (clock, _) = quanta::Clock::mock();
     let ack_only = |size| ack_alone(clock.now(), size);
