@@ -25,17 +25,23 @@ use tern_sim::Seed;
 
 #[test]
 fn the_goodput_matrix_at_1_mbit() {
-    matrix(1, 3).check(1);
+    let tally = matrix(1, 3);
+    tally.check(1);
+    tally.assert_every_cell(1);
 }
 
 #[test]
 fn the_goodput_matrix_at_10_mbit() {
-    matrix(10, 3).check(10);
+    let tally = matrix(10, 3);
+    tally.check(10);
+    tally.assert_every_cell(10);
 }
 
 #[test]
 fn the_goodput_matrix_at_100_mbit() {
-    matrix(100, 3).check(100);
+    let tally = matrix(100, 3);
+    tally.check(100);
+    tally.assert_every_cell(100);
 }
 
 /// The lossy-ACK cells beside the matrix: 10 Mbit/s forward at 10 and 50
