@@ -411,9 +411,8 @@ impl Connection {
         // An ACK rides on whatever else goes; alone only when worth it.
         let ack_alone = send_ack && self.ack_policy.worth_sending_alone(now);
         if send_ack {
-            self.ack_ranges.clear();
-            self.ack_ranges
-                .extend(self.received.iter().take(MAX_ACK_RANGES));
+            self.received
+                .ack_frame_ranges(MAX_ACK_RANGES, &mut self.ack_ranges);
         }
         let ack_delay = self.ack_policy.ack_delay(now);
         let receive_time = self.largest_received_at.map_or(Duration::ZERO, |(_, at)| {

@@ -26,6 +26,33 @@ pub struct Path {
     pub back_mbit: Option<f64>,
     /// The share of the way back's datagrams (the ACKs) lost in bursts.
     pub back_burst_loss: Option<f64>,
+    /// The forward bottleneck's queue.
+    pub buffer: Buffer,
+}
+
+/// How much the forward bottleneck queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Buffer {
+    /// One bandwidth-delay product, at least 64 KB: the matrix's.
+    Bdp,
+    /// One second of the bottleneck's rate: a bloated buffer.
+    Deep,
+    /// A quarter of the bandwidth-delay product, at least eight full
+    /// datagrams.
+    Shallow,
+}
+
+impl Buffer {
+    /// The queue in bytes at `bits_per_second` and `rtt_ms`.
+    fn queue_bytes(self, bits_per_second: u64, rtt_ms: u64) -> usize {
+        let bdp = (bits_per_second / 8) * rtt_ms / 1000;
+        let bytes = match self {
+            Self::Bdp => bdp.max(64_000),
+            Self::Deep => bits_per_second / 8,
+            Self::Shallow => (bdp / 4).max(8 * 1_500),
+        };
+        bytes as usize
+    }
 }
 
 impl Path {
@@ -39,6 +66,7 @@ impl Path {
             reorder: 0.0,
             back_mbit: None,
             back_burst_loss: None,
+            buffer: Buffer::Bdp,
         }
     }
 }
@@ -57,6 +85,10 @@ pub struct Outcome {
     pub spurious: u64,
     /// Datagrams the data direction dropped.
     pub dropped: u64,
+    /// The mean and the longest wait of the data direction's datagrams in
+    /// the bottleneck queue (each including its own serialisation).
+    pub queue_delay: Duration,
+    pub longest_queue_delay: Duration,
 }
 
 /// Bursty loss of `mean` of the datagrams, in bursts of four on average
@@ -92,8 +124,7 @@ pub fn transfer_at(seed: u64, path: Path, mbit: f64, congestion: CongestionConfi
         }),
         bottleneck: Some(Bottleneck {
             bits_per_second: rate,
-            // A queue of one bandwidth-delay product, at least 64 KB.
-            queue_bytes: ((rate / 8) * path.rtt_ms / 1000).max(64_000) as usize,
+            queue_bytes: path.buffer.queue_bytes(rate, path.rtt_ms),
         }),
         ..LinkConfig::default()
     };
@@ -174,6 +205,7 @@ pub fn transfer_at(seed: u64, path: Path, mbit: f64, congestion: CongestionConfi
     }
     let stats = pair.client().connection(c).expect("open").stats();
     let link = pair.sim.link_stats(client, server);
+    let queued = link.sent - link.lost - link.queue_dropped - link.down_dropped - link.too_large;
     Outcome {
         time: pair.sim.elapsed() - start,
         longest_gap,
@@ -181,6 +213,8 @@ pub fn transfer_at(seed: u64, path: Path, mbit: f64, congestion: CongestionConfi
         declared: stats.lost_packets,
         spurious: stats.spurious_losses,
         dropped: link.lost + link.queue_dropped,
+        queue_delay: link.total_sojourn / u32::try_from(queued.max(1)).unwrap_or(u32::MAX),
+        longest_queue_delay: link.max_sojourn,
     }
 }
 
@@ -198,6 +232,10 @@ pub struct Tally {
     /// `LEARNING` per transfer, and datagrams the path dropped.
     pub declared: u64,
     pub dropped: u64,
+    /// The reordering cells (controller and path) where the sender declared
+    /// more than 1.5 times as many losses beyond learning as were dropped,
+    /// over the cell's seeds.
+    pub misses: Vec<String>,
 }
 
 impl Tally {
@@ -219,9 +257,10 @@ impl Tally {
         self.gaps.iter().filter(|&&g| g >= at_least).count()
     }
 
-    /// What the matrix asserts: never 3 s without progress, and on the
-    /// reordering cells at most 1.5 times as many losses declared as the
-    /// path dropped.
+    /// What the matrix asserts: never 3 s without progress, and over the
+    /// reordering cells at most 1.5 times as many losses declared beyond
+    /// learning as the path dropped. The cells that miss that ratio alone
+    /// are printed (see [`Tally::assert_every_cell`]).
     pub fn check(&self, mbit: u64) {
         let (longest, p99) = self.longest_and_p99();
         eprintln!(
@@ -242,6 +281,21 @@ impl Tally {
             "{mbit} Mbit/s, reordering paths: {} declared lost beyond learning, {} dropped",
             self.declared,
             self.dropped
+        );
+        for miss in &self.misses {
+            eprintln!("{mbit} Mbit/s: more than 1.5 declared beyond learning per drop: {miss}");
+        }
+    }
+
+    /// That every reordering cell, over its seeds, declared at most 1.5
+    /// times as many losses beyond learning as the path dropped. The CI
+    /// matrix asserts it; over the level-1 run's 28 seeds four cells
+    /// without drops still miss it (docs/benchmarks.md).
+    pub fn assert_every_cell(&self, mbit: u64) {
+        assert!(
+            self.misses.is_empty(),
+            "{mbit} Mbit/s: more than 1.5 declared losses beyond learning per drop in {:?}",
+            self.misses
         );
     }
 }
@@ -281,34 +335,22 @@ pub fn matrix(mbit: u64, seeds: u64) -> Tally {
                     ("ledbat", CongestionConfig::ledbat()),
                     ("cubic", CongestionConfig::cubic()),
                 ] {
+                    let (mut declared, mut dropped) = (0, 0);
                     for k in 0..seeds {
                         let o = transfer(seed + k, path, congestion);
-                        let ideal = SIZE as f64 * 8.0 / (mbit as f64 * 1e6) + rtt_ms as f64 / 1e3;
-                        let of_bound = mathis_mbit(rtt_ms, loss).map_or(String::new(), |bound| {
-                            let goodput = SIZE as f64 * 8.0 / o.time.as_secs_f64() / 1e6;
-                            format!(
-                                ", {:>5.1} % of the bound",
-                                goodput / bound.min(mbit as f64) * 100.0
-                            )
-                        });
-                        eprintln!(
-                            "{name:>6} {mbit:>3} Mbit/s {rtt_ms:>3} ms loss {:>3.1} % {} reorder {:>2.0} % seed {}: {:>7.2} s ({:>5.1} % of ideal{of_bound}), gap {:>5.2} s, declared {:>4} dropped {:>4} spurious {:>3}",
-                            loss * 100.0,
-                            if bursty { "bursty" } else { "      " },
-                            reorder * 100.0,
-                            seed + k,
-                            o.time.as_secs_f64(),
-                            ideal / o.time.as_secs_f64() * 100.0,
-                            o.longest_gap.as_secs_f64(),
-                            o.declared,
-                            o.dropped,
-                            o.spurious,
-                        );
+                        print_transfer(name, path, seed + k, &o);
                         tally.transfers += 1;
                         tally.gaps.push(o.longest_gap);
-                        if reorder > 0.0 {
-                            tally.declared += o.declared.saturating_sub(LEARNING);
-                            tally.dropped += o.dropped;
+                        declared += o.declared.saturating_sub(LEARNING);
+                        dropped += o.dropped;
+                    }
+                    if reorder > 0.0 {
+                        tally.declared += declared;
+                        tally.dropped += dropped;
+                        if declared as f64 > 1.5 * dropped as f64 {
+                            tally.misses.push(format!(
+                                "{name} {path:?}: {declared} beyond learning, {dropped} dropped"
+                            ));
                         }
                     }
                 }
@@ -316,4 +358,144 @@ pub fn matrix(mbit: u64, seeds: u64) -> Tally {
         }
     }
     tally
+}
+
+/// A transfer's time as a share of the ideal: the bytes at the
+/// bottleneck's rate plus one round trip.
+pub fn share_of_ideal(path: Path, o: &Outcome) -> f64 {
+    let ideal = SIZE as f64 * 8.0 / (path.mbit as f64 * 1e6) + path.rtt_ms as f64 / 1e3;
+    ideal / o.time.as_secs_f64()
+}
+
+/// One line of the printed table: the cell, the transfer's time and share
+/// of the ideal (and of the Mathis bound with independent loss), its
+/// longest wait and its losses; in the buffer cells, the queueing delay.
+fn print_transfer(name: &str, path: Path, seed: u64, o: &Outcome) {
+    let Path {
+        mbit,
+        rtt_ms,
+        loss,
+        bursty,
+        reorder,
+        ..
+    } = path;
+    let of_bound = mathis_mbit(rtt_ms, loss).map_or(String::new(), |bound| {
+        let goodput = SIZE as f64 * 8.0 / o.time.as_secs_f64() / 1e6;
+        format!(
+            ", {:>5.1} % of the bound",
+            goodput / bound.min(mbit as f64) * 100.0
+        )
+    });
+    let buffer = match path.buffer {
+        Buffer::Bdp => String::new(),
+        buffer => format!(
+            " {buffer:?} queue {:>4.0} ms (longest {:>4.0} ms),",
+            o.queue_delay.as_secs_f64() * 1e3,
+            o.longest_queue_delay.as_secs_f64() * 1e3
+        ),
+    };
+    eprintln!(
+        "{name:>6} {mbit:>3} Mbit/s {rtt_ms:>3} ms loss {:>3.1} % {} reorder {:>2.0} % seed {seed}: {:>7.2} s ({:>5.1} % of ideal{of_bound}),{buffer} gap {:>5.2} s, declared {:>4} dropped {:>4} spurious {:>3}",
+        loss * 100.0,
+        if bursty { "bursty" } else { "      " },
+        reorder * 100.0,
+        o.time.as_secs_f64(),
+        share_of_ideal(path, o) * 100.0,
+        o.longest_gap.as_secs_f64(),
+        o.declared,
+        o.dropped,
+        o.spurious,
+    );
+}
+
+/// One transfer of [`buffer_cells`].
+#[derive(Debug, Clone, Copy)]
+pub struct BufferRun {
+    pub controller: &'static str,
+    pub path: Path,
+    pub seed: u64,
+    pub outcome: Outcome,
+}
+
+/// The deep- and shallow-buffer cells at `mbit`: each RTT of `rtts`,
+/// without loss and with 1 %, both controllers, `seeds` seeds each.
+pub fn buffer_cells(mbit: u64, rtts: &[u64], seeds: u64) -> Vec<BufferRun> {
+    let seed = Seed::from_env_or(26).value();
+    let mut runs = Vec::new();
+    for buffer in [Buffer::Deep, Buffer::Shallow] {
+        for &rtt_ms in rtts {
+            for loss in [0.0, 0.01] {
+                let path = Path {
+                    loss,
+                    buffer,
+                    ..Path::plain(mbit, rtt_ms)
+                };
+                for (controller, congestion) in [
+                    ("ledbat", CongestionConfig::ledbat()),
+                    ("cubic", CongestionConfig::cubic()),
+                ] {
+                    for k in 0..seeds {
+                        let outcome = transfer(seed + k, path, congestion);
+                        print_transfer(controller, path, seed + k, &outcome);
+                        runs.push(BufferRun {
+                            controller,
+                            path,
+                            seed: seed + k,
+                            outcome,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    runs
+}
+
+/// LEDBAT's target queueing delay (tern-congestion's default).
+const LEDBAT_TARGET: Duration = Duration::from_millis(100);
+
+/// What the buffer cells assert of each transfer: never 3 s without
+/// progress; LEDBAT keeps a deep buffer's mean queueing delay near its
+/// target (at most 5/4 of it: the controller hovers about the target, and
+/// slow start overshoots it; 105 ms at 1 Mbit/s × 10 ms); with independent loss, CUBIC at least 70 % of the Mathis bound;
+/// without loss, at least `min_share` of the ideal (a 4 MiB transfer on a
+/// path of a large bandwidth-delay product ends in slow start, so the
+/// level-1 run, which has such paths, asks less).
+pub fn check_buffer_cells(runs: &[BufferRun], min_share: f64) {
+    for run in runs {
+        let BufferRun {
+            controller,
+            path,
+            seed,
+            outcome: o,
+        } = *run;
+        let cell = format!("{controller} {path:?} seed {seed}");
+        assert!(
+            o.longest_gap < Duration::from_secs(3),
+            "{cell}: {:?} without progress",
+            o.longest_gap
+        );
+        if controller == "ledbat" && path.buffer == Buffer::Deep {
+            assert!(
+                o.queue_delay <= LEDBAT_TARGET * 5 / 4,
+                "{cell}: {:?} of queueing delay on average",
+                o.queue_delay
+            );
+        }
+        match mathis_mbit(path.rtt_ms, path.loss) {
+            None => assert!(
+                share_of_ideal(path, &o) >= min_share,
+                "{cell}: {:?}, below {min_share} of the ideal",
+                o.time
+            ),
+            Some(bound) if controller == "cubic" => {
+                let goodput = SIZE as f64 * 8.0 / o.time.as_secs_f64() / 1e6;
+                assert!(
+                    goodput >= 0.7 * bound.min(path.mbit as f64),
+                    "{cell}: {goodput:.2} Mbit/s, below 70 % of the bound"
+                );
+            }
+            Some(_) => {}
+        }
+    }
 }
