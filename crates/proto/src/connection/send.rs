@@ -172,6 +172,20 @@ impl Connection {
             return None;
         }
         self.update_keys();
+        if self
+            .keys
+            .as_ref()
+            .is_some_and(|keys| keys.sealer.key_spent())
+        {
+            // Only a Close can be sealed now: it goes as soon as anything
+            // else is due, never a silent stall.
+            if !self.packet_due(now) {
+                return None;
+            }
+            self.close_for_key_limit(now);
+            self.close_due = false;
+            return self.poll_close(limits, buf);
+        }
         if self.probe_due(now)
             && let Some(probe) = self.poll_probe(now, limits, buf)
         {
@@ -245,15 +259,44 @@ impl Connection {
 
     /// Whether a packet can leave now, whatever the congestion window: the
     /// path's amplification allowance has room for the smallest one (on a
-    /// path not yet validated it may be spent), and the packet key can
-    /// seal one, or be updated first (once it sealed its limit, only after
-    /// the peer confirmed the previous update). Timers use it so that no
-    /// deadline is set for what cannot be sent.
+    /// path not yet validated it may be spent). Timers use it so that no
+    /// deadline is set for what cannot be sent. (A spent packet key is no
+    /// reason to wait: what falls due then closes the connection.)
     pub(super) fn can_send_packet(&self) -> bool {
-        self.path.allowance() >= MIN_PACKET as u64
-            && self.keys.as_ref().is_some_and(|keys| {
-                keys.sealer.remaining_packets() > 0 || keys.sealer.key_update_confirmed()
-            })
+        self.path.allowance() >= MIN_PACKET as u64 && self.keys.is_some()
+    }
+
+    /// Whether something must go now with a spent key: an ACK the peer
+    /// needs, a probe, a PING.
+    fn packet_due(&self, now: Instant) -> bool {
+        self.ack_goes_alone(now, true) || self.probes_due > 0 || self.ping_due
+    }
+
+    /// Whether this side's packet key waits for the peer's confirmation
+    /// with only the packets it keeps back (see
+    /// [`PacketSealer::may_seal_new_data`](tern_wire::PacketSealer::may_seal_new_data)).
+    pub(super) fn key_confirming(&self) -> bool {
+        self.keys
+            .as_ref()
+            .is_some_and(|keys| !keys.sealer.may_seal_new_data())
+    }
+
+    /// Whether a pending ACK is worth a packet of its own at `now`: as the
+    /// ACK policy says, but while this side's key waits for its
+    /// confirmation, each packet takes one of the few it keeps back, and
+    /// only the ACKs the peer needs go: the first for the peer's current
+    /// key (which confirms its update) and the answer to a PING. The
+    /// others wait for the key's update, which the peer's next ACK allows.
+    pub(super) fn ack_goes_alone(&self, now: Instant, confirming: bool) -> bool {
+        self.ack_pending
+            && if confirming {
+                self.ping_unanswered
+                    || self
+                        .largest_ack_sent
+                        .is_none_or(|acked| acked < self.peer_key_phase_start)
+            } else {
+                self.ack_policy.worth_sending_alone(now)
+            }
     }
 
     /// The largest datagram for this path now.
@@ -267,9 +310,11 @@ impl Connection {
     /// The peer confirms a key by acknowledging a packet sealed under it,
     /// and it acknowledges only ack-eliciting packets: a side that sends
     /// nothing but ACKs (the receiver of an upload) would never see its
-    /// key confirmed, reach the key's limit, and then be unable to send
-    /// even an ACK. With an update due and nothing ack-eliciting in flight,
-    /// a PING goes out to be acknowledged.
+    /// key confirmed. With an update due and nothing ack-eliciting in
+    /// flight, a PING goes out to be acknowledged. A key still not
+    /// confirmed at [`KeyConfig::new_data_until`](tern_wire::KeyConfig::new_data_until)
+    /// seals no new data (`build_packet`), only what confirms keys, and a
+    /// spent one only the Close (`poll_transmit`).
     fn update_keys(&mut self) {
         let Some(keys) = self.keys.as_mut() else {
             return;
@@ -365,6 +410,10 @@ impl Connection {
     ) -> Option<usize> {
         if !self.path.is_validated()
             || self.loss.bytes_in_flight() + self.path.mtu().current() as u64 > self.window()
+            || !self
+                .keys
+                .as_ref()
+                .is_some_and(|keys| keys.sealer.may_seal_new_data())
         {
             return None;
         }
@@ -406,10 +455,13 @@ impl Connection {
     /// Builds one packet into `buf`; `None` when there was nothing to put
     /// in it (no packet number is used then).
     fn build_packet(&mut self, now: Instant, buf: &mut [u8], data_allowed: bool) -> Option<usize> {
+        // Past the point where a key not yet confirmed takes no new data,
+        // only ACKs, probes and PINGs go: what lets both sides confirm.
+        let confirming = self.key_confirming();
         let ack_due = self.ack_pending && self.ack_policy.ack_due(now);
-        let send_ack = self.ack_pending && (ack_due || data_allowed);
+        let send_ack = self.ack_pending && (ack_due || data_allowed || confirming);
         // An ACK rides on whatever else goes; alone only when worth it.
-        let ack_alone = send_ack && self.ack_policy.worth_sending_alone(now);
+        let ack_alone = send_ack && self.ack_goes_alone(now, confirming);
         if send_ack {
             self.ack_ranges.clear();
             self.ack_ranges
@@ -422,6 +474,11 @@ impl Connection {
         let probing = self.probes_due > 0;
         let rtt = self.loss.rtt().smoothed();
         let keys = self.keys.as_mut()?;
+        if keys.sealer.remaining_packets() <= 1 {
+            // The key's last packet is kept for a Close.
+            return None;
+        }
+        let fresh_allowed = data_allowed && !confirming;
         if keys.sealer.next_packet_number() >= self.next_skip
             && let Ok(skipped) = keys.sealer.skip_packet_number()
         {
@@ -470,7 +527,7 @@ impl Connection {
             record.push(Carried::PathChallenge);
             ack_eliciting = true;
         }
-        if data_allowed {
+        if fresh_allowed {
             // The proof goes ahead of any data: a responder that requires
             // it reads a packet only if the proof comes first.
             if let Some(proof) = self.identity.due_proof()
@@ -572,10 +629,16 @@ impl Connection {
                     let _ = packet.pad_to(buf_len);
                 }
             }
-            if self.ping_due && !ack_eliciting && packet.push(&Frame::Ping).is_ok() {
-                record.push(Carried::Ping);
-                ack_eliciting = true;
-            }
+        }
+        // A key waiting for its confirmation asks for it with each ACK it
+        // still sends: the peer answers a PING at once, and the answer
+        // acknowledges a packet under this key. (Those ACKs are few, see
+        // `ack_goes_alone`, and once the answer came the key is updated
+        // and asks no more.)
+        let ping = (data_allowed && self.ping_due) || (confirming && wrote_ack && ack_alone);
+        if ping && !ack_eliciting && packet.push(&Frame::Ping).is_ok() {
+            record.push(Carried::Ping);
+            ack_eliciting = true;
         }
         if !(ack_eliciting || (wrote_ack && ack_alone)) {
             return None;
@@ -585,7 +648,14 @@ impl Connection {
             let largest = self.ack_ranges.iter().map(|r| *r.end()).max();
             self.largest_ack_sent = self.largest_ack_sent.max(largest);
             record.ack_largest = largest;
-            self.ack_copies_due = self.ack_copies_due.saturating_sub(1);
+            self.ping_unanswered = false;
+            // Copies of an ACK (`ACKS_PER_PING`) would each take one of
+            // the packets a waiting key keeps back.
+            self.ack_copies_due = if confirming {
+                0
+            } else {
+                self.ack_copies_due.saturating_sub(1)
+            };
             if self.ack_copies_due == 0 {
                 self.ack_pending = false;
                 self.ack_policy.on_ack_sent();
