@@ -120,6 +120,13 @@ impl Default for KeyConfig {
     }
 }
 
+/// Packets at the end of a key's limit that new data never takes while the
+/// key is not confirmed, however low the limit (but never more than half
+/// of it): seven for ACKs, probes and PINGs, enough for a few round trips
+/// of a peer that updates its own key each round trip, and the last one for
+/// a Close.
+const MIN_KEPT_BACK: u64 = 8;
+
 impl KeyConfig {
     /// The effective per-key limit.
     #[must_use]
@@ -128,6 +135,37 @@ impl KeyConfig {
             self.key_limit
         } else {
             PACKET_LIMIT
+        }
+    }
+
+    /// Packets sealed under a key after which the sender updates it, as
+    /// soon as the peer confirmed it: half the limit. The other half is the
+    /// margin for that confirmation, a round trip away: at the AEAD limit
+    /// 2^22 packets, four seconds of a million packets a second.
+    #[must_use]
+    pub const fn update_at(&self) -> u64 {
+        self.limit() / 2
+    }
+
+    /// Packets sealed under a key after which, while the peer has not
+    /// confirmed it, the key seals no new data: three quarters of the
+    /// limit (at most the limit less eight packets, at least
+    /// [`update_at`](Self::update_at)). What is kept back goes to ACKs,
+    /// probes and a PING, so that each side can still confirm the other's
+    /// key when both wait for it, and the last packet to a Close.
+    #[must_use]
+    pub const fn new_data_until(&self) -> u64 {
+        let limit = self.limit();
+        let kept = if limit / 4 > MIN_KEPT_BACK {
+            limit / 4
+        } else {
+            MIN_KEPT_BACK
+        };
+        let until = limit.saturating_sub(kept);
+        if until > self.update_at() {
+            until
+        } else {
+            self.update_at()
         }
     }
 }
@@ -167,5 +205,22 @@ mod tests {
             ..KeyConfig::default()
         };
         assert_eq!(low.limit(), 10);
+    }
+
+    #[test]
+    fn new_data_stops_short_of_the_limit_and_never_before_the_update() {
+        let at = |key_limit| KeyConfig {
+            key_limit,
+            ..KeyConfig::default()
+        };
+        let full = KeyConfig::default();
+        assert_eq!(full.update_at(), 1 << 22);
+        assert_eq!(full.new_data_until(), 3 << 21);
+        // Low limits keep eight packets back, but never new data from
+        // before the update.
+        assert_eq!((at(64).update_at(), at(64).new_data_until()), (32, 48));
+        assert_eq!((at(32).update_at(), at(32).new_data_until()), (16, 24));
+        assert_eq!((at(16).update_at(), at(16).new_data_until()), (8, 8));
+        assert_eq!((at(8).update_at(), at(8).new_data_until()), (4, 4));
     }
 }

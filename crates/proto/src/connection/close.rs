@@ -42,6 +42,9 @@ mod close_code {
     /// The responder requires a proof of identity and none came within
     /// the handshake.
     pub(super) const IDENTITY_REQUIRED: u64 = 4;
+    /// The sender's packet key reached its limit before the peer confirmed
+    /// it (RFC 9001 §6.6: AEAD_LIMIT_REACHED).
+    pub(super) const AEAD_LIMIT_REACHED: u64 = 5;
 }
 
 impl Connection {
@@ -120,6 +123,19 @@ impl Connection {
             close_code::IDENTITY_REQUIRED,
             Bytes::from_static(b"identity proof required"),
             ConnectionError::IdentityNotProven,
+        );
+    }
+
+    /// Closes at once, with a transport Close sealed in the packet key's
+    /// last packet: the key is spent (the peer never confirmed it) and
+    /// something is due that it cannot seal.
+    pub(super) fn close_for_key_limit(&mut self, now: Instant) {
+        self.start_closing(
+            now,
+            CloseKind::Transport,
+            close_code::AEAD_LIMIT_REACHED,
+            Bytes::from_static(b"packet key limit reached"),
+            ConnectionError::AeadLimitReached,
         );
     }
 

@@ -63,6 +63,13 @@ pub enum ConnectionError {
     /// with a transport Close).
     #[error("the peer did not prove its identity within the handshake")]
     IdentityNotProven,
+    /// This side's packet key reached its confidentiality limit (RFC 9001
+    /// §6.6: AEAD_LIMIT_REACHED) before the peer confirmed it, so it could
+    /// be neither used nor updated: the peer acknowledged nothing sealed
+    /// under it while this side used up the packets kept for that (the
+    /// peer is told with a transport Close, the key's last packet).
+    #[error("the packet key reached its limit before the peer confirmed it")]
+    AeadLimitReached,
 }
 
 /// A rule of the protocol that the peer broke (after its packet was

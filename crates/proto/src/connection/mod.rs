@@ -194,6 +194,9 @@ pub struct Connection {
     /// ACK datagrams still to send for the last PING received, the next
     /// one included (see `ACKS_PER_PING`).
     ack_copies_due: u8,
+    /// A PING arrived since the last ACK sent: its answer goes even while
+    /// the packet key keeps its last packets back (`ack_goes_alone`).
+    ping_unanswered: bool,
     /// Since when, and for how many PINGs, ACKs went `ACKS_PER_PING`
     /// times (see `COPIED_PINGS_PER_RTT`).
     copied_pings: (Instant, u8),
@@ -335,6 +338,7 @@ impl Connection {
             largest_received_at: None,
             ack_pending: false,
             ack_copies_due: 0,
+            ping_unanswered: false,
             copied_pings: (now, 0),
             limits_repeat: send::LimitsRepeat::default(),
             ack_ranges: Vec::new(),

@@ -122,6 +122,7 @@ impl Connection {
             // MTU probe): it goes at once, not thinned. (Leaving MTU probes
             // thinned doubled the longest wait of a lossy-ACK cell.)
             self.ack_policy.ack_at_once(now);
+            self.ping_unanswered = true;
             self.copy_acks_for_ping(now);
         }
     }

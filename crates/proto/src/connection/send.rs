@@ -50,29 +50,45 @@ pub(super) const COPIED_PINGS_PER_RTT: u8 = PROBE_PACKETS;
 /// side's probe timeout: by then the sender had used the rest of its
 /// credit, and the two sides fell silent but for backed-off probes
 /// (LEDBAT, ACKs losing 30 % in bursts, 10 ms, seed 34: 4.15 s without
-/// progress). The repeats ride in ACKs that go anyway, a few bytes each,
-/// and make them ack-eliciting: the count bounds what they add to the
-/// bytes in flight when the peer does not acknowledge them.
+/// progress). The repeats ride in ACKs, a few bytes each, and make them
+/// ack-eliciting: the count bounds what they add to the bytes in flight
+/// when the peer does not acknowledge them.
+///
+/// A connection's first MaxData raises nothing: it restates the limit
+/// both sides start with. Its repeats ride only in packets that go anyway
+/// (data, or an ACK worth a datagram of its own): with every ACK they made
+/// an ACK that would have waited for the next request a datagram of its
+/// own, and a turn of the peer's for it, for each of a connection's first
+/// 32 answers. (Not repeated at all, the early ACKs they make
+/// ack-eliciting went missing on the lossy way back: LEDBAT, 30 %, 10 ms,
+/// seed 26 waited 2.6 s; repeated only in packets that go anyway, updates
+/// that raise limits left it waiting 1.3 s.)
 const LIMIT_REPEATS: u8 = 32;
 
 /// The limits of the last flow-control update, while they are repeated
 /// (see [`LIMIT_REPEATS`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct LimitsRepeat {
-    /// Until when, how many repeats are left, and the streams whose limits
-    /// the update raised (the first two: a busy connection's).
-    due: Option<(Instant, u8, [Option<StreamId>; 2])>,
+    /// Until when, how many repeats are left, whether the update raised a
+    /// limit (or only restated the first one), and the streams whose
+    /// limits it raised (the first two: a busy connection's).
+    due: Option<(Instant, u8, bool, [Option<StreamId>; 2])>,
 }
 
 impl LimitsRepeat {
     /// Marks the limits of the last update to go again in the packet
-    /// being built, within a round trip of it; returns whether it did.
-    fn repeat(&mut self, now: Instant, streams: &mut Streams) -> bool {
-        let Some((until, left, ids)) = &mut self.due else {
+    /// being built, within a round trip of it; returns whether it did. An
+    /// update that raised nothing goes again only in a packet that
+    /// `goes_anyway`.
+    fn repeat(&mut self, now: Instant, streams: &mut Streams, goes_anyway: bool) -> bool {
+        let Some((until, left, raised, ids)) = &mut self.due else {
             return false;
         };
         if now >= *until || *left == 0 {
             self.due = None;
+            return false;
+        }
+        if !*raised && !goes_anyway {
             return false;
         }
         *left -= 1;
@@ -83,15 +99,18 @@ impl LimitsRepeat {
         true
     }
 
-    /// A packet that was no repeat carried `record`: if it raised limits,
+    /// A packet that was no repeat carried `record`: if it updated limits,
     /// they go again with the ACKs of the next `rtt`.
-    fn on_sent(&mut self, now: Instant, rtt: Duration, record: &CarriedRecord) {
-        let (mut raised, mut ids) = (false, [None; 2]);
+    fn on_sent(&mut self, now: Instant, rtt: Duration, record: &CarriedRecord, streams: &Streams) {
+        let (mut updated, mut raised, mut ids) = (false, false, [None; 2]);
         for item in record.iter() {
             match item {
-                Carried::MaxData => raised = true,
+                Carried::MaxData => {
+                    updated = true;
+                    raised |= streams.connection_limit_raised();
+                }
                 Carried::MaxStreamData(id) => {
-                    raised = true;
+                    (updated, raised) = (true, true);
                     if let Some(slot) = ids.iter_mut().find(|s| s.is_none()) {
                         *slot = Some(id);
                     }
@@ -99,8 +118,8 @@ impl LimitsRepeat {
                 _ => {}
             }
         }
-        if raised {
-            self.due = Some((now + rtt, LIMIT_REPEATS, ids));
+        if updated {
+            self.due = Some((now + rtt, LIMIT_REPEATS, raised, ids));
         }
     }
 }
@@ -172,6 +191,20 @@ impl Connection {
             return None;
         }
         self.update_keys();
+        if self
+            .keys
+            .as_ref()
+            .is_some_and(|keys| keys.sealer.key_spent())
+        {
+            // Only a Close can be sealed now: it goes as soon as anything
+            // else is due, never a silent stall.
+            if !self.packet_due(now) {
+                return None;
+            }
+            self.close_for_key_limit(now);
+            self.close_due = false;
+            return self.poll_close(limits, buf);
+        }
         if self.probe_due(now)
             && let Some(probe) = self.poll_probe(now, limits, buf)
         {
@@ -245,15 +278,44 @@ impl Connection {
 
     /// Whether a packet can leave now, whatever the congestion window: the
     /// path's amplification allowance has room for the smallest one (on a
-    /// path not yet validated it may be spent), and the packet key can
-    /// seal one, or be updated first (once it sealed its limit, only after
-    /// the peer confirmed the previous update). Timers use it so that no
-    /// deadline is set for what cannot be sent.
+    /// path not yet validated it may be spent). Timers use it so that no
+    /// deadline is set for what cannot be sent. (A spent packet key is no
+    /// reason to wait: what falls due then closes the connection.)
     pub(super) fn can_send_packet(&self) -> bool {
-        self.path.allowance() >= MIN_PACKET as u64
-            && self.keys.as_ref().is_some_and(|keys| {
-                keys.sealer.remaining_packets() > 0 || keys.sealer.key_update_confirmed()
-            })
+        self.path.allowance() >= MIN_PACKET as u64 && self.keys.is_some()
+    }
+
+    /// Whether something must go now with a spent key: an ACK the peer
+    /// needs, a probe, a PING.
+    fn packet_due(&self, now: Instant) -> bool {
+        self.ack_goes_alone(now, true) || self.probes_due > 0 || self.ping_due
+    }
+
+    /// Whether this side's packet key waits for the peer's confirmation
+    /// with only the packets it keeps back (see
+    /// [`PacketSealer::may_seal_new_data`](tern_wire::PacketSealer::may_seal_new_data)).
+    pub(super) fn key_confirming(&self) -> bool {
+        self.keys
+            .as_ref()
+            .is_some_and(|keys| !keys.sealer.may_seal_new_data())
+    }
+
+    /// Whether a pending ACK is worth a packet of its own at `now`: as the
+    /// ACK policy says, but while this side's key waits for its
+    /// confirmation, each packet takes one of the few it keeps back, and
+    /// only the ACKs the peer needs go: the first for the peer's current
+    /// key (which confirms its update) and the answer to a PING. The
+    /// others wait for the key's update, which the peer's next ACK allows.
+    pub(super) fn ack_goes_alone(&self, now: Instant, confirming: bool) -> bool {
+        self.ack_pending
+            && if confirming {
+                self.ping_unanswered
+                    || self
+                        .largest_ack_sent
+                        .is_none_or(|acked| acked < self.peer_key_phase_start)
+            } else {
+                self.ack_policy.worth_sending_alone(now)
+            }
     }
 
     /// The largest datagram for this path now.
@@ -267,9 +329,11 @@ impl Connection {
     /// The peer confirms a key by acknowledging a packet sealed under it,
     /// and it acknowledges only ack-eliciting packets: a side that sends
     /// nothing but ACKs (the receiver of an upload) would never see its
-    /// key confirmed, reach the key's limit, and then be unable to send
-    /// even an ACK. With an update due and nothing ack-eliciting in flight,
-    /// a PING goes out to be acknowledged.
+    /// key confirmed. With an update due and nothing ack-eliciting in
+    /// flight, a PING goes out to be acknowledged. A key still not
+    /// confirmed at [`KeyConfig::new_data_until`](tern_wire::KeyConfig::new_data_until)
+    /// seals no new data (`build_packet`), only what confirms keys, and a
+    /// spent one only the Close (`poll_transmit`).
     fn update_keys(&mut self) {
         let Some(keys) = self.keys.as_mut() else {
             return;
@@ -365,6 +429,10 @@ impl Connection {
     ) -> Option<usize> {
         if !self.path.is_validated()
             || self.loss.bytes_in_flight() + self.path.mtu().current() as u64 > self.window()
+            || !self
+                .keys
+                .as_ref()
+                .is_some_and(|keys| keys.sealer.may_seal_new_data())
         {
             return None;
         }
@@ -406,10 +474,13 @@ impl Connection {
     /// Builds one packet into `buf`; `None` when there was nothing to put
     /// in it (no packet number is used then).
     fn build_packet(&mut self, now: Instant, buf: &mut [u8], data_allowed: bool) -> Option<usize> {
+        // Past the point where a key not yet confirmed takes no new data,
+        // only ACKs, probes and PINGs go: what lets both sides confirm.
+        let confirming = self.key_confirming();
         let ack_due = self.ack_pending && self.ack_policy.ack_due(now);
-        let send_ack = self.ack_pending && (ack_due || data_allowed);
+        let send_ack = self.ack_pending && (ack_due || data_allowed || confirming);
         // An ACK rides on whatever else goes; alone only when worth it.
-        let ack_alone = send_ack && self.ack_policy.worth_sending_alone(now);
+        let ack_alone = send_ack && self.ack_goes_alone(now, confirming);
         if send_ack {
             self.received
                 .ack_frame_ranges(MAX_ACK_RANGES, &mut self.ack_ranges);
@@ -420,7 +491,13 @@ impl Connection {
         });
         let probing = self.probes_due > 0;
         let rtt = self.loss.rtt().smoothed();
+        let has_data = self.has_data_to_send();
         let keys = self.keys.as_mut()?;
+        if keys.sealer.remaining_packets() <= 1 {
+            // The key's last packet is kept for a Close.
+            return None;
+        }
+        let fresh_allowed = data_allowed && !confirming;
         if keys.sealer.next_packet_number() >= self.next_skip
             && let Ok(skipped) = keys.sealer.skip_packet_number()
         {
@@ -469,7 +546,7 @@ impl Connection {
             record.push(Carried::PathChallenge);
             ack_eliciting = true;
         }
-        if data_allowed {
+        if fresh_allowed {
             // The proof goes ahead of any data: a responder that requires
             // it reads a packet only if the proof comes first.
             if let Some(proof) = self.identity.due_proof()
@@ -530,13 +607,18 @@ impl Connection {
                 record.push(Carried::Signal(id));
                 ack_eliciting = true;
             }
-            let repeating = wrote_ack && self.limits_repeat.repeat(now, &mut self.streams);
+            // Whether this packet goes whether or not limits go again in it.
+            let goes_anyway = ack_alone || ack_eliciting || has_data;
+            let repeating = wrote_ack
+                && self
+                    .limits_repeat
+                    .repeat(now, &mut self.streams, goes_anyway);
             let wrote_control = self.streams.write_control(&mut packet, &mut record);
             ack_eliciting |= wrote_control;
             // Only control frames raise limits: a packet without any (a
             // bulk sender's) is not looked through.
             if wrote_control && !repeating {
-                self.limits_repeat.on_sent(now, rtt, &record);
+                self.limits_repeat.on_sent(now, rtt, &record, &self.streams);
             }
             while let Some(datagram) = self.datagrams_out.front() {
                 if datagram.len() > packet.datagram_capacity() {
@@ -571,10 +653,16 @@ impl Connection {
                     let _ = packet.pad_to(buf_len);
                 }
             }
-            if self.ping_due && !ack_eliciting && packet.push(&Frame::Ping).is_ok() {
-                record.push(Carried::Ping);
-                ack_eliciting = true;
-            }
+        }
+        // A key waiting for its confirmation asks for it with each ACK it
+        // still sends: the peer answers a PING at once, and the answer
+        // acknowledges a packet under this key. (Those ACKs are few, see
+        // `ack_goes_alone`, and once the answer came the key is updated
+        // and asks no more.)
+        let ping = (data_allowed && self.ping_due) || (confirming && wrote_ack && ack_alone);
+        if ping && !ack_eliciting && packet.push(&Frame::Ping).is_ok() {
+            record.push(Carried::Ping);
+            ack_eliciting = true;
         }
         if !(ack_eliciting || (wrote_ack && ack_alone)) {
             return None;
@@ -584,7 +672,14 @@ impl Connection {
             let largest = self.ack_ranges.iter().map(|r| *r.end()).max();
             self.largest_ack_sent = self.largest_ack_sent.max(largest);
             record.ack_largest = largest;
-            self.ack_copies_due = self.ack_copies_due.saturating_sub(1);
+            self.ping_unanswered = false;
+            // Copies of an ACK (`ACKS_PER_PING`) would each take one of
+            // the packets a waiting key keeps back.
+            self.ack_copies_due = if confirming {
+                0
+            } else {
+                self.ack_copies_due.saturating_sub(1)
+            };
             if self.ack_copies_due == 0 {
                 self.ack_pending = false;
                 self.ack_policy.on_ack_sent();

@@ -41,9 +41,10 @@ impl Connection {
         // A deadline for what no packet can carry now would be in the past
         // on every turn, and the driver would spin on it: an ACK or a
         // keep-alive waits for `can_send_packet`, which the peer's next
-        // datagram (raising the allowance, confirming a key update)
-        // changes, and which touches the connection.
-        if self.ack_pending && self.can_send_packet() {
+        // datagram (raising the allowance) changes, and which touches the
+        // connection. A key waiting for its confirmation sends no ACK on a
+        // timer (`ack_goes_alone`).
+        if self.ack_pending && self.can_send_packet() && !self.key_confirming() {
             consider(self.ack_policy.poll_timeout());
         }
         // The MTU raise timer needs no wake-up of its own: it is checked
@@ -170,7 +171,13 @@ impl Connection {
                 self.on_loss_report(now, report, &rtt);
             }
             TimerEvent::Probe { .. } => {
-                self.probes_due = PROBE_PACKETS;
+                // A key waiting for its confirmation sends one probe: each
+                // takes one of the packets it keeps back.
+                self.probes_due = if self.key_confirming() {
+                    1
+                } else {
+                    PROBE_PACKETS
+                };
                 self.send_oldest_again();
                 self.on_probe_timeout_for_proof();
             }

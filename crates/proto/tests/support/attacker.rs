@@ -21,7 +21,9 @@ use tern_proto::{
     Connection, ConnectionHandle, Direction, Endpoint, EndpointConfig, Instant, Node, StreamId,
     TransmitLimits,
 };
-use tern_wire::{ConnectionKeys, Frame, INTRO_LEN, PacketSealer, PendingIntro, Transcript};
+use tern_wire::{
+    ConnectionKeys, Frame, INTRO_LEN, KeyConfig, PacketSealer, PendingIntro, Transcript,
+};
 
 use super::{identity, seed_bytes, wall_start};
 
@@ -98,6 +100,12 @@ impl Attacker {
     /// An endpoint with `config`, and an attacker that finished a handshake
     /// with it (the endpoint accepted the connection and saw it confirmed).
     pub fn connect(config: EndpointConfig) -> Self {
+        Self::connect_with_keys(config, config.keys)
+    }
+
+    /// [`connect`](Self::connect), the attacker's own packets protected as
+    /// `keys` says (its key limit apart from the endpoint's).
+    pub fn connect_with_keys(config: EndpointConfig, keys: KeyConfig) -> Self {
         let (clock, mock) = Clock::mock();
         mock.increment(Duration::from_secs(1));
         let endpoint_addr: SocketAddr = "192.0.2.1:7000".parse().expect("address");
@@ -113,15 +121,9 @@ impl Attacker {
         let public = endpoint.public().expect("an identity");
         let mut rng = ChaCha8Rng::from_seed(seed_bytes(23, 2));
         let mut intro = vec![0; INTRO_LEN];
-        let pending = PendingIntro::write(
-            &public,
-            0x2323,
-            config.keys,
-            wall_start(),
-            &mut rng,
-            &mut intro,
-        )
-        .expect("intro");
+        let pending =
+            PendingIntro::write(&public, 0x2323, keys, wall_start(), &mut rng, &mut intro)
+                .expect("intro");
         let now = clock.now();
         endpoint.handle_datagram(now, endpoint_addr, addr, &mut intro);
         let mut reply = vec![0; MAX_DATAGRAM];

@@ -30,9 +30,16 @@
 //! ([`PacketSealer::key_update_confirmed`]), so never more often than once a
 //! round trip, and should do so once [`PacketSealer::key_update_due`], half
 //! way to the key's limit, which leaves the other half for the confirmation
-//! of the previous update to arrive. The receiver tries the next key on a
-//! packet whose phase bit differs and whose number is past the start of the
-//! current phase, and switches only if that packet authenticates.
+//! of the previous update to arrive. If it has not arrived by three
+//! quarters of the limit, the key seals no more new data
+//! ([`PacketSealer::may_seal_new_data`]): the rest goes to what lets both
+//! sides confirm each other's keys (ACKs, probes, PINGs), so two senders
+//! that both wait never leave each other without the ACK each needs, and
+//! its last packet to a Close ([`PacketSealer::key_spent`]).
+//!
+//! The receiver tries the next key on a packet whose phase bit differs and
+//! whose number is past the start of the current phase, and switches only
+//! if that packet authenticates.
 //!
 //! The per-packet path (start, push, encode, finish, seal) is `#[inline]`:
 //! the workspace builds without LTO, and inlined into the caller's crate the
@@ -135,10 +142,30 @@ impl PacketSealer {
         self.config.limit().saturating_sub(self.sealed_under_key)
     }
 
-    /// Whether the current key has sealed half its limit: time to update.
+    /// Whether the current key has sealed half its limit: time to update
+    /// ([`KeyConfig::update_at`]).
     #[must_use]
     pub const fn key_update_due(&self) -> bool {
-        self.sealed_under_key >= self.config.limit() / 2
+        self.sealed_under_key >= self.config.update_at()
+    }
+
+    /// Whether the current key may seal a packet of new data: it is below
+    /// [`KeyConfig::new_data_until`], or the peer confirmed it (so it is
+    /// updated before the next packet). The packets past that point are
+    /// kept for ACKs, probes and PINGs, which let the peer confirm its own
+    /// update and this side have its key confirmed, and for a Close.
+    #[must_use]
+    pub fn may_seal_new_data(&self) -> bool {
+        self.sealed_under_key < self.config.new_data_until() || self.key_update_confirmed()
+    }
+
+    /// Whether the current key is down to its last packet, kept for a
+    /// Close, and cannot be updated: the peer never confirmed it. RFC 9001
+    /// §6.6: past the confidentiality limit an endpoint "MUST stop using
+    /// the connection" (AEAD_LIMIT_REACHED).
+    #[must_use]
+    pub fn key_spent(&self) -> bool {
+        self.remaining_packets() <= 1 && !self.key_update_confirmed()
     }
 
     /// Whether the peer acknowledged a packet sealed under the current key,

@@ -155,6 +155,35 @@ fn point_7_the_key_limit_counts_packets_under_the_key_and_an_update_restores_it(
 }
 
 #[test]
+fn a_key_not_confirmed_keeps_its_last_quarter_from_new_data_and_its_last_packet_for_a_close() {
+    let config = KeyConfig {
+        key_limit: 64,
+        ..KeyConfig::default()
+    };
+    let (mut sealer, _) = pair_with(config);
+    let mut buf = [0u8; 64];
+    let mut seal = |sealer: &mut PacketSealer| sealer.start(&mut buf).unwrap().finish().unwrap();
+    for _ in 0..48 {
+        assert!(sealer.may_seal_new_data() && !sealer.key_spent());
+        seal(&mut sealer);
+    }
+    assert!(sealer.key_update_due());
+    assert!(!sealer.may_seal_new_data(), "the last quarter waits");
+    for _ in 48..63 {
+        assert!(!sealer.key_spent());
+        seal(&mut sealer);
+    }
+    assert!(sealer.key_spent(), "one packet left, for the Close");
+    assert_eq!(sealer.remaining_packets(), 1);
+    // The peer's ACK of a packet under the key: neither limit holds, the
+    // key is updated.
+    sealer.on_ack(62);
+    assert!(sealer.may_seal_new_data() && !sealer.key_spent());
+    sealer.update_key().unwrap();
+    assert_eq!(sealer.remaining_packets(), 64);
+}
+
+#[test]
 fn an_update_is_refused_until_the_peer_acknowledges_the_current_key() {
     let (mut sealer, _) = pair();
     assert_eq!(sealer.update_key(), Err(KeyUpdateError::NotConfirmed));
