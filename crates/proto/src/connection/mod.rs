@@ -274,7 +274,7 @@ pub struct Connection {
     close_frame: Option<Box<(CloseKind, u64, Bytes)>>,
     close_due: bool,
     error: Option<Box<ConnectionError>>,
-    stats: ConnectionStats,
+    stats: stats::Counters,
 }
 
 impl Connection {
@@ -374,7 +374,7 @@ impl Connection {
             close_frame: None,
             close_due: false,
             error: None,
-            stats: ConnectionStats::default(),
+            stats: stats::Counters::default(),
         }
     }
 
