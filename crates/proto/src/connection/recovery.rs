@@ -82,8 +82,10 @@ impl Connection {
     /// no application data for [`QUIET_RELEASE_INTERVAL`] or never did
     /// (`last_data` still at the connection's start), at most once per
     /// interval and not in the first: the sent-packet ring, the ACK processing lists, the ACK
-    /// frame's range list and the event queue, when empty (about 1.7 KiB
-    /// of an idle connection's heap), and the congestion controller and
+    /// frame's range list (about 1.7 KiB of an idle connection's heap),
+    /// the queues of events, messages, datagrams and the streams' turns
+    /// while empty, and the streams' tables once no stream is left (see
+    /// `lazy_deque`), and the congestion controller and
     /// pacer (see `transfer`), which start again from their initial state
     /// on the next packet in flight. A quiet period is never shorter than
     /// a probe timeout, the least idle time after which a sender restarts
@@ -117,6 +119,11 @@ impl Connection {
         self.recovery = RecoveryBuffer::default();
         self.ack_ranges = Vec::new();
         self.events.release_memory();
+        self.streams.release_memory();
+        self.messages_out.release_memory();
+        self.inbox.release_memory();
+        self.datagrams_in.release_memory();
+        self.datagrams_out.release_memory();
         self.release_transfer();
     }
 
