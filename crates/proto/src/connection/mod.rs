@@ -218,7 +218,9 @@ pub struct Connection {
 
     // Sending.
     loss: LossDetector<CarriedRecord>,
-    recovery: RecoveryBuffer<CarriedRecord>,
+    /// The ACK-processing lists, made by the first ACK and given back by
+    /// the quiet release with the rest of the scratch memory.
+    recovery: Option<Box<RecoveryBuffer<CarriedRecord>>>,
     /// The congestion controller and the pacer; `None` once a quiet
     /// period gave them back (see `transfer`).
     transfer: Option<Box<transfer::Transfer>>,
@@ -347,7 +349,7 @@ impl Connection {
             peer_key_phase_start: 0,
             largest_ack_sent: None,
             loss,
-            recovery: RecoveryBuffer::default(),
+            recovery: None,
             initial_window,
             transfer,
             rate_limit,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use quanta::Instant;
 use tern_congestion::{Acked, Controller, Lost, OneWayDelay, Rtt};
-use tern_reliability::{AckFrequency, RecoveryBuffer, SendError, SentPacket};
+use tern_reliability::{AckFrequency, SendError, SentPacket};
 use tern_wire::Ack;
 
 use super::Connection;
@@ -116,7 +116,7 @@ impl Connection {
         }
         self.released_scratch_at = now;
         self.loss.shrink_when_empty();
-        self.recovery = RecoveryBuffer::default();
+        self.recovery = None;
         self.ack_ranges = Vec::new();
         self.events.release_memory();
         self.streams.release_memory();
@@ -187,15 +187,15 @@ impl Connection {
 
     pub(super) fn handle_ack(&mut self, now: Instant, ack: &Ack<'_>) -> Result<(), ProtocolError> {
         let largest = ack.ranges.largest();
-        let mut recovery = std::mem::take(&mut self.recovery);
+        let mut recovery = self.recovery.take().unwrap_or_default();
         recovery.clear();
         let result = self
             .loss
-            .on_ack(now, ack.ranges.iter(), ack.ack_delay, &mut recovery);
+            .on_ack(now, ack.ranges.iter(), ack.ack_delay, &mut *recovery);
         let summary = match result {
             Ok(summary) => summary,
             Err(e) => {
-                self.recovery = recovery;
+                self.recovery = Some(recovery);
                 return Err(ProtocolError::Ack(e));
             }
         };
@@ -262,7 +262,7 @@ impl Connection {
                     .on_spurious_loss(now, spurious.declared_lost_at);
             }
         }
-        self.recovery = recovery;
+        self.recovery = Some(recovery);
         self.release_scratch_when_quiet(now);
         self.after_acks(now);
         Ok(())
