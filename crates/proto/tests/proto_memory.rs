@@ -176,10 +176,10 @@ fn a_quiet_connection_gives_back_what_its_data_needed_and_carries_data_again() {
         "both endpoints of an idle connection: {idle} bytes; of one that \
          carried data {ROUNDS} times: {carried} bytes"
     );
-    // Measured 2 232 bytes more (not broken down: the endpoints' own
-    // buffers grow with a transfer too), against 16 072 more before the
-    // quiet release gave back the streams' tables and spare pages and the
-    // queues' and the scheduler's memory.
+    // Measured 2 232 bytes more (not broken down yet: what a transfer
+    // leaves outside the connections, or in what the release keeps),
+    // against 16 072 more before the quiet release gave back the streams'
+    // tables and spare pages and the queues' and the scheduler's memory.
     assert!(
         carried <= idle + 2_600,
         "{carried} bytes held after carrying data, {idle} idle"
