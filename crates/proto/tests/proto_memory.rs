@@ -20,15 +20,16 @@
 //!
 //! An idle connection here has been quiet since its handshake: it holds
 //! no congestion controller, pacer or sent-packet ring (each given back
-//! once nothing was in flight), no record of the ACKs it sent alone and
-//! no expanded packet key (given back a second after its last packet).
+//! once nothing was in flight), no record of the ACKs it sent alone, no
+//! expanded packet key (given back a second after its last packet) and
+//! no queue's memory (made at the first use, given back when quiet).
 
 mod support;
 
 use std::time::Duration;
 
-use support::{Pair, drive, identity, seed_bytes, wall_start};
-use tern_proto::{Endpoint, EndpointConfig, Event};
+use support::{Pair, drive, exchange, identity, message, seed_bytes, wall_start};
+use tern_proto::{ConnectionHandle, Endpoint, EndpointConfig, Event, ReadOutcome};
 use tern_sim::{LinkConfig, Seed};
 
 #[test]
@@ -129,8 +130,11 @@ fn idle_connections_cost_at_most_their_measured_bound_each() {
     // gave back its congestion controller and pacer and kept no record of
     // the ACKs it sent alone. 3 709 and 2 960 (3 725 and 2 976 with
     // ring's) once a quiet connection kept its packet keys' material and
-    // not their expansions.
-    let (inline_bound, bound) = (3_020, 3_790);
+    // not their expansions. 3 277 and 2 528 once the rare counters, the
+    // queues of messages, datagrams and events, the scheduler's queues
+    // and a new path's validation state went out of line; 3 213 and
+    // 2 464 once the ACK-processing lists were boxed too.
+    let (inline_bound, bound) = (2_515, 3_280);
     assert!(
         inline <= inline_bound,
         "a connection is {inline} bytes inline"
@@ -139,4 +143,142 @@ fn idle_connections_cost_at_most_their_measured_bound_each() {
         per_connection <= bound,
         "an idle connection costs {per_connection} bytes ({inline} of them inline)"
     );
+}
+
+/// A connection that carried a stream, messages and datagrams both ways
+/// gives back what they needed once it is quiet (the streams' tables and
+/// spare pages, the scheduler's and the queues' memory, the congestion
+/// controller, the packet keys' expansions), and carries all three again
+/// after each release: its endpoints then hold what those of a connection
+/// that stayed idle as long hold.
+#[test]
+fn a_quiet_connection_gives_back_what_its_data_needed_and_carries_data_again() {
+    const ROUNDS: u32 = 3;
+    let seed = Seed::from_env_or(64);
+    let held = |rounds: u32| {
+        let link = LinkConfig {
+            delay: Duration::from_millis(1),
+            ..LinkConfig::default()
+        };
+        let mut pair = Pair::new(seed.value(), link, EndpointConfig::default());
+        let (client, server) = exchange(&mut pair, &[10], Duration::from_secs(10));
+        for round in 0..rounds {
+            pair.sim.run_for(Duration::from_secs(15));
+            carry_data(&mut pair, client, server, round);
+        }
+        let idle_until = Duration::from_secs(20 * u64::from(ROUNDS) + 15);
+        pair.sim
+            .run_for(idle_until.saturating_sub(pair.sim.elapsed()));
+        endpoints_heap(&mut pair, seed.value())
+    };
+    let (idle, carried) = (held(0), held(ROUNDS));
+    eprintln!(
+        "both endpoints of an idle connection: {idle} bytes; of one that \
+         carried data {ROUNDS} times: {carried} bytes"
+    );
+    // Measured 2 232 bytes more (not broken down yet: what a transfer
+    // leaves outside the connections, or in what the release keeps),
+    // against 16 072 more before the quiet release gave back the streams'
+    // tables and spare pages and the queues' and the scheduler's memory.
+    assert!(
+        carried <= idle + 2_600,
+        "{carried} bytes held after carrying data, {idle} idle"
+    );
+}
+
+/// The heap both endpoints of `pair` hold, as the bytes freed when they
+/// are dropped (replaced by fresh ones, made beforehand).
+fn endpoints_heap(pair: &mut Pair, seed: u64) -> i64 {
+    let now = pair.sim.now();
+    let mut spares: Vec<_> = [(21, None), (22, Some(identity()))]
+        .into_iter()
+        .map(|(salt, identity)| {
+            Endpoint::new(
+                EndpointConfig::default(),
+                identity,
+                seed_bytes(seed, salt),
+                now,
+                wall_start(),
+            )
+            .expect("valid config")
+        })
+        .collect();
+    let (client_node, server_node) = (pair.client, pair.server);
+    -allocation_counter::measure(|| {
+        for node in [server_node, client_node] {
+            let spare = spares.pop().expect("a spare for each");
+            drop(std::mem::replace(&mut pair.sim.node_mut(node).0, spare));
+        }
+    })
+    .bytes_current
+}
+
+/// One round of [`a_quiet_connection_gives_back_what_its_data_needed_and_carries_data_again`]:
+/// the client opens a stream, writes 20 000 bytes and finishes; the
+/// server reads them all and finishes its half; and each side sends the
+/// other three messages and three datagrams, each checked as it arrives.
+fn carry_data(pair: &mut Pair, client: ConnectionHandle, server: ConnectionHandle, round: u32) {
+    const STREAM_BYTES: usize = 20_000;
+    let data = message(round, STREAM_BYTES);
+    let (client_node, server_node) = (pair.client, pair.server);
+    let connection = pair.client().connection(client).expect("open");
+    let stream = connection.open_stream().expect("a stream");
+    assert_eq!(connection.write(stream, &data).expect("open"), STREAM_BYTES);
+    connection.finish(stream).expect("open");
+    for (node, handle) in [(client_node, client), (server_node, server)] {
+        let connection = pair.sim.node_mut(node).0.connection(handle).expect("open");
+        for id in 0..3 {
+            connection
+                .send_message(message(round * 10 + id, 100))
+                .expect("room");
+            connection
+                .send_datagram(message(round * 10 + id, 50))
+                .expect("room");
+        }
+    }
+    let mut read = Vec::new();
+    let mut buf = vec![0; 4096];
+    let (mut messages, mut datagrams) = ([0u32; 2], [0u32; 2]);
+    let mut server_finished = false;
+    let mut client_saw_end = false;
+    let deadline = pair.sim.elapsed() + Duration::from_secs(10);
+    drive(&mut pair.sim, deadline, |sim| {
+        for (side, node, handle) in [(0, client_node, client), (1, server_node, server)] {
+            let connection = sim.node_mut(node).0.connection(handle).expect("open");
+            while let Some(received) = connection.recv_message() {
+                assert_eq!(received, message(round * 10 + messages[side], 100));
+                messages[side] += 1;
+            }
+            while let Some(received) = connection.recv_datagram() {
+                assert_eq!(received, message(round * 10 + datagrams[side], 50));
+                datagrams[side] += 1;
+            }
+        }
+        let connection = sim
+            .node_mut(server_node)
+            .0
+            .connection(server)
+            .expect("open");
+        if let Some(id) = connection.accept_stream() {
+            assert_eq!(id, stream);
+        }
+        while !server_finished {
+            match connection.read(stream, &mut buf) {
+                Ok(ReadOutcome::Read(0)) | Err(_) => break,
+                Ok(ReadOutcome::Read(n)) => read.extend_from_slice(&buf[..n]),
+                Ok(ReadOutcome::Finished) => {
+                    connection.finish(stream).expect("open");
+                    server_finished = true;
+                }
+            }
+        }
+        let connection = sim
+            .node_mut(client_node)
+            .0
+            .connection(client)
+            .expect("open");
+        client_saw_end |= connection.read(stream, &mut buf) == Ok(ReadOutcome::Finished);
+        server_finished && client_saw_end && messages == [3; 2] && datagrams == [3; 2]
+    });
+    assert_eq!(read, data, "round {round}: the stream's bytes, whole");
 }

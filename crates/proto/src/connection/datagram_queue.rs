@@ -5,14 +5,14 @@
 //! application is never made to wait for it — unless it asks to: a
 //! sender that would rather wait than drop is told when one left.
 
-use std::collections::VecDeque;
-
 use bytes::Bytes;
+
+use super::lazy_deque::LazyDeque;
 
 /// Datagrams to send, at most `capacity` of them.
 #[derive(Debug)]
 pub(super) struct DatagramQueue {
-    queue: VecDeque<Bytes>,
+    queue: LazyDeque<Bytes>,
     /// Their bytes together.
     bytes: usize,
     capacity: usize,
@@ -26,7 +26,7 @@ impl DatagramQueue {
     /// An empty queue of at most `capacity` datagrams (at least one).
     pub(super) fn new(capacity: usize) -> Self {
         Self {
-            queue: VecDeque::new(),
+            queue: LazyDeque::new(),
             bytes: 0,
             capacity: capacity.max(1),
             wanted: false,
@@ -77,6 +77,11 @@ impl DatagramQueue {
             self.bytes -= sent.len();
             self.room_released |= std::mem::take(&mut self.wanted);
         }
+    }
+
+    /// Gives the queue's memory back while it is empty.
+    pub(super) fn release_memory(&mut self) {
+        self.queue.release_if_empty();
     }
 
     pub(super) fn is_empty(&self) -> bool {

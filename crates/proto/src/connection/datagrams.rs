@@ -17,12 +17,12 @@ impl Connection {
             return Err(SendError::Closed);
         }
         if datagram.len() > small_message_limit() {
-            self.stats.datagrams_dropped += 1;
+            self.stats.rare().datagrams_dropped += 1;
             return Err(SendError::TooLarge(datagram.len()));
         }
         if self.datagrams_out.push(datagram) {
-            self.stats.datagrams_dropped += 1;
-            self.stats.datagrams_send_queue_dropped += 1;
+            self.stats.rare().datagrams_dropped += 1;
+            self.stats.rare().datagrams_send_queue_dropped += 1;
         }
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! What the application is told about a connection: its [`Event`]s, which
 //! the connection queues once per kind until they are taken.
 
-use std::collections::VecDeque;
+use super::lazy_deque::LazyDeque;
 
 #[cfg(doc)]
 use super::Connection;
@@ -77,7 +77,7 @@ pub enum Event {
 /// looked for along the queue.
 #[derive(Debug, Default)]
 pub(super) struct Events {
-    queue: VecDeque<Event>,
+    queue: LazyDeque<Event>,
     /// A bit per kind without a payload that waits in `queue`.
     kinds: u16,
 }
@@ -123,9 +123,7 @@ impl Events {
 
     /// Gives the queue's memory back while it is empty.
     pub(super) fn release_memory(&mut self) {
-        if self.queue.is_empty() {
-            self.queue = VecDeque::new();
-        }
+        self.queue.release_if_empty();
     }
 }
 

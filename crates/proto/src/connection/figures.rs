@@ -8,7 +8,7 @@ use super::{Connection, ConnectionStats, MESSAGE_CHARGE, State};
 impl Connection {
     /// Figures about the connection.
     pub fn stats(&self) -> ConnectionStats {
-        let mut stats = self.stats;
+        let mut stats = self.stats.figures();
         stats.rtt = self.loss.rtt().smoothed();
         stats.congestion = self.config.congestion.kind();
         stats.window = self.window();

@@ -42,6 +42,7 @@ mod event;
 mod figures;
 mod handshake;
 mod identity;
+mod lazy_deque;
 mod message_limit;
 mod messages;
 mod observed;
@@ -220,7 +221,9 @@ pub struct Connection {
 
     // Sending.
     loss: LossDetector<CarriedRecord>,
-    recovery: RecoveryBuffer<CarriedRecord>,
+    /// The ACK-processing lists, made by the first ACK and given back by
+    /// the quiet release with the rest of the scratch memory.
+    recovery: Option<Box<RecoveryBuffer<CarriedRecord>>>,
     /// The congestion controller and the pacer; `None` once a quiet
     /// period gave them back (see `transfer`).
     transfer: Option<Box<transfer::Transfer>>,
@@ -277,7 +280,7 @@ pub struct Connection {
     close_frame: Option<Box<(CloseKind, u64, Bytes)>>,
     close_due: bool,
     error: Option<Box<ConnectionError>>,
-    stats: ConnectionStats,
+    stats: stats::Counters,
 }
 
 impl Connection {
@@ -350,7 +353,7 @@ impl Connection {
             peer_key_phase_start: 0,
             largest_ack_sent: None,
             loss,
-            recovery: RecoveryBuffer::default(),
+            recovery: None,
             initial_window,
             transfer,
             rate_limit,
@@ -378,7 +381,7 @@ impl Connection {
             close_frame: None,
             close_due: false,
             error: None,
-            stats: ConnectionStats::default(),
+            stats: stats::Counters::default(),
         }
     }
 

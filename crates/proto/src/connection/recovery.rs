@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use quanta::Instant;
 use tern_congestion::{Acked, Controller, Lost, OneWayDelay, Rtt};
-use tern_reliability::{AckFrequency, RecoveryBuffer, SendError, SentPacket};
+use tern_reliability::{AckFrequency, SendError, SentPacket};
 use tern_wire::Ack;
 
 use super::Connection;
@@ -82,8 +82,10 @@ impl Connection {
     /// no application data for [`QUIET_RELEASE_INTERVAL`] or never did
     /// (`last_data` still at the connection's start), at most once per
     /// interval and not in the first: the sent-packet ring, the ACK processing lists, the ACK
-    /// frame's range list and the event queue, when empty (about 1.7 KiB
-    /// of an idle connection's heap), and the congestion controller and
+    /// frame's range list (about 1.7 KiB of an idle connection's heap),
+    /// the queues of events, messages, datagrams and the streams' turns
+    /// while empty, and the streams' tables once no stream is left (see
+    /// `lazy_deque`), and the congestion controller and
     /// pacer (see `transfer`), which start again from their initial state
     /// on the next packet in flight. A quiet period is never shorter than
     /// a probe timeout, the least idle time after which a sender restarts
@@ -114,9 +116,14 @@ impl Connection {
         }
         self.released_scratch_at = now;
         self.loss.shrink_when_empty();
-        self.recovery = RecoveryBuffer::default();
+        self.recovery = None;
         self.ack_ranges = Vec::new();
         self.events.release_memory();
+        self.streams.release_memory();
+        self.messages_out.release_memory();
+        self.inbox.release_memory();
+        self.datagrams_in.release_memory();
+        self.datagrams_out.release_memory();
         self.release_transfer();
     }
 
@@ -180,15 +187,15 @@ impl Connection {
 
     pub(super) fn handle_ack(&mut self, now: Instant, ack: &Ack<'_>) -> Result<(), ProtocolError> {
         let largest = ack.ranges.largest();
-        let mut recovery = std::mem::take(&mut self.recovery);
+        let mut recovery = self.recovery.take().unwrap_or_default();
         recovery.clear();
         let result = self
             .loss
-            .on_ack(now, ack.ranges.iter(), ack.ack_delay, &mut recovery);
+            .on_ack(now, ack.ranges.iter(), ack.ack_delay, &mut *recovery);
         let summary = match result {
             Ok(summary) => summary,
             Err(e) => {
-                self.recovery = recovery;
+                self.recovery = Some(recovery);
                 return Err(ProtocolError::Ack(e));
             }
         };
@@ -255,7 +262,7 @@ impl Connection {
                     .on_spurious_loss(now, spurious.declared_lost_at);
             }
         }
-        self.recovery = recovery;
+        self.recovery = Some(recovery);
         self.release_scratch_when_quiet(now);
         self.after_acks(now);
         Ok(())

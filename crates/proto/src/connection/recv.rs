@@ -31,14 +31,14 @@ impl Connection {
             return;
         }
         let Some(keys) = self.keys.as_mut() else {
-            self.stats.dropped_unauthenticated += 1;
+            self.stats.rare().dropped_unauthenticated += 1;
             return;
         };
         let len = datagram.len();
         let opened = match keys.opener.open(datagram) {
             Ok(opened) => opened,
             Err(_) => {
-                self.stats.dropped_unauthenticated += 1;
+                self.stats.rare().dropped_unauthenticated += 1;
                 return;
             }
         };
@@ -46,7 +46,7 @@ impl Connection {
         let key_updated = opened.key_updated();
         let frames = opened.frames();
         if self.replay.accept(pn).is_err() {
-            self.stats.dropped_duplicates += 1;
+            self.stats.rare().dropped_duplicates += 1;
             return;
         }
         if key_updated {
@@ -97,7 +97,7 @@ impl Connection {
         self.on_authenticated(now, from, pn, len, true);
         if self.holds_back(&frames) {
             // Not recorded as received: never acknowledged, so resent.
-            self.stats.held_before_proof += 1;
+            self.stats.rare().held_before_proof += 1;
             return;
         }
         let mut packet = PacketFrames {
@@ -157,14 +157,14 @@ impl Connection {
                 .as_ref()
                 .is_some_and(|t| t.is_repeated_reply(datagram))
             {
-                self.stats.dropped_unauthenticated += 1;
+                self.stats.rare().dropped_unauthenticated += 1;
             } else {
-                self.stats.dropped_duplicates += 1;
+                self.stats.rare().dropped_duplicates += 1;
             }
             return;
         };
         if from != self.path.remote() {
-            self.stats.dropped_unauthenticated += 1;
+            self.stats.rare().dropped_unauthenticated += 1;
             return;
         }
         let Some(pending) = connecting.pending.take() else {
@@ -175,7 +175,7 @@ impl Connection {
             Ok(established) => established,
             Err(refused) => {
                 connecting.pending = Some(refused.pending);
-                self.stats.dropped_unauthenticated += 1;
+                self.stats.rare().dropped_unauthenticated += 1;
                 return;
             }
         };
@@ -367,7 +367,7 @@ impl Connection {
         }
         if self.datagrams_in.len() >= self.config.datagram_receive_queue {
             self.datagrams_in.pop_front();
-            self.stats.datagrams_dropped += 1;
+            self.stats.rare().datagrams_dropped += 1;
         }
         self.datagrams_in.push_back(owned(d.data), ());
         self.notify(Event::DatagramReceived);

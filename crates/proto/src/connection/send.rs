@@ -343,7 +343,7 @@ impl Connection {
         }
         if keys.sealer.key_update_confirmed() {
             if keys.sealer.update_key().is_ok() {
-                self.stats.key_updates += 1;
+                self.stats.rare().key_updates += 1;
             }
         } else if self.loss.bytes_in_flight() == 0 {
             self.ping_due = true;

@@ -5,7 +5,7 @@
 //! timeouts).
 
 use quanta::Instant;
-use tern_reliability::TimerEvent;
+use tern_reliability::{RecoveryBuffer, TimerEvent};
 
 use super::error::ConnectionError;
 use super::path::PathTimeout;
@@ -160,9 +160,13 @@ impl Connection {
                 return;
             }
         }
-        let mut recovery = std::mem::take(&mut self.recovery);
+        // The ACK-processing lists, if held; a timer of a connection that
+        // gave them back uses empty ones and keeps nothing.
+        let mut held = self.recovery.take();
+        let mut spare = RecoveryBuffer::default();
+        let recovery = held.as_deref_mut().unwrap_or(&mut spare);
         recovery.clear();
-        match self.loss.on_timeout(now, &mut recovery) {
+        match self.loss.on_timeout(now, recovery) {
             TimerEvent::LossDeclared(report) => {
                 for (_, packet) in recovery.lost.drain(..) {
                     self.on_packet_lost(&packet);
@@ -183,7 +187,7 @@ impl Connection {
             }
             _ => {}
         }
-        self.recovery = recovery;
+        self.recovery = held;
         if self.quiet_release_at().is_some_and(|t| now >= t) {
             self.release_scratch_when_quiet(now);
         }

@@ -63,7 +63,10 @@ impl Connection {
     /// documentation), keeping the count of reductions they undid.
     pub(super) fn release_transfer(&mut self) {
         if let Some(transfer) = self.transfer.take() {
-            self.stats.undone_reductions += transfer.controller.undone_reductions();
+            let undone = transfer.controller.undone_reductions();
+            if undone > 0 {
+                self.stats.rare().undone_reductions += undone;
+            }
         }
     }
 

@@ -4,21 +4,21 @@
 //! and a peer may leave hundreds of thousands of small messages waiting,
 //! so the answer must not walk them.
 
-use std::collections::VecDeque;
-
 use bytes::Bytes;
+
+use super::lazy_deque::LazyDeque;
 
 /// A queue of delivered items, each some bytes and a note `T`.
 #[derive(Debug)]
 pub(crate) struct Untaken<T> {
-    items: VecDeque<(Bytes, T)>,
+    items: LazyDeque<(Bytes, T)>,
     bytes: usize,
 }
 
 impl<T> Untaken<T> {
     pub(crate) fn new() -> Self {
         Self {
-            items: VecDeque::new(),
+            items: LazyDeque::new(),
             bytes: 0,
         }
     }
@@ -39,6 +39,11 @@ impl<T> Untaken<T> {
     pub(crate) fn clear(&mut self) {
         self.items.clear();
         self.bytes = 0;
+    }
+
+    /// Gives the queue's memory back while it is empty.
+    pub(crate) fn release_memory(&mut self) {
+        self.items.release_if_empty();
     }
 
     pub(crate) fn is_empty(&self) -> bool {

@@ -26,22 +26,32 @@ pub(crate) use sends::SendCredits;
 use sends::Sends;
 
 /// Tasks waiting for the same thing; all are woken when it happens.
+///
+/// A connection's slot has seven of these and most are never waited on
+/// (an idle connection's, none): the list lives in a box made when a task
+/// first waits, and kept for the next (8 bytes each until then, not 24).
 #[derive(Debug, Default)]
-pub(crate) struct Wakers(Vec<Waker>);
+#[expect(
+    clippy::box_collection,
+    reason = "the box is the point: 8 bytes inline rather than 24 while unused"
+)]
+pub(crate) struct Wakers(Option<Box<Vec<Waker>>>);
 
 impl Wakers {
     /// Remembers the task of `cx` (once, however often it polls).
     pub(crate) fn register(&mut self, cx: &Context<'_>) {
-        if !self.0.iter().any(|w| w.will_wake(cx.waker())) {
-            self.0.push(cx.waker().clone());
+        let wakers = self.0.get_or_insert_with(Box::default);
+        if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            wakers.push(cx.waker().clone());
         }
     }
 
     /// Wakes every waiting task; whether there was one.
     fn wake_all(&mut self) -> bool {
-        let any = !self.0.is_empty();
-        for waker in self.0.drain(..) {
+        let mut any = false;
+        for waker in self.0.iter_mut().flat_map(|wakers| wakers.drain(..)) {
             waker.wake();
+            any = true;
         }
         any
     }
@@ -240,7 +250,10 @@ pub(crate) type SlotId = u64;
 #[derive(Debug)]
 pub(crate) struct EndpointState {
     pub(crate) proto: Endpoint,
-    slots: HashMap<SlotId, Slot>,
+    /// Boxed, so that the table's room for the slots it may still take
+    /// (it grows by doubling) costs a pointer each rather than a whole
+    /// slot.
+    slots: HashMap<SlotId, Box<Slot>>,
     /// The slot of each connection the protocol still holds.
     by_handle: HashMap<ConnectionHandle, SlotId>,
     next_slot: SlotId,
@@ -312,7 +325,7 @@ impl EndpointState {
         };
         let mut slot = Slot::new(handle, remote, span, now);
         slot.publish_peer(connection.as_deref());
-        self.slots.insert(id, slot);
+        self.slots.insert(id, Box::new(slot));
         if let Some(stale) = self.by_handle.insert(handle, id) {
             // The protocol freed a connection and gave its handle to this
             // one within the turn, before `forget_freed` saw it go.

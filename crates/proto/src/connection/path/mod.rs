@@ -60,7 +60,9 @@ pub(crate) struct Path {
     remote: SocketAddr,
     mtu: PathMtu,
     limit: AmplificationLimit,
-    validation: Option<Validation>,
+    /// The challenges of a path not validated yet (out of line: most
+    /// connections keep the handshake's path, validated from the start).
+    validation: Option<Box<Validation>>,
 }
 
 impl Path {
@@ -104,12 +106,12 @@ impl Path {
             remote,
             mtu: PathMtu::new(mtu),
             limit: AmplificationLimit::new(),
-            validation: Some(Validation {
+            validation: Some(Box::new(Validation {
                 tokens: [None; CHALLENGES_KEPT],
                 next_send: now,
                 interval: probe_timeout,
                 deadline: now + probe_timeout * 3,
-            }),
+            })),
         }
     }
 

@@ -161,7 +161,7 @@ impl Connection {
         let old = std::mem::replace(&mut self.path, candidate);
         self.previous_path = None;
         self.on_path_validated(now);
-        self.stats.migrations += 1;
+        self.stats.rare().migrations += 1;
         self.previous_path = Some(Box::new(old));
     }
 

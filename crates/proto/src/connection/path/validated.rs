@@ -21,7 +21,7 @@ impl Connection {
     /// round trips.
     pub(in crate::connection) fn on_path_validated(&mut self, now: Instant) {
         if self.previous_path.take().is_some() {
-            self.stats.migrations += 1;
+            self.stats.rare().migrations += 1;
         }
         self.loss.on_path_change(now);
         if let Some(transfer) = self.transfer.as_mut() {

@@ -7,10 +7,9 @@
 //! them is promised. A message too large for one packet travels on a stream
 //! of its own instead, and is delivered whole when its last byte arrives.
 
-use std::collections::VecDeque;
-
 use bytes::Bytes;
 
+use super::super::lazy_deque::LazyDeque;
 use super::range_set::RangeSet;
 
 pub(crate) mod assembly;
@@ -45,9 +44,9 @@ pub struct MessageSender {
     /// Number of the first message in `held`.
     base: u64,
     /// Messages not yet acknowledged, by number from `base`.
-    held: VecDeque<Held>,
+    held: LazyDeque<Held>,
     /// Numbers to send: new ones and lost ones.
-    queue: VecDeque<u64>,
+    queue: LazyDeque<u64>,
     /// Messages held, and their bytes.
     held_count: usize,
     held_bytes: usize,
@@ -73,6 +72,12 @@ impl MessageSender {
         });
         self.queue.push_back(id);
         id
+    }
+
+    /// Gives the queues' memory back while nothing is held.
+    pub fn release_memory(&mut self) {
+        self.held.release_if_empty();
+        self.queue.release_if_empty();
     }
 
     /// The number the next message pushed will get.

@@ -549,6 +549,16 @@ impl Streams {
         self.turns.schedule(turn, urgency);
     }
 
+    /// Gives back what a quiet connection need not hold: the pages kept
+    /// for reuse, the scheduler's queues while no turn waits, and the
+    /// tables once no stream is left and no list holds anything. Each is
+    /// made again at its next use.
+    pub(super) fn release_memory(&mut self) {
+        self.pages.trim();
+        self.turns.release_if_empty();
+        self.tables.release_if_empty();
+    }
+
     /// Bytes of memory held for what the peer sent on streams: the pages
     /// in use or kept for reuse (at most the pages the connection window
     /// spans, plus one partly filled page at each end of a run of bytes),

@@ -35,15 +35,23 @@ struct Slot {
     generation: u64,
 }
 
-/// Round-robin over senders identified by `K` (a stream id, or a lane for
-/// messages), resends first.
+/// The senders waiting, out of line (see [`Scheduler`]).
 #[derive(Debug)]
-pub(crate) struct Scheduler<K> {
+struct Queues<K> {
     live: FxHashMap<K, Slot>,
     resend: VecDeque<(K, u64)>,
     new: VecDeque<(K, u64)>,
     generation: u64,
 }
+
+/// Round-robin over senders identified by `K` (a stream id, or a lane for
+/// messages), resends first. Empty, its map and queues are about 100
+/// bytes of headers, in every connection: they are kept in a box made at
+/// the first sender scheduled and given back by
+/// [`release_if_empty`](Self::release_if_empty) (a quiet connection's
+/// release), so an idle connection holds a pointer.
+#[derive(Debug)]
+pub(crate) struct Scheduler<K>(Option<Box<Queues<K>>>);
 
 impl<K: Copy + Eq + Hash> Default for Scheduler<K> {
     fn default() -> Self {
@@ -54,18 +62,77 @@ impl<K: Copy + Eq + Hash> Default for Scheduler<K> {
 impl<K: Copy + Eq + Hash> Scheduler<K> {
     /// No sender scheduled.
     pub(crate) fn new() -> Self {
-        Self {
-            live: FxHashMap::default(),
-            resend: VecDeque::new(),
-            new: VecDeque::new(),
-            generation: 0,
-        }
+        Self(None)
     }
 
     /// `key` has something to send. A sender already waiting keeps its
     /// place, unless it now has lost data and waited for new data only:
     /// then it moves to the resend queue.
     pub(crate) fn schedule(&mut self, key: K, urgency: Urgency) {
+        let queues = self.0.get_or_insert_with(|| {
+            Box::new(Queues {
+                live: FxHashMap::default(),
+                resend: VecDeque::new(),
+                new: VecDeque::new(),
+                generation: 0,
+            })
+        });
+        queues.schedule(key, urgency);
+    }
+
+    /// The next sender to serve, taken off the schedule: resends first,
+    /// then new data, each in the order they were scheduled.
+    pub(crate) fn next_turn(&mut self) -> Option<K> {
+        self.0.as_mut()?.next_turn()
+    }
+
+    /// `key` has nothing left to send (finished, reset, or stopped by the peer).
+    pub(crate) fn remove(&mut self, key: K) {
+        if let Some(queues) = self.0.as_mut() {
+            queues.live.remove(&key);
+            queues.compact_if_stale();
+        }
+    }
+
+    /// Whether `key` is waiting for its turn.
+    #[cfg(test)]
+    pub(crate) fn is_scheduled(&self, key: K) -> bool {
+        self.0.as_ref().is_some_and(|q| q.live.contains_key(&key))
+    }
+
+    /// How many senders wait.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |q| q.live.len())
+    }
+
+    /// Whether no sender waits.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|q| q.live.is_empty())
+    }
+
+    /// Gives the memory back while no sender waits (the stale entries go
+    /// with it, and the generations start again).
+    pub(crate) fn release_if_empty(&mut self) {
+        if self.is_empty() {
+            self.0 = None;
+        }
+    }
+
+    /// Whether it holds memory.
+    #[cfg(test)]
+    pub(crate) fn holds_memory(&self) -> bool {
+        self.0.is_some()
+    }
+
+    #[cfg(test)]
+    fn entries(&self) -> usize {
+        self.0.as_ref().map_or(0, |q| q.resend.len() + q.new.len())
+    }
+}
+
+impl<K: Copy + Eq + Hash> Queues<K> {
+    fn schedule(&mut self, key: K, urgency: Urgency) {
         if let Some(slot) = self.live.get(&key)
             && (slot.urgency == Urgency::Resend || urgency == Urgency::New)
         {
@@ -87,38 +154,13 @@ impl<K: Copy + Eq + Hash> Scheduler<K> {
         self.compact_if_stale();
     }
 
-    /// The next sender to serve, taken off the schedule: resends first,
-    /// then new data, each in the order they were scheduled.
-    pub(crate) fn next_turn(&mut self) -> Option<K> {
+    fn next_turn(&mut self) -> Option<K> {
         let key = Self::pop_live(&mut self.resend, &mut self.live)
             .or_else(|| Self::pop_live(&mut self.new, &mut self.live));
         // A served sender leaves the live set: the stale entries left
         // behind may now outnumber the live ones.
         self.compact_if_stale();
         key
-    }
-
-    /// `key` has nothing left to send (finished, reset, or stopped by the peer).
-    pub(crate) fn remove(&mut self, key: K) {
-        self.live.remove(&key);
-        self.compact_if_stale();
-    }
-
-    /// Whether `key` is waiting for its turn.
-    #[cfg(test)]
-    pub(crate) fn is_scheduled(&self, key: K) -> bool {
-        self.live.contains_key(&key)
-    }
-
-    /// How many senders wait.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.live.len()
-    }
-
-    /// Whether no sender waits.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.live.is_empty()
     }
 
     fn pop_live(queue: &mut VecDeque<(K, u64)>, live: &mut FxHashMap<K, Slot>) -> Option<K> {
@@ -143,11 +185,6 @@ impl<K: Copy + Eq + Hash> Scheduler<K> {
         };
         self.resend.retain(is_live);
         self.new.retain(is_live);
-    }
-
-    #[cfg(test)]
-    fn entries(&self) -> usize {
-        self.resend.len() + self.new.len()
     }
 }
 
@@ -208,6 +245,24 @@ mod tests {
         assert_eq!(s.next_turn(), Some(2));
         assert_eq!(s.next_turn(), None);
         assert!(s.is_empty());
+    }
+
+    #[test]
+    fn memory_is_made_at_the_first_sender_and_given_back_once_none_waits() {
+        let mut s = Scheduler::new();
+        assert_eq!(s.next_turn(), None);
+        s.remove(1u64);
+        assert!(!s.holds_memory(), "reading and removing allocate nothing");
+        s.schedule(1, Urgency::New);
+        s.schedule(2, Urgency::Resend);
+        s.release_if_empty();
+        assert!(s.holds_memory(), "kept while senders wait");
+        assert_eq!(s.next_turn(), Some(2));
+        assert_eq!(s.next_turn(), Some(1));
+        s.release_if_empty();
+        assert!(!s.holds_memory());
+        s.schedule(3, Urgency::New);
+        assert_eq!(s.next_turn(), Some(3), "served again after a release");
     }
 
     #[test]

@@ -41,6 +41,19 @@ pub(super) struct Tables {
 }
 
 impl Tables {
+    fn is_empty(&self) -> bool {
+        self.outgoing.is_empty()
+            && self.incoming.is_empty()
+            && self.waiting.is_empty()
+            && self.accept_queue.is_empty()
+            && self.accept_one_way_queue.is_empty()
+            && self.max_stream_data_due.is_empty()
+            && self.resets_due.is_empty()
+            && self.stops_due.is_empty()
+            && self.readable.is_empty()
+            && self.writable.is_empty()
+    }
+
     const EMPTY: Self = Self {
         outgoing: FxHashMap::with_hasher(FxBuildHasher),
         incoming: FxHashMap::with_hasher(FxBuildHasher),
@@ -70,6 +83,14 @@ impl LazyTables {
     /// The tables to change, allocated if this is the first change.
     pub(super) fn get_mut(&mut self) -> &mut Tables {
         self.0.get_or_insert_with(|| Box::new(Tables::EMPTY))
+    }
+
+    /// Gives the tables back once they are empty: no stream left, nothing
+    /// waiting in any list (a quiet connection's release).
+    pub(super) fn release_if_empty(&mut self) {
+        if self.0.as_deref().is_some_and(Tables::is_empty) {
+            self.0 = None;
+        }
     }
 
     /// The tables if they were ever changed: for what takes from them
