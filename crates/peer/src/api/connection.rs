@@ -2,7 +2,7 @@
 
 use std::future::poll_fn;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use super::error::{ConnectionLost, SendDatagramError, SendError};
 use super::published::{Published, Snapshot};
 use super::recv_stream::RecvStream;
 use super::send_stream::SendStream;
-use super::state::{EndpointState, SendCredits, Slot, SlotId, Wakers};
+use super::state::{EndpointState, MessageDelivery, SendCredits, Slot, SlotId, Wakers};
 use crate::driver::{DriverHandle, DriverStopped, StopCause};
 use crate::proto::{
     self, Connection as ProtoConnection, ConnectionStats, PublicIdentity, StreamId,
@@ -46,6 +46,8 @@ struct Inner {
     /// How far `send` and `send_datagram` may hand off while the driver's
     /// turn holds the endpoint's lock.
     credits: Arc<SendCredits>,
+    /// The messages the driver moved for `recv`, once it waited.
+    delivered: OnceLock<Arc<MessageDelivery>>,
 }
 
 impl Drop for Inner {
@@ -100,6 +102,7 @@ impl Connection {
                 slot,
                 published,
                 credits: Arc::default(),
+                delivered: OnceLock::new(),
             }),
         }
     }
@@ -251,9 +254,17 @@ impl Connection {
 
     /// The next whole message from the peer. Messages delivered before the
     /// peer closed are all returned before the error that says it closed.
+    /// What the driver moved for a `recv` that waited is taken without the
+    /// endpoint's lock.
     pub async fn recv(&self) -> Result<Bytes, ConnectionLost> {
         poll_fn(|cx| {
+            if let Some(message) = self.inner.delivered.get().and_then(|d| d.take()) {
+                return Poll::Ready(Ok(message));
+            }
             self.poll_step(|slot, connection| {
+                if let Some(message) = slot.take_delivered() {
+                    return Step::ready(Ok(message), false);
+                }
                 let Some(connection) = connection else {
                     return Step::ready(Err(ended(slot, None)), false);
                 };
@@ -263,7 +274,7 @@ impl Connection {
                 if slot.closed.is_some() || connection.is_closed() {
                     return Step::ready(Err(ended(slot, Some(connection))), false);
                 }
-                slot.recv.register(cx);
+                let _ = self.inner.delivered.set(slot.wait_to_recv(cx));
                 Step::pending()
             })
         })

@@ -21,6 +21,7 @@ use crate::proto::{
     TransmitLimits,
 };
 pub(crate) use credit::Credit;
+pub(crate) use delivery::{MessageDelivery, StreamDelivery, StreamEnd, Taken};
 use hand_off::{Deferred, Writes};
 pub(crate) use sends::SendCredits;
 use sends::Sends;
@@ -57,6 +58,8 @@ pub(crate) struct StreamWaiters {
     halves: u8,
     /// What the lock's side keeps of the writes, while this side writes.
     writes: Option<Box<Writes>>,
+    /// What the driver moved for the reader, once it waited.
+    delivery: Option<Arc<StreamDelivery>>,
 }
 
 /// What the application side knows of one connection.
@@ -81,6 +84,8 @@ pub(crate) struct Slot {
     /// What the lock's side keeps of messages and datagrams sent without
     /// it, once a handle sent one.
     sends: Option<Box<Sends>>,
+    /// The messages the driver moved for `recv`, once it waited.
+    delivered: Option<Arc<MessageDelivery>>,
     /// What the connection's handles read without the endpoint's lock.
     pub(crate) published: Arc<Published>,
     /// When a handle last read what was published (as the driver saw it).
@@ -115,6 +120,7 @@ impl Slot {
             released: false,
             deferred: None,
             sends: None,
+            delivered: None,
             published: Arc::new(Published::new(remote)),
             read_at: now,
             connect: Wakers::default(),
@@ -260,6 +266,9 @@ pub(crate) struct EndpointState {
     /// The endpoint's figures, as [`Endpoint::stats`](crate::Endpoint::stats)
     /// reads them.
     pub(crate) figures: Arc<PublishedEndpoint>,
+    /// This turn moved delivered data for a waiting reader: the next turn
+    /// announces the window it opened.
+    delivered: bool,
 }
 
 impl EndpointState {
@@ -277,6 +286,7 @@ impl EndpointState {
             introduced: Wakers::default(),
             watched: Vec::new(),
             figures: Arc::default(),
+            delivered: false,
         }
     }
 
@@ -524,10 +534,16 @@ impl EndpointState {
                     slot.connect.wake_all();
                     slot.open_stream.wake_all();
                 }
-                Event::MessageReceived => slot.recv.wake_all(),
+                Event::MessageReceived => {
+                    self.delivered |= slot.deliver_messages(self.proto.connection(handle));
+                    slot.recv.wake_all();
+                }
                 Event::DatagramReceived => slot.datagrams.wake_all(),
                 Event::StreamOpened => slot.accept_stream.wake_all(),
-                Event::StreamReadable(stream) => slot.wake_stream(stream, true),
+                Event::StreamReadable(stream) => {
+                    self.delivered |= slot.deliver_stream(stream, self.proto.connection(handle));
+                    slot.wake_stream(stream, true);
+                }
                 Event::StreamWritable(stream) => {
                     // A stop is recorded while the protocol still knows it.
                     if let Some(waiters) = slot.streams.get_mut(&stream)
@@ -647,12 +663,17 @@ impl Node for EndpointState {
         self.dispatch(now);
     }
 
+    fn turn_again(&mut self) -> bool {
+        std::mem::take(&mut self.delivered)
+    }
+
     fn is_idle(&mut self) -> bool {
         self.proto.is_empty()
     }
 }
 
 mod credit;
+mod delivery;
 mod hand_off;
 mod sends;
 #[cfg(test)]

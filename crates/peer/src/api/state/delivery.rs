@@ -1,0 +1,221 @@
+//! Delivery buffers: what the driver took out of the protocol, at the end
+//! of a turn, for a reader that once found nothing and waited, so that its
+//! next reads copy it without the endpoint's lock.
+//!
+//! The driver takes the bytes or messages as the application would (the
+//! peer's window opens as if they were read), within a small fixed bound:
+//! such a reader holds at most [`STREAM_DELIVERY_BYTES`] of its stream,
+//! or [`MESSAGE_DELIVERY_BYTES`] of its connection's messages, beyond the
+//! window; they no longer count in the endpoint's memory budget, which
+//! counts what the protocol holds. A reader takes from its buffer first and reaches the protocol
+//! (under the endpoint's lock) only once it is empty; the driver fills it
+//! only under that lock, so what a reader takes comes in order, and the
+//! stream's end (its last byte read, or its reset) only after every byte
+//! moved before it.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::Context;
+
+use bytes::Bytes;
+
+use super::{Slot, StreamWaiters};
+
+use crate::proto::{Connection as ProtoConnection, ReadError, ReadOutcome, StreamId};
+
+/// Most bytes of one stream the driver moves for its waiting reader.
+pub(crate) const STREAM_DELIVERY_BYTES: usize = 64 * 1024;
+
+/// Most bytes of whole messages the driver moves for a connection's
+/// waiting `recv`.
+pub(crate) const MESSAGE_DELIVERY_BYTES: usize = 64 * 1024;
+
+/// Most messages moved at once (each costs a queue entry, even empty).
+const MESSAGE_DELIVERY_COUNT: usize = 1024;
+
+/// How a stream ended, as the driver found it behind the bytes it moved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StreamEnd {
+    Finished,
+    Reset(u64),
+}
+
+/// What one read took of a stream's delivery buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Taken {
+    /// This many bytes (more than 0).
+    Read(usize),
+    /// Nothing is left but the stream's end.
+    End(StreamEnd),
+    /// Nothing: read from the protocol.
+    Empty,
+}
+
+/// One stream's delivery buffer, shared by its `RecvStream` and the
+/// lock's side.
+#[derive(Debug, Default)]
+pub(crate) struct StreamDelivery(Mutex<StreamBuffer>);
+
+#[derive(Debug, Default)]
+struct StreamBuffer {
+    /// Bytes moved; those before `head` were taken.
+    bytes: Vec<u8>,
+    head: usize,
+    end: Option<StreamEnd>,
+}
+
+impl StreamDelivery {
+    fn lock(&self) -> MutexGuard<'_, StreamBuffer> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Copies the next bytes into `out` (not empty), or says the end.
+    pub(crate) fn take(&self, out: &mut [u8]) -> Taken {
+        let mut buffer = self.lock();
+        let StreamBuffer { bytes, head, end } = &mut *buffer;
+        let left = &bytes[*head..];
+        if left.is_empty() {
+            return end.map_or(Taken::Empty, Taken::End);
+        }
+        let n = left.len().min(out.len());
+        out[..n].copy_from_slice(&left[..n]);
+        *head += n;
+        if *head == bytes.len() {
+            bytes.clear();
+            *head = 0;
+        }
+        Taken::Read(n)
+    }
+
+    /// Moves what stream `id` of `connection` has readable, up to the
+    /// bound, and its end if that comes next; whether anything moved.
+    /// Under the endpoint's lock.
+    pub(crate) fn fill(&self, connection: &mut ProtoConnection, id: StreamId) -> bool {
+        let mut buffer = self.lock();
+        let StreamBuffer { bytes, head, end } = &mut *buffer;
+        if end.is_some() {
+            return false;
+        }
+        bytes.drain(..*head);
+        *head = 0;
+        let start = bytes.len();
+        let mut filled = start;
+        bytes.resize(STREAM_DELIVERY_BYTES, 0);
+        while filled < bytes.len() {
+            match connection.read(id, &mut bytes[filled..]) {
+                Ok(ReadOutcome::Read(0)) => break,
+                Ok(ReadOutcome::Read(n)) => filled += n,
+                Ok(ReadOutcome::Finished) => {
+                    *end = Some(StreamEnd::Finished);
+                    break;
+                }
+                Err(ReadError::Reset(code)) => {
+                    *end = Some(StreamEnd::Reset(code));
+                    break;
+                }
+                // The reader learns it under the lock.
+                Err(_) => break,
+            }
+        }
+        bytes.truncate(filled);
+        filled > start || end.is_some()
+    }
+}
+
+/// A connection's delivery buffer of whole messages, shared by its
+/// `Connection` handles and the lock's side.
+#[derive(Debug, Default)]
+pub(crate) struct MessageDelivery(Mutex<MessageBuffer>);
+
+#[derive(Debug, Default)]
+struct MessageBuffer {
+    messages: VecDeque<Bytes>,
+    bytes: usize,
+}
+
+impl MessageDelivery {
+    fn lock(&self) -> MutexGuard<'_, MessageBuffer> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The next message moved, if any.
+    pub(crate) fn take(&self) -> Option<Bytes> {
+        let mut buffer = self.lock();
+        let message = buffer.messages.pop_front()?;
+        buffer.bytes -= message.len();
+        Some(message)
+    }
+
+    /// Moves the whole messages `connection` delivered, as many as fit the
+    /// bound; whether any moved. Under the endpoint's lock.
+    pub(crate) fn fill(&self, connection: &mut ProtoConnection) -> bool {
+        let mut buffer = self.lock();
+        let before = buffer.messages.len();
+        while buffer.messages.len() < MESSAGE_DELIVERY_COUNT
+            && connection
+                .next_message_len()
+                .is_some_and(|len| buffer.bytes + len <= MESSAGE_DELIVERY_BYTES)
+            && let Some(message) = connection.recv_message()
+        {
+            buffer.bytes += message.len();
+            buffer.messages.push_back(message);
+        }
+        buffer.messages.len() > before
+    }
+}
+
+impl StreamWaiters {
+    /// The reader of `cx` waits for bytes: it is woken when some arrive,
+    /// and the driver moves them into its delivery buffer, which this
+    /// returns.
+    pub(crate) fn wait_to_read(&mut self, cx: &Context<'_>) -> Arc<StreamDelivery> {
+        self.read.register(cx);
+        Arc::clone(self.delivery.get_or_insert_default())
+    }
+
+    /// The next bytes the driver moved, if any.
+    pub(crate) fn take_delivered(&self, out: &mut [u8]) -> Taken {
+        self.delivery
+            .as_ref()
+            .map_or(Taken::Empty, |delivery| delivery.take(out))
+    }
+}
+
+impl Slot {
+    /// `recv` of `cx` waits for a message: it is woken when one arrives,
+    /// and the driver moves messages into the delivery buffer this returns.
+    pub(crate) fn wait_to_recv(&mut self, cx: &Context<'_>) -> Arc<MessageDelivery> {
+        self.recv.register(cx);
+        Arc::clone(self.delivered.get_or_insert_default())
+    }
+
+    /// The next message the driver moved, if any.
+    pub(crate) fn take_delivered(&self) -> Option<Bytes> {
+        self.delivered.as_ref().and_then(|d| d.take())
+    }
+
+    /// Moves what the connection delivered for `recv`, once one waited;
+    /// whether anything moved.
+    pub(super) fn deliver_messages(&self, connection: Option<&mut ProtoConnection>) -> bool {
+        match (&self.delivered, connection) {
+            (Some(delivered), Some(connection)) => delivered.fill(connection),
+            _ => false,
+        }
+    }
+
+    /// Moves what stream `id` delivered for its reader, once it waited;
+    /// whether anything moved.
+    pub(super) fn deliver_stream(
+        &self,
+        id: StreamId,
+        connection: Option<&mut ProtoConnection>,
+    ) -> bool {
+        match (self.streams.get(&id), connection) {
+            (Some(waiters), Some(connection)) => waiters
+                .delivery
+                .as_ref()
+                .is_some_and(|delivery| delivery.fill(connection, id)),
+            _ => false,
+        }
+    }
+}
