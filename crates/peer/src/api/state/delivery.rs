@@ -26,6 +26,10 @@ use crate::proto::{Connection as ProtoConnection, ReadError, ReadOutcome, Stream
 /// Most bytes of one stream the driver moves for its waiting reader.
 pub(crate) const STREAM_DELIVERY_BYTES: usize = 64 * 1024;
 
+/// What a stream's buffer holds at first; it doubles up to the bound
+/// while the driver keeps filling more than half of it.
+const STREAM_DELIVERY_START: usize = 4 * 1024;
+
 /// Most bytes of whole messages the driver moves for a connection's
 /// waiting `recv`.
 pub(crate) const MESSAGE_DELIVERY_BYTES: usize = 64 * 1024;
@@ -58,9 +62,10 @@ pub(crate) struct StreamDelivery(Mutex<StreamBuffer>);
 
 #[derive(Debug, Default)]
 struct StreamBuffer {
-    /// Bytes moved; those before `head` were taken.
-    bytes: Vec<u8>,
+    /// Bytes `head..tail` were moved and not taken yet.
+    bytes: Box<[u8]>,
     head: usize,
+    tail: usize,
     end: Option<StreamEnd>,
 }
 
@@ -72,18 +77,19 @@ impl StreamDelivery {
     /// Copies the next bytes into `out` (not empty), or says the end.
     pub(crate) fn take(&self, out: &mut [u8]) -> Taken {
         let mut buffer = self.lock();
-        let StreamBuffer { bytes, head, end } = &mut *buffer;
-        let left = &bytes[*head..];
+        let StreamBuffer {
+            bytes,
+            head,
+            tail,
+            end,
+        } = &mut *buffer;
+        let left = &bytes[*head..*tail];
         if left.is_empty() {
             return end.map_or(Taken::Empty, Taken::End);
         }
         let n = left.len().min(out.len());
         out[..n].copy_from_slice(&left[..n]);
         *head += n;
-        if *head == bytes.len() {
-            bytes.clear();
-            *head = 0;
-        }
         Taken::Read(n)
     }
 
@@ -92,19 +98,32 @@ impl StreamDelivery {
     /// Under the endpoint's lock.
     pub(crate) fn fill(&self, connection: &mut ProtoConnection, id: StreamId) -> bool {
         let mut buffer = self.lock();
-        let StreamBuffer { bytes, head, end } = &mut *buffer;
+        let StreamBuffer {
+            bytes,
+            head,
+            tail,
+            end,
+        } = &mut *buffer;
         if end.is_some() {
             return false;
         }
-        bytes.drain(..*head);
+        // What is left goes to the front, so the rest is free.
+        bytes.copy_within(*head..*tail, 0);
+        *tail -= *head;
         *head = 0;
-        let start = bytes.len();
-        let mut filled = start;
-        bytes.resize(STREAM_DELIVERY_BYTES, 0);
-        while filled < bytes.len() {
-            match connection.read(id, &mut bytes[filled..]) {
+        if bytes.len() - *tail <= bytes.len() / 2 && bytes.len() < STREAM_DELIVERY_BYTES {
+            // Grown as the stream keeps it full, so that a reader of a few
+            // bytes holds a small buffer.
+            let len = (bytes.len() * 2).clamp(STREAM_DELIVERY_START, STREAM_DELIVERY_BYTES);
+            let mut grown = vec![0; len].into_boxed_slice();
+            grown[..*tail].copy_from_slice(&bytes[..*tail]);
+            *bytes = grown;
+        }
+        let start = *tail;
+        while *tail < bytes.len() {
+            match connection.read(id, &mut bytes[*tail..]) {
                 Ok(ReadOutcome::Read(0)) => break,
-                Ok(ReadOutcome::Read(n)) => filled += n,
+                Ok(ReadOutcome::Read(n)) => *tail += n,
                 Ok(ReadOutcome::Finished) => {
                     *end = Some(StreamEnd::Finished);
                     break;
@@ -117,8 +136,7 @@ impl StreamDelivery {
                 Err(_) => break,
             }
         }
-        bytes.truncate(filled);
-        filled > start || end.is_some()
+        *tail > start || end.is_some()
     }
 }
 
