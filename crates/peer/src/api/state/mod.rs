@@ -189,12 +189,14 @@ impl Slot {
         self.streams.entry(id).or_default().halves += 1;
     }
 
-    /// The application let a half of stream `id` go: its waiters go, and
-    /// the stream's record once no half is held.
+    /// The application let a half of stream `id` go: its waiters (and the
+    /// reader's delivery buffer) go, and the stream's record once no half
+    /// is held.
     pub(crate) fn release_stream(&mut self, id: StreamId, read: bool) {
         if let Some(waiters) = self.streams.get_mut(&id) {
             if read {
                 waiters.read = Wakers::default();
+                waiters.delivery = None;
             } else {
                 waiters.write = Wakers::default();
             }
