@@ -27,9 +27,7 @@ use quanta::Instant;
 ///    it could not hand out and offer it again on a later turn;
 /// 4. [`poll_timeout`](Self::poll_timeout), whose answer arms the driver's
 ///    timer until the next turn;
-/// 5. [`end_turn`](Self::end_turn), once; if
-///    [`turn_again`](Self::turn_again) then says so, the next turn follows
-///    without sleeping.
+/// 5. [`end_turn`](Self::end_turn), once.
 ///
 /// Between turns the driver sleeps until the socket is readable, the timer
 /// expires, the socket is writable again (only while sends are pending), or
@@ -88,14 +86,6 @@ pub trait Node {
     /// rather than once per datagram. The default does nothing.
     fn end_turn(&mut self, now: Instant) {
         let _ = now;
-    }
-
-    /// Whether the node's [`end_turn`](Self::end_turn) did what calls for
-    /// another turn at once (it took delivered data out for a waiting task,
-    /// which may open a window to announce); asked after it, and the
-    /// default says no.
-    fn turn_again(&mut self) -> bool {
-        false
     }
 
     /// Whether the node holds nothing more to send or wait for (asked after

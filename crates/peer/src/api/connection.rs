@@ -258,12 +258,15 @@ impl Connection {
     /// endpoint's lock.
     pub async fn recv(&self) -> Result<Bytes, ConnectionLost> {
         poll_fn(|cx| {
-            if let Some(message) = self.inner.delivered.get().and_then(|d| d.take()) {
+            if let Some((message, wake)) = self.inner.delivered.get().and_then(|d| d.take()) {
+                if wake {
+                    self.wake_driver();
+                }
                 return Poll::Ready(Ok(message));
             }
             self.poll_step(|slot, connection| {
-                if let Some(message) = slot.take_delivered() {
-                    return Step::ready(Ok(message), false);
+                if let Some((message, wake)) = slot.take_delivered() {
+                    return Step::ready(Ok(message), wake);
                 }
                 let Some(connection) = connection else {
                     return Step::ready(Err(ended(slot, None)), false);

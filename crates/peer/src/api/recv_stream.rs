@@ -119,7 +119,12 @@ impl RecvStream {
         let id = self.id;
         let delivery = &mut self.delivery;
         let polled = match taken {
-            Taken::Read(n) => Poll::Ready(Ok(Some(n))),
+            Taken::Read(n, wake) => {
+                if wake {
+                    self.connection.wake_driver();
+                }
+                Poll::Ready(Ok(Some(n)))
+            }
             Taken::End(end) => Poll::Ready(delivered_end(end)),
             Taken::Empty => self
                 .connection
@@ -160,7 +165,7 @@ fn read_locked(
 ) -> Step<Result<Option<usize>, ReadError>> {
     if let Some(waiters) = slot.streams.get(&id) {
         match waiters.take_delivered(buf) {
-            Taken::Read(n) => return Step::ready(Ok(Some(n)), false),
+            Taken::Read(n, wake) => return Step::ready(Ok(Some(n)), wake),
             Taken::End(end) => return Step::ready(delivered_end(end), false),
             Taken::Empty => {}
         }

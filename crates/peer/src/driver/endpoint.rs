@@ -320,7 +320,7 @@ impl<N: Node> Driver<N> {
                 deadline = node.poll_timeout();
                 node.end_turn(now);
                 idle = drain_until.is_some() && node.is_idle();
-                busy = more_queued || more_to_send || node.turn_again();
+                busy = more_queued || more_to_send;
             }
             bump(&shared.stats.turns, 1);
             let all_sent = self.arena.try_send(&mut self.socket)?;

@@ -11,7 +11,9 @@
 //! (under the endpoint's lock) only once it is empty; the driver fills it
 //! only under that lock, so what a reader takes comes in order, and the
 //! stream's end (its last byte read, or its reset) only after every byte
-//! moved before it.
+//! moved before it. The first read after a move wakes the driver, which
+//! then announces the window the move opened, as a read of the protocol
+//! does.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -47,8 +49,10 @@ pub(crate) enum StreamEnd {
 /// What one read took of a stream's delivery buffer.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Taken {
-    /// This many bytes (more than 0).
-    Read(usize),
+    /// This many bytes (more than 0), and whether they are the first
+    /// taken since the driver moved more: the window the move opened is
+    /// announced once the driver is woken.
+    Read(usize, bool),
     /// Nothing is left but the stream's end.
     End(StreamEnd),
     /// Nothing: read from the protocol.
@@ -67,6 +71,8 @@ struct StreamBuffer {
     head: usize,
     tail: usize,
     end: Option<StreamEnd>,
+    /// The driver moved bytes no read has taken from yet.
+    fresh: bool,
 }
 
 impl StreamDelivery {
@@ -82,6 +88,7 @@ impl StreamDelivery {
             head,
             tail,
             end,
+            fresh,
         } = &mut *buffer;
         let left = &bytes[*head..*tail];
         if left.is_empty() {
@@ -90,22 +97,22 @@ impl StreamDelivery {
         let n = left.len().min(out.len());
         out[..n].copy_from_slice(&left[..n]);
         *head += n;
-        Taken::Read(n)
+        Taken::Read(n, std::mem::take(fresh))
     }
 
     /// Moves what stream `id` of `connection` has readable, up to the
-    /// bound, and its end if that comes next; whether anything moved.
-    /// Under the endpoint's lock.
-    pub(crate) fn fill(&self, connection: &mut ProtoConnection, id: StreamId) -> bool {
+    /// bound, and its end if that comes next. Under the endpoint's lock.
+    pub(crate) fn fill(&self, connection: &mut ProtoConnection, id: StreamId) {
         let mut buffer = self.lock();
         let StreamBuffer {
             bytes,
             head,
             tail,
             end,
+            fresh,
         } = &mut *buffer;
         if end.is_some() {
-            return false;
+            return;
         }
         // What is left goes to the front, so the rest is free.
         bytes.copy_within(*head..*tail, 0);
@@ -136,7 +143,7 @@ impl StreamDelivery {
                 Err(_) => break,
             }
         }
-        *tail > start || end.is_some()
+        *fresh |= *tail > start;
     }
 }
 
@@ -149,6 +156,8 @@ pub(crate) struct MessageDelivery(Mutex<MessageBuffer>);
 struct MessageBuffer {
     messages: VecDeque<Bytes>,
     bytes: usize,
+    /// The driver moved messages no `recv` has taken from yet.
+    fresh: bool,
 }
 
 impl MessageDelivery {
@@ -156,17 +165,18 @@ impl MessageDelivery {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The next message moved, if any.
-    pub(crate) fn take(&self) -> Option<Bytes> {
+    /// The next message moved, if any, and whether it is the first taken
+    /// since the driver moved more (see [`Taken::Read`]).
+    pub(crate) fn take(&self) -> Option<(Bytes, bool)> {
         let mut buffer = self.lock();
         let message = buffer.messages.pop_front()?;
         buffer.bytes -= message.len();
-        Some(message)
+        Some((message, std::mem::take(&mut buffer.fresh)))
     }
 
     /// Moves the whole messages `connection` delivered, as many as fit the
-    /// bound; whether any moved. Under the endpoint's lock.
-    pub(crate) fn fill(&self, connection: &mut ProtoConnection) -> bool {
+    /// bound. Under the endpoint's lock.
+    pub(crate) fn fill(&self, connection: &mut ProtoConnection) {
         let mut buffer = self.lock();
         let before = buffer.messages.len();
         while buffer.messages.len() < MESSAGE_DELIVERY_COUNT
@@ -178,7 +188,7 @@ impl MessageDelivery {
             buffer.bytes += message.len();
             buffer.messages.push_back(message);
         }
-        buffer.messages.len() > before
+        buffer.fresh |= buffer.messages.len() > before;
     }
 }
 
@@ -208,32 +218,24 @@ impl Slot {
     }
 
     /// The next message the driver moved, if any.
-    pub(crate) fn take_delivered(&self) -> Option<Bytes> {
+    pub(crate) fn take_delivered(&self) -> Option<(Bytes, bool)> {
         self.delivered.as_ref().and_then(|d| d.take())
     }
 
-    /// Moves what the connection delivered for `recv`, once one waited;
-    /// whether anything moved.
-    pub(super) fn deliver_messages(&self, connection: Option<&mut ProtoConnection>) -> bool {
-        match (&self.delivered, connection) {
-            (Some(delivered), Some(connection)) => delivered.fill(connection),
-            _ => false,
+    /// Moves what the connection delivered for `recv`, once one waited.
+    pub(super) fn deliver_messages(&self, connection: Option<&mut ProtoConnection>) {
+        if let (Some(delivered), Some(connection)) = (&self.delivered, connection) {
+            delivered.fill(connection);
         }
     }
 
-    /// Moves what stream `id` delivered for its reader, once it waited;
-    /// whether anything moved.
-    pub(super) fn deliver_stream(
-        &self,
-        id: StreamId,
-        connection: Option<&mut ProtoConnection>,
-    ) -> bool {
-        match (self.streams.get(&id), connection) {
-            (Some(waiters), Some(connection)) => waiters
-                .delivery
-                .as_ref()
-                .is_some_and(|delivery| delivery.fill(connection, id)),
-            _ => false,
+    /// Moves what stream `id` delivered for its reader, once it waited.
+    pub(super) fn deliver_stream(&self, id: StreamId, connection: Option<&mut ProtoConnection>) {
+        if let (Some(delivery), Some(connection)) = (
+            self.streams.get(&id).and_then(|w| w.delivery.as_ref()),
+            connection,
+        ) {
+            delivery.fill(connection, id);
         }
     }
 }

@@ -268,9 +268,6 @@ pub(crate) struct EndpointState {
     /// The endpoint's figures, as [`Endpoint::stats`](crate::Endpoint::stats)
     /// reads them.
     pub(crate) figures: Arc<PublishedEndpoint>,
-    /// This turn moved delivered data for a waiting reader: the next turn
-    /// announces the window it opened.
-    delivered: bool,
 }
 
 impl EndpointState {
@@ -288,7 +285,6 @@ impl EndpointState {
             introduced: Wakers::default(),
             watched: Vec::new(),
             figures: Arc::default(),
-            delivered: false,
         }
     }
 
@@ -537,13 +533,13 @@ impl EndpointState {
                     slot.open_stream.wake_all();
                 }
                 Event::MessageReceived => {
-                    self.delivered |= slot.deliver_messages(self.proto.connection(handle));
+                    slot.deliver_messages(self.proto.connection(handle));
                     slot.recv.wake_all();
                 }
                 Event::DatagramReceived => slot.datagrams.wake_all(),
                 Event::StreamOpened => slot.accept_stream.wake_all(),
                 Event::StreamReadable(stream) => {
-                    self.delivered |= slot.deliver_stream(stream, self.proto.connection(handle));
+                    slot.deliver_stream(stream, self.proto.connection(handle));
                     slot.wake_stream(stream, true);
                 }
                 Event::StreamWritable(stream) => {
@@ -663,10 +659,6 @@ impl Node for EndpointState {
 
     fn end_turn(&mut self, now: Instant) {
         self.dispatch(now);
-    }
-
-    fn turn_again(&mut self) -> bool {
-        std::mem::take(&mut self.delivered)
     }
 
     fn is_idle(&mut self) -> bool {
