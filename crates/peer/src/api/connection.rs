@@ -258,15 +258,17 @@ impl Connection {
     /// endpoint's lock.
     pub async fn recv(&self) -> Result<Bytes, ConnectionLost> {
         poll_fn(|cx| {
-            if let Some((message, wake)) = self.inner.delivered.get().and_then(|d| d.take()) {
-                if wake {
-                    self.wake_driver();
+            if let Some((message, first)) = self.inner.delivered.get().and_then(|d| d.take()) {
+                if first {
+                    // The window opens once the driver hears of it.
+                    let slot = self.inner.slot;
+                    self.hand_off(move |state| state.report_taken(slot, None));
                 }
                 return Poll::Ready(Ok(message));
             }
-            self.poll_step(|slot, connection| {
-                if let Some((message, wake)) = slot.take_delivered() {
-                    return Step::ready(Ok(message), wake);
+            self.poll_step(|slot, mut connection| {
+                if let Some(message) = slot.take_delivered_message(connection.as_deref_mut()) {
+                    return Step::ready(Ok(message), true);
                 }
                 let Some(connection) = connection else {
                     return Step::ready(Err(ended(slot, None)), false);

@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::error::ConnectionLost;
 use super::hand_off_tests::{PATIENCE, connected, open_announced, pattern, while_locked};
 use super::{Config, Connection, Endpoint, ReadError, RecvStream, SendStream, WriteError};
+use crate::proto::ConnectionError;
 
 /// How long the datagrams sent while a test holds the receiver's lock take
 /// to reach its socket.
@@ -165,16 +167,22 @@ async fn moved_bytes_are_read_before_the_reset_that_followed_them() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dropping_a_reader_with_moved_bytes_stops_the_writer() {
+async fn dropping_a_reader_with_moved_bytes_stops_the_writer_and_frees_them() {
     let sent = pattern(2, 1000);
     let (_, ends) = moved_for_a_waiting_reader(10, writing(sent)).await;
     let Ends {
         mut upload,
         download,
+        server,
         _connections,
         ..
     } = ends;
+    let held = held_for(&server, &_connections.1);
     drop(download);
+    // The 990 bytes left in the buffer are dropped as consumed: they no
+    // longer count as received memory (nor against the windows).
+    let freed = held.saturating_sub(held_for(&server, &_connections.1));
+    assert!(freed >= 990, "{freed} bytes freed of {held}");
     let stopped = tokio::time::timeout(PATIENCE, async {
         loop {
             match upload.write_all(&[0; 1000]).await {
@@ -266,4 +274,112 @@ async fn read_in_odd_chunks(mut stream: RecvStream) -> Vec<u8> {
         }
     }
     read
+}
+
+/// The memory the server's protocol counts as received on `connection`
+/// (its end of it): what the endpoint's budget is charged for it.
+fn held_for(server: &Endpoint, connection: &Connection) -> usize {
+    let slot = connection.slot();
+    server
+        .driver()
+        .with_node_unwoken(|state| {
+            state
+                .connection(slot)
+                .and_then(|(_, connection)| connection)
+                .map(|connection| connection.stats().receive_memory)
+        })
+        .expect("the driver runs")
+        .expect("the connection is open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_in_a_delivery_buffer_keep_the_writer_within_the_window() {
+    const WINDOW: usize = 64 * 1024;
+    let server_config = Config::default().receive_windows(WINDOW as u64, 1 << 20);
+    let (_server, client, a, b) = connected(server_config, Config::default()).await;
+    let (mut upload, mut download) = open_announced(&a, &b).await;
+    let mut received = vec![0u8; 2];
+    let mut got = 0;
+    while got < 2 {
+        got += download
+            .read(&mut received[got..])
+            .await
+            .expect("reads")
+            .expect("bytes");
+    }
+    // The reader waits once, so that the driver moves what comes for it,
+    // and then reads nothing while the writer sends far past the window.
+    let reader = tokio::spawn(async move {
+        let mut one = [0u8; 1];
+        let n = download.read(&mut one).await.expect("reads");
+        (n, one, download)
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // It waits for the window once the window is spent.
+    let _writer = tokio::spawn(async move {
+        let _ = upload.write_all(&pattern(2, 4 * WINDOW)).await;
+        upload
+    });
+    let (n, one, mut download) = tokio::time::timeout(PATIENCE, reader)
+        .await
+        .expect("the reader is woken")
+        .expect("the reader runs");
+    assert_eq!((n, one), (Some(1), [2]));
+    received.push(one[0]);
+    // The writer sends all the window lets in; then it goes without a
+    // word, so that what the reader finds is all it ever let in.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    client.driver().stop();
+    let mut buf = vec![0u8; 4 * WINDOW];
+    while let Ok(Ok(Some(n))) =
+        tokio::time::timeout(Duration::from_millis(500), download.read(&mut buf)).await
+    {
+        received.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        received == pattern(0, received.len()),
+        "bytes lost, duplicated or out of order"
+    );
+    assert!(
+        received.len() <= WINDOW,
+        "{} bytes let in by a window of {WINDOW}",
+        received.len()
+    );
+    assert!(received.len() > WINDOW / 2, "{} bytes", received.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moved_bytes_are_read_before_the_connection_loss_that_followed_them() {
+    let data = pattern(2, 1000);
+    let sent = data.clone();
+    let (read, ends) = moved_for_a_waiting_reader(10, writing(sent)).await;
+    assert_eq!(read, data[..10]);
+    let Ends {
+        mut download,
+        _connections: (a, _b),
+        ..
+    } = ends;
+    a.close(3, "gone").await;
+    tokio::time::sleep(IN_FLIGHT).await;
+    let mut rest = Vec::new();
+    let mut buf = [0u8; 100];
+    let end = loop {
+        match tokio::time::timeout(PATIENCE, download.read(&mut buf))
+            .await
+            .expect("the read ends")
+        {
+            Ok(Some(n)) => rest.extend_from_slice(&buf[..n]),
+            other => break other,
+        }
+    };
+    assert!(rest == data[10..], "moved bytes lost or out of order");
+    assert!(
+        matches!(
+            end,
+            Err(ReadError::ConnectionLost(ConnectionLost::Connection(
+                ConnectionError::PeerClosed { code: 3, .. }
+            )))
+        ),
+        "{end:?}"
+    );
 }

@@ -88,9 +88,11 @@ impl RecvStream {
             return Err(ClosedStream);
         }
         let id = self.id;
-        let stopped = self
-            .connection
-            .with_slot(|_, connection| connection.map(|c| c.stop_sending(id, code).is_ok()));
+        let stopped = self.connection.with_slot(|slot, mut connection| {
+            // What was moved for this reader is not wanted either.
+            slot.discard_delivered_bytes(connection.as_deref_mut(), id);
+            connection.map(|c| c.stop_sending(id, code).is_ok())
+        });
         if !matches!(stopped, Ok(Some(true))) {
             return Err(ClosedStream);
         }
@@ -119,9 +121,12 @@ impl RecvStream {
         let id = self.id;
         let delivery = &mut self.delivery;
         let polled = match taken {
-            Taken::Read(n, wake) => {
-                if wake {
-                    self.connection.wake_driver();
+            Taken::Read(n, first) => {
+                if first {
+                    // The window opens once the driver hears of it.
+                    let slot = self.connection.slot();
+                    self.connection
+                        .hand_off(move |state| state.report_taken(slot, Some(id)));
                 }
                 Poll::Ready(Ok(Some(n)))
             }
@@ -163,12 +168,11 @@ fn read_locked(
     buf: &mut [u8],
     delivery: &mut Option<Arc<StreamDelivery>>,
 ) -> Step<Result<Option<usize>, ReadError>> {
-    if let Some(waiters) = slot.streams.get(&id) {
-        match waiters.take_delivered(buf) {
-            Taken::Read(n, wake) => return Step::ready(Ok(Some(n)), wake),
-            Taken::End(end) => return Step::ready(delivered_end(end), false),
-            Taken::Empty => {}
-        }
+    let mut connection = connection;
+    match slot.take_delivered_bytes(connection.as_deref_mut(), id, buf) {
+        Taken::Read(n, _) => return Step::ready(Ok(Some(n)), true),
+        Taken::End(end) => return Step::ready(delivered_end(end), false),
+        Taken::Empty => {}
     }
     let Some(connection) = connection else {
         return Step::ready(Err(ended(slot, None).into()), false);
@@ -220,7 +224,8 @@ impl AsyncRead for RecvStream {
 impl Drop for RecvStream {
     fn drop(&mut self) {
         let (id, done) = (self.id, self.done);
-        let stopped = self.connection.with_slot(|slot, connection| {
+        let stopped = self.connection.with_slot(|slot, mut connection| {
+            slot.discard_delivered_bytes(connection.as_deref_mut(), id);
             slot.release_stream(id, true);
             match connection {
                 Some(connection) if !done => connection.stop_sending(id, 0).is_ok(),

@@ -56,11 +56,6 @@ impl Connection {
         self.config.message_send_buffer.saturating_sub(held)
     }
 
-    /// The size of the next whole message, left in place.
-    pub fn next_message_len(&self) -> Option<usize> {
-        self.inbox.front_len()
-    }
-
     /// The next whole message, if one arrived.
     pub fn recv_message(&mut self) -> Option<Bytes> {
         let (message, large) = self.inbox.pop_front()?;

@@ -2,18 +2,26 @@
 //! of a turn, for a reader that once found nothing and waited, so that its
 //! next reads copy it without the endpoint's lock.
 //!
-//! The driver takes the bytes or messages as the application would (the
-//! peer's window opens as if they were read), within a small fixed bound:
-//! such a reader holds at most [`STREAM_DELIVERY_BYTES`] of its stream,
-//! or [`MESSAGE_DELIVERY_BYTES`] of its connection's messages, beyond the
-//! window; they no longer count in the endpoint's memory budget, which
-//! counts what the protocol holds. A reader takes from its buffer first and reaches the protocol
-//! (under the endpoint's lock) only once it is empty; the driver fills it
-//! only under that lock, so what a reader takes comes in order, and the
+//! The driver takes the bytes or messages out *without consuming them*
+//! ([`take_stream`](crate::proto::Connection::take_stream),
+//! [`take_message`](crate::proto::Connection::take_message)), within a
+//! small fixed bound ([`STREAM_DELIVERY_BYTES`] of a stream,
+//! [`MESSAGE_DELIVERY_BYTES`] of a connection's messages): they still
+//! count against the stream's and the connection's windows, and in the
+//! endpoint's memory budget, as if they had stayed in the protocol. A
+//! buffer counts what its reader took since the lock's side last looked;
+//! the first read that finds that count at zero hands off a command that
+//! reports it consumed at the driver's next turn (and wakes the driver),
+//! which is when the window opens, as a read of the protocol would have
+//! opened it. A read under the lock, and each fill, report at once.
+//! Bytes a reader never takes (it stopped, or was dropped; the connection's
+//! handles all went) are reported consumed as they are dropped.
+//!
+//! A reader takes from its buffer first and reaches the protocol (under
+//! the endpoint's lock) only once it is empty; the driver fills it only
+//! under that lock, so what a reader takes comes in order, and the
 //! stream's end (its last byte read, or its reset) only after every byte
-//! moved before it. The first read after a move wakes the driver, which
-//! then announces the window the move opened, as a read of the protocol
-//! does.
+//! moved before it.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -21,7 +29,7 @@ use std::task::Context;
 
 use bytes::Bytes;
 
-use super::{Slot, StreamWaiters};
+use super::{EndpointState, Slot, SlotId, StreamWaiters};
 
 use crate::proto::{Connection as ProtoConnection, ReadError, ReadOutcome, StreamId};
 
@@ -50,8 +58,8 @@ pub(crate) enum StreamEnd {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Taken {
     /// This many bytes (more than 0), and whether they are the first
-    /// taken since the driver moved more: the window the move opened is
-    /// announced once the driver is woken.
+    /// taken since the lock's side last looked: the reader then hands off
+    /// the report that they were consumed.
     Read(usize, bool),
     /// Nothing is left but the stream's end.
     End(StreamEnd),
@@ -71,8 +79,8 @@ struct StreamBuffer {
     head: usize,
     tail: usize,
     end: Option<StreamEnd>,
-    /// The driver moved bytes no read has taken from yet.
-    fresh: bool,
+    /// Bytes the reader took that the protocol does not know consumed.
+    taken: u64,
 }
 
 impl StreamDelivery {
@@ -88,7 +96,7 @@ impl StreamDelivery {
             head,
             tail,
             end,
-            fresh,
+            taken,
         } = &mut *buffer;
         let left = &bytes[*head..*tail];
         if left.is_empty() {
@@ -97,19 +105,29 @@ impl StreamDelivery {
         let n = left.len().min(out.len());
         out[..n].copy_from_slice(&left[..n]);
         *head += n;
-        Taken::Read(n, std::mem::take(fresh))
+        let first = *taken == 0;
+        *taken += n as u64;
+        Taken::Read(n, first)
+    }
+
+    /// Reports to the protocol what the reader of stream `id` took since
+    /// the last report. Under the endpoint's lock.
+    fn report(&self, connection: &mut ProtoConnection, id: StreamId) {
+        report_stream(&mut self.lock(), connection, id);
     }
 
     /// Moves what stream `id` of `connection` has readable, up to the
-    /// bound, and its end if that comes next. Under the endpoint's lock.
-    pub(crate) fn fill(&self, connection: &mut ProtoConnection, id: StreamId) {
+    /// bound, and its end if that comes next, after reporting what the
+    /// reader took. Under the endpoint's lock.
+    fn fill(&self, connection: &mut ProtoConnection, id: StreamId) {
         let mut buffer = self.lock();
+        report_stream(&mut buffer, connection, id);
         let StreamBuffer {
             bytes,
             head,
             tail,
             end,
-            fresh,
+            ..
         } = &mut *buffer;
         if end.is_some() {
             return;
@@ -126,9 +144,8 @@ impl StreamDelivery {
             grown[..*tail].copy_from_slice(&bytes[..*tail]);
             *bytes = grown;
         }
-        let start = *tail;
         while *tail < bytes.len() {
-            match connection.read(id, &mut bytes[*tail..]) {
+            match connection.take_stream(id, &mut bytes[*tail..]) {
                 Ok(ReadOutcome::Read(0)) => break,
                 Ok(ReadOutcome::Read(n)) => *tail += n,
                 Ok(ReadOutcome::Finished) => {
@@ -143,7 +160,26 @@ impl StreamDelivery {
                 Err(_) => break,
             }
         }
-        *fresh |= *tail > start;
+    }
+
+    /// Drops what the buffer holds: with what the reader took, the
+    /// protocol counts it consumed. Under the endpoint's lock.
+    fn discard(&self, connection: Option<&mut ProtoConnection>, id: StreamId) {
+        let mut buffer = self.lock();
+        buffer.taken += (buffer.tail - buffer.head) as u64;
+        (buffer.head, buffer.tail) = (0, 0);
+        buffer.bytes = Box::default();
+        if let Some(connection) = connection {
+            report_stream(&mut buffer, connection, id);
+        }
+    }
+}
+
+/// Reports what the reader of stream `id` took since the last report.
+fn report_stream(buffer: &mut StreamBuffer, connection: &mut ProtoConnection, id: StreamId) {
+    let taken = std::mem::take(&mut buffer.taken);
+    if taken > 0 {
+        connection.stream_consumed(id, taken);
     }
 }
 
@@ -154,10 +190,12 @@ pub(crate) struct MessageDelivery(Mutex<MessageBuffer>);
 
 #[derive(Debug, Default)]
 struct MessageBuffer {
-    messages: VecDeque<Bytes>,
+    /// Each message, and what the protocol charged it.
+    messages: VecDeque<(Bytes, u64)>,
+    /// The bytes of `messages`.
     bytes: usize,
-    /// The driver moved messages no `recv` has taken from yet.
-    fresh: bool,
+    /// What the messages taken since the last report were charged.
+    taken: u64,
 }
 
 impl MessageDelivery {
@@ -166,29 +204,54 @@ impl MessageDelivery {
     }
 
     /// The next message moved, if any, and whether it is the first taken
-    /// since the driver moved more (see [`Taken::Read`]).
+    /// since the lock's side last looked (see [`Taken::Read`]).
     pub(crate) fn take(&self) -> Option<(Bytes, bool)> {
         let mut buffer = self.lock();
-        let message = buffer.messages.pop_front()?;
+        let (message, charge) = buffer.messages.pop_front()?;
         buffer.bytes -= message.len();
-        Some((message, std::mem::take(&mut buffer.fresh)))
+        let first = buffer.taken == 0;
+        buffer.taken += charge;
+        Some((message, first))
+    }
+
+    /// Reports to the protocol what the messages taken since the last
+    /// report were charged. Under the endpoint's lock.
+    fn report(&self, connection: &mut ProtoConnection) {
+        report_messages(&mut self.lock(), connection);
     }
 
     /// Moves the whole messages `connection` delivered, as many as fit the
-    /// bound. Under the endpoint's lock.
-    pub(crate) fn fill(&self, connection: &mut ProtoConnection) {
+    /// bound, after reporting those taken. Under the endpoint's lock.
+    fn fill(&self, connection: &mut ProtoConnection) {
         let mut buffer = self.lock();
-        let before = buffer.messages.len();
+        report_messages(&mut buffer, connection);
         while buffer.messages.len() < MESSAGE_DELIVERY_COUNT
-            && connection
-                .next_message_len()
-                .is_some_and(|len| buffer.bytes + len <= MESSAGE_DELIVERY_BYTES)
-            && let Some(message) = connection.recv_message()
+            && let Some((message, charge)) =
+                connection.take_message(MESSAGE_DELIVERY_BYTES - buffer.bytes)
         {
             buffer.bytes += message.len();
-            buffer.messages.push_back(message);
+            buffer.messages.push_back((message, charge));
         }
-        buffer.fresh |= buffer.messages.len() > before;
+    }
+
+    /// Drops the messages the buffer holds: with those taken, the
+    /// protocol counts them consumed. Under the endpoint's lock.
+    fn discard(&self, connection: Option<&mut ProtoConnection>) {
+        let mut buffer = self.lock();
+        let left: u64 = buffer.messages.drain(..).map(|(_, charge)| charge).sum();
+        buffer.taken += left;
+        buffer.bytes = 0;
+        if let Some(connection) = connection {
+            report_messages(&mut buffer, connection);
+        }
+    }
+}
+
+/// Reports what the messages taken since the last report were charged.
+fn report_messages(buffer: &mut MessageBuffer, connection: &mut ProtoConnection) {
+    let taken = std::mem::take(&mut buffer.taken);
+    if taken > 0 {
+        connection.messages_consumed(taken);
     }
 }
 
@@ -200,13 +263,6 @@ impl StreamWaiters {
         self.read.register(cx);
         Arc::clone(self.delivery.get_or_insert_default())
     }
-
-    /// The next bytes the driver moved, if any.
-    pub(crate) fn take_delivered(&self, out: &mut [u8]) -> Taken {
-        self.delivery
-            .as_ref()
-            .map_or(Taken::Empty, |delivery| delivery.take(out))
-    }
 }
 
 impl Slot {
@@ -217,9 +273,48 @@ impl Slot {
         Arc::clone(self.delivered.get_or_insert_default())
     }
 
-    /// The next message the driver moved, if any.
-    pub(crate) fn take_delivered(&self) -> Option<(Bytes, bool)> {
-        self.delivered.as_ref().and_then(|d| d.take())
+    /// The next bytes the driver moved for stream `id`'s reader, if any,
+    /// reported consumed at once. Under the endpoint's lock.
+    pub(crate) fn take_delivered_bytes(
+        &self,
+        connection: Option<&mut ProtoConnection>,
+        id: StreamId,
+        out: &mut [u8],
+    ) -> Taken {
+        let Some(delivery) = self.streams.get(&id).and_then(|w| w.delivery.as_ref()) else {
+            return Taken::Empty;
+        };
+        let taken = delivery.take(out);
+        if let (Taken::Read(..), Some(connection)) = (&taken, connection) {
+            delivery.report(connection, id);
+        }
+        taken
+    }
+
+    /// The next message the driver moved, if any, reported consumed at
+    /// once. Under the endpoint's lock.
+    pub(crate) fn take_delivered_message(
+        &self,
+        connection: Option<&mut ProtoConnection>,
+    ) -> Option<Bytes> {
+        let delivered = self.delivered.as_ref()?;
+        let (message, _) = delivered.take()?;
+        if let Some(connection) = connection {
+            delivered.report(connection);
+        }
+        Some(message)
+    }
+
+    /// Drops stream `id`'s delivery buffer (its reader stopped, or went):
+    /// what it holds is consumed.
+    pub(crate) fn discard_delivered_bytes(
+        &mut self,
+        connection: Option<&mut ProtoConnection>,
+        id: StreamId,
+    ) {
+        if let Some(delivery) = self.streams.get_mut(&id).and_then(|w| w.delivery.take()) {
+            delivery.discard(connection, id);
+        }
     }
 
     /// Moves what the connection delivered for `recv`, once one waited.
@@ -236,6 +331,41 @@ impl Slot {
             connection,
         ) {
             delivery.fill(connection, id);
+        }
+    }
+}
+
+impl EndpointState {
+    /// Reports what was taken without the lock from connection `id`'s
+    /// delivery buffer of stream `stream`'s bytes, or of messages (`None`):
+    /// the command a reader hands off after its first take since the last
+    /// report.
+    pub(crate) fn report_taken(&mut self, id: SlotId, stream: Option<StreamId>) {
+        let Some((slot, Some(connection))) = self.connection(id) else {
+            return;
+        };
+        match stream {
+            Some(stream) => {
+                if let Some(delivery) = slot.streams.get(&stream).and_then(|w| w.delivery.as_ref())
+                {
+                    delivery.report(connection, stream);
+                }
+            }
+            None => {
+                if let Some(delivered) = &slot.delivered {
+                    delivered.report(connection);
+                }
+            }
+        }
+    }
+
+    /// Drops connection `id`'s delivery buffer of messages (its handles
+    /// are all gone): what it holds is consumed.
+    pub(super) fn discard_delivered_messages(&mut self, id: SlotId) {
+        if let Some((slot, connection)) = self.connection(id)
+            && let Some(delivered) = slot.delivered.take()
+        {
+            delivered.discard(connection);
         }
     }
 }

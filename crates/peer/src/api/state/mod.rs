@@ -189,14 +189,12 @@ impl Slot {
         self.streams.entry(id).or_default().halves += 1;
     }
 
-    /// The application let a half of stream `id` go: its waiters (and the
-    /// reader's delivery buffer) go, and the stream's record once no half
-    /// is held.
+    /// The application let a half of stream `id` go: its waiters go, and
+    /// the stream's record once no half is held.
     pub(crate) fn release_stream(&mut self, id: StreamId, read: bool) {
         if let Some(waiters) = self.streams.get_mut(&id) {
             if read {
                 waiters.read = Wakers::default();
-                waiters.delivery = None;
             } else {
                 waiters.write = Wakers::default();
             }
@@ -440,6 +438,7 @@ impl EndpointState {
         };
         slot.released = true;
         let handle = slot.handle;
+        self.discard_delivered_messages(id);
         match handle {
             Some(_) if self.defer_release(id, code) => {}
             Some(handle) => self.proto.release(now, handle, code),
