@@ -46,7 +46,7 @@ struct Inner {
     /// How far `send` and `send_datagram` may hand off while the driver's
     /// turn holds the endpoint's lock.
     credits: Arc<SendCredits>,
-    /// The messages the driver moved for `recv`, once it waited.
+    /// The messages the driver moved for `recv`, once it took the lock.
     delivered: OnceLock<Arc<MessageDelivery>>,
 }
 
@@ -254,8 +254,9 @@ impl Connection {
 
     /// The next whole message from the peer. Messages delivered before the
     /// peer closed are all returned before the error that says it closed.
-    /// What the driver moved for a `recv` that waited is taken without the
-    /// endpoint's lock.
+    /// Once a `recv` has taken the endpoint's lock, the driver moves the
+    /// messages that arrive into a buffer that later calls take from
+    /// without that lock.
     pub async fn recv(&self) -> Result<Bytes, ConnectionLost> {
         poll_fn(|cx| {
             if let Some((message, first)) = self.inner.delivered.get().and_then(|d| d.take()) {
@@ -267,6 +268,8 @@ impl Connection {
                 return Poll::Ready(Ok(message));
             }
             self.poll_step(|slot, mut connection| {
+                // From now on the driver moves what arrives for `recv`.
+                self.inner.delivered.get_or_init(|| slot.message_delivery());
                 if let Some(message) = slot.take_delivered_message(connection.as_deref_mut()) {
                     return Step::ready(Ok(message), true);
                 }
@@ -279,7 +282,7 @@ impl Connection {
                 if slot.closed.is_some() || connection.is_closed() {
                     return Step::ready(Err(ended(slot, Some(connection))), false);
                 }
-                let _ = self.inner.delivered.set(slot.wait_to_recv(cx));
+                slot.recv.register(cx);
                 Step::pending()
             })
         })

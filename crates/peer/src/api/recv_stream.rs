@@ -16,10 +16,10 @@ use crate::proto::{self, Connection as ProtoConnection, ReadOutcome, StreamId};
 /// The receiving half of a stream: the peer's bytes in order, to their end
 /// (`AsyncRead` too). Bytes are copied once out of the stream's receive
 /// buffer; a read waits while nothing arrived, and the peer's flow control
-/// follows what is read. Once a read has waited, the driver moves up to
-/// 64 KiB of what arrives into a buffer of this half's at the end of its
-/// turn (the peer's window opening as if it were read), which reads take
-/// without the endpoint's lock, before the stream's end or reset.
+/// follows what is read. Once a read has taken the endpoint's lock, the
+/// driver moves up to 64 KiB of what arrives into a buffer of this half's
+/// at the end of its turn (counted against the peer's window until read),
+/// which reads take without that lock, before the stream's end or reset.
 ///
 /// [`stop`](Self::stop) (or dropping the half before its end) asks the
 /// peer to stop sending.
@@ -31,7 +31,7 @@ pub struct RecvStream {
     done: bool,
     /// Read to its end: a read says so again.
     finished: bool,
-    /// What the driver moved for this reader, once it waited.
+    /// What the driver moved for this reader, once it took the lock.
     delivery: Option<Arc<StreamDelivery>>,
 }
 
@@ -159,7 +159,7 @@ fn delivered_end(end: StreamEnd) -> Result<Option<usize>, ReadError> {
 
 /// One poll of a read of stream `id` under the endpoint's lock: what the
 /// driver moved first, then the protocol; a reader that finds nothing
-/// waits, and learns its delivery buffer.
+/// waits. The reader learns its delivery buffer.
 fn read_locked(
     cx: &Context<'_>,
     slot: &mut Slot,
@@ -168,6 +168,10 @@ fn read_locked(
     buf: &mut [u8],
     delivery: &mut Option<Arc<StreamDelivery>>,
 ) -> Step<Result<Option<usize>, ReadError>> {
+    if delivery.is_none() {
+        // From now on the driver moves what arrives for this reader.
+        *delivery = Some(slot.streams.entry(id).or_default().delivery());
+    }
     let mut connection = connection;
     match slot.take_delivered_bytes(connection.as_deref_mut(), id, buf) {
         Taken::Read(n, _) => return Step::ready(Ok(Some(n)), true),
@@ -182,7 +186,7 @@ fn read_locked(
             if slot.closed.is_some() || connection.error().is_some() {
                 return Step::ready(Err(ended(slot, Some(connection)).into()), false);
             }
-            *delivery = Some(slot.streams.entry(id).or_default().wait_to_read(cx));
+            slot.streams.entry(id).or_default().read.register(cx);
             Step::pending()
         }
         Ok(ReadOutcome::Read(n)) => Step::ready(Ok(Some(n)), true),

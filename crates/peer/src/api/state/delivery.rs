@@ -1,6 +1,7 @@
 //! Delivery buffers: what the driver took out of the protocol, at the end
-//! of a turn, for a reader that once found nothing and waited, so that its
-//! next reads copy it without the endpoint's lock.
+//! of a turn, for a reader that once read under the endpoint's lock (its
+//! first read, or one that found its buffer empty), so that its next
+//! reads copy it without that lock.
 //!
 //! The driver takes the bytes or messages out *without consuming them*
 //! ([`take_stream`](crate::proto::Connection::take_stream),
@@ -25,7 +26,6 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::Context;
 
 use bytes::Bytes;
 
@@ -256,20 +256,18 @@ fn report_messages(buffer: &mut MessageBuffer, connection: &mut ProtoConnection)
 }
 
 impl StreamWaiters {
-    /// The reader of `cx` waits for bytes: it is woken when some arrive,
-    /// and the driver moves them into its delivery buffer, which this
-    /// returns.
-    pub(crate) fn wait_to_read(&mut self, cx: &Context<'_>) -> Arc<StreamDelivery> {
-        self.read.register(cx);
+    /// The reader's delivery buffer, made on its first read under the
+    /// lock: from then on the driver moves what arrives into it.
+    pub(crate) fn delivery(&mut self) -> Arc<StreamDelivery> {
         Arc::clone(self.delivery.get_or_insert_default())
     }
 }
 
 impl Slot {
-    /// `recv` of `cx` waits for a message: it is woken when one arrives,
-    /// and the driver moves messages into the delivery buffer this returns.
-    pub(crate) fn wait_to_recv(&mut self, cx: &Context<'_>) -> Arc<MessageDelivery> {
-        self.recv.register(cx);
+    /// The delivery buffer of the connection's messages, made on the first
+    /// `recv` under the lock: from then on the driver moves what arrives
+    /// into it.
+    pub(crate) fn message_delivery(&mut self) -> Arc<MessageDelivery> {
         Arc::clone(self.delivered.get_or_insert_default())
     }
 
@@ -317,14 +315,14 @@ impl Slot {
         }
     }
 
-    /// Moves what the connection delivered for `recv`, once one waited.
+    /// Moves what the connection delivered for `recv`, once one took the lock.
     pub(super) fn deliver_messages(&self, connection: Option<&mut ProtoConnection>) {
         if let (Some(delivered), Some(connection)) = (&self.delivered, connection) {
             delivered.fill(connection);
         }
     }
 
-    /// Moves what stream `id` delivered for its reader, once it waited.
+    /// Moves what stream `id` delivered for its reader, once it took the lock.
     pub(super) fn deliver_stream(&self, id: StreamId, connection: Option<&mut ProtoConnection>) {
         if let (Some(delivery), Some(connection)) = (
             self.streams.get(&id).and_then(|w| w.delivery.as_ref()),

@@ -58,7 +58,7 @@ pub(crate) struct StreamWaiters {
     halves: u8,
     /// What the lock's side keeps of the writes, while this side writes.
     writes: Option<Box<Writes>>,
-    /// What the driver moved for the reader, once it waited.
+    /// What the driver moved for the reader, once it took the lock.
     delivery: Option<Arc<StreamDelivery>>,
 }
 
@@ -84,7 +84,7 @@ pub(crate) struct Slot {
     /// What the lock's side keeps of messages and datagrams sent without
     /// it, once a handle sent one.
     sends: Option<Box<Sends>>,
-    /// The messages the driver moved for `recv`, once it waited.
+    /// The messages the driver moved for `recv`, once it took the lock.
     delivered: Option<Arc<MessageDelivery>>,
     /// What the connection's handles read without the endpoint's lock.
     pub(crate) published: Arc<Published>,
