@@ -315,9 +315,17 @@ async fn bytes_in_a_delivery_buffer_keep_the_writer_within_the_window() {
         (n, one, download)
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    // It waits for the window once the window is spent.
+    // In pieces a little apart, so that each lands in a turn of its own
+    // and the driver moves it (the buffer grows as it is kept full); the
+    // writer waits for the window once the window is spent.
     let _writer = tokio::spawn(async move {
-        let _ = upload.write_all(&pattern(2, 4 * WINDOW)).await;
+        let data = pattern(2, 2 * WINDOW);
+        for piece in data.chunks(4096) {
+            if upload.write_all(piece).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         upload
     });
     let (n, one, mut download) = tokio::time::timeout(PATIENCE, reader)
@@ -328,7 +336,7 @@ async fn bytes_in_a_delivery_buffer_keep_the_writer_within_the_window() {
     received.push(one[0]);
     // The writer sends all the window lets in; then it goes without a
     // word, so that what the reader finds is all it ever let in.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
     client.driver().stop();
     let mut buf = vec![0u8; 4 * WINDOW];
     while let Ok(Ok(Some(n))) =
