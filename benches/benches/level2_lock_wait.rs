@@ -14,9 +14,12 @@
 //! buffers the transfer keeps full: flow control, not the lock. The same
 //! calls on a second connection of the loaded endpoint, whose buffers have
 //! room, time the lock: `send`, `write` and `send_datagram` of 64 bytes,
-//! then `recv` and `read` of what its peer echoed three probes earlier
-//! (which include the echo's way back when it is late). Every call that is
-//! a future is awaited to its end. Before the load, the loaded
+//! and, a round later, `recv`, `read` and `recv_datagram` of what its peer
+//! echoed. A read is timed in one of two rows: "delivered" when what it
+//! reads had arrived (its first poll was ready: the row that says whether
+//! reads wait for the lock), "waited" when the echo was late (that row's
+//! time is mostly the echo's way back). Every call that is a future is
+//! awaited to its end. Before the load, the loaded
 //! connection's `stats()` is timed idle, as the baseline. Durations go to
 //! HDR histograms (1 ns resolution); the percentiles are printed, with the
 //! transfer's throughput.
@@ -38,6 +41,9 @@ use tern_peer::{Config, Connection, Endpoint, IdentityKey, RecvStream, SendStrea
 
 /// Time between two probes.
 const PROBE_EVERY: Duration = Duration::from_micros(200);
+
+/// How long a probe waits for an echoed datagram.
+const DATAGRAM_PATIENCE: Duration = Duration::from_millis(20);
 
 /// Bytes per stream write.
 const CHUNK: usize = 64 << 10;
@@ -169,8 +175,7 @@ async fn run(load: Duration, per_turn: usize) -> Result<(), Box<dyn std::error::
     Ok(())
 }
 
-/// Sends back every message and every stream byte of `connection`, and
-/// takes its datagrams.
+/// Sends back every message, datagram and stream byte of `connection`.
 fn echo(connection: Connection) {
     tokio::spawn({
         let connection = connection.clone();
@@ -184,7 +189,11 @@ fn echo(connection: Connection) {
     });
     tokio::spawn({
         let connection = connection.clone();
-        async move { while connection.recv_datagram().await.is_ok() {} }
+        async move {
+            while let Ok(datagram) = connection.recv_datagram().await {
+                let _ = connection.send_datagram(datagram);
+            }
+        }
     });
     tokio::spawn(async move {
         let (mut send, mut recv) = connection.accept_bi().await?;
@@ -198,18 +207,27 @@ fn echo(connection: Connection) {
     });
 }
 
-/// What each probe times, in the order they run during the load.
-const PROBES: [&str; 10] = [
+/// What each probe times, in the order they run during the load. A read
+/// (`recv`, `read`, `recv_datagram`) of what the quiet connection's peer
+/// echoed a round earlier is timed in one of two rows: "delivered" when
+/// its first poll was ready (what it reads had arrived: the call's own
+/// time, its wait for the endpoint's lock included), "waited" when the
+/// echo was not there yet (its time is mostly the echo's way back).
+const PROBES: [&str; 14] = [
     "under bulk load: Connection::stats() of the loaded connection",
     "control (another endpoint, idle): Connection::stats()",
     "Endpoint::stats() of the loaded endpoint",
     "send of 64 B on the loaded connection (waits for room in its buffers)",
     "write of 64 B on the loaded connection's second stream (waits for room in its buffers)",
+    "recv of an echoed message, delivered",
+    "recv of an echoed message, waited for the echo",
+    "read of echoed bytes, delivered",
+    "read of echoed bytes, waited for the echo",
+    "recv_datagram of an echoed datagram, delivered",
+    "recv_datagram of an echoed datagram, waited for the echo",
     "send of 64 B on a quiet connection of the loaded endpoint",
     "write of 64 B on a quiet connection of the loaded endpoint",
     "send_datagram of 64 B on the quiet connection",
-    "recv of the message the quiet connection's peer echoed",
-    "read of the bytes the quiet connection's peer echoed",
 ];
 
 /// The calls timed under load, and their durations (in [`PROBES`] order).
@@ -232,11 +250,13 @@ struct Probes<'a> {
 
 impl Probes<'_> {
     /// Runs the probes in turn, [`PROBE_EVERY`] apart, for `time`. The
-    /// echoes are read three probes after what they answer was sent: a
-    /// read or recv that waits includes their way back.
+    /// quiet connection's message, bytes and datagram are sent at the end
+    /// of a round, and their echoes read in the next one, a dozen probes
+    /// later (see [`PROBES`]).
     async fn run(&mut self, time: Duration) {
         let end = quanta::Instant::now() + time;
         let mut buf = [0u8; 4096];
+        self.send_to_echo().await;
         while quanta::Instant::now() < end {
             let [
                 stats,
@@ -244,11 +264,15 @@ impl Probes<'_> {
                 endpoint,
                 sent,
                 written,
+                received,
+                received_late,
+                read,
+                read_late,
+                datagram_received,
+                datagram_late,
                 quiet_sent,
                 quiet_written,
                 datagram,
-                received,
-                read,
             ] = &mut self.times;
             time_call(stats, || self.loaded.stats());
             pause().await;
@@ -264,6 +288,15 @@ impl Probes<'_> {
             let result = self.loaded_stream.write(&SMALL).await;
             record(written, start, result);
             pause().await;
+            time_read(received, received_late, self.quiet.recv()).await;
+            pause().await;
+            time_read(read, read_late, self.quiet_recv.read(&mut buf)).await;
+            pause().await;
+            // A datagram may be lost, and nothing more is sent before
+            // the round ends: the wait is cut short.
+            let echoed = tokio::time::timeout(DATAGRAM_PATIENCE, self.quiet.recv_datagram());
+            time_read(datagram_received, datagram_late, echoed).await;
+            pause().await;
             let start = quanta::Instant::now();
             let result = self.quiet.send(&SMALL[..]).await;
             record(quiet_sent, start, result);
@@ -274,16 +307,41 @@ impl Probes<'_> {
             pause().await;
             time_call(datagram, || self.quiet.send_datagram(&SMALL[..]));
             pause().await;
-            let start = quanta::Instant::now();
-            let result = self.quiet.recv().await;
-            record(received, start, result);
-            pause().await;
-            let start = quanta::Instant::now();
-            let result = self.quiet_recv.read(&mut buf).await;
-            record(read, start, result);
-            pause().await;
         }
     }
+
+    /// The quiet connection's first message, bytes and datagram, whose
+    /// echoes the first round reads.
+    async fn send_to_echo(&mut self) {
+        let _ = self.quiet.send(&SMALL[..]).await;
+        let _ = self.quiet_send.write(&SMALL).await;
+        let _ = self.quiet.send_datagram(&SMALL[..]);
+        pause().await;
+    }
+}
+
+/// Awaits `read`, timed into `delivered` if its first poll was ready
+/// (what it reads had arrived), else into `waited`.
+async fn time_read<T>(
+    delivered: &mut Histogram<u64>,
+    waited: &mut Histogram<u64>,
+    read: impl Future<Output = T>,
+) {
+    let start = quanta::Instant::now();
+    let mut read = std::pin::pin!(read);
+    let mut first = None;
+    let result = std::future::poll_fn(|cx| {
+        let poll = read.as_mut().poll(cx);
+        first.get_or_insert(poll.is_ready());
+        poll
+    })
+    .await;
+    let histogram = if first == Some(true) {
+        delivered
+    } else {
+        waited
+    };
+    record(histogram, start, result);
 }
 
 /// The time between two probes.

@@ -104,7 +104,9 @@
 //! by the driver behind a lock of its own and never waits for its turn,
 //! and what they queue (a stream write, a message, a datagram) is handed
 //! off within the room the protocol had while the driver's turn holds the
-//! lock.
+//! lock; what a reader reads (stream bytes, messages) the driver moves,
+//! once the reader has taken the lock, into a small buffer of the
+//! reader's at the end of its turn, still charged to flow control.
 //!
 //! # Running a node
 //! A node decides; the driver moves its datagrams. This one answers every

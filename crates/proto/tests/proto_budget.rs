@@ -19,10 +19,10 @@ use support::greedy::{BUDGET, GREEDY, GREEDY_MESSAGE, HONEST_BYTES, run};
 use support::{Pair, check, drive, message};
 use tern_proto::{
     ConnectionError, ConnectionHandle, Direction, EndpointConfig, INITIAL_CONNECTION_WINDOW,
-    INITIAL_STREAM_WINDOW, Side, StreamId,
+    INITIAL_STREAM_WINDOW, ProtocolError, ReadOutcome, Side, StreamId,
 };
 use tern_sim::{LinkConfig, Seed};
-use tern_wire::{Frame, Stream};
+use tern_wire::{Frame, Message, Stream};
 
 #[test]
 fn greedy_peers_are_held_to_the_budget_and_the_honest_one_completes() {
@@ -268,4 +268,144 @@ fn a_peer_that_never_acknowledges_is_charged_its_sent_packet_ring() {
     let bound = 2 * (window / 64) + 2048;
     assert!(pings < bound / 2, "{pings} answers before the close");
     assert!(stats.memory_charged < peak, "{stats:?}");
+}
+
+/// Streams whose whole window is the initial one, so that filling it
+/// fills it all.
+fn small_stream_windows() -> EndpointConfig {
+    let mut config = EndpointConfig::default();
+    config.connection.stream_receive_window = INITIAL_STREAM_WINDOW;
+    config
+}
+
+#[test]
+fn bytes_taken_out_unconsumed_keep_the_windows_shut_and_stay_charged() {
+    // Four streams, each filled to its initial window: the connection's
+    // initial window in all. The application's side takes every byte out
+    // without consuming it (as a driver moving them into a reader's buffer
+    // does): no window opens, and the bytes are still charged.
+    const STREAMS: u64 = 4;
+    let mut attacker = Attacker::connect(small_stream_windows());
+    let chunk = [7u8; 1024];
+    let streams: Vec<StreamId> = (0..STREAMS)
+        .map(|i| StreamId::new(Side::Initiator, Direction::Bi, i))
+        .collect();
+    for &id in &streams {
+        for offset in (0..INITIAL_STREAM_WINDOW).step_by(chunk.len()) {
+            attacker.send(&[Frame::Stream(Stream {
+                id: id.0,
+                offset,
+                fin: false,
+                data: &chunk,
+            })]);
+        }
+    }
+    let mut before = Limits::default();
+    attacker.turn();
+    attacker.take_limits(&mut before);
+    let connection = attacker.connection().expect("open");
+    let held_before = connection.stats().receive_memory as u64;
+    let mut out = vec![0u8; 10_000];
+    for &id in &streams {
+        let mut taken = 0;
+        while let Ok(ReadOutcome::Read(n @ 1..)) = connection.take_stream(id, &mut out) {
+            assert!(out[..n].iter().all(|&b| b == 7));
+            taken += n as u64;
+        }
+        assert_eq!(taken, INITIAL_STREAM_WINDOW);
+    }
+    let held_taken = connection.stats().receive_memory as u64;
+    attacker.turn();
+    let charged = attacker.endpoint.stats().memory_charged;
+    let mut after = before.clone();
+    attacker.take_limits(&mut after);
+    assert_eq!(after, before, "a window opened for bytes not consumed");
+    // The pages the bytes left stay in the connection's pool, and the
+    // bytes taken count on top of them.
+    assert!(
+        held_taken + 1024 >= held_before + STREAMS * INITIAL_STREAM_WINDOW,
+        "held {held_taken}, before the take {held_before}"
+    );
+    assert!(
+        charged >= held_taken,
+        "charged {charged}, held {held_taken}"
+    );
+    // Past the windows, a byte is still a flow-control violation.
+    attacker.send(&[Frame::Stream(Stream {
+        id: streams[0].0,
+        offset: INITIAL_STREAM_WINDOW,
+        fin: false,
+        data: b"x",
+    })]);
+    let error = attacker.connection().and_then(|c| c.error().cloned());
+    assert!(
+        matches!(
+            error,
+            Some(ConnectionError::Protocol(
+                ProtocolError::StreamData(_) | ProtocolError::FlowControl(_)
+            ))
+        ),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn bytes_taken_out_open_the_windows_once_consumed() {
+    let mut attacker = Attacker::connect(small_stream_windows());
+    let id = StreamId::new(Side::Initiator, Direction::Bi, 0);
+    let chunk = [7u8; 1024];
+    for offset in (0..INITIAL_STREAM_WINDOW).step_by(chunk.len()) {
+        attacker.send(&[Frame::Stream(Stream {
+            id: id.0,
+            offset,
+            fin: false,
+            data: &chunk,
+        })]);
+    }
+    attacker.send(&[Frame::Message(Message {
+        id: 0,
+        data: &[1; 100],
+    })]);
+    let mut before = Limits::default();
+    attacker.turn();
+    attacker.take_limits(&mut before);
+    let connection = attacker.connection().expect("open");
+    let held_before = connection.stats().receive_memory as u64;
+    let mut out = vec![0u8; 10_000];
+    let mut taken = 0;
+    while let Ok(ReadOutcome::Read(n @ 1..)) = connection.take_stream(id, &mut out) {
+        taken += n as u64;
+    }
+    assert_eq!(taken, INITIAL_STREAM_WINDOW);
+    let (message, charge) = connection.take_message(1000).expect("a message");
+    assert_eq!(message.as_ref(), &[1; 100]);
+    assert!(charge >= 100);
+    assert!(connection.take_message(1000).is_none());
+    // The stream's pages stay in the pool, the message left the inbox:
+    // the bytes taken count on top, and the message as before.
+    let held_taken = connection.stats().receive_memory as u64;
+    assert!(
+        held_taken + 1024 >= held_before + taken,
+        "held {held_taken} taken, {held_before} before"
+    );
+    connection.stream_consumed(id, taken);
+    connection.messages_consumed(charge);
+    let held_after = connection.stats().receive_memory as u64;
+    assert_eq!(held_after + taken + charge, held_taken);
+    attacker.turn();
+    let mut after = before.clone();
+    attacker.take_limits(&mut after);
+    let stream_limit = |limits: &Limits| limits.streams.get(&id.0).copied().unwrap_or(0);
+    assert!(
+        stream_limit(&after) > stream_limit(&before).max(INITIAL_STREAM_WINDOW),
+        "the stream's window did not open: {after:?}"
+    );
+    // Reporting more than was taken changes nothing.
+    let connection = attacker.connection().expect("open");
+    connection.stream_consumed(id, 1 << 20);
+    connection.messages_consumed(1 << 20);
+    attacker.turn();
+    let mut again = after.clone();
+    attacker.take_limits(&mut again);
+    assert_eq!(again, after);
 }

@@ -2,7 +2,7 @@
 
 use std::future::poll_fn;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use super::error::{ConnectionLost, SendDatagramError, SendError};
 use super::published::{Published, Snapshot};
 use super::recv_stream::RecvStream;
 use super::send_stream::SendStream;
-use super::state::{EndpointState, SendCredits, Slot, SlotId, Wakers};
+use super::state::{EndpointState, MessageDelivery, SendCredits, Slot, SlotId, Wakers};
 use crate::driver::{DriverHandle, DriverStopped, StopCause};
 use crate::proto::{
     self, Connection as ProtoConnection, ConnectionStats, PublicIdentity, StreamId,
@@ -46,6 +46,8 @@ struct Inner {
     /// How far `send` and `send_datagram` may hand off while the driver's
     /// turn holds the endpoint's lock.
     credits: Arc<SendCredits>,
+    /// The messages the driver moved for `recv`, once it took the lock.
+    delivered: OnceLock<Arc<MessageDelivery>>,
 }
 
 impl Drop for Inner {
@@ -100,6 +102,7 @@ impl Connection {
                 slot,
                 published,
                 credits: Arc::default(),
+                delivered: OnceLock::new(),
             }),
         }
     }
@@ -251,9 +254,25 @@ impl Connection {
 
     /// The next whole message from the peer. Messages delivered before the
     /// peer closed are all returned before the error that says it closed.
+    /// Once a `recv` has taken the endpoint's lock, the driver moves the
+    /// messages that arrive into a buffer that later calls take from
+    /// without that lock.
     pub async fn recv(&self) -> Result<Bytes, ConnectionLost> {
         poll_fn(|cx| {
-            self.poll_step(|slot, connection| {
+            if let Some((message, first)) = self.inner.delivered.get().and_then(|d| d.take()) {
+                if first {
+                    // The window opens once the driver hears of it.
+                    let slot = self.inner.slot;
+                    self.hand_off(move |state| state.report_taken(slot, None));
+                }
+                return Poll::Ready(Ok(message));
+            }
+            self.poll_step(|slot, mut connection| {
+                // From now on the driver moves what arrives for `recv`.
+                self.inner.delivered.get_or_init(|| slot.message_delivery());
+                if let Some(message) = slot.take_delivered_message(connection.as_deref_mut()) {
+                    return Step::ready(Ok(message), true);
+                }
                 let Some(connection) = connection else {
                     return Step::ready(Err(ended(slot, None)), false);
                 };

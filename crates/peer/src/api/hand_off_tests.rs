@@ -15,12 +15,15 @@ use super::state::EndpointState;
 use super::{Config, Connection, Endpoint, RecvStream, SendStream, WriteError};
 
 /// Long enough for anything that does not hang.
-const PATIENCE: Duration = Duration::from_secs(10);
+pub(super) const PATIENCE: Duration = Duration::from_secs(10);
 
 /// A server and a client endpoint on loopback (each made with `server`
 /// and `client` configurations), and a connection between them: the
 /// client's and the server's.
-async fn connected(server: Config, client: Config) -> (Endpoint, Endpoint, Connection, Connection) {
+pub(super) async fn connected(
+    server: Config,
+    client: Config,
+) -> (Endpoint, Endpoint, Connection, Connection) {
     let localhost = "127.0.0.1:0".parse().expect("an address");
     let key = tern_wire::IdentityKey::generate_x25519(&mut OsRng);
     let public = key.public();
@@ -35,14 +38,14 @@ async fn connected(server: Config, client: Config) -> (Endpoint, Endpoint, Conne
 }
 
 /// `len` bytes numbered from `start`, so that a byte out of place shows.
-fn pattern(start: usize, len: usize) -> Vec<u8> {
+pub(super) fn pattern(start: usize, len: usize) -> Vec<u8> {
     (start..start + len).map(|i| (i % 251) as u8).collect()
 }
 
 /// Runs `f` on a thread of its own while this thread holds `endpoint`'s
 /// lock (as a driver turn would), and gives what it returned: `None` if it
 /// did not return within a second, i.e. it waited for the lock.
-fn while_locked<R: Send + 'static>(
+pub(super) fn while_locked<R: Send + 'static>(
     endpoint: &Endpoint,
     f: impl FnOnce() -> R + Send + 'static,
 ) -> (Option<R>, mpsc::Receiver<R>) {
@@ -100,7 +103,7 @@ fn locked_for_a_second<R: Send + 'static, S>(
 /// Opens a stream from `a` to `b` and writes its first two bytes
 /// (`pattern(0, 2)`), the second once the peer announced its window: from
 /// then on the writer may hand off.
-async fn open_announced(a: &Connection, b: &Connection) -> (SendStream, RecvStream) {
+pub(super) async fn open_announced(a: &Connection, b: &Connection) -> (SendStream, RecvStream) {
     let (mut upload, _) = a.open_bi().await.expect("opens");
     upload.write_all(&pattern(0, 1)).await.expect("writes");
     let (_, download) = tokio::time::timeout(PATIENCE, b.accept_bi())

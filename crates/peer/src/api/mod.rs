@@ -14,6 +14,8 @@
 mod candidates;
 mod config;
 mod connection;
+#[cfg(test)]
+mod delivery_tests;
 mod endpoint;
 mod error;
 #[cfg(test)]

@@ -3,18 +3,23 @@
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, ReadBuf};
 
 use super::connection::{Connection, Step, ended};
 use super::error::{ClosedStream, ReadError, ReadToEndError};
-use crate::proto::{self, ReadOutcome, StreamId};
+use super::state::{Slot, StreamDelivery, StreamEnd, Taken};
+use crate::proto::{self, Connection as ProtoConnection, ReadOutcome, StreamId};
 
 /// The receiving half of a stream: the peer's bytes in order, to their end
 /// (`AsyncRead` too). Bytes are copied once out of the stream's receive
 /// buffer; a read waits while nothing arrived, and the peer's flow control
-/// follows what is read.
+/// follows what is read. Once a read has taken the endpoint's lock, the
+/// driver moves up to 64 KiB of what arrives into a buffer of this half's
+/// at the end of its turn (counted against the peer's window until read),
+/// which reads take without that lock, before the stream's end or reset.
 ///
 /// [`stop`](Self::stop) (or dropping the half before its end) asks the
 /// peer to stop sending.
@@ -26,6 +31,8 @@ pub struct RecvStream {
     done: bool,
     /// Read to its end: a read says so again.
     finished: bool,
+    /// What the driver moved for this reader, once it took the lock.
+    delivery: Option<Arc<StreamDelivery>>,
 }
 
 impl RecvStream {
@@ -36,6 +43,7 @@ impl RecvStream {
             id,
             done: false,
             finished: false,
+            delivery: None,
         }
     }
 
@@ -80,9 +88,11 @@ impl RecvStream {
             return Err(ClosedStream);
         }
         let id = self.id;
-        let stopped = self
-            .connection
-            .with_slot(|_, connection| connection.map(|c| c.stop_sending(id, code).is_ok()));
+        let stopped = self.connection.with_slot(|slot, mut connection| {
+            // What was moved for this reader is not wanted either.
+            slot.discard_delivered_bytes(connection.as_deref_mut(), id);
+            connection.map(|c| c.stop_sending(id, code).is_ok())
+        });
         if !matches!(stopped, Ok(Some(true))) {
             return Err(ClosedStream);
         }
@@ -104,33 +114,27 @@ impl RecvStream {
         if buf.is_empty() {
             return Poll::Ready(Ok(Some(0)));
         }
+        let taken = self
+            .delivery
+            .as_ref()
+            .map_or(Taken::Empty, |delivery| delivery.take(buf));
         let id = self.id;
-        let polled = self.connection.poll_step(|slot, connection| {
-            let Some(connection) = connection else {
-                return Step::ready(Err(ended(slot, None).into()), false);
-            };
-            match connection.read(id, buf) {
-                Ok(ReadOutcome::Read(0)) => {
-                    if slot.closed.is_some() || connection.error().is_some() {
-                        return Step::ready(Err(ended(slot, Some(connection)).into()), false);
-                    }
-                    slot.streams.entry(id).or_default().read.register(cx);
-                    Step::pending()
+        let delivery = &mut self.delivery;
+        let polled = match taken {
+            Taken::Read(n, first) => {
+                if first {
+                    // The window opens once the driver hears of it.
+                    let slot = self.connection.slot();
+                    self.connection
+                        .hand_off(move |state| state.report_taken(slot, Some(id)));
                 }
-                Ok(ReadOutcome::Read(n)) => Step::ready(Ok(Some(n)), true),
-                Ok(ReadOutcome::Finished) => Step::ready(Ok(None), true),
-                Err(proto::ReadError::Reset(code)) => {
-                    Step::ready(Err(ReadError::Reset(code)), false)
-                }
-                Err(proto::ReadError::Closed) => {
-                    Step::ready(Err(ended(slot, Some(connection)).into()), false)
-                }
-                Err(_) if slot.closed.is_some() => {
-                    Step::ready(Err(ended(slot, Some(connection)).into()), false)
-                }
-                Err(_) => Step::ready(Err(ReadError::ClosedStream), false),
+                Poll::Ready(Ok(Some(n)))
             }
-        });
+            Taken::End(end) => Poll::Ready(delivered_end(end)),
+            Taken::Empty => self
+                .connection
+                .poll_step(|slot, connection| read_locked(cx, slot, connection, id, buf, delivery)),
+        };
         match polled {
             Poll::Ready(Ok(Some(n))) => Poll::Ready(Ok(Some(n))),
             Poll::Ready(done) => {
@@ -141,6 +145,60 @@ impl RecvStream {
             }
             Poll::Pending => Poll::Pending,
         }
+    }
+}
+
+/// What the stream's end, found behind the bytes the driver moved, makes
+/// of a read.
+fn delivered_end(end: StreamEnd) -> Result<Option<usize>, ReadError> {
+    match end {
+        StreamEnd::Finished => Ok(None),
+        StreamEnd::Reset(code) => Err(ReadError::Reset(code)),
+    }
+}
+
+/// One poll of a read of stream `id` under the endpoint's lock: what the
+/// driver moved first, then the protocol; a reader that finds nothing
+/// waits. The reader learns its delivery buffer.
+fn read_locked(
+    cx: &Context<'_>,
+    slot: &mut Slot,
+    connection: Option<&mut ProtoConnection>,
+    id: StreamId,
+    buf: &mut [u8],
+    delivery: &mut Option<Arc<StreamDelivery>>,
+) -> Step<Result<Option<usize>, ReadError>> {
+    if delivery.is_none() {
+        // From now on the driver moves what arrives for this reader.
+        *delivery = Some(slot.streams.entry(id).or_default().delivery());
+    }
+    let mut connection = connection;
+    match slot.take_delivered_bytes(connection.as_deref_mut(), id, buf) {
+        Taken::Read(n, _) => return Step::ready(Ok(Some(n)), true),
+        Taken::End(end) => return Step::ready(delivered_end(end), false),
+        Taken::Empty => {}
+    }
+    let Some(connection) = connection else {
+        return Step::ready(Err(ended(slot, None).into()), false);
+    };
+    match connection.read(id, buf) {
+        Ok(ReadOutcome::Read(0)) => {
+            if slot.closed.is_some() || connection.error().is_some() {
+                return Step::ready(Err(ended(slot, Some(connection)).into()), false);
+            }
+            slot.streams.entry(id).or_default().read.register(cx);
+            Step::pending()
+        }
+        Ok(ReadOutcome::Read(n)) => Step::ready(Ok(Some(n)), true),
+        Ok(ReadOutcome::Finished) => Step::ready(Ok(None), true),
+        Err(proto::ReadError::Reset(code)) => Step::ready(Err(ReadError::Reset(code)), false),
+        Err(proto::ReadError::Closed) => {
+            Step::ready(Err(ended(slot, Some(connection)).into()), false)
+        }
+        Err(_) if slot.closed.is_some() => {
+            Step::ready(Err(ended(slot, Some(connection)).into()), false)
+        }
+        Err(_) => Step::ready(Err(ReadError::ClosedStream), false),
     }
 }
 
@@ -170,7 +228,8 @@ impl AsyncRead for RecvStream {
 impl Drop for RecvStream {
     fn drop(&mut self) {
         let (id, done) = (self.id, self.done);
-        let stopped = self.connection.with_slot(|slot, connection| {
+        let stopped = self.connection.with_slot(|slot, mut connection| {
+            slot.discard_delivered_bytes(connection.as_deref_mut(), id);
             slot.release_stream(id, true);
             match connection {
                 Some(connection) if !done => connection.stop_sending(id, 0).is_ok(),

@@ -55,6 +55,7 @@ mod send;
 pub(crate) mod signals;
 mod stats;
 pub(crate) mod streams;
+mod taken;
 mod timers;
 mod transfer;
 mod untaken;
@@ -619,10 +620,8 @@ impl Connection {
 
     /// Reads the stream's next bytes, in order, into `out`.
     pub fn read(&mut self, id: StreamId, out: &mut [u8]) -> Result<ReadOutcome, ReadError> {
-        match self.streams.read(id, out) {
-            Err(ReadError::UnknownStream(_)) if self.error.is_some() => Err(ReadError::Closed),
-            other => other,
-        }
+        let read = self.streams.read(id, out);
+        self.closed_if_forgotten(read)
     }
 
     /// Streams the last frames or commands made readable, writable or

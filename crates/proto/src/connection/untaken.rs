@@ -36,6 +36,11 @@ impl<T> Untaken<T> {
         Some(item)
     }
 
+    /// The first item, if any, left in place.
+    pub(crate) fn front(&self) -> Option<(&Bytes, &T)> {
+        self.items.front().map(|(data, note)| (data, note))
+    }
+
     pub(crate) fn clear(&mut self) {
         self.items.clear();
         self.bytes = 0;
@@ -70,9 +75,12 @@ mod tests {
         queue.push_back(Bytes::from_static(b"abc"), ());
         queue.push_back(Bytes::from_static(b"de"), ());
         assert_eq!((queue.len(), queue.bytes()), (2, 5));
+        assert_eq!(queue.front().map(|(b, ())| b.len()), Some(3));
         assert_eq!(queue.pop_front().map(|(b, ())| b.len()), Some(3));
         assert_eq!(queue.bytes(), 2);
+        assert_eq!(queue.front().map(|(b, ())| b.as_ref()), Some(&b"de"[..]));
         queue.clear();
+        assert!(queue.front().is_none());
         assert!(queue.is_empty());
         assert_eq!(queue.bytes(), 0);
         assert!(queue.pop_front().is_none());

@@ -21,6 +21,7 @@ use crate::proto::{
     TransmitLimits,
 };
 pub(crate) use credit::Credit;
+pub(crate) use delivery::{MessageDelivery, StreamDelivery, StreamEnd, Taken};
 use hand_off::{Deferred, Writes};
 pub(crate) use sends::SendCredits;
 use sends::Sends;
@@ -70,6 +71,8 @@ pub(crate) struct StreamWaiters {
     halves: u8,
     /// What the lock's side keeps of the writes, while this side writes.
     writes: Option<Box<Writes>>,
+    /// What the driver moved for the reader, once it took the lock.
+    delivery: Option<Arc<StreamDelivery>>,
 }
 
 /// What the application side knows of one connection.
@@ -94,6 +97,8 @@ pub(crate) struct Slot {
     /// What the lock's side keeps of messages and datagrams sent without
     /// it, once a handle sent one.
     sends: Option<Box<Sends>>,
+    /// The messages the driver moved for `recv`, once it took the lock.
+    delivered: Option<Arc<MessageDelivery>>,
     /// What the connection's handles read without the endpoint's lock.
     pub(crate) published: Arc<Published>,
     /// When a handle last read what was published (as the driver saw it).
@@ -128,6 +133,7 @@ impl Slot {
             released: false,
             deferred: None,
             sends: None,
+            delivered: None,
             published: Arc::new(Published::new(remote)),
             read_at: now,
             connect: Wakers::default(),
@@ -449,6 +455,7 @@ impl EndpointState {
         };
         slot.released = true;
         let handle = slot.handle;
+        self.discard_delivered_messages(id);
         match handle {
             Some(_) if self.defer_release(id, code) => {}
             Some(handle) => self.proto.release(now, handle, code),
@@ -556,12 +563,18 @@ impl EndpointState {
                     slot.connect.wake_all();
                     slot.open_stream.wake_all();
                 }
-                Event::MessageReceived => woke_receiver |= slot.recv.wake_all(),
+                Event::MessageReceived => {
+                    slot.deliver_messages(self.proto.connection(handle));
+                    woke_receiver |= slot.recv.wake_all();
+                }
                 Event::DatagramReceived => woke_receiver |= slot.datagrams.wake_all(),
                 Event::StreamOpened => {
                     slot.accept_stream.wake_all();
                 }
-                Event::StreamReadable(stream) => woke_receiver |= slot.wake_stream(stream, true),
+                Event::StreamReadable(stream) => {
+                    slot.deliver_stream(stream, self.proto.connection(handle));
+                    woke_receiver |= slot.wake_stream(stream, true);
+                }
                 Event::StreamWritable(stream) => {
                     // A stop is recorded while the protocol still knows it.
                     if let Some(waiters) = slot.streams.get_mut(&stream)
@@ -694,6 +707,7 @@ impl Node for EndpointState {
 }
 
 mod credit;
+mod delivery;
 mod hand_off;
 mod sends;
 #[cfg(test)]

@@ -222,6 +222,10 @@ pub(super) struct Streams {
     granted: u64,
     /// An update of the window waits for room in the budget.
     credit_wanted: bool,
+    /// Bytes taken out of the receive buffers without being consumed (see
+    /// `Connection::take_stream`): held elsewhere, they still count
+    /// against the windows and as received memory.
+    taken: u64,
     /// Bytes the application's streams may hold together, and each.
     budget: SendBudget,
     /// Room was released since the waiting list was last looked at.
@@ -285,6 +289,7 @@ impl Streams {
             credit_room: u64::MAX,
             granted: 0,
             credit_wanted: false,
+            taken: 0,
             budget: SendBudget::new(config.send_buffer, config.stream_send_buffer),
             room_released: false,
             message_bytes: 0,
@@ -566,7 +571,8 @@ impl Streams {
     /// slack per stream: see [`recv_stream`]), and the large messages being
     /// put together (each counted against the connection window; its
     /// chunks hold at most an eighth more than its bytes, plus 4 KiB: see
-    /// [`messages::assembly`]).
+    /// [`messages::assembly`]), and the bytes and messages taken out
+    /// without being consumed, which the application's side holds.
     pub(super) fn receive_memory(&self) -> usize {
         let streams: usize = self
             .tables
@@ -575,7 +581,7 @@ impl Streams {
             .values()
             .map(|i| i.data.runs() * RUN_COST + i.message.as_ref().map_or(0, Assembly::memory))
             .sum();
-        self.pages.memory() + streams
+        self.pages.memory() + streams + self.taken as usize
     }
 
     /// Bytes buffered on this side for streams: sent and unacknowledged or

@@ -97,7 +97,26 @@ impl Streams {
         }
     }
 
+    /// The application reads stream `id`: what it takes is consumed at
+    /// once, and the windows move on.
     pub(in crate::connection) fn read(
+        &mut self,
+        id: StreamId,
+        out: &mut [u8],
+    ) -> Result<ReadOutcome, ReadError> {
+        let outcome = self.take(id, out)?;
+        if let ReadOutcome::Read(n) = outcome {
+            self.consume_taken(Some(id), n as u64);
+        }
+        Ok(outcome)
+    }
+
+    /// Takes the next bytes of stream `id` out of its buffer without
+    /// consuming them: they still count against the stream's and the
+    /// connection's windows, and as received memory, until
+    /// [`consume_taken`](Self::consume_taken) says the application has
+    /// them. A stream's end is taken like a read's.
+    pub(in crate::connection) fn take(
         &mut self,
         id: StreamId,
         out: &mut [u8],
@@ -123,13 +142,39 @@ impl Streams {
             }
             return Ok(ReadOutcome::Read(0));
         }
-        inc.window.on_consumed(n as u64);
-        if inc.window.poll_update().is_some() {
-            inc.data.set_limit(inc.window.limit());
-            self.tables.get_mut().max_stream_data_due.push(id);
-        }
-        self.on_consumed(n as u64);
+        self.taken += n as u64;
         Ok(ReadOutcome::Read(n))
+    }
+
+    /// The application has `bytes` that were taken out without being
+    /// consumed: of stream `id` (whose window moves on while the stream
+    /// is still received), or of messages (`None`). The connection window
+    /// moves on.
+    pub(in crate::connection) fn consume_taken(&mut self, id: Option<StreamId>, bytes: u64) {
+        let bytes = bytes.min(self.taken);
+        if bytes == 0 {
+            return;
+        }
+        self.taken -= bytes;
+        if let Some(id) = id
+            && let Some(tables) = self.tables.existing()
+            && let Some(inc) = tables.incoming.get_mut(&id)
+            && inc.reset_code.is_none()
+        {
+            inc.window.on_consumed(bytes);
+            if inc.window.poll_update().is_some() {
+                inc.data.set_limit(inc.window.limit());
+                tables.max_stream_data_due.push(id);
+            }
+        }
+        self.on_consumed(bytes);
+    }
+
+    /// A message of `charge` bytes (as the connection window counts it)
+    /// was taken out without being consumed: see
+    /// [`consume_taken`](Self::consume_taken).
+    pub(in crate::connection) fn on_message_taken_out(&mut self, charge: u64) {
+        self.taken += charge;
     }
 
     /// Bytes of all streams and messages the application took: the
