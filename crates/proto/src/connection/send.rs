@@ -50,45 +50,29 @@ pub(super) const COPIED_PINGS_PER_RTT: u8 = PROBE_PACKETS;
 /// side's probe timeout: by then the sender had used the rest of its
 /// credit, and the two sides fell silent but for backed-off probes
 /// (LEDBAT, ACKs losing 30 % in bursts, 10 ms, seed 34: 4.15 s without
-/// progress). The repeats ride in ACKs, a few bytes each, and make them
-/// ack-eliciting: the count bounds what they add to the bytes in flight
-/// when the peer does not acknowledge them.
-///
-/// A connection's first MaxData raises nothing: it restates the limit
-/// both sides start with. Its repeats ride only in packets that go anyway
-/// (data, or an ACK worth a datagram of its own): with every ACK they made
-/// an ACK that would have waited for the next request a datagram of its
-/// own, and a turn of the peer's for it, for each of a connection's first
-/// 32 answers. (Not repeated at all, the early ACKs they make
-/// ack-eliciting went missing on the lossy way back: LEDBAT, 30 %, 10 ms,
-/// seed 26 waited 2.6 s; repeated only in packets that go anyway, updates
-/// that raise limits left it waiting 1.3 s.)
+/// progress). The repeats ride in ACKs that go anyway, a few bytes each,
+/// and make them ack-eliciting: the count bounds what they add to the
+/// bytes in flight when the peer does not acknowledge them.
 const LIMIT_REPEATS: u8 = 32;
 
 /// The limits of the last flow-control update, while they are repeated
 /// (see [`LIMIT_REPEATS`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct LimitsRepeat {
-    /// Until when, how many repeats are left, whether the update raised a
-    /// limit (or only restated the first one), and the streams whose
-    /// limits it raised (the first two: a busy connection's).
-    due: Option<(Instant, u8, bool, [Option<StreamId>; 2])>,
+    /// Until when, how many repeats are left, and the streams whose limits
+    /// the update raised (the first two: a busy connection's).
+    due: Option<(Instant, u8, [Option<StreamId>; 2])>,
 }
 
 impl LimitsRepeat {
     /// Marks the limits of the last update to go again in the packet
-    /// being built, within a round trip of it; returns whether it did. An
-    /// update that raised nothing goes again only in a packet that
-    /// `goes_anyway`.
-    fn repeat(&mut self, now: Instant, streams: &mut Streams, goes_anyway: bool) -> bool {
-        let Some((until, left, raised, ids)) = &mut self.due else {
+    /// being built, within a round trip of it; returns whether it did.
+    fn repeat(&mut self, now: Instant, streams: &mut Streams) -> bool {
+        let Some((until, left, ids)) = &mut self.due else {
             return false;
         };
         if now >= *until || *left == 0 {
             self.due = None;
-            return false;
-        }
-        if !*raised && !goes_anyway {
             return false;
         }
         *left -= 1;
@@ -99,18 +83,15 @@ impl LimitsRepeat {
         true
     }
 
-    /// A packet that was no repeat carried `record`: if it updated limits,
+    /// A packet that was no repeat carried `record`: if it raised limits,
     /// they go again with the ACKs of the next `rtt`.
-    fn on_sent(&mut self, now: Instant, rtt: Duration, record: &CarriedRecord, streams: &Streams) {
-        let (mut updated, mut raised, mut ids) = (false, false, [None; 2]);
+    fn on_sent(&mut self, now: Instant, rtt: Duration, record: &CarriedRecord) {
+        let (mut raised, mut ids) = (false, [None; 2]);
         for item in record.iter() {
             match item {
-                Carried::MaxData => {
-                    updated = true;
-                    raised |= streams.connection_limit_raised();
-                }
+                Carried::MaxData => raised = true,
                 Carried::MaxStreamData(id) => {
-                    (updated, raised) = (true, true);
+                    raised = true;
                     if let Some(slot) = ids.iter_mut().find(|s| s.is_none()) {
                         *slot = Some(id);
                     }
@@ -118,8 +99,8 @@ impl LimitsRepeat {
                 _ => {}
             }
         }
-        if updated {
-            self.due = Some((now + rtt, LIMIT_REPEATS, raised, ids));
+        if raised {
+            self.due = Some((now + rtt, LIMIT_REPEATS, ids));
         }
     }
 }
@@ -491,7 +472,6 @@ impl Connection {
         });
         let probing = self.probes_due > 0;
         let rtt = self.loss.rtt().smoothed();
-        let has_data = self.has_data_to_send();
         let keys = self.keys.as_mut()?;
         if keys.sealer.remaining_packets() <= 1 {
             // The key's last packet is kept for a Close.
@@ -607,18 +587,13 @@ impl Connection {
                 record.push(Carried::Signal(id));
                 ack_eliciting = true;
             }
-            // Whether this packet goes whether or not limits go again in it.
-            let goes_anyway = ack_alone || ack_eliciting || has_data;
-            let repeating = wrote_ack
-                && self
-                    .limits_repeat
-                    .repeat(now, &mut self.streams, goes_anyway);
+            let repeating = wrote_ack && self.limits_repeat.repeat(now, &mut self.streams);
             let wrote_control = self.streams.write_control(&mut packet, &mut record);
             ack_eliciting |= wrote_control;
             // Only control frames raise limits: a packet without any (a
             // bulk sender's) is not looked through.
             if wrote_control && !repeating {
-                self.limits_repeat.on_sent(now, rtt, &record, &self.streams);
+                self.limits_repeat.on_sent(now, rtt, &record);
             }
             while let Some(datagram) = self.datagrams_out.front() {
                 if datagram.len() > packet.datagram_capacity() {

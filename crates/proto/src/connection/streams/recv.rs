@@ -11,7 +11,7 @@ use super::messages::assembly::Assembly;
 use super::recv_stream::RecvStream;
 use super::stream_id::{Direction, StreamId};
 use super::{Delivered, Incoming, ReadOutcome, Streams, slot};
-use crate::config::{INITIAL_CONNECTION_WINDOW, INITIAL_STREAM_WINDOW};
+use crate::config::INITIAL_STREAM_WINDOW;
 use crate::connection::error::{ProtocolError, ReadError};
 
 impl Streams {
@@ -378,12 +378,6 @@ impl Streams {
     }
 
     // ---- losses ----
-
-    /// Whether the connection's limit was ever raised past the one both
-    /// sides start with (the first MaxData only restates it).
-    pub(in crate::connection) fn connection_limit_raised(&self) -> bool {
-        self.window.limit() > INITIAL_CONNECTION_WINDOW
-    }
 
     pub(in crate::connection) fn on_max_data_lost(&mut self) {
         self.max_data_due = true;
