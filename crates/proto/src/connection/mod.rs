@@ -42,6 +42,7 @@ mod event;
 mod figures;
 mod handshake;
 mod identity;
+mod joined;
 mod message_limit;
 mod messages;
 mod observed;
