@@ -42,6 +42,7 @@ mod event;
 mod figures;
 mod handshake;
 mod identity;
+mod joined;
 mod lazy_deque;
 mod message_limit;
 mod messages;

@@ -13,6 +13,7 @@ use tern_wire::{
 
 use super::error::{ConnectionError, ProtocolError};
 use super::event::Event;
+use super::joined::Joined;
 use super::path::Path;
 use super::path::probe::is_probing;
 use super::send::{ACKS_PER_PING, COPIED_PINGS_PER_RTT};
@@ -105,9 +106,16 @@ impl Connection {
             now,
             ack_eliciting: false,
             ping: false,
+            streams_changed: false,
+            joined: Joined::new(),
         };
-        let result = frames.handle(&mut packet);
+        let result = frames
+            .handle(&mut packet)
+            .and_then(|()| packet.hand_over_joined());
         let (ack_eliciting, ping) = (packet.ack_eliciting, packet.ping);
+        if packet.streams_changed {
+            self.flush_readable();
+        }
         match result {
             Ok(()) => {}
             Err(Stop::Violation(e)) => {
@@ -255,7 +263,10 @@ impl Connection {
         match frame {
             Frame::Padding(_) | Frame::Ping => {}
             Frame::Ack(ack) => self.handle_ack(now, ack)?,
-            Frame::Stream(s) => self.on_stream(now, s)?,
+            Frame::Stream(s) => {
+                self.on_stream(now, s)?;
+                self.flush_readable();
+            }
             Frame::Message(m) => self.on_message(now, m)?,
             Frame::MaxData(m) => self.streams.on_max_data(m.max),
             Frame::MaxStreamData(m) => {
@@ -329,6 +340,9 @@ impl Connection {
         Ok(())
     }
 
+    /// A Stream frame; the events of the streams it made readable are
+    /// the caller's to raise ([`Self::flush_readable`]), once for all the
+    /// frames of a packet.
     fn on_stream(&mut self, now: Instant, s: &Stream<'_>) -> Result<(), ProtocolError> {
         self.last_data = now;
         let id = StreamId(s.id);
@@ -337,7 +351,6 @@ impl Connection {
                 .push_back(delivered.message, Some(delivered.held));
             self.notify(Event::MessageReceived);
         }
-        self.flush_readable();
         Ok(())
     }
 
@@ -393,6 +406,10 @@ struct PacketFrames<'c> {
     now: Instant,
     ack_eliciting: bool,
     ping: bool,
+    /// Stream frames were handled since their events were last raised.
+    streams_changed: bool,
+    /// Small stream frames held to be handed over as one.
+    joined: Joined,
 }
 
 /// Why a packet's frames stopped being read.
@@ -417,6 +434,25 @@ impl From<ProtocolError> for Stop {
 }
 
 impl PacketFrames<'_> {
+    /// Hands the stream frames joined so far to the connection, if any.
+    #[inline]
+    fn hand_over_joined(&mut self) -> Result<(), Stop> {
+        if self.joined.is_held() {
+            self.hand_over_run()
+        } else {
+            Ok(())
+        }
+    }
+
+    fn hand_over_run(&mut self) -> Result<(), Stop> {
+        let Some(frame) = self.joined.take_run() else {
+            return Ok(());
+        };
+        self.streams_changed = true;
+        self.connection.on_stream(self.now, &frame)?;
+        self.still_established()
+    }
+
     /// Reading goes on while the connection is established.
     #[inline]
     fn still_established(&self) -> Result<(), Stop> {
@@ -432,6 +468,11 @@ impl<'a> FrameHandler<'a> for PacketFrames<'_> {
     type Stop = Stop;
 
     fn on_frame(&mut self, frame: Frame<'a>) -> Result<(), Stop> {
+        self.hand_over_joined()?;
+        // The stream events before it come first, as the frames did.
+        if std::mem::take(&mut self.streams_changed) {
+            self.connection.flush_readable();
+        }
         self.ack_eliciting |= frame.is_ack_eliciting();
         self.ping |= matches!(frame, Frame::Ping);
         self.connection.handle_frame(self.now, &frame)?;
@@ -447,6 +488,7 @@ impl<'a> FrameHandler<'a> for PacketFrames<'_> {
 
     #[inline]
     fn on_ack(&mut self, frame: Ack<'a>) -> Result<(), Stop> {
+        self.hand_over_joined()?;
         self.connection.handle_ack(self.now, &frame)?;
         self.still_established()
     }
@@ -454,6 +496,14 @@ impl<'a> FrameHandler<'a> for PacketFrames<'_> {
     #[inline]
     fn on_stream(&mut self, frame: Stream<'a>) -> Result<(), Stop> {
         self.ack_eliciting = true;
+        if self.joined.take(&frame) {
+            return Ok(());
+        }
+        self.hand_over_joined()?;
+        if self.joined.take(&frame) {
+            return Ok(());
+        }
+        self.streams_changed = true;
         self.connection.on_stream(self.now, &frame)?;
         self.still_established()
     }
@@ -461,6 +511,7 @@ impl<'a> FrameHandler<'a> for PacketFrames<'_> {
     #[inline]
     fn on_message(&mut self, frame: Message<'a>) -> Result<(), Stop> {
         self.ack_eliciting = true;
+        self.hand_over_joined()?;
         self.connection.on_message(self.now, &frame)?;
         self.still_established()
     }
@@ -468,6 +519,7 @@ impl<'a> FrameHandler<'a> for PacketFrames<'_> {
     #[inline]
     fn on_datagram(&mut self, frame: Datagram<'a>) -> Result<(), Stop> {
         self.ack_eliciting = true;
+        self.hand_over_joined()?;
         self.connection.on_datagram(self.now, &frame)?;
         self.still_established()
     }

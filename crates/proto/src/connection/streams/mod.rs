@@ -362,18 +362,26 @@ impl Streams {
 
     /// Finds or opens (as the peer may, implicitly and in order) stream `id`
     /// named by a frame; `None` for a stream that is already done with.
+    ///
+    /// Inlined: a stream already open (every frame but a stream's first)
+    /// costs the checks alone; opening goes out of line.
+    #[inline(always)]
     fn remote_stream(&mut self, id: StreamId, sends_data: bool) -> Result<bool, ProtocolError> {
         self.limits
             .check_remote(id, sends_data)
             .map_err(ProtocolError::Stream)?;
-        if id.opener() == self.side {
+        if id.opener() == self.side || id.index() < self.opened_remote[slot(id.direction())] {
             return Ok(true);
         }
+        self.open_remote(id);
+        Ok(true)
+    }
+
+    /// Opens the peer's streams up to `id` (which its limit allows), in
+    /// order.
+    fn open_remote(&mut self, id: StreamId) {
         let direction = id.direction();
         let opened = &mut self.opened_remote[slot(direction)];
-        if id.index() < *opened {
-            return Ok(true);
-        }
         let first = *opened;
         *opened = id.index() + 1;
         for index in first..=id.index() {
@@ -397,7 +405,6 @@ impl Streams {
                 Direction::Uni => {}
             }
         }
-        Ok(true)
     }
 
     /// The peer's new limit on streams this side opens; the direction whose

@@ -113,6 +113,15 @@ impl Pages {
 
     /// Copies `data` to offsets `offset..offset + data.len()`.
     pub(crate) fn write(&mut self, pool: &mut PagePool, offset: u64, mut data: &[u8]) {
+        let within = (offset % PAGE as u64) as usize;
+        if let Some((last, page)) = self.pages.back_mut()
+            && *last == offset / PAGE as u64
+            && let Some(to) = page.get_mut(within..within + data.len())
+        {
+            // Within the last page (bytes in order, in small pieces).
+            to.copy_from_slice(data);
+            return;
+        }
         let mut at = offset;
         while !data.is_empty() {
             let within = (at % PAGE as u64) as usize;

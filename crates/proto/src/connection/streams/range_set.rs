@@ -2,6 +2,11 @@
 //! be sent again or have arrived; which message numbers were delivered.
 //! Ranges are half-open (`start..end`), kept merged and sorted, so a set's
 //! size follows the number of gaps, not the number of bytes or messages.
+//!
+//! The last range is kept apart from the ordered map that holds the rest:
+//! bytes arriving in order (every packet of a bulk transfer, and a peer's
+//! one-byte frames) only move its end, with no walk of the map, and a set
+//! that never had a gap never allocates a node.
 
 use std::collections::BTreeMap;
 use std::ops::{Bound, Range};
@@ -9,8 +14,11 @@ use std::ops::{Bound, Range};
 /// Disjoint, non-adjacent ranges, sorted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct RangeSet {
-    /// start → end of each range.
+    /// start → end of each range before `last`.
     ranges: BTreeMap<u64, u64>,
+    /// The last range (empty when the set is): every range in `ranges`
+    /// ends before its start, with a gap between.
+    last: Range<u64>,
 }
 
 impl RangeSet {
@@ -21,115 +29,110 @@ impl RangeSet {
 
     /// Whether the set holds no byte.
     pub(crate) fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
+        self.last.is_empty()
     }
 
     /// How many separate ranges the set holds.
     pub(crate) fn len(&self) -> usize {
-        self.ranges.len()
+        self.ranges.len() + usize::from(!self.last.is_empty())
     }
 
     /// Adds `range`, merging with what it touches or overlaps.
     ///
-    /// A range that reaches `range.start` grows in place, so bytes arriving
-    /// in order (every packet of a bulk transfer) change one value in the
-    /// map and never insert or remove a node.
+    /// A range at or after the last one's start (bytes arriving in order,
+    /// one frame or one packet at a time) grows or replaces the last range
+    /// without a look at the map.
+    #[inline]
     pub(crate) fn insert(&mut self, range: Range<u64>) {
         if range.is_empty() {
             return;
         }
-        // At or after the last range's start (bytes arriving in order, one
-        // frame or one packet at a time): only the last range can be
-        // touched, and it is reached without a search.
-        if let Some(mut last) = self.ranges.last_entry()
-            && range.start >= *last.key()
-        {
-            let end = last.get_mut();
-            if range.start > *end {
-                self.ranges.insert(range.start, range.end);
-            } else if range.end > *end {
-                *end = range.end;
+        if self.last.is_empty() {
+            self.last = range;
+        } else if range.start >= self.last.start {
+            if range.start > self.last.end {
+                let last = std::mem::replace(&mut self.last, range);
+                self.ranges.insert(last.start, last.end);
+            } else if range.end > self.last.end {
+                self.last.end = range.end;
             }
+        } else {
+            self.insert_before_last(range);
+        }
+    }
+
+    /// [`Self::insert`] of a range starting before the last one.
+    fn insert_before_last(&mut self, range: Range<u64>) {
+        if range.end < self.last.start {
+            // Clear of the last range: merged within the map.
+            insert_into(&mut self.ranges, range);
             return;
         }
-        let mut end = range.end;
-        // A range starting at or before `range.start` that reaches it
-        // takes the new end in place.
-        let grown = match self.ranges.range_mut(..=range.start).next_back() {
-            Some((_, e)) if *e >= end => return,
-            Some((&s, e)) if *e >= range.start => {
-                *e = end;
-                Some(s)
-            }
-            _ => None,
-        };
-        let start = grown.unwrap_or(range.start);
-        // Ranges starting after `start`, up to the new end, merge into it.
-        let mut merged = false;
-        while let Some((&s, &e)) = self
-            .ranges
-            .range((Bound::Excluded(start), Bound::Included(end)))
-            .next()
+        // It reaches the last range: the last range grows back to its
+        // start, and takes in the ranges of the map it reaches.
+        self.last.start = range.start;
+        self.last.end = self.last.end.max(range.end);
+        while let Some(entry) = self.ranges.last_entry()
+            && *entry.get() >= self.last.start
         {
-            end = end.max(e);
-            self.ranges.remove(&s);
-            merged = true;
-        }
-        if grown.is_none() || merged {
-            self.ranges.insert(start, end);
+            let (start, _) = entry.remove_entry();
+            self.last.start = self.last.start.min(start);
         }
     }
 
     /// Removes `range` from the set, splitting a range it falls inside.
     pub(crate) fn remove(&mut self, range: Range<u64>) {
-        if range.is_empty() {
+        if range.is_empty() || self.last.is_empty() {
             return;
         }
-        if let Some((&s, &e)) = self.ranges.range(..range.start).next_back()
-            && e > range.start
-        {
-            self.ranges.insert(s, range.start);
-            if e > range.end {
-                self.ranges.insert(range.end, e);
-                return;
-            }
-        }
-        while let Some((&s, &e)) = self.ranges.range(range.start..range.end).next() {
-            self.ranges.remove(&s);
-            if e > range.end {
-                self.ranges.insert(range.end, e);
-                break;
-            }
-        }
+        // The last range joins the map for the removal, and the map's last
+        // range is kept apart again after it.
+        self.ranges.insert(self.last.start, self.last.end);
+        remove_from(&mut self.ranges, range);
+        self.last = self.ranges.pop_last().map_or(0..0, |(s, e)| s..e);
     }
 
     /// Whether every byte of `range` is in the set.
     pub(crate) fn contains(&self, range: Range<u64>) -> bool {
-        range.is_empty()
-            || self
-                .ranges
-                .range(..=range.start)
-                .next_back()
-                .is_some_and(|(_, &e)| e >= range.end)
+        if range.is_empty() {
+            return true;
+        }
+        if range.start >= self.last.start {
+            return range.end <= self.last.end;
+        }
+        self.ranges
+            .range(..=range.start)
+            .next_back()
+            .is_some_and(|(_, &e)| e >= range.end)
     }
 
     /// The first range.
     pub(crate) fn first(&self) -> Option<Range<u64>> {
-        self.ranges.first_key_value().map(|(&s, &e)| s..e)
+        match self.ranges.first_key_value() {
+            Some((&s, &e)) => Some(s..e),
+            None => (!self.last.is_empty()).then(|| self.last.clone()),
+        }
     }
 
     /// The end of the last range: nothing at or past it is in the set.
     pub(crate) fn end(&self) -> Option<u64> {
-        self.ranges.last_key_value().map(|(_, &e)| e)
+        (!self.last.is_empty()).then_some(self.last.end)
     }
 
     /// Removes and returns up to `max` bytes from the front of the first range.
     pub(crate) fn pop_front(&mut self, max: u64) -> Option<Range<u64>> {
         let first = self.first()?;
         let end = first.end.min(first.start.saturating_add(max.max(1)));
-        self.ranges.remove(&first.start);
-        if end < first.end {
-            self.ranges.insert(end, first.end);
+        if self.ranges.is_empty() {
+            self.last.start = end;
+            if self.last.is_empty() {
+                self.last = 0..0;
+            }
+        } else {
+            self.ranges.remove(&first.start);
+            if end < first.end {
+                self.ranges.insert(end, first.end);
+            }
         }
         Some(first.start..end)
     }
@@ -142,8 +145,10 @@ impl RangeSet {
             .range(..=range.start)
             .next_back()
             .map_or(range.start, |(&s, _)| s);
+        let last = (!self.last.is_empty() && self.last.start < range.end).then_some(&self.last);
         Gaps {
             covered: self.ranges.range(from..range.end),
+            last,
             cursor: range.start,
             end: range.end,
         }
@@ -152,7 +157,59 @@ impl RangeSet {
     /// Every range, in order.
     #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = Range<u64>> + '_ {
-        self.ranges.iter().map(|(&s, &e)| s..e)
+        self.ranges
+            .iter()
+            .map(|(&s, &e)| s..e)
+            .chain((!self.last.is_empty()).then(|| self.last.clone()))
+    }
+}
+
+/// Adds `range` to `ranges`, merging with what it touches or overlaps.
+fn insert_into(ranges: &mut BTreeMap<u64, u64>, range: Range<u64>) {
+    let mut end = range.end;
+    // A range starting at or before `range.start` that reaches it
+    // takes the new end in place.
+    let grown = match ranges.range_mut(..=range.start).next_back() {
+        Some((_, e)) if *e >= end => return,
+        Some((&s, e)) if *e >= range.start => {
+            *e = end;
+            Some(s)
+        }
+        _ => None,
+    };
+    let start = grown.unwrap_or(range.start);
+    // Ranges starting after `start`, up to the new end, merge into it.
+    let mut merged = false;
+    while let Some((&s, &e)) = ranges
+        .range((Bound::Excluded(start), Bound::Included(end)))
+        .next()
+    {
+        end = end.max(e);
+        ranges.remove(&s);
+        merged = true;
+    }
+    if grown.is_none() || merged {
+        ranges.insert(start, end);
+    }
+}
+
+/// Removes `range` from `ranges`, splitting a range it falls inside.
+fn remove_from(ranges: &mut BTreeMap<u64, u64>, range: Range<u64>) {
+    if let Some((&s, &e)) = ranges.range(..range.start).next_back()
+        && e > range.start
+    {
+        ranges.insert(s, range.start);
+        if e > range.end {
+            ranges.insert(range.end, e);
+            return;
+        }
+    }
+    while let Some((&s, &e)) = ranges.range(range.start..range.end).next() {
+        ranges.remove(&s);
+        if e > range.end {
+            ranges.insert(range.end, e);
+            break;
+        }
     }
 }
 
@@ -160,6 +217,9 @@ impl RangeSet {
 #[derive(Debug)]
 pub(crate) struct Gaps<'a> {
     covered: std::collections::btree_map::Range<'a, u64, u64>,
+    /// The set's last range, once `covered` is done, if it starts
+    /// within the range.
+    last: Option<&'a Range<u64>>,
     cursor: u64,
     end: u64,
 }
@@ -169,10 +229,14 @@ impl Iterator for Gaps<'_> {
 
     fn next(&mut self) -> Option<Range<u64>> {
         while self.cursor < self.end {
-            match self.covered.next() {
-                Some((&start, &end)) => {
-                    let gap = self.cursor..start.min(self.end);
-                    self.cursor = self.cursor.max(end);
+            let next = match self.covered.next() {
+                Some((&start, &end)) => Some(start..end),
+                None => self.last.take().cloned(),
+            };
+            match next {
+                Some(covered) => {
+                    let gap = self.cursor..covered.start.min(self.end);
+                    self.cursor = self.cursor.max(covered.end);
                     if gap.start < gap.end {
                         return Some(gap);
                     }
@@ -212,6 +276,8 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Op {
         Insert(u64, u64),
+        /// Inserted `gap` past the set's end (in order when 0).
+        Append(u64, u64),
         Remove(u64, u64),
         Pop(u64),
     }
@@ -219,21 +285,46 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             (0u64..200, 0u64..40).prop_map(|(s, l)| Op::Insert(s, s + l)),
+            (0u64..3, 0u64..10).prop_map(|(gap, l)| Op::Append(gap, l)),
             (0u64..200, 0u64..40).prop_map(|(s, l)| Op::Remove(s, s + l)),
             (1u64..30).prop_map(Op::Pop),
         ]
     }
 
+    /// The model's runs of set bits, as ranges.
+    fn runs(model: &[bool]) -> Vec<Range<u64>> {
+        let mut runs: Vec<Range<u64>> = Vec::new();
+        for (i, _) in model.iter().enumerate().filter(|(_, b)| **b) {
+            let i = i as u64;
+            match runs.last_mut() {
+                Some(run) if run.end == i => run.end = i + 1,
+                _ => runs.push(i..i + 1),
+            }
+        }
+        runs
+    }
+
     proptest! {
-        /// Against a bitmap model: membership, merging, gaps and popping
-        /// agree, and ranges stay sorted, disjoint and non-adjacent.
+        /// Against a bitmap model: the ranges (merged, sorted, apart),
+        /// membership, gaps within any window and popping agree, whether
+        /// ranges arrive in order (the last range kept apart) or not.
         #[test]
-        fn agrees_with_a_bitmap(ops in proptest::collection::vec(op(), 0..100)) {
+        fn agrees_with_a_bitmap(
+            ops in proptest::collection::vec(op(), 0..100),
+            window in (0u64..256, 0u64..256),
+        ) {
             let mut set = RangeSet::new();
-            let mut model = [false; 256];
+            let mut model = [false; 300];
             for op in ops {
                 match op {
                     Op::Insert(s, e) => { set.insert(s..e); model[s as usize..e as usize].fill(true); }
+                    Op::Append(gap, len) => {
+                        let bound = model.len() as u64;
+                        let s = (set.end().unwrap_or(0) + gap).min(bound);
+                        let e = (s + len).min(bound);
+                        set.insert(s..e);
+                        model[s as usize..e as usize].fill(true);
+                    }
                     Op::Remove(s, e) => { set.remove(s..e); model[s as usize..e as usize].fill(false); }
                     Op::Pop(max) => {
                         let popped = set.pop_front(max);
@@ -245,17 +336,24 @@ mod tests {
                         }
                     }
                 }
-                let ranges: Vec<_> = set.iter().collect();
-                for pair in ranges.windows(2) {
-                    prop_assert!(pair[0].end < pair[1].start);
-                }
+                let expected = runs(&model);
+                prop_assert_eq!(set.iter().collect::<Vec<_>>(), expected.clone());
+                prop_assert_eq!(set.len(), expected.len());
+                prop_assert_eq!(set.is_empty(), expected.is_empty());
+                prop_assert_eq!(set.first(), expected.first().cloned());
+                prop_assert_eq!(set.end(), expected.last().map(|r| r.end));
                 for (i, bit) in model.iter().enumerate() {
                     prop_assert_eq!(set.contains(i as u64..i as u64 + 1), *bit);
                 }
-                let last = model.iter().rposition(|b| *b).map(|i| i as u64 + 1);
-                prop_assert_eq!(set.end(), last);
-                let gaps: u64 = set.gaps(0..256).map(|g| g.end - g.start).sum();
-                prop_assert_eq!(gaps, model.iter().filter(|b| !**b).count() as u64);
+                let (from, to) = (window.0.min(window.1), window.0.max(window.1));
+                let all_in = model[from as usize..to as usize].iter().all(|b| *b);
+                prop_assert_eq!(set.contains(from..to), all_in);
+                let gaps: Vec<_> = set.gaps(from..to).collect();
+                let mut inverse = model;
+                inverse.iter_mut().for_each(|b| *b = !*b);
+                inverse[..from as usize].fill(false);
+                inverse[to as usize..].fill(false);
+                prop_assert_eq!(gaps, runs(&inverse));
             }
         }
     }

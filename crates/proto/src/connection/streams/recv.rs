@@ -194,22 +194,36 @@ impl Streams {
     /// held back; they are counted by a walk of the incoming streams, only
     /// once the peer used half the window in force (before, they cannot
     /// fill more than half of it).
+    ///
+    /// Inlined: called for every frame of data, which seldom makes an
+    /// update due; granting one goes out of line.
+    #[inline]
     fn grant_update(&mut self) {
         let held_back = if self.window.unused() <= self.window.current() / 2 {
-            self.tables
-                .get()
-                .incoming
-                .values()
-                .filter(|inc| inc.message.is_some())
-                .map(|inc| inc.charged)
-                .sum()
+            self.held_back()
         } else {
             0
         };
         self.window.set_held_back(held_back);
-        let Some(raise) = self.window.raise_due() else {
-            return;
-        };
+        if let Some(raise) = self.window.raise_due() {
+            self.grant(raise);
+        }
+    }
+
+    /// The bytes of the large messages under assembly.
+    fn held_back(&self) -> u64 {
+        self.tables
+            .get()
+            .incoming
+            .values()
+            .filter(|inc| inc.message.is_some())
+            .map(|inc| inc.charged)
+            .sum()
+    }
+
+    /// Grants the connection window's update of `raise` bytes, if it fits
+    /// in `credit_room`.
+    fn grant(&mut self, raise: u64) {
         if raise > self.credit_room {
             self.credit_wanted = true;
             return;
@@ -321,12 +335,13 @@ impl Streams {
             .on_received(grew)
             .map_err(ProtocolError::FlowControl)?;
         inc.data
-            .insert(&mut self.pages, offset, data, fin)
+            .store(&mut self.pages, offset, data, fin)
             .map_err(ProtocolError::StreamData)?;
         if inc.message.is_none() {
-            if (inc.data.readable() > 0 || inc.data.is_finished())
-                && !std::mem::replace(&mut inc.readable_queued, true)
-            {
+            // Queued once until the application takes the event: most
+            // frames find it queued already and look no further.
+            if !inc.readable_queued && (inc.data.readable() > 0 || inc.data.is_finished()) {
+                inc.readable_queued = true;
                 self.tables.get_mut().readable.push(id);
             }
             self.grant_update();

@@ -144,37 +144,51 @@ impl RecvStream {
         fin: bool,
     ) -> Result<u64, StreamError> {
         let grew = self.growth(offset, data.len(), fin)?;
+        self.store(pool, offset, data, fin)?;
+        Ok(grew)
+    }
+
+    /// [`Self::insert`] of data [`Self::growth`] accepted (the caller
+    /// checked it, and its windows, first): stored without a second check.
+    pub(crate) fn store(
+        &mut self,
+        pool: &mut PagePool,
+        offset: u64,
+        data: &[u8],
+        fin: bool,
+    ) -> Result<(), StreamError> {
         let end = offset + data.len() as u64;
         if fin {
             self.final_size = Some(end);
         }
         self.highest = self.highest.max(end);
         let start = offset.max(self.read);
-        if start < end {
-            if self.received.end().is_none_or(|held| held <= start) {
-                // Past everything held (bytes in order): all of it is new,
-                // with no search for gaps.
-                self.pages
-                    .write(pool, start, &data[(start - offset) as usize..]);
-                self.buffered += end - start;
-            } else {
-                for gap in self.received.gaps(start..end) {
-                    let from = (gap.start - offset) as usize;
-                    let to = (gap.end - offset) as usize;
-                    self.pages.write(pool, gap.start, &data[from..to]);
-                    self.buffered += gap.end - gap.start;
-                }
-            }
-            self.received.insert(start..end);
-            let runs = self.received.len();
-            if runs > MAX_RUNS_SLACK && runs as u64 > self.buffered / MIN_RUN_BYTES {
-                return Err(StreamError::Fragmented {
-                    runs,
-                    bytes: self.buffered,
-                });
+        if start >= end {
+            return Ok(());
+        }
+        if self.received.end().is_none_or(|held| held <= start) {
+            // Past everything held (bytes in order): all of it is new,
+            // with no search for gaps.
+            self.pages
+                .write(pool, start, &data[(start - offset) as usize..]);
+            self.buffered += end - start;
+        } else {
+            for gap in self.received.gaps(start..end) {
+                let from = (gap.start - offset) as usize;
+                let to = (gap.end - offset) as usize;
+                self.pages.write(pool, gap.start, &data[from..to]);
+                self.buffered += gap.end - gap.start;
             }
         }
-        Ok(grew)
+        self.received.insert(start..end);
+        let runs = self.received.len();
+        if runs > MAX_RUNS_SLACK && runs as u64 > self.buffered / MIN_RUN_BYTES {
+            return Err(StreamError::Fragmented {
+                runs,
+                bytes: self.buffered,
+            });
+        }
+        Ok(())
     }
 
     /// Forgets every byte held, giving its pages back to `pool`; the bytes

@@ -174,6 +174,7 @@ impl StreamLimits {
     /// opened, or one of ours it may send on. `sends_data` is whether the
     /// frame carries data toward this side (a stream frame) rather than
     /// about our sending (stop-sending, flow control).
+    #[inline]
     pub(crate) fn check_remote(&self, id: StreamId, sends_data: bool) -> Result<(), StreamIdError> {
         let counts = match id.direction() {
             Direction::Bi => &self.bi,
