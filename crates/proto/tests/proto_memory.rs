@@ -133,9 +133,10 @@ fn idle_connections_cost_at_most_their_measured_bound_each() {
     // not their expansions. 3 277 and 2 528 once the rare counters, the
     // queues of messages, datagrams and events, the scheduler's queues
     // and a new path's validation state went out of line; 3 213 and
-    // 2 464 once the ACK-processing lists were boxed too; 3 261 and 2 512
-    // with the late packets an ACK frame remembers (a deque's header).
-    let (inline_bound, bound) = (2_515, 3_280);
+    // 2 464 once the ACK-processing lists were boxed too; 3 277 and 2 528
+    // with the late packets an ACK frame remembers (a deque's header) and
+    // the message numbers' last range kept out of their ordered map.
+    let (inline_bound, bound) = (2_580, 3_345);
     assert!(
         inline <= inline_bound,
         "a connection is {inline} bytes inline"
