@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use support::attacker::Attacker;
 use tern_proto::{ConnectionError, EndpointConfig, ProtocolError, StreamId};
-use tern_wire::{Ack, AckFrameRanges, Datagram, Frame, FrameType, ResetStream, Stream};
+use tern_wire::{Ack, AckFrameRanges, Datagram, Frame, ResetStream, Stream};
 
 /// The largest datagram an honest sender sends: what one packet at the
 /// minimum UDP payload carries.
@@ -20,30 +20,15 @@ fn max_datagram() -> usize {
         .guaranteed_message_capacity()
 }
 
-/// The connection's end, once it closed.
-fn error(attacker: &mut Attacker) -> Option<ConnectionError> {
-    attacker.connection().and_then(|c| c.error().cloned())
-}
-
-/// Whether the endpoint sent the attacker a transport Close.
-fn sent_transport_close(attacker: &mut Attacker) -> bool {
-    let inbox = std::mem::take(&mut attacker.inbox);
-    inbox.into_iter().any(|mut datagram| {
-        attacker
-            .open(&mut datagram)
-            .is_some_and(|(_, types)| types.contains(&FrameType::TransportClose))
-    })
-}
-
 /// Checks the connection was closed for `violation`: the error, the Close
 /// the attacker got, the endpoint's count.
 fn assert_refused(attacker: &mut Attacker, violation: impl Fn(&ProtocolError) -> bool) {
-    match error(attacker) {
+    match attacker.error() {
         Some(ConnectionError::Protocol(e)) => assert!(violation(&e), "closed for {e}"),
         other => panic!("not closed for a violation: {other:?}"),
     }
     attacker.turn();
-    assert!(sent_transport_close(attacker), "the peer is told why");
+    assert!(attacker.sent_transport_close(), "the peer is told why");
     while attacker.endpoint.poll_event().is_some() {}
     assert_eq!(attacker.endpoint.stats().protocol_violations, 1);
 }
@@ -96,7 +81,7 @@ fn a_second_reset_with_another_final_size_is_a_violation() {
     };
     attacker.send(&[reset(1000)]);
     attacker.send(&[reset(1000)]);
-    assert_eq!(error(&mut attacker), None, "a repeat of the same reset");
+    assert_eq!(attacker.error(), None, "a repeat of the same reset");
     attacker.send(&[reset(5000)]);
     assert_refused(&mut attacker, |e| {
         matches!(e, ProtocolError::StreamData(_)) && e.to_string().contains("final size")
@@ -120,7 +105,7 @@ fn a_key_update_before_the_last_was_acknowledged_is_a_violation() {
     for _ in 0..3 {
         assert!(attacker.force_key_update());
         pings_acknowledged(&mut attacker);
-        assert_eq!(error(&mut attacker), None, "an acknowledged phase");
+        assert_eq!(attacker.error(), None, "an acknowledged phase");
     }
     // Then one on every packet.
     assert!(attacker.force_key_update());
@@ -147,7 +132,7 @@ fn a_close_to_a_forged_address_is_held_to_the_amplification_limit_and_once_per_p
         })],
     );
     assert!(matches!(
-        error(&mut attacker),
+        attacker.error(),
         Some(ConnectionError::Protocol(ProtocolError::Ack(_)))
     ));
     // Then small packets from the attacker's own address, as fast as it likes,
@@ -282,7 +267,7 @@ fn a_close_the_forged_path_has_no_room_for_goes_to_the_path_the_peer_left() {
     let too_large = vec![7; max_datagram() + 1];
     attacker.send(&[Frame::Datagram(Datagram { data: &too_large })]);
     assert!(matches!(
-        error(&mut attacker),
+        attacker.error(),
         Some(ConnectionError::Protocol(ProtocolError::DatagramTooLarge))
     ));
     attacker.turn();
@@ -291,7 +276,7 @@ fn a_close_the_forged_path_has_no_room_for_goes_to_the_path_the_peer_left() {
     assert_eq!(to_victim, before, "nothing more to the victim");
     assert!(to_victim.bytes <= 3 * from_victim.bytes);
     assert!(
-        sent_transport_close(&mut attacker),
+        attacker.sent_transport_close(),
         "the Close went to the validated path the peer left"
     );
 }

@@ -17,7 +17,7 @@ use support::attacker::Attacker;
 use support::{Pair, StreamTransfer, exchange};
 use tern_proto::{ConnectionError, EndpointConfig};
 use tern_sim::{LinkConfig, Seed};
-use tern_wire::{Frame, FrameType, KeyConfig};
+use tern_wire::{Frame, KeyConfig};
 
 fn tiny_key_limit(key_limit: u64) -> EndpointConfig {
     let mut config = EndpointConfig::default();
@@ -95,21 +95,6 @@ fn an_upload_under_a_sixteen_packet_key_limit_with_loss_finishes() {
     assert!(server.stats().key_updates >= 20, "{:?}", server.stats());
 }
 
-/// The endpoint's error, once its connection closed.
-fn error(attacker: &mut Attacker) -> Option<ConnectionError> {
-    attacker.connection().and_then(|c| c.error().cloned())
-}
-
-/// Whether the endpoint sent the attacker a transport Close.
-fn sent_transport_close(attacker: &mut Attacker) -> bool {
-    let inbox = std::mem::take(&mut attacker.inbox);
-    inbox.into_iter().any(|mut datagram| {
-        attacker
-            .open(&mut datagram)
-            .is_some_and(|(_, types)| types.contains(&FrameType::TransportClose))
-    })
-}
-
 /// A peer that keeps sending PINGs and never acknowledges anything: the
 /// endpoint answers each with an ACK, and its key (8 packets) is never
 /// confirmed. It once fell silent at the limit and, the PINGs keeping it
@@ -118,24 +103,21 @@ fn sent_transport_close(attacker: &mut Attacker) -> bool {
 fn a_peer_that_never_acknowledges_gets_a_typed_close() {
     let mut attacker = Attacker::connect_with_keys(tiny_key_limit(8), KeyConfig::default());
     let start = attacker.now();
-    while error(&mut attacker).is_none() && attacker.now() < start + Duration::from_secs(5) {
+    while attacker.error().is_none() && attacker.now() < start + Duration::from_secs(5) {
         attacker.send(&[Frame::Ping]);
         attacker.run_for(Duration::from_millis(20), Duration::from_millis(5));
         // Only the endpoint's Close would be worth reading.
-        if error(&mut attacker).is_none() {
+        if attacker.error().is_none() {
             attacker.inbox.clear();
         }
     }
-    assert_eq!(
-        error(&mut attacker),
-        Some(ConnectionError::AeadLimitReached)
-    );
+    assert_eq!(attacker.error(), Some(ConnectionError::AeadLimitReached));
     assert!(
         attacker.now() < start + Duration::from_secs(1),
         "closed after {:?}",
         attacker.now() - start
     );
-    assert!(sent_transport_close(&mut attacker), "the peer is told why");
+    assert!(attacker.sent_transport_close(), "the peer is told why");
 }
 
 /// A peer that goes silent after the handshake: the endpoint's probes
@@ -151,13 +133,10 @@ fn a_silent_peer_gets_a_typed_close_before_the_idle_timeout() {
         .send_message(tern_proto::Bytes::from_static(b"unanswered"))
         .expect("room");
     let start = attacker.now();
-    while error(&mut attacker).is_none() && attacker.now() < start + Duration::from_secs(60) {
+    while attacker.error().is_none() && attacker.now() < start + Duration::from_secs(60) {
         attacker.run_for(Duration::from_millis(100), Duration::from_millis(10));
     }
-    assert_eq!(
-        error(&mut attacker),
-        Some(ConnectionError::AeadLimitReached)
-    );
+    assert_eq!(attacker.error(), Some(ConnectionError::AeadLimitReached));
     let idle = config.connection.idle_timeout;
     assert!(
         attacker.now() - start < idle,

@@ -127,6 +127,20 @@ fn an_unknown_key_is_refused_by_type_and_asking_too_often_is_capped() {
     assert_eq!(stats.introductions_refused, 21);
 }
 
+/// Asserts that an introduction failed because the relay was full.
+fn assert_relay_full(outcome: &Event) {
+    assert!(
+        matches!(
+            outcome,
+            Event::IntroductionFailed {
+                reason: Some(RefusalReason::RelayFull),
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+}
+
 fn super_key(salt: u64) -> PublicIdentity {
     key(salt).public()
 }
@@ -326,16 +340,7 @@ fn a_relay_full_or_off_refuses_by_type_and_direct_only_fails_without_a_relay() {
     let full = NatConfig::full_cone();
     let mut world = World::with_relay(seed.value(), full.clone(), full, 0.0, off);
     let (outcome, _) = world.introduce_with(Duration::from_secs(5), PathPolicy::RelayOnly);
-    assert!(
-        matches!(
-            outcome,
-            Event::IntroductionFailed {
-                reason: Some(RefusalReason::RelayFull),
-                ..
-            }
-        ),
-        "{outcome:?}"
-    );
+    assert_relay_full(&outcome);
     assert_eq!(world.relay_stats().relay_refused, 1);
     // A symmetric pair, direct only: no relay is asked for, and it fails.
     let symmetric = NatConfig::symmetric();
@@ -605,16 +610,7 @@ fn a_relay_without_room_in_its_budget_refuses_a_new_pair_as_full() {
     let full = NatConfig::full_cone();
     let mut world = World::build_with(seed.value(), full.clone(), Some(full), 0.0, r_config, false);
     let (outcome, _) = world.introduce_with(Duration::from_secs(5), PathPolicy::RelayOnly);
-    assert!(
-        matches!(
-            outcome,
-            Event::IntroductionFailed {
-                reason: Some(RefusalReason::RelayFull),
-                ..
-            }
-        ),
-        "{outcome:?}"
-    );
+    assert_relay_full(&outcome);
     let stats = world.relay_stats();
     assert_eq!((stats.relay_refused, stats.relay_pairs_made), (1, 0));
     assert!(stats.memory_charged <= 640 * 1024, "{stats:?}");

@@ -18,8 +18,8 @@ use quanta::{Clock, Mock};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
 use tern_proto::{
-    Connection, ConnectionHandle, Direction, Endpoint, EndpointConfig, Instant, Node, StreamId,
-    TransmitLimits,
+    Connection, ConnectionError, ConnectionHandle, Direction, Endpoint, EndpointConfig, Instant,
+    Node, StreamId, TransmitLimits,
 };
 use tern_wire::{
     ConnectionKeys, Frame, INTRO_LEN, KeyConfig, PacketSealer, PendingIntro, Transcript,
@@ -318,6 +318,21 @@ impl Attacker {
             .map(|f| f.frame_type())
             .collect();
         Some((opened.packet_number(), types))
+    }
+
+    /// The endpoint's error, once its connection closed.
+    pub fn error(&mut self) -> Option<ConnectionError> {
+        self.connection().and_then(|c| c.error().cloned())
+    }
+
+    /// Whether the endpoint sent the attacker a transport Close among the
+    /// datagrams in `inbox` (which this takes).
+    pub fn sent_transport_close(&mut self) -> bool {
+        let inbox = std::mem::take(&mut self.inbox);
+        inbox.into_iter().any(|mut datagram| {
+            self.open(&mut datagram)
+                .is_some_and(|(_, types)| types.contains(&tern_wire::FrameType::TransportClose))
+        })
     }
 
     /// Takes the datagrams in `inbox` and raises `limits` to the
