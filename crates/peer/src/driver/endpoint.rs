@@ -1,13 +1,12 @@
 //! [`Driver`]: the one task per endpoint that owns the socket and runs a
 //! [`Node`]; [`DriverHandle`]: how the application reaches the node.
 
-use std::future::{Future, poll_fn};
+use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
-use std::task::Poll;
 use std::time::Duration;
 
 use crossbeam_queue::SegQueue;
@@ -19,6 +18,10 @@ use crate::driver::send_arena::{Filled, SendArena};
 use crate::driver::stats::{DriverStats, Stats, bump};
 use crate::driver::stopped::{DriverStopped, StopCause, Stopped};
 use crate::proto::{Instant, Node};
+
+mod wait;
+
+use wait::{Spin, Woken};
 
 /// How often the mapping from the node's clock (quanta) to tokio's timer
 /// clock is taken again, so that the two never drift apart by more than a
@@ -148,28 +151,6 @@ impl<N> Shared<N> {
             .unwrap_or_else(PoisonError::into_inner);
         replacement.take()
     }
-}
-
-/// A busy poll: until when, the node's deadline meanwhile, and whether
-/// the thread gives its CPU away between polls (waiting for an answer) or
-/// keeps it (busy polling proper, on a CPU of its own).
-#[derive(Clone, Copy)]
-struct Spin {
-    until: Instant,
-    deadline: Option<Instant>,
-    share_cpu: bool,
-}
-
-/// Why the driver woke.
-enum Woken {
-    /// A receive batch is in the buffers.
-    Received,
-    /// The socket took some of the pending sends.
-    Sent,
-    /// The timer expired.
-    Timer,
-    /// A handle woke it.
-    Wake,
 }
 
 impl<N: Node> Driver<N> {
@@ -385,22 +366,7 @@ impl<N: Node> Driver<N> {
                 self.move_to(socket);
             }
             let notified = pin!(shared.wake.notified());
-            let spin = match (
-                spin_until.filter(|&until| until > now),
-                answer_until.filter(|&until| until > now),
-            ) {
-                (Some(until), _) => Some(Spin {
-                    until,
-                    deadline,
-                    share_cpu: false,
-                }),
-                (None, Some(until)) => Some(Spin {
-                    until,
-                    deadline,
-                    share_cpu: true,
-                }),
-                (None, None) => None,
-            };
+            let spin = Spin::at(now, spin_until, answer_until, deadline);
             let woken = self
                 .wait(notified, timer.as_mut(), armed.is_some(), spin)
                 .await?;
@@ -441,68 +407,6 @@ impl<N: Node> Driver<N> {
             count += 1;
         }
         count
-    }
-
-    /// Sleeps until something needs the driver; while `spin` lasts, polls
-    /// for it instead: the socket by a system call of its own each time
-    /// (the reactor only learns of datagrams when the thread parks), the
-    /// deadline by the node's clock, yielding to the runtime in between.
-    async fn wait(
-        &mut self,
-        mut notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
-        mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
-        timer_armed: bool,
-        spin: Option<Spin>,
-    ) -> io::Result<Woken> {
-        let Self {
-            socket,
-            recv,
-            arena,
-            ..
-        } = self;
-        // The turn just taken read the socket dry: the first spin only
-        // yields, so that the tasks the turn woke run before the next read.
-        let mut first_spin = true;
-        poll_fn(|cx| {
-            if notified.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Ok(Woken::Wake));
-            }
-            if !arena.is_empty()
-                && let Poll::Ready(result) = arena.poll_send(socket, cx)
-            {
-                return Poll::Ready(result.map(|()| Woken::Sent));
-            }
-            if let Poll::Ready(result) = socket.poll_recv(cx, recv) {
-                return Poll::Ready(result.map(|_| Woken::Received));
-            }
-            if timer_armed && timer.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Ok(Woken::Timer));
-            }
-            if let Some(spin) = spin {
-                let now = Instant::now();
-                if now < spin.until {
-                    if spin.deadline.is_some_and(|d| d <= now) {
-                        return Poll::Ready(Ok(Woken::Timer));
-                    }
-                    if spin.share_cpu {
-                        std::thread::yield_now();
-                    }
-                    if !std::mem::take(&mut first_spin) {
-                        match socket.try_recv_now(recv) {
-                            Ok(_) => return Poll::Ready(Ok(Woken::Received)),
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                            Err(e) => return Poll::Ready(Err(e)),
-                        }
-                    }
-                    // Polled again after tokio's yield: once the runtime
-                    // has run its other ready tasks (a `block_on` future
-                    // too) and polled its reactor and timers.
-                    let _ = pin!(tokio::task::yield_now()).poll(cx);
-                }
-            }
-            Poll::Pending
-        })
-        .await
     }
 
     /// Sends what was taken from the node, then gives back node and socket.

@@ -44,6 +44,7 @@ mod handshake;
 mod identity;
 mod joined;
 mod lazy_deque;
+mod limits_repeat;
 mod message_limit;
 mod messages;
 mod observed;
@@ -205,7 +206,7 @@ pub struct Connection {
     copied_pings: (Instant, u8),
     /// The limits of the last flow-control update, repeated for a round
     /// trip (see `LimitsRepeat`).
-    limits_repeat: send::LimitsRepeat,
+    limits_repeat: limits_repeat::LimitsRepeat,
     ack_ranges: Vec<RangeInclusive<u64>>,
     path_response_due: Option<ChallengeToken>,
     /// A challenge for the current path, to send with the next packet.
@@ -345,7 +346,7 @@ impl Connection {
             ack_copies_due: 0,
             ping_unanswered: false,
             copied_pings: (now, 0),
-            limits_repeat: send::LimitsRepeat::default(),
+            limits_repeat: limits_repeat::LimitsRepeat::default(),
             ack_ranges: Vec::new(),
             path_response_due: None,
             challenge_due: None,

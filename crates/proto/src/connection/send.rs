@@ -20,7 +20,7 @@ use super::streams::scheduler::Urgency;
 use super::streams::{Streams, Turn};
 use super::timers::PROBE_PACKETS;
 use super::{Connection, State};
-use crate::{Side, StreamId};
+use crate::Side;
 use crate::{Transmit, TransmitLimits};
 
 /// The smallest datagram worth building (an ACK, a challenge).
@@ -41,69 +41,6 @@ pub(super) const ACKS_PER_PING: u8 = 3;
 /// PINGs per smoothed round trip whose ACK goes `ACKS_PER_PING` times: a
 /// probe timeout's probes.
 pub(super) const COPIED_PINGS_PER_RTT: u8 = PROBE_PACKETS;
-
-/// Flow-control limits an update raised go again with the ACKs of the
-/// next smoothed round trip, at most this many times (RFC 9000 §4.2: a
-/// receiver "MAY send a MAX_STREAM_DATA or MAX_DATA frame multiple times
-/// within a round trip" so that its loss does not block the sender). Sent
-/// once, an update lost on a lossy way back was repaired only at this
-/// side's probe timeout: by then the sender had used the rest of its
-/// credit, and the two sides fell silent but for backed-off probes
-/// (LEDBAT, ACKs losing 30 % in bursts, 10 ms, seed 34: 4.15 s without
-/// progress). The repeats ride in ACKs that go anyway, a few bytes each,
-/// and make them ack-eliciting: the count bounds what they add to the
-/// bytes in flight when the peer does not acknowledge them.
-const LIMIT_REPEATS: u8 = 32;
-
-/// The limits of the last flow-control update, while they are repeated
-/// (see [`LIMIT_REPEATS`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct LimitsRepeat {
-    /// Until when, how many repeats are left, and the streams whose limits
-    /// the update raised (the first two: a busy connection's).
-    due: Option<(Instant, u8, [Option<StreamId>; 2])>,
-}
-
-impl LimitsRepeat {
-    /// Marks the limits of the last update to go again in the packet
-    /// being built, within a round trip of it; returns whether it did.
-    fn repeat(&mut self, now: Instant, streams: &mut Streams) -> bool {
-        let Some((until, left, ids)) = &mut self.due else {
-            return false;
-        };
-        if now >= *until || *left == 0 {
-            self.due = None;
-            return false;
-        }
-        *left -= 1;
-        streams.on_max_data_lost();
-        for id in ids.iter().flatten() {
-            streams.on_max_stream_data_lost(*id);
-        }
-        true
-    }
-
-    /// A packet that was no repeat carried `record`: if it raised limits,
-    /// they go again with the ACKs of the next `rtt`.
-    fn on_sent(&mut self, now: Instant, rtt: Duration, record: &CarriedRecord) {
-        let (mut raised, mut ids) = (false, [None; 2]);
-        for item in record.iter() {
-            match item {
-                Carried::MaxData => raised = true,
-                Carried::MaxStreamData(id) => {
-                    raised = true;
-                    if let Some(slot) = ids.iter_mut().find(|s| s.is_none()) {
-                        *slot = Some(id);
-                    }
-                }
-                _ => {}
-            }
-        }
-        if raised {
-            self.due = Some((now + rtt, LIMIT_REPEATS, ids));
-        }
-    }
-}
 
 /// One packet number in about this many is skipped, never sent: a peer
 /// that acknowledges one acknowledges what it did not receive, to speed
