@@ -1,6 +1,8 @@
 //! A delay relay on loopback: a UDP forwarder that holds every datagram for
-//! a fixed one-way delay in both directions (1 ms each way is a 2 ms round
-//! trip) and drops a seeded random fraction of them.
+//! a one-way delay in both directions (1 ms each way is a 2 ms round trip),
+//! drops a seeded random fraction of them and, when asked, impairs the path
+//! as tern-sim's links do: jitter, reordering (a datagram held back one
+//! more delay plus 1 ms) and duplication (a copy with its own jitter).
 //!
 //! The client sends to [`Relay::addr`] instead of the server; the relay
 //! forwards what it receives there to the server from a socket of its own,
@@ -9,9 +11,12 @@
 //!
 //! Each direction has two plain threads: a receiver that stamps each
 //! datagram with the instant it is due and rolls the loss dice, and a sender
-//! that sleeps until the oldest datagram is due, then sends, in the same
-//! wake-up, every datagram that is due by then. The delay is the same for all, so the
-//! queue between them is in order. Plain threads rather than tokio: tokio's
+//! that sleeps until the earliest datagram is due, then sends, in the same
+//! wake-up, every datagram that is due by then. With a fixed delay the
+//! datagrams fall due in the order they came, and the sender sleeps
+//! through arrivals; with jitter or reordering an arrival may fall due
+//! before the one slept for, so the sender wakes for each arrival instead.
+//! Plain threads rather than tokio: tokio's
 //! timers tick in milliseconds, which would round a 1 ms delay up to 2.
 //! A datagram arrives at least `delay` after it was sent, late by a
 //! thread's wake-up: a UDP ping through a relay of 1 ms each way measured
@@ -24,11 +29,13 @@
 //! messages and for paths of a few hundred Mbit/s; a bulk transfer at
 //! loopback speed through it measures the relay.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -48,9 +55,16 @@ const SOCKET_BUFFER: usize = 8 << 20;
 pub(crate) struct Impairment {
     /// How long each datagram is held, one way.
     pub(crate) delay: Duration,
+    /// Extra delay drawn uniformly from `0..=jitter` per datagram.
+    pub(crate) jitter: Duration,
+    /// The fraction of datagrams held back one more `delay` plus 1 ms, so
+    /// later ones overtake them.
+    pub(crate) reorder: f64,
     /// The fraction of datagrams dropped, 0.0 to 1.0, in each direction.
     pub(crate) loss: f64,
-    /// Seeds the loss decisions, so a run can be repeated exactly.
+    /// The fraction of datagrams that arrive twice.
+    pub(crate) duplicate: f64,
+    /// Seeds the decisions, so a run can be repeated exactly.
     pub(crate) seed: u64,
 }
 
@@ -59,9 +73,17 @@ impl Impairment {
     pub(crate) fn delay(delay: Duration) -> Self {
         Self {
             delay,
+            jitter: Duration::ZERO,
+            reorder: 0.0,
             loss: 0.0,
+            duplicate: 0.0,
             seed: 0,
         }
+    }
+
+    /// Whether datagrams fall due in the order they came.
+    fn keeps_order(&self) -> bool {
+        self.jitter.is_zero() && self.reorder <= 0.0 && self.duplicate <= 0.0
     }
 }
 
@@ -72,7 +94,11 @@ pub(crate) struct RelayCounts {
     pub(crate) received: u64,
     /// Datagrams dropped by the loss dice.
     pub(crate) dropped: u64,
-    /// Datagrams sent on to the other side.
+    /// Of them, those on their way from the client to the server.
+    pub(crate) dropped_to_server: u64,
+    /// Datagrams sent on twice.
+    pub(crate) duplicated: u64,
+    /// Datagrams sent on to the other side (copies counted).
     pub(crate) forwarded: u64,
 }
 
@@ -80,6 +106,8 @@ pub(crate) struct RelayCounts {
 struct Counters {
     received: AtomicU64,
     dropped: AtomicU64,
+    dropped_to_server: AtomicU64,
+    duplicated: AtomicU64,
     forwarded: AtomicU64,
 }
 
@@ -115,9 +143,12 @@ impl ClientAddr {
     }
 }
 
-/// A datagram on its way, and when it is due.
+/// A datagram on its way, and when it is due; held in a queue ordered by
+/// when each is due, then by arrival.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct Held {
     due: Instant,
+    arrival: u64,
     bytes: Vec<u8>,
 }
 
@@ -175,14 +206,16 @@ impl Relay {
                 socket: from,
                 queue,
                 learn,
-                delay: impairment.delay,
-                loss: Dice::new(impairment.loss, seed),
+                impairment,
+                dice: Dice::new(seed),
+                arrivals: 0,
                 stop: Arc::clone(&relay.stop),
                 counters: Arc::clone(&relay.counters),
             };
             let sender = Sending {
                 socket: to,
                 held,
+                keeps_order: impairment.keeps_order(),
                 destination,
                 counters: Arc::clone(&relay.counters),
             };
@@ -208,6 +241,8 @@ impl Relay {
         RelayCounts {
             received: self.counters.received.load(Ordering::Relaxed),
             dropped: self.counters.dropped.load(Ordering::Relaxed),
+            dropped_to_server: self.counters.dropped_to_server.load(Ordering::Relaxed),
+            duplicated: self.counters.duplicated.load(Ordering::Relaxed),
             forwarded: self.counters.forwarded.load(Ordering::Relaxed),
         }
     }
@@ -222,26 +257,28 @@ impl Drop for Relay {
     }
 }
 
-/// Seeded loss decisions: each datagram is dropped with probability `loss`.
-struct Dice {
-    /// A draw below this drops the datagram.
-    threshold: u64,
-    rng: ChaCha8Rng,
-}
+/// Seeded draws for what happens to each datagram.
+struct Dice(ChaCha8Rng);
 
 impl Dice {
-    fn new(loss: f64, seed: u64) -> Self {
-        // `as` saturates: a loss of 1.0 or more drops all but a
-        // vanishing 2^-64 of the datagrams, 0.0 or less none.
-        let threshold = (loss.clamp(0.0, 1.0) * u64::MAX as f64) as u64;
-        Self {
-            threshold,
-            rng: ChaCha8Rng::seed_from_u64(seed),
-        }
+    fn new(seed: u64) -> Self {
+        Self(ChaCha8Rng::seed_from_u64(seed))
     }
 
-    fn drops(&mut self) -> bool {
-        self.threshold > 0 && self.rng.next_u64() < self.threshold
+    /// True with probability `p`; draws nothing when `p` is 0 or less.
+    fn chance(&mut self, p: f64) -> bool {
+        // `as` saturates: a chance of 1.0 or more is true for all but a
+        // vanishing 2^-64 of the draws.
+        let threshold = (p.clamp(0.0, 1.0) * u64::MAX as f64) as u64;
+        threshold > 0 && self.0.next_u64() < threshold
+    }
+
+    /// Up to `most`, uniformly; draws nothing when `most` is zero.
+    fn up_to(&mut self, most: Duration) -> Duration {
+        if most.is_zero() {
+            return Duration::ZERO;
+        }
+        most.mul_f64(self.0.next_u64() as f64 / u64::MAX as f64)
     }
 }
 
@@ -251,8 +288,10 @@ struct Receiving {
     queue: Sender<Held>,
     /// Where to record the sender's address (the client side only).
     learn: Option<Arc<ClientAddr>>,
-    delay: Duration,
-    loss: Dice,
+    impairment: Impairment,
+    dice: Dice,
+    /// Datagrams taken in, which orders those due at the same instant.
+    arrivals: u64,
     stop: Arc<AtomicBool>,
     counters: Arc<Counters>,
 }
@@ -267,23 +306,44 @@ impl Receiving {
                 // earlier send: neither ends the relay.
                 Err(_) => continue,
             };
-            let due = Instant::now() + self.delay;
+            let now = Instant::now();
             self.counters.received.fetch_add(1, Ordering::Relaxed);
             if let Some(client) = &self.learn {
                 client.set(from);
             }
-            if self.loss.drops() {
+            if self.dice.chance(self.impairment.loss) {
                 self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                if self.learn.is_some() {
+                    self.counters
+                        .dropped_to_server
+                        .fetch_add(1, Ordering::Relaxed);
+                }
                 continue;
             }
-            let held = Held {
-                due,
-                bytes: buf[..len].to_vec(),
-            };
-            if self.queue.send(held).is_err() {
-                return;
+            let mut delay = self.jittered();
+            if self.dice.chance(self.impairment.reorder) {
+                delay += self.impairment.delay + Duration::from_millis(1);
+            }
+            let copy = self.dice.chance(self.impairment.duplicate).then(|| {
+                self.counters.duplicated.fetch_add(1, Ordering::Relaxed);
+                self.jittered()
+            });
+            for delay in std::iter::once(delay).chain(copy) {
+                self.arrivals += 1;
+                let held = Held {
+                    due: now + delay,
+                    arrival: self.arrivals,
+                    bytes: buf[..len].to_vec(),
+                };
+                if self.queue.send(held).is_err() {
+                    return;
+                }
             }
         }
+    }
+
+    fn jittered(&mut self) -> Duration {
+        self.impairment.delay + self.dice.up_to(self.impairment.jitter)
     }
 }
 
@@ -291,6 +351,8 @@ impl Receiving {
 struct Sending {
     socket: UdpSocket,
     held: Receiver<Held>,
+    /// Whether datagrams fall due in the order they come (see the module).
+    keeps_order: bool,
     destination: Destination,
     counters: Arc<Counters>,
 }
@@ -303,28 +365,39 @@ impl Sending {
         // SAFETY: PR_SET_TIMERSLACK takes one integer argument and touches
         // no memory of this process.
         let _ = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
-        let mut next = None;
+        let mut queue = BinaryHeap::new();
         loop {
-            let held = match next.take() {
-                Some(held) => held,
-                None => match self.held.recv() {
-                    Ok(held) => held,
+            let Some(Reverse(earliest)) = queue.peek() else {
+                match self.held.recv() {
+                    Ok(held) => queue.push(Reverse(held)),
                     Err(_) => return,
-                },
-            };
-            let now = Instant::now();
-            if held.due > now {
-                std::thread::sleep(held.due - now);
-            }
-            self.send(&held.bytes);
-            // Everything that fell due while this thread slept goes too.
-            let now = Instant::now();
-            while let Ok(held) = self.held.try_recv() {
-                if held.due > now {
-                    next = Some(held);
-                    break;
                 }
-                self.send(&held.bytes);
+                continue;
+            };
+            let wait = earliest.due.saturating_duration_since(Instant::now());
+            if !wait.is_zero() {
+                if self.keeps_order {
+                    std::thread::sleep(wait);
+                } else {
+                    match self.held.recv_timeout(wait) {
+                        Ok(held) => {
+                            queue.push(Reverse(held));
+                            continue;
+                        }
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Err(RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+            }
+            // Everything that came or fell due while this thread slept.
+            while let Ok(held) = self.held.try_recv() {
+                queue.push(Reverse(held));
+            }
+            let now = Instant::now();
+            while queue.peek().is_some_and(|Reverse(held)| held.due <= now) {
+                if let Some(Reverse(held)) = queue.pop() {
+                    self.send(&held.bytes);
+                }
             }
         }
     }
@@ -376,12 +449,20 @@ mod tests {
     /// Sends `count` numbered datagrams through a relay with `loss` and
     /// returns the numbers that arrived, once the relay has handled all.
     fn through(count: u32, loss: f64, seed: u64) -> (Vec<u32>, RelayCounts) {
+        through_with(
+            count,
+            Impairment {
+                loss,
+                seed,
+                ..Impairment::delay(Duration::from_micros(200))
+            },
+        )
+    }
+
+    /// Sends `count` numbered datagrams through a relay that impairs the
+    /// path as `impairment` says, and returns the numbers that arrived.
+    fn through_with(count: u32, impairment: Impairment) -> (Vec<u32>, RelayCounts) {
         let (client, server) = (bound(), bound());
-        let impairment = Impairment {
-            delay: Duration::from_micros(200),
-            loss,
-            seed,
-        };
         let relay = Relay::start(server.local_addr().expect("addr"), impairment).expect("relay");
         // What arrives is read as it comes, so no socket buffer overflows;
         // `expected` is set once the relay has handled every datagram.
@@ -415,7 +496,7 @@ mod tests {
             }
             let mut counts = relay.counts();
             while counts.received < u64::from(count)
-                || counts.dropped + counts.forwarded < counts.received
+                || counts.dropped + counts.forwarded < counts.received + counts.duplicated
             {
                 assert!(Instant::now() < deadline, "relay stuck at {counts:?}");
                 std::thread::sleep(Duration::from_millis(5));
@@ -447,16 +528,42 @@ mod tests {
     }
 
     #[test]
-    fn dice_drop_their_fraction() {
-        for loss in [0.01, 0.2, 0.5] {
-            let mut dice = Dice::new(loss, 42);
-            let dropped = (0..100_000).filter(|_| dice.drops()).count() as f64;
-            assert!(
-                (dropped / 100_000.0 - loss).abs() < 0.01,
-                "{loss}: {dropped}"
-            );
+    fn dice_come_up_at_their_chance() {
+        for p in [0.01, 0.2, 0.5] {
+            let mut dice = Dice::new(42);
+            let hits = (0..100_000).filter(|_| dice.chance(p)).count() as f64;
+            assert!((hits / 100_000.0 - p).abs() < 0.01, "{p}: {hits}");
         }
-        let mut none = Dice::new(0.0, 42);
-        assert!((0..10_000).all(|_| !none.drops()));
+        let mut dice = Dice::new(42);
+        assert!((0..10_000).all(|_| !dice.chance(0.0)));
+        let most = Duration::from_millis(2);
+        let draws: Vec<_> = (0..10_000).map(|_| dice.up_to(most)).collect();
+        assert!(draws.iter().all(|d| *d <= most));
+        assert!(draws.iter().any(|d| *d < most / 10));
+        assert!(draws.iter().any(|d| *d > most * 9 / 10));
+    }
+
+    #[test]
+    fn jitter_reordering_and_copies_reorder_and_repeat_but_lose_nothing() {
+        let impairment = Impairment {
+            jitter: Duration::from_millis(1),
+            reorder: 0.05,
+            duplicate: 0.05,
+            seed: 3,
+            ..Impairment::delay(Duration::from_micros(500))
+        };
+        let (arrived, counts) = through_with(1_000, impairment);
+        assert_eq!(counts.dropped, 0);
+        assert!((20..=80).contains(&counts.duplicated), "{counts:?}");
+        assert_eq!(arrived.len() as u64, 1_000 + counts.duplicated);
+        let mut distinct = arrived.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct, (0..1_000).collect::<Vec<_>>());
+        let overtaken = arrived.windows(2).filter(|w| w[1] < w[0]).count();
+        assert!(
+            overtaken >= 50,
+            "{overtaken} of 1 000 arrived after a later one"
+        );
     }
 }
