@@ -8,6 +8,7 @@
 //! | `idle10k` | 10 000 idle connections to one server endpoint in a process of its own: its resident memory per connection (500 connections, `idle`, in quick mode; 100 000, `idle100k`, in full mode) |
 //! | `churn` | four tasks connect, exchange one message, close, again and again: connections/s |
 //! | `loss1pct` | one stream through the relay, 1 ms each way and 1 % of datagrams dropped each way: goodput, and its share of the Mathis bound |
+//! | `relaypath` | one stream through the relay impairing the path as issue #26 names it (5 to 7 ms each way, 3 % lost, 2 % duplicated, 5 % reordered), LEDBAT and CUBIC: goodput, its share of the Mathis bound, and the losses the sender declared over those the relay made |
 //! | `flood` | honest connects, one every 125 ms from 127.0.0.1, while 10 000 well-formed intros per second come from 1 000 addresses of 127.1.0.0/16 that never answer a Retry: connect p50/p99 beside the same run's without a flood, the server's RSA operations per second (budget 100/s) and its CPU |
 //! | `budget` | eight greedy peers against one endpoint's 8 MiB memory budget (tern-sim, the run of `proto_budget.rs`): the most its connections held, the most its budget charged, the process's heap peak |
 //! | `reuseport` | the `max_datagrams` load from eight client endpoints into one server endpoint, then into two on one port with `SO_REUSEPORT`: messages/s of each and their ratio |
