@@ -7,13 +7,14 @@ mod support;
 use std::time::Duration;
 
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 
 use support::net::{client, localhost, numbered, pair, server, server_with};
 use tern_peer::driver::{Driver, DriverConfig};
 use tern_peer::proto::{EndpointConfig, Instant, Node, Transmit, TransmitLimits};
 use tern_peer::{
-    Bytes, Config, ConnectError, Connection, ConnectionError, ConnectionLost, Endpoint, StopCause,
-    WriteError,
+    Backend, Bytes, Config, ConnectError, Connection, ConnectionError, ConnectionLost, Endpoint,
+    StopCause, WriteError,
 };
 
 /// Longer than anything below should take, shorter than the idle timeout
@@ -260,6 +261,52 @@ async fn every_waiter_and_every_later_call_learns_that_the_driver_ended_and_why(
             connected,
             Err(ConnectError::EndpointStopped(StopCause::Cancelled))
         ),
+        "{connected:?}"
+    );
+    assert!(client.accept().await.is_none());
+}
+
+#[tokio::test]
+async fn a_socket_that_fails_under_the_driver_stops_it_and_every_call_says_why() {
+    // A backend that makes its system calls on the descriptor as it is
+    // at each call (io_uring could keep the socket it registered).
+    let socket = std::net::UdpSocket::bind(localhost()).expect("binds");
+    let descriptor = socket.as_raw_fd();
+    let client = Endpoint::from_socket(socket, Config::default().backend(Some(Backend::Mmsg)))
+        .expect("starts");
+    let server = server(None);
+    let (a, _b) = pair(&server, &client).await;
+    let waiting = tokio::spawn({
+        let a = a.clone();
+        async move { a.recv().await }
+    });
+    // The driver's descriptor now names /dev/null, which is no socket: the
+    // driver's next system call on it fails with ENOTSOCK.
+    let null = std::fs::File::open("/dev/null").expect("opens /dev/null");
+    // SAFETY: dup2 takes two descriptors this process owns and touches no
+    // memory; the socket it closes is the driver's, whose later calls on
+    // the number then reach /dev/null (and the driver closes it in the end).
+    let replaced = unsafe { libc::dup2(null.as_raw_fd(), descriptor) };
+    assert_eq!(replaced, descriptor, "dup2");
+    // Something to send makes the driver write.
+    let _ = a.send(numbered(1, 100)).await;
+    let woken = tokio::time::timeout(PATIENCE, waiting)
+        .await
+        .expect("the waiter is woken")
+        .expect("the waiter ends");
+    let Err(ConnectionLost::EndpointStopped(cause)) = woken else {
+        panic!("the waiter learns that the endpoint stopped: {woken:?}");
+    };
+    assert!(
+        matches!(&cause, StopCause::Socket { .. }),
+        "stopped for its socket: {cause:?}"
+    );
+    let stopped = ConnectionLost::EndpointStopped(cause.clone());
+    assert_eq!(a.send(numbered(2, 100)).await, Err(stopped.into()));
+    let public = server.public().expect("accepts").clone();
+    let connected = client.connect(server.local_addr(), &public).await;
+    assert!(
+        matches!(&connected, Err(ConnectError::EndpointStopped(c)) if *c == cause),
         "{connected:?}"
     );
     assert!(client.accept().await.is_none());
