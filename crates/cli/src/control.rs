@@ -173,6 +173,10 @@ pub(crate) struct SideReport {
     pub(crate) window: u64,
     /// Packets this end declared lost (and re-sent what they carried).
     pub(crate) lost_packets: u64,
+    /// Of those, the losses later proven spurious: the packet had arrived,
+    /// held back by reordering. 0 from an end too old to say.
+    #[serde(default)]
+    pub(crate) spurious_losses: u64,
     /// Packets this end sent.
     pub(crate) sent_packets: u64,
     /// The path's largest UDP payload at the end.
@@ -256,17 +260,23 @@ mod tests {
         prop_oneof![
             params().prop_map(Control::PerfStart),
             Just(Control::PerfReady),
-            (any::<u64>(), any::<u64>(), 0.0f64..1e6, "[a-z]{0,8}").prop_map(
-                |(s, r, seconds, congestion)| {
+            (
+                any::<u64>(),
+                any::<u64>(),
+                0.0f64..1e6,
+                "[a-z]{0,8}",
+                any::<u64>()
+            )
+                .prop_map(|(s, r, seconds, congestion, spurious_losses)| {
                     Control::PerfReport(SideReport {
                         congestion,
                         bytes_sent: s,
                         bytes_received: r,
                         seconds,
+                        spurious_losses,
                         ..SideReport::default()
                     })
-                }
-            ),
+                }),
             (".{0,64}", any::<u64>(), any::<bool>())
                 .prop_map(|(name, size, resume)| Control::Offer { name, size, resume }),
             Just(Control::Accept),

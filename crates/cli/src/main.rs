@@ -4,7 +4,7 @@
 //! tern keygen --out keys/            # keys/tern.key (0600) and keys/tern.pub
 //! tern pubkey --key keys/tern.pub    # one line to paste on the other machine
 //! tern perf server --listen 0.0.0.0:5201 --key keys/tern.key
-//! tern perf client server.example:5201 --key tern-pub:MIIB... --time 10s
+//! tern perf client server.example:5201 --key tern-x25519:6WkBIbPP... --time 10s
 //! tern recv --listen 0.0.0.0:5202 --key keys/tern.key --out incoming/
 //! tern send big.iso server.example:5202 --key keys/tern.pub
 //! ```
@@ -103,7 +103,7 @@ enum Command {
     /// Send a file to a `tern recv`.
     #[command(after_help = "Examples:\n  \
         tern send big.iso 192.0.2.7:5202 --key their.pub\n  \
-        tern send big.iso host.example:5202 --key tern-pub:MIIBIjAN... --rate 100\n  \
+        tern send big.iso host.example:5202 --key tern-x25519:6WkBIbPP... --rate 100\n  \
         tern send big.iso 192.0.2.7:5202 --key their.pub --congestion cubic   # foreground")]
     Send(transfer::SendArgs),
     /// Run a rendezvous: peers register under their key, others find them there.

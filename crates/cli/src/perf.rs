@@ -59,7 +59,8 @@ pub(crate) struct ClientArgs {
     /// server is found there by its --key).
     #[arg(value_name = "ADDR", required_unless_present = "rendezvous")]
     addr: Option<String>,
-    /// The server's public key: its tern.pub file, or the `tern-pub:` line.
+    /// The server's public key: its tern.pub file, or the line `tern pubkey`
+    /// printed (`tern-x25519:…`, or `tern-pub:…` for RSA).
     #[arg(long, value_name = "PUBLIC_KEY_FILE")]
     key: String,
     /// How long to send (e.g. 10s, 1m; 10s unless --bytes is given).

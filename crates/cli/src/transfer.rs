@@ -53,7 +53,8 @@ pub(crate) struct SendArgs {
     /// receiver is found there by its --key).
     #[arg(value_name = "ADDR", required_unless_present = "rendezvous")]
     addr: Option<String>,
-    /// The receiver's public key: its tern.pub file, or the `tern-pub:` line.
+    /// The receiver's public key: its tern.pub file, or the line `tern pubkey`
+    /// printed (`tern-x25519:…`, or `tern-pub:…` for RSA).
     #[arg(long, value_name = "PUBLIC_KEY_FILE")]
     key: String,
     /// Cap the sending rate, in Mbit/s.

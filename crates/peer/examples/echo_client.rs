@@ -3,14 +3,15 @@
 //! the two.
 //!
 //! With `TERN_IDENTITY=FILE` it connects with the identity in FILE (a
-//! PKCS#8 PEM private key), made on the first run, with its public key
-//! written beside it as `FILE.pub`; it proves it to the server
-//! (`known_peers_server.rs` accepts only keys it knows).
+//! PKCS#8 PEM private key of either kind), made on the first run (X25519)
+//! with its public key written beside it as `FILE.pub`; it proves it to
+//! the server (`known_peers_server.rs` accepts only keys it knows).
 
 use std::error::Error;
 use std::net::SocketAddr;
 
 use bytes::Bytes;
+use rand_core::OsRng;
 use tern_peer::{Config, Endpoint, IdentityKey, PublicIdentity};
 
 /// The identity kept in `file`, made (and its public key written to
@@ -19,7 +20,7 @@ fn identity(file: &str) -> Result<IdentityKey, Box<dyn Error>> {
     if let Ok(pem) = std::fs::read_to_string(file) {
         return Ok(IdentityKey::from_pkcs8_pem(&pem)?);
     }
-    let key = IdentityKey::random()?;
+    let key = IdentityKey::generate_x25519(&mut OsRng);
     std::fs::write(file, key.to_pkcs8_pem()?.as_bytes())?;
     std::fs::write(format!("{file}.pub"), key.public().to_spki_pem()?)?;
     Ok(key)
@@ -48,5 +49,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
     if let Some(stats) = stats {
         println!("rtt {:?}, {} packets sent", stats.rtt, stats.sent_packets);
     }
+    // The Close is queued, perhaps not yet sent: it must leave before the
+    // runtime ends, and the driver with it.
+    endpoint.wait_idle().await;
     Ok(())
 }

@@ -22,6 +22,7 @@ use std::error::Error;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use rand_core::OsRng;
 use tern_peer::{Config, Endpoint, IdentityKey, PublicIdentity};
 
 /// The close code a refused peer reads.
@@ -48,7 +49,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let public_file = args.next().unwrap_or("server.pub".into());
     let known = PathBuf::from(args.next().unwrap_or("known".into()));
 
-    let identity = IdentityKey::random()?;
+    let identity = IdentityKey::generate_x25519(&mut OsRng);
     std::fs::write(&public_file, identity.public().to_spki_pem()?)?;
     let config = Config::default().identity(identity).require_identity(true);
     let endpoint = Endpoint::bind(addr, config)?;

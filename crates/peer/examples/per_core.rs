@@ -10,6 +10,7 @@
 use std::error::Error;
 use std::net::SocketAddr;
 
+use rand_core::OsRng;
 use tern_peer::{Config, Endpoint, IdentityKey};
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -19,7 +20,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         .parse()?;
     let cores = std::thread::available_parallelism()?.get();
     // Every endpoint answers with the same identity.
-    let identity = IdentityKey::random()?;
+    let identity = IdentityKey::generate_x25519(&mut OsRng);
     println!("{}", identity.public().to_spki_pem()?);
 
     let workers: Vec<_> = (0..cores)

@@ -7,13 +7,14 @@
 //! cargo run --release -p tern-peer --example uni_client -- serve 127.0.0.1:7001 server.pub
 //! cargo run --release -p tern-peer --example uni_client -- 127.0.0.1:7001 server.pub a.bin b.bin
 //! ```
-//! The server makes a fresh RSA-2048 identity at start and writes its public
+//! The server makes a fresh X25519 identity at start and writes its public
 //! key (PEM) to the file named second, where the client reads it.
 
 use std::error::Error;
 use std::net::SocketAddr;
 
 use bytes::Bytes;
+use rand_core::OsRng;
 use tern_peer::{Config, Connection, Endpoint, IdentityKey, PublicIdentity, WriteError};
 use tokio::task::JoinSet;
 
@@ -76,7 +77,7 @@ async fn upload(connection: &Connection, contents: &[u8]) -> Result<(), WriteErr
 }
 
 async fn serve(addr: SocketAddr, public_file: &str) -> Result<(), Box<dyn Error>> {
-    let identity = IdentityKey::random()?;
+    let identity = IdentityKey::generate_x25519(&mut OsRng);
     std::fs::write(public_file, identity.public().to_spki_pem()?)?;
     let endpoint = Endpoint::bind(addr, Config::default().identity(identity))?;
     println!(

@@ -115,6 +115,7 @@ pub(super) fn side_report(first: &Sample, last: &Sample, start: Instant) -> Side
         rtt_ms: stats.rtt.as_secs_f64() * 1e3,
         window: stats.window,
         lost_packets: stats.lost_packets,
+        spurious_losses: stats.spurious_losses,
         sent_packets: stats.sent_packets,
         path_mtu: stats.path_mtu,
         key_updates: stats.key_updates,
@@ -129,11 +130,16 @@ pub(super) fn side_report(first: &Sample, last: &Sample, start: Instant) -> Side
     }
 }
 
-/// One end's summary line.
+/// One end's summary line. Losses that proved spurious (reordering,
+/// not loss) are named when there were any.
 pub(super) fn summary_line(who: &str, report: &SideReport) -> String {
     let moved = report.bytes_sent + report.bytes_received;
+    let spurious = match report.spurious_losses {
+        0 => String::new(),
+        n => format!(" ({n} proved spurious)"),
+    };
     format!(
-        "{who}: sent {}, received {} in {:.2} s = {}; congestion {}, rtt {}, lost {} of {} packets, path MTU {}, key updates {}, datagrams per send/recv call {:.1}/{:.1}",
+        "{who}: sent {}, received {} in {:.2} s = {}; congestion {}, rtt {}, lost {} of {} packets{spurious}, path MTU {}, key updates {}, datagrams per send/recv call {:.1}/{:.1}",
         units::bytes(report.bytes_sent),
         units::bytes(report.bytes_received),
         report.seconds,
@@ -195,4 +201,44 @@ pub(super) struct JsonReport<'a> {
     pub(super) client: SideReport,
     pub(super) server: SideReport,
     pub(super) bytes_agree: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::Control;
+
+    fn report(lost_packets: u64, spurious_losses: u64) -> SideReport {
+        SideReport {
+            congestion: "ledbat".to_owned(),
+            lost_packets,
+            sent_packets: 1000,
+            spurious_losses,
+            ..SideReport::default()
+        }
+    }
+
+    #[test]
+    fn the_summary_names_spurious_losses_only_when_there_were_some() {
+        let line = summary_line("client", &report(12, 5));
+        assert!(
+            line.contains("lost 12 of 1000 packets (5 proved spurious),"),
+            "{line}"
+        );
+        let line = summary_line("client", &report(12, 0));
+        assert!(line.contains("lost 12 of 1000 packets, path MTU"), "{line}");
+    }
+
+    #[test]
+    fn a_report_from_an_end_that_does_not_count_spurious_losses_reads_as_none() {
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&Control::PerfReport(report(12, 5)).encode()).expect("json");
+        let fields = json.as_object_mut().expect("an object");
+        assert!(fields.remove("spurious_losses").is_some(), "{fields:?}");
+        let old_peer = serde_json::to_vec(&json).expect("encodes");
+        assert_eq!(
+            Control::decode(&old_peer),
+            Ok(Control::PerfReport(report(12, 0)))
+        );
+    }
 }
