@@ -134,6 +134,13 @@ impl IdentityKey {
         Ok(Self(KeyPair::Rsa(Box::new(RsaPrivate::new(key)?))))
     }
 
+    /// Generates a new X25519 key pair from the operating system's random
+    /// source (microseconds).
+    #[must_use]
+    pub fn random_x25519() -> Self {
+        Self::generate_x25519(&mut rand_core::OsRng)
+    }
+
     /// Generates a new X25519 key pair from `rng` (microseconds).
     pub fn generate_x25519(rng: &mut impl CryptoRngCore) -> Self {
         Self(KeyPair::X25519(SecretKey::random(rng)))
@@ -244,11 +251,14 @@ impl IdentityKey {
 ///
 /// Cloning it is cheap: an RSA key's 2 048-bit modulus is shared by the
 /// clones (every connection to a responder keeps its key).
-#[derive(Clone, PartialEq, Eq)]
+///
+/// It hashes, so an application can keep the identities it knows in a
+/// `HashSet` or as a `HashMap`'s keys.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct PublicIdentity(pub(crate) PublicKind);
 
 /// The key of a [`PublicIdentity`].
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub(crate) enum PublicKind {
     Rsa(Arc<RsaPublic>),
     X25519([u8; X25519_KEY_LEN]),
@@ -381,6 +391,23 @@ mod tests {
         assert!(spki_pem.starts_with("-----BEGIN PUBLIC KEY-----"));
         assert_eq!(PublicIdentity::from_spki_der(&spki_der).unwrap(), public);
         assert_eq!(PublicIdentity::from_spki_pem(&spki_pem).unwrap(), public);
+    }
+
+    #[test]
+    fn identities_of_either_kind_key_a_set_by_what_they_are() {
+        use std::collections::HashSet;
+        let rsa = identity().public();
+        let (x, y) = (IdentityKey::random_x25519(), IdentityKey::random_x25519());
+        assert_eq!(x.kind(), IdentityKind::X25519);
+        assert_ne!(x.public(), y.public(), "each draw is a new key");
+        let known: HashSet<PublicIdentity> = [rsa.clone(), x.public()].into_iter().collect();
+        // The same keys, decoded afresh, are found; another key is not.
+        let rsa_again = PublicIdentity::from_spki_der(&rsa.to_spki_der().unwrap()).unwrap();
+        assert!(known.contains(&rsa_again));
+        assert!(known.contains(&PublicIdentity::from_x25519_bytes(
+            *x.public().x25519_bytes().unwrap()
+        )));
+        assert!(!known.contains(&y.public()));
     }
 
     #[test]
