@@ -190,7 +190,21 @@ impl Connection {
         };
         self.close_frame = Some(Box::new((kind, code, reason)));
         self.close_due = true;
+        self.abandon_sending();
         self.report_closed(error);
+    }
+
+    /// Gives back everything held to send or until acknowledged: closing
+    /// at once, the connection sends nothing but its Close again, so what
+    /// was written is abandoned (as [`abort`](Self::abort) says), and a
+    /// connection closed for the memory budget stops being charged for it
+    /// at once rather than three probe timeouts later.
+    fn abandon_sending(&mut self) {
+        self.messages_out.abandon();
+        self.messages_held = 0;
+        self.datagrams_out.abandon();
+        self.streams.abandon_sending();
+        self.loss.abandon_in_flight();
     }
 
     pub(super) fn report_closed(&mut self, error: ConnectionError) {

@@ -79,6 +79,12 @@ impl DatagramQueue {
         }
     }
 
+    /// Drops every datagram queued, and the queue's memory.
+    pub(super) fn abandon(&mut self) {
+        self.queue = LazyDeque::new();
+        self.bytes = 0;
+    }
+
     /// Gives the queue's memory back while it is empty.
     pub(super) fn release_memory(&mut self) {
         self.queue.release_if_empty();

@@ -233,7 +233,8 @@ impl Endpoint {
             return false;
         };
         connection.close_for_memory(now);
-        // Closed, it is charged what it still holds to send.
+        // Closed at once, it holds next to nothing: what it held to send
+        // is abandoned with what it received.
         self.budget.set(index, connection.memory_charge());
         self.stats.memory_budget_closes += 1;
         self.touch(index);

@@ -374,6 +374,16 @@ impl<T> LossDetector<T> {
         self.sent.shrink_when_empty();
     }
 
+    /// Forgets every packet in flight and gives the ring's memory back:
+    /// the connection will send nothing they could need again (it closed
+    /// at once). What the detector learnt of the path, its RTT, stays.
+    pub fn abandon_in_flight(&mut self) {
+        self.sent = SentPackets::new();
+        self.largest_acked = None;
+        self.loss_time = None;
+        self.pto_count = 0;
+    }
+
     /// Bytes of unacknowledged packets that count toward the congestion window.
     #[must_use]
     pub fn bytes_in_flight(&self) -> u64 {

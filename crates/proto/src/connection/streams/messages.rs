@@ -74,6 +74,16 @@ impl MessageSender {
         id
     }
 
+    /// Drops every message held, sent or not; numbering goes on where it
+    /// was. For a connection that closed at once and sends no data again.
+    pub fn abandon(&mut self) {
+        self.base = self.next_id();
+        self.held = LazyDeque::new();
+        self.queue = LazyDeque::new();
+        self.held_count = 0;
+        self.held_bytes = 0;
+    }
+
     /// Gives the queues' memory back while nothing is held.
     pub fn release_memory(&mut self) {
         self.held.release_if_empty();

@@ -177,6 +177,18 @@ impl Streams {
         self.turns.remove(Turn::Stream(id));
     }
 
+    /// Forgets the sending half of every stream, and what it held to send
+    /// or until acknowledged: for a connection that closed at once.
+    pub(in crate::connection) fn abandon_sending(&mut self) {
+        let Some(tables) = self.tables.existing() else {
+            return;
+        };
+        let ids: Vec<StreamId> = tables.outgoing.keys().copied().collect();
+        for id in ids {
+            self.remove_outgoing(id);
+        }
+    }
+
     /// Gives every waiting stream that has room again its writable event,
     /// once room was released.
     pub(in crate::connection) fn wake_writers(&mut self) {

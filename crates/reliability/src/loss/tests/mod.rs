@@ -536,3 +536,25 @@ fn summaries_carry_the_send_times_congestion_control_needs() {
 }
 
 mod model;
+
+#[test]
+fn abandoning_what_is_in_flight_frees_the_ring_and_keeps_the_rtt() {
+    let mut h = Harness::new();
+    for pn in 0..4 {
+        h.send(pn);
+    }
+    h.advance(30 * MS);
+    h.ack(&[0..=1], Duration::ZERO).unwrap();
+    let rtt = h.detector.rtt().smoothed();
+    for pn in 4..2_000 {
+        h.send(pn);
+    }
+    assert!(h.detector.sent_packets().memory() > 0);
+    h.detector.abandon_in_flight();
+    h.detector.invariants().unwrap();
+    assert_eq!(h.detector.bytes_in_flight(), 0);
+    assert_eq!(h.detector.sent_packets().unacked_count(), 0);
+    assert_eq!(h.detector.sent_packets().memory(), 0);
+    assert_eq!(h.detector.poll_timeout(), None, "nothing left to probe for");
+    assert_eq!(h.detector.rtt().smoothed(), rtt);
+}

@@ -43,6 +43,23 @@ fn a_loss_costs_the_same_however_many_messages_wait_behind_it() {
 }
 
 #[test]
+fn abandoned_messages_are_gone_and_numbering_goes_on() {
+    let mut tx = MessageSender::new();
+    let sent = tx.push(Bytes::from_static(b"sent"));
+    tx.push(Bytes::from_static(b"queued"));
+    assert_eq!(tx.poll(|_, _| true).map(|(id, _)| id), Some(sent));
+    tx.abandon();
+    assert_eq!((tx.held(), tx.held_bytes()), (0, 0));
+    assert!(!tx.wants_to_send());
+    assert_eq!(tx.poll(|_, _| true), None);
+    // A late acknowledgement or loss of what was abandoned changes nothing.
+    assert_eq!(tx.on_acked(sent), 0);
+    tx.on_lost(sent);
+    assert!(!tx.wants_to_send());
+    assert_eq!(tx.push(Bytes::from_static(b"next")), sent + 2);
+}
+
+#[test]
 fn a_message_lost_twice_before_its_resend_is_queued_once() {
     let mut tx = MessageSender::new();
     let id = tx.push(Bytes::from_static(b"once"));
