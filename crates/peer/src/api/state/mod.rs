@@ -20,7 +20,9 @@ use crate::proto::{
     TransmitLimits,
 };
 pub(crate) use credit::Credit;
-pub(crate) use delivery::{MessageDelivery, StreamDelivery, StreamEnd, Taken};
+pub(crate) use delivery::{
+    DatagramDelivery, MessageDelivery, Reader, StreamDelivery, StreamEnd, Taken,
+};
 use hand_off::{Deferred, Writes};
 pub(crate) use sends::SendCredits;
 use sends::Sends;
@@ -67,6 +69,9 @@ pub(crate) struct Slot {
     sends: Option<Box<Sends>>,
     /// The messages the driver moved for `recv`, once it took the lock.
     delivered: Option<Arc<MessageDelivery>>,
+    /// The datagrams the driver moved for `recv_datagram`, once it took
+    /// the lock.
+    datagrams_delivered: Option<Arc<DatagramDelivery>>,
     /// What the connection's handles read without the endpoint's lock.
     pub(crate) published: Arc<Published>,
     /// When a handle last read what was published (as the driver saw it).
@@ -102,6 +107,7 @@ impl Slot {
             deferred: None,
             sends: None,
             delivered: None,
+            datagrams_delivered: None,
             published: Arc::new(Published::new(remote)),
             read_at: now,
             connect: Wakers::default(),
@@ -423,7 +429,7 @@ impl EndpointState {
         };
         slot.released = true;
         let handle = slot.handle;
-        self.discard_delivered_messages(id);
+        self.discard_delivered(id);
         match handle {
             Some(_) if self.defer_release(id, code) => {}
             Some(handle) => self.proto.release(now, handle, code),
@@ -535,7 +541,10 @@ impl EndpointState {
                     slot.deliver_messages(self.proto.connection(handle));
                     woke_receiver |= slot.recv.wake_all();
                 }
-                Event::DatagramReceived => woke_receiver |= slot.datagrams.wake_all(),
+                Event::DatagramReceived => {
+                    slot.deliver_datagrams(self.proto.connection(handle));
+                    woke_receiver |= slot.datagrams.wake_all();
+                }
                 Event::StreamOpened => {
                     slot.accept_stream.wake_all();
                 }
