@@ -416,17 +416,17 @@ impl Connection {
         poll_fn(|cx| self.poll_closed(cx)).await
     }
 
+    /// Without the endpoint's lock: the driver publishes how the
+    /// connection ended as it ends (see [`Published`]).
     fn poll_closed(&self, cx: &Context<'_>) -> Poll<ConnectionLost> {
-        match self.poll_step(|slot, connection| {
-            if slot.closed.is_some() {
-                return Step::ready(Err(ended(slot, connection.as_deref())), false);
-            }
-            slot.connect.register(cx);
-            Step::<Result<(), ConnectionLost>>::pending()
-        }) {
-            Poll::Ready(Err(error)) => Poll::Ready(error),
-            Poll::Ready(Ok(())) | Poll::Pending => Poll::Pending,
+        if let Poll::Ready(lost) = self.inner.published.poll_ended(cx) {
+            return Poll::Ready(lost);
         }
+        // The driver's end wakes the task registered above.
+        if self.inner.driver.is_stopped() {
+            return Poll::Ready(self.inner.driver.stopped().into());
+        }
+        Poll::Pending
     }
 
     /// The peer's address: where the connection's current path goes (it

@@ -586,7 +586,7 @@ impl<N> DriverHandle<N> {
 
     /// Why the driver ended ([`StopCause::Stopped`] until it records
     /// another).
-    fn stopped(&self) -> DriverStopped {
+    pub(crate) fn stopped(&self) -> DriverStopped {
         let cause = self.shared().cause.get().cloned();
         DriverStopped::new(cause.unwrap_or(StopCause::Stopped))
     }

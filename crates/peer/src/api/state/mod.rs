@@ -13,6 +13,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::connection::ended;
+use super::error::ConnectionLost;
 use super::published::{Published, PublishedEndpoint, WATCH_FOR};
 use crate::proto::{
     Connection as ProtoConnection, ConnectionError, ConnectionHandle, Endpoint, Event, Instant,
@@ -211,6 +213,7 @@ impl Slot {
             waiters.read.wake_all();
             waiters.write.wake_all();
         }
+        self.published.wake_end_waiters();
     }
 }
 
@@ -404,6 +407,8 @@ impl EndpointState {
             slot.publish(None);
             // Whoever waits learns that it is gone, with or without the
             // event that should have said so.
+            let lost = ended(slot, None);
+            slot.published.publish_ended(lost);
             slot.wake_everyone();
             if slot.released {
                 self.slots.remove(&id);
@@ -578,6 +583,8 @@ impl EndpointState {
                 Event::ObservedAddressChanged => {}
                 Event::Closed(error) => {
                     slot.span.in_scope(|| tracing::debug!(%error, "closed"));
+                    let lost = ConnectionLost::Connection(error.clone());
+                    slot.published.publish_ended(lost);
                     slot.closed = Some(error);
                     slot.end_writes();
                     slot.end_sends();
