@@ -482,3 +482,22 @@ async fn closed_waits_and_answers_without_the_lock() {
     let (ran, _) = while_locked(&server, move || poll_closed(&over));
     assert_eq!(ran, Some(Poll::Ready(lost)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accept_takes_a_queued_connection_without_the_lock() {
+    let (server, client, _a, _b) = connected(Config::default(), Config::default()).await;
+    let public = server.public().expect("an identity").clone();
+    let _second = client
+        .connect(server.local_addr(), &public)
+        .await
+        .expect("connects");
+    // The server queued it in the turn that completed the handshake.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (accepting, runtime) = (server.clone(), tokio::runtime::Handle::current());
+    // What it accepted is dropped (refused) once the lock is let go.
+    let (ran, _) = while_locked(&server, move || runtime.block_on(accepting.accept()));
+    let incoming = ran
+        .expect("accept waited for the lock")
+        .expect("a connection");
+    assert_eq!(incoming.remote_address(), client.local_addr());
+}

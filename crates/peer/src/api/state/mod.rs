@@ -7,7 +7,7 @@
 //! exactly the tasks they concern, so that a waiting task costs nothing
 //! until there is something for it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -21,6 +21,7 @@ use crate::proto::{
     KeyFingerprint, Node, PublicIdentity, RefusalReason, SendRefused, StreamId, Transmit,
     TransmitLimits,
 };
+pub(crate) use accepts::Accepts;
 pub(crate) use credit::Credit;
 pub(crate) use delivery::{
     DatagramDelivery, MessageDelivery, Reader, StreamDelivery, StreamEnd, Taken,
@@ -219,6 +220,7 @@ impl Slot {
 
 /// Who is at the other end of a connection, as an accepted or introduced
 /// connection's handle is made.
+#[derive(Debug)]
 pub(crate) struct Peer {
     pub(crate) remote: SocketAddr,
     pub(crate) identity: Option<PublicIdentity>,
@@ -241,8 +243,7 @@ pub(crate) struct EndpointState {
     by_handle: HashMap<ConnectionHandle, SlotId>,
     next_slot: SlotId,
     /// Connections peers opened, not yet taken by `accept`.
-    pub(crate) incoming: VecDeque<SlotId>,
-    pub(crate) accept: Wakers,
+    pub(crate) accepts: Arc<Accepts>,
     /// Waiters for the endpoint to hold no connection.
     pub(crate) idle: Wakers,
     /// No more `accept`, and new connections are refused: the endpoint is
@@ -269,8 +270,7 @@ impl EndpointState {
             slots: HashMap::new(),
             by_handle: HashMap::new(),
             next_slot: 0,
-            incoming: VecDeque::new(),
-            accept: Wakers::default(),
+            accepts: Arc::default(),
             idle: Wakers::default(),
             closing: None,
             introductions: HashMap::new(),
@@ -451,8 +451,7 @@ impl EndpointState {
     pub(crate) fn refuse_connections(&mut self, now: Instant, code: u64) {
         self.closing = Some(code);
         self.proto.refuse_connections();
-        self.accept.wake_all();
-        while let Some(id) = self.incoming.pop_front() {
+        for id in self.accepts.close() {
             self.release(now, id, code);
         }
     }
@@ -602,8 +601,9 @@ impl EndpointState {
                     self.release(now, id, code);
                     continue;
                 }
-                self.incoming.push_back(id);
-                self.accept.wake_all();
+                if let Some(peer) = self.peer(id) {
+                    self.accepts.push(id, peer);
+                }
             }
         }
         woke_receiver
@@ -633,7 +633,7 @@ impl EndpointState {
 /// and finds the endpoint stopped.
 impl Drop for EndpointState {
     fn drop(&mut self) {
-        self.accept.wake_all();
+        self.accepts.wake();
         self.idle.wake_all();
         for slot in self.slots.values_mut() {
             slot.wake_everyone();
@@ -690,6 +690,7 @@ impl Node for EndpointState {
     }
 }
 
+mod accepts;
 mod credit;
 mod delivery;
 mod hand_off;
