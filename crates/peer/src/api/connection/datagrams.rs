@@ -19,7 +19,7 @@ impl Connection {
     /// [`ConnectionConfig::datagram_send_queue`](crate::proto::ConnectionConfig::datagram_send_queue)
     /// datagrams already wait to be sent (the congestion window is full,
     /// or the path is slower than the application), the oldest is dropped
-    /// for it and counted in [`ConnectionStats::datagrams_dropped`]:
+    /// for it and counted in [`ConnectionStats::datagrams_dropped`](crate::ConnectionStats::datagrams_dropped):
     /// [`send_datagram_wait`](Self::send_datagram_wait) waits instead.
     pub fn send_datagram(&self, datagram: impl Into<Bytes>) -> Result<(), SendDatagramError> {
         let mut datagram = Some(datagram.into());
