@@ -15,11 +15,15 @@
 //! calls on a second connection of the loaded endpoint, whose buffers have
 //! room, time the lock: `send`, `write` and `send_datagram` of 64 bytes,
 //! and, a round later, `recv`, `read` and `recv_datagram` of what its peer
-//! echoed. A read is timed in one of two rows: "delivered" when what it
-//! reads had arrived (its first poll was ready: the row that says whether
-//! reads wait for the lock), "waited" when the echo was late (that row's
-//! time is mostly the echo's way back). Every call that is a future is
-//! awaited to its end. Before the load, the loaded
+//! echoed, and `accept_bi` and `accept_uni` of the streams its peer opened
+//! for each message; `Endpoint::accept` on the loaded server of a
+//! connection a third endpoint opens every [`DIAL_EVERY`] rounds; and one
+//! poll of `closed()` of the quiet connection (it is open: the poll only
+//! registers, under the lock). A read or an accept is timed in one of two
+//! rows: "delivered" when what it takes had arrived (its first poll was
+//! ready: the row that says whether it waits for the lock), "waited" when
+//! it had not (that row's time is mostly the echo's way back). Every call
+//! that is a future is awaited to its end. Before the load, the loaded
 //! connection's `stats()` is timed idle, as the baseline. Durations go to
 //! HDR histograms (1 ns resolution); the percentiles are printed, with the
 //! transfer's throughput.
@@ -44,6 +48,10 @@ const PROBE_EVERY: Duration = Duration::from_micros(200);
 
 /// How long a probe waits for an echoed datagram.
 const DATAGRAM_PATIENCE: Duration = Duration::from_millis(20);
+
+/// Rounds of probes between two connections the dialer opens to the
+/// loaded server (each costs a handshake's work to both).
+const DIAL_EVERY: u64 = 8;
 
 /// Bytes per stream write.
 const CHUNK: usize = 64 << 10;
@@ -85,6 +93,7 @@ async fn run(load: Duration, per_turn: usize) -> Result<(), Box<dyn std::error::
     );
     let (quiet, quiet_accepted) = (quiet?, quiet_accepted.ok_or("the server stopped")?);
     echo(quiet_accepted);
+    let dialer = Endpoint::bind(localhost, Config::default())?;
 
     let mut idle = Histogram::new_with_bounds(1, 10_000_000_000, 3)?;
     let end = quanta::Instant::now() + Duration::from_secs(1);
@@ -148,6 +157,9 @@ async fn run(load: Duration, per_turn: usize) -> Result<(), Box<dyn std::error::
     let (loaded_stream, _) = connection.open_bi().await?;
     let (quiet_send, quiet_recv) = quiet.open_bi().await?;
     let mut probes = Probes {
+        server: &server,
+        dialer: &dialer,
+        public: &public,
         loaded: &connection,
         control: &control,
         endpoint: &client,
@@ -175,7 +187,9 @@ async fn run(load: Duration, per_turn: usize) -> Result<(), Box<dyn std::error::
     Ok(())
 }
 
-/// Sends back every message, datagram and stream byte of `connection`.
+/// Sends back every message, datagram and stream byte of `connection`,
+/// and opens a two-way and a one-way stream (one byte each) for every
+/// message.
 fn echo(connection: Connection) {
     tokio::spawn({
         let connection = connection.clone();
@@ -184,6 +198,7 @@ fn echo(connection: Connection) {
                 if connection.send(message).await.is_err() {
                     break;
                 }
+                tokio::spawn(open_streams(connection.clone()));
             }
         }
     });
@@ -207,13 +222,25 @@ fn echo(connection: Connection) {
     });
 }
 
+/// Opens a two-way and a one-way stream on `connection`, with a byte each,
+/// for the other side's `accept_bi` and `accept_uni` probes.
+async fn open_streams(connection: Connection) -> Result<(), tern_peer::WriteError> {
+    for mut stream in [connection.open_bi().await?.0, connection.open_uni().await?] {
+        stream.write_all(&SMALL[..1]).await?;
+        stream
+            .finish()
+            .map_err(|_| tern_peer::WriteError::ClosedStream)?;
+    }
+    Ok(())
+}
+
 /// What each probe times, in the order they run during the load. A read
 /// (`recv`, `read`, `recv_datagram`) of what the quiet connection's peer
 /// echoed a round earlier is timed in one of two rows: "delivered" when
 /// its first poll was ready (what it reads had arrived: the call's own
 /// time, its wait for the endpoint's lock included), "waited" when the
 /// echo was not there yet (its time is mostly the echo's way back).
-const PROBES: [&str; 14] = [
+const PROBES: [&str; 21] = [
     "under bulk load: Connection::stats() of the loaded connection",
     "control (another endpoint, idle): Connection::stats()",
     "Endpoint::stats() of the loaded endpoint",
@@ -228,10 +255,24 @@ const PROBES: [&str; 14] = [
     "send of 64 B on a quiet connection of the loaded endpoint",
     "write of 64 B on a quiet connection of the loaded endpoint",
     "send_datagram of 64 B on the quiet connection",
+    "accept_bi of a stream the quiet connection's peer opened, delivered",
+    "accept_bi of a stream the quiet connection's peer opened, waited",
+    "accept_uni of a stream the quiet connection's peer opened, delivered",
+    "accept_uni of a stream the quiet connection's peer opened, waited",
+    "Endpoint::accept on the loaded server of a dialled connection, delivered",
+    "Endpoint::accept on the loaded server of a dialled connection, waited",
+    "closed() of the quiet connection, one poll (open: pending)",
 ];
 
 /// The calls timed under load, and their durations (in [`PROBES`] order).
 struct Probes<'a> {
+    /// The endpoint that reads the transfer, where `accept` is timed.
+    server: &'a Endpoint,
+    /// An idle endpoint that opens a connection to the server every
+    /// [`DIAL_EVERY`] rounds.
+    dialer: &'a Endpoint,
+    /// The server's identity.
+    public: &'a tern_peer::PublicIdentity,
     /// The connection that carries the transfer.
     loaded: &'a Connection,
     /// A connection of another, idle pair of endpoints.
@@ -257,7 +298,9 @@ impl Probes<'_> {
         let end = quanta::Instant::now() + time;
         let mut buf = [0u8; 4096];
         self.send_to_echo().await;
+        let mut round = 0u64;
         while quanta::Instant::now() < end {
+            round += 1;
             let [
                 stats,
                 control,
@@ -273,6 +316,13 @@ impl Probes<'_> {
                 quiet_sent,
                 quiet_written,
                 datagram,
+                accepted_bi,
+                accepted_bi_late,
+                accepted_uni,
+                accepted_uni_late,
+                accepted,
+                accepted_late,
+                closed,
             ] = &mut self.times;
             time_call(stats, || self.loaded.stats());
             pause().await;
@@ -307,6 +357,22 @@ impl Probes<'_> {
             pause().await;
             time_call(datagram, || self.quiet.send_datagram(&SMALL[..]));
             pause().await;
+            // The streams its peer opened for the last round's message.
+            let streams = tokio::time::timeout(DATAGRAM_PATIENCE, self.quiet.accept_bi());
+            time_read(accepted_bi, accepted_bi_late, streams).await;
+            pause().await;
+            let streams = tokio::time::timeout(DATAGRAM_PATIENCE, self.quiet.accept_uni());
+            time_read(accepted_uni, accepted_uni_late, streams).await;
+            pause().await;
+            if round % DIAL_EVERY == 1 {
+                dial(self.dialer, self.server, self.public);
+            } else if round % DIAL_EVERY == 2 {
+                let incoming = tokio::time::timeout(DATAGRAM_PATIENCE, self.server.accept());
+                time_read(accepted, accepted_late, incoming).await;
+                pause().await;
+            }
+            time_poll(closed, self.quiet.closed());
+            pause().await;
         }
     }
 
@@ -318,6 +384,17 @@ impl Probes<'_> {
         let _ = self.quiet.send_datagram(&SMALL[..]);
         pause().await;
     }
+}
+
+/// Opens a connection from `dialer` to `server`, in a task of its own, and
+/// keeps it until the server refuses it.
+fn dial(dialer: &Endpoint, server: &Endpoint, public: &tern_peer::PublicIdentity) {
+    let (dialer, server, public) = (dialer.clone(), server.local_addr(), public.clone());
+    tokio::spawn(async move {
+        if let Ok(connection) = dialer.connect(server, &public).await {
+            let _ = connection.closed().await;
+        }
+    });
 }
 
 /// Awaits `read`, timed into `delivered` if its first poll was ready
@@ -342,6 +419,14 @@ async fn time_read<T>(
         waited
     };
     record(histogram, start, result);
+}
+
+/// Times one poll of `future` into `histogram`, then drops it.
+fn time_poll<T>(histogram: &mut Histogram<u64>, future: impl Future<Output = T>) {
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    let mut future = std::pin::pin!(future);
+    time_call(histogram, || future.as_mut().poll(&mut cx).is_ready());
 }
 
 /// The time between two probes.

@@ -1,10 +1,11 @@
 //! What the driver does around a turn's sends, with toy nodes on real
 //! loopback sockets: it lets the tasks that arrivals woke act before it
-//! transmits, and it waits awake for an answer the node expects soon.
+//! transmits (and, when they woke nobody, keeps its lock throughout the
+//! turn), and it waits awake for an answer the node expects soon.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 mod driver_support;
@@ -93,6 +94,79 @@ async fn tasks_woken_by_arrivals_act_before_the_turn_transmits() {
         acting.abort();
         let stopped = stop(handle, task).await;
         assert_eq!(stopped.node.answered, EXCHANGES);
+    }
+}
+
+/// Hands a command off through its own driver's handle for every
+/// datagram (as an application call that found the lock held does), wakes
+/// no receiver, and answers each datagram with one byte: whether the
+/// command had run when the answer was built.
+struct HandsOff {
+    handle: Arc<OnceLock<DriverHandle<HandsOff>>>,
+    arrivals: VecDeque<SocketAddr>,
+    handed_off: usize,
+    ran: usize,
+}
+
+impl Node for HandsOff {
+    fn handle_datagram(&mut self, _: Instant, _: SocketAddr, from: SocketAddr, _: &mut [u8]) {
+        self.arrivals.push_back(from);
+        if let Some(handle) = self.handle.get() {
+            handle.hand_off(|node: &mut HandsOff| node.ran += 1);
+            self.handed_off += 1;
+        }
+    }
+
+    fn poll_transmit(&mut self, _: Instant, _: TransmitLimits, buf: &mut [u8]) -> Option<Transmit> {
+        let to = self.arrivals.pop_front()?;
+        buf[0] = u8::from(self.ran >= self.handed_off);
+        datagram(to, 1)
+    }
+
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        None
+    }
+
+    fn handle_timeout(&mut self, _: Instant) {}
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_turn_that_woke_no_receiver_keeps_the_lock_until_it_ends() {
+    const EXCHANGES: usize = 20;
+    for backend in BACKENDS {
+        let handle_cell = Arc::new(OnceLock::new());
+        let node = HandsOff {
+            handle: Arc::clone(&handle_cell),
+            arrivals: VecDeque::new(),
+            handed_off: 0,
+            ran: 0,
+        };
+        let (driver, handle) = Driver::bind(loopback(), node, &config(backend)).expect("bind");
+        let _ = handle_cell.set(handle.clone());
+        let task = tokio::spawn(driver.run());
+        let peer = tokio::net::UdpSocket::bind(loopback()).await.expect("bind");
+        peer.connect(handle.local_addr()).await.expect("connect");
+        for _ in 0..EXCHANGES {
+            peer.send(b"ask").await.expect("send");
+            let mut answer = [0u8; 8];
+            let n = tokio::time::timeout(PATIENCE, peer.recv(&mut answer))
+                .await
+                .expect("the answer arrives")
+                .expect("recv");
+            // A driver that let the lock go and took it again before its
+            // transmits would have run the command then.
+            assert_eq!(
+                &answer[..n],
+                [0],
+                "{backend:?}: the lock was taken twice in a turn that woke nobody"
+            );
+        }
+        let stopped = stop(handle, task).await;
+        // Each ran by the end of its turn.
+        let HandsOff {
+            handed_off, ran, ..
+        } = stopped.node;
+        assert_eq!((handed_off, ran), (EXCHANGES, EXCHANGES));
     }
 }
 

@@ -22,7 +22,7 @@ use tern_proto::{
     INITIAL_STREAM_WINDOW, ProtocolError, ReadOutcome, Side, StreamId,
 };
 use tern_sim::{LinkConfig, Seed};
-use tern_wire::{Frame, Message, Stream};
+use tern_wire::{Datagram, Frame, Message, Stream};
 
 #[test]
 fn greedy_peers_are_held_to_the_budget_and_the_honest_one_completes() {
@@ -408,4 +408,51 @@ fn bytes_taken_out_open_the_windows_once_consumed() {
     let mut again = after.clone();
     attacker.take_limits(&mut again);
     assert_eq!(again, after);
+}
+
+#[test]
+fn datagrams_taken_out_stay_charged_and_within_the_queue_until_consumed() {
+    const QUEUE: usize = 4;
+    let mut config = EndpointConfig::default();
+    config.connection.datagram_receive_queue = QUEUE;
+    let mut attacker = Attacker::connect(config);
+    let send = |attacker: &mut Attacker, first: u8, count: u8| {
+        for n in first..first + count {
+            attacker.send(&[Frame::Datagram(Datagram { data: &[n; 1000] })]);
+        }
+        attacker.turn();
+    };
+    send(&mut attacker, 0, 3);
+    let connection = attacker.connection().expect("open");
+    let held_before = connection.stats().receive_memory;
+    let mut out = std::collections::VecDeque::new();
+    connection.take_datagrams(&mut out);
+    assert_eq!(out.len(), 3);
+    assert!(connection.recv_datagram().is_none(), "taken out, in order");
+    // Out of the protocol's queue, still charged.
+    assert_eq!(connection.stats().receive_memory, held_before);
+    attacker.turn();
+    let charged = attacker.endpoint.stats().memory_charged;
+    assert!(
+        charged >= 3000,
+        "{charged} charged for 3 000 bytes taken out"
+    );
+
+    // Three more: the queue's bound holds across both, the oldest dropped
+    // and counted.
+    send(&mut attacker, 3, 3);
+    let connection = attacker.connection().expect("open");
+    let dropped = connection.stats().datagrams_dropped;
+    connection.take_datagrams(&mut out);
+    let firsts: Vec<u8> = out.iter().map(|d| d[0]).collect();
+    assert_eq!(firsts, [2, 3, 4, 5]);
+    assert_eq!(connection.stats().datagrams_dropped, dropped + 2);
+    assert_eq!(connection.stats().receive_memory, held_before + 1000);
+
+    // Reported consumed, they are no longer charged; reporting more than
+    // was taken changes nothing more.
+    connection.datagrams_consumed(4000);
+    assert_eq!(connection.stats().receive_memory + 3000, held_before);
+    connection.datagrams_consumed(1 << 20);
+    assert_eq!(connection.stats().receive_memory + 3000, held_before);
 }

@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::error::{ConnectionLost, SendDatagramError, SendError};
+use super::error::{ConnectionLost, SendError};
 use super::published::{Published, Snapshot};
 use super::recv_stream::RecvStream;
 use super::send_stream::SendStream;
-use super::state::{EndpointState, MessageDelivery, SendCredits, Slot, SlotId, Wakers};
+use super::state::{
+    DatagramDelivery, EndpointState, MessageDelivery, Reader, SendCredits, Slot, SlotId, Wakers,
+};
 use crate::driver::{DriverHandle, DriverStopped, StopCause};
 use crate::proto::{
     self, Connection as ProtoConnection, ConnectionStats, PublicIdentity, StreamId,
@@ -48,6 +50,9 @@ struct Inner {
     credits: Arc<SendCredits>,
     /// The messages the driver moved for `recv`, once it took the lock.
     delivered: OnceLock<Arc<MessageDelivery>>,
+    /// The datagrams the driver moved for `recv_datagram`, once it took
+    /// the lock.
+    datagrams: OnceLock<Arc<DatagramDelivery>>,
 }
 
 impl Drop for Inner {
@@ -57,6 +62,8 @@ impl Drop for Inner {
         let _ = self.driver.with_node(|state| state.release(now, slot, 0));
     }
 }
+
+mod datagrams;
 
 /// Why an operation on a connection that is over failed.
 pub(crate) fn ended(slot: &Slot, connection: Option<&ProtoConnection>) -> ConnectionLost {
@@ -103,6 +110,7 @@ impl Connection {
                 published,
                 credits: Arc::default(),
                 delivered: OnceLock::new(),
+                datagrams: OnceLock::new(),
             }),
         }
     }
@@ -263,7 +271,7 @@ impl Connection {
                 if first {
                     // The window opens once the driver hears of it.
                     let slot = self.inner.slot;
-                    self.hand_off(move |state| state.report_taken(slot, None));
+                    self.hand_off(move |state| state.report_taken(slot, Reader::Messages));
                 }
                 return Poll::Ready(Ok(message));
             }
@@ -283,109 +291,6 @@ impl Connection {
                     return Step::ready(Err(ended(slot, Some(connection))), false);
                 }
                 slot.recv.register(cx);
-                Step::pending()
-            })
-        })
-        .await
-    }
-
-    /// Queues an unreliable datagram: sent once, never re-sent, dropped by
-    /// the network or the peer's full queue without notice. When
-    /// [`ConnectionConfig::datagram_send_queue`](crate::proto::ConnectionConfig::datagram_send_queue)
-    /// datagrams already wait to be sent (the congestion window is full,
-    /// or the path is slower than the application), the oldest is dropped
-    /// for it and counted in [`ConnectionStats::datagrams_dropped`]:
-    /// [`send_datagram_wait`](Self::send_datagram_wait) waits instead.
-    pub fn send_datagram(&self, datagram: impl Into<Bytes>) -> Result<(), SendDatagramError> {
-        let mut datagram = Some(datagram.into());
-        let credits = &self.inner.credits;
-        let poll = match self
-            .try_poll_step(|slot, c| queue_datagram(slot, c, &mut datagram, credits))
-        {
-            Some(poll) => poll,
-            // The driver's turn holds the lock: hand the datagram off if
-            // the queue had room for it, or wait for the lock.
-            None => match datagram.take_if(|d| credits.take_datagram(d.len())) {
-                Some(datagram) => {
-                    let (slot, credits) = (self.inner.slot, Arc::clone(credits));
-                    self.hand_off(move |state| {
-                        state.send_datagram_handed_off(slot, &credits, datagram);
-                    });
-                    return Ok(());
-                }
-                None => self.poll_step(|slot, c| queue_datagram(slot, c, &mut datagram, credits)),
-            },
-        };
-        match poll {
-            Poll::Ready(result) => result,
-            Poll::Pending => Err(ConnectionLost::Closing.into()),
-        }
-    }
-
-    /// Queues an unreliable datagram like [`send_datagram`](Self::send_datagram),
-    /// but waits while the send queue is full rather than drop the oldest:
-    /// for a sender that would rather slow down than lose datagrams before
-    /// they leave (the network may still drop them).
-    pub async fn send_datagram_wait(
-        &self,
-        datagram: impl Into<Bytes>,
-    ) -> Result<(), SendDatagramError> {
-        let mut datagram = Some(datagram.into());
-        poll_fn(|cx| {
-            self.poll_step(|slot, connection| {
-                let Some(taken) = datagram.take() else {
-                    return Step::ready(Ok(()), false);
-                };
-                let Some(connection) = connection else {
-                    return Step::ready(Err(ended(slot, None).into()), false);
-                };
-                match connection.try_send_datagram(taken) {
-                    Err(proto::SendError::Blocked(back)) => {
-                        datagram = Some(back);
-                        slot.datagram_room.register(cx);
-                        Step::pending()
-                    }
-                    queued => {
-                        let queued = datagram_sent(slot, connection, queued);
-                        let wake = queued.is_ok();
-                        Step::ready(queued, wake)
-                    }
-                }
-            })
-        })
-        .await
-    }
-
-    /// The largest datagram [`send_datagram`](Self::send_datagram) takes:
-    /// what one packet carries on any path (`None` once the endpoint freed
-    /// the connection).
-    pub fn max_datagram_size(&self) -> Option<usize> {
-        self.read_live(|s| s.max_datagram_size)
-    }
-
-    /// The largest message the peer accepts, in bytes: its
-    /// `max_message_size` once it told it (in its first packet after the
-    /// handshake), until then the default both ends assume,
-    /// [`DEFAULT_MAX_MESSAGE_SIZE`](crate::proto::DEFAULT_MAX_MESSAGE_SIZE)
-    /// (1 GiB). `None` once the endpoint freed the connection.
-    pub fn max_message_size(&self) -> Option<u64> {
-        self.read_live(|s| s.max_message_size)
-    }
-
-    /// The next unreliable datagram from the peer.
-    pub async fn recv_datagram(&self) -> Result<Bytes, ConnectionLost> {
-        poll_fn(|cx| {
-            self.poll_step(|slot, connection| {
-                let Some(connection) = connection else {
-                    return Step::ready(Err(ended(slot, None)), false);
-                };
-                if let Some(datagram) = connection.recv_datagram() {
-                    return Step::ready(Ok(datagram), false);
-                }
-                if slot.closed.is_some() || connection.is_closed() {
-                    return Step::ready(Err(ended(slot, Some(connection))), false);
-                }
-                slot.datagrams.register(cx);
                 Step::pending()
             })
         })
@@ -511,17 +416,17 @@ impl Connection {
         poll_fn(|cx| self.poll_closed(cx)).await
     }
 
+    /// Without the endpoint's lock: the driver publishes how the
+    /// connection ended as it ends (see [`Published`]).
     fn poll_closed(&self, cx: &Context<'_>) -> Poll<ConnectionLost> {
-        match self.poll_step(|slot, connection| {
-            if slot.closed.is_some() {
-                return Step::ready(Err(ended(slot, connection.as_deref())), false);
-            }
-            slot.connect.register(cx);
-            Step::<Result<(), ConnectionLost>>::pending()
-        }) {
-            Poll::Ready(Err(error)) => Poll::Ready(error),
-            Poll::Ready(Ok(())) | Poll::Pending => Poll::Pending,
+        if let Poll::Ready(lost) = self.inner.published.poll_ended(cx) {
+            return Poll::Ready(lost);
         }
+        // The driver's end wakes the task registered above.
+        if self.inner.driver.is_stopped() {
+            return Poll::Ready(self.inner.driver.stopped().into());
+        }
+        Poll::Pending
     }
 
     /// The peer's address: where the connection's current path goes (it
@@ -650,42 +555,5 @@ fn send_locked(
             Step::ready(Err(SendError::TooLarge { size, limit }), false)
         }
         Err(_) => Step::ready(Err(ended(slot, Some(connection)).into()), false),
-    }
-}
-
-/// `send_datagram` of `datagram` under the endpoint's lock.
-fn queue_datagram(
-    slot: &mut Slot,
-    connection: Option<&mut ProtoConnection>,
-    datagram: &mut Option<Bytes>,
-    credits: &Arc<SendCredits>,
-) -> Step<Result<(), SendDatagramError>> {
-    let queued = match (connection, datagram.take()) {
-        (Some(connection), Some(datagram)) => {
-            let queued = connection.send_datagram(datagram);
-            if queued.is_ok() {
-                slot.sent(connection, credits);
-            }
-            datagram_sent(slot, connection, queued)
-        }
-        (connection, _) => Err(ended(slot, connection.as_deref()).into()),
-    };
-    let wake = queued.is_ok();
-    Step::ready(queued, wake)
-}
-
-/// What a datagram handed to the protocol became.
-fn datagram_sent(
-    slot: &Slot,
-    connection: &ProtoConnection,
-    queued: Result<(), proto::SendError>,
-) -> Result<(), SendDatagramError> {
-    match queued {
-        Ok(()) => Ok(()),
-        Err(proto::SendError::TooLarge(size)) => Err(SendDatagramError::TooLarge {
-            size,
-            max: connection.max_datagram_size(),
-        }),
-        Err(_) => Err(ended(slot, Some(connection)).into()),
     }
 }

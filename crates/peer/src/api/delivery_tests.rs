@@ -235,6 +235,44 @@ async fn a_recv_takes_moved_messages_while_the_lock_is_held() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recv_datagram_takes_moved_datagrams_while_the_lock_is_held_and_they_stay_charged() {
+    let (server, _client, a, b) = connected(Config::default(), Config::default()).await;
+    let datagrams: Vec<Bytes> = (0..5).map(|i| Bytes::from(pattern(i * 100, 100))).collect();
+    let receiver = b.clone();
+    let first = tokio::spawn(async move { receiver.recv_datagram().await.expect("a datagram") });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (sender, sent) = (a.clone(), datagrams.clone());
+    let ran = sent_while_locked(&server, move || {
+        for datagram in sent {
+            sender.send_datagram(datagram).expect("queued");
+        }
+    });
+    ran.expect("the sender does not need the receiver's lock");
+    let first = tokio::time::timeout(PATIENCE, first)
+        .await
+        .expect("recv_datagram is woken")
+        .expect("recv_datagram runs");
+    assert_eq!(first, datagrams[0]);
+    // The four moved and not taken are still charged to the budget.
+    let held_moved = held_for(&server, &b);
+    let receiver = b.clone();
+    let runtime = tokio::runtime::Handle::current();
+    let (ran, _) = while_locked(&server, move || {
+        runtime.block_on(async {
+            let mut rest = Vec::new();
+            for _ in 1..5 {
+                rest.push(receiver.recv_datagram().await.expect("a datagram"));
+            }
+            rest
+        })
+    });
+    let rest = ran.expect("the moved datagrams were taken without the lock");
+    assert_eq!(rest, datagrams[1..]);
+    // Taking the lock ran the report the reader handed off.
+    assert_eq!(held_moved - held_for(&server, &b), 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_transfer_through_the_delivery_buffer_arrives_intact() {
     const TOTAL: usize = 8 << 20;
     // A window smaller than the transfer, so that moved bytes must reopen it.

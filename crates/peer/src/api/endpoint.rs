@@ -16,7 +16,7 @@ use super::connection::Connection;
 use super::error::ConnectError;
 use super::incoming::Incoming;
 use super::published::PublishedEndpoint;
-use super::state::EndpointState;
+use super::state::{Accepts, EndpointState};
 use crate::driver::{Driver, DriverHandle, DriverStats};
 use crate::proto::{self, CongestionConfig, EndpointStats};
 
@@ -44,6 +44,8 @@ pub struct Endpoint {
     driver: DriverHandle<EndpointState>,
     /// The endpoint's figures as the driver published them.
     figures: Arc<PublishedEndpoint>,
+    /// The connections peers opened, as the driver queued them.
+    accepts: Arc<Accepts>,
     public: Option<PublicIdentity>,
     /// The protocol's handshake timeout: `connect`'s own deadline too.
     handshake_timeout: Duration,
@@ -131,12 +133,14 @@ impl Endpoint {
         let state = EndpointState::new(proto);
         state.publish_figures();
         let figures = Arc::clone(&state.figures);
+        let accepts = Arc::clone(&state.accepts);
         let (driver, handle) = Driver::new(socket, state, &driver_config)?;
         tokio::spawn(driver.run());
         Ok(Self {
             _door: Arc::new(Door(handle.clone())),
             driver: handle,
             figures,
+            accepts,
             public,
             handshake_timeout,
             socket_config: Arc::new(driver_config.socket_config()),
@@ -355,20 +359,11 @@ impl Endpoint {
     /// ```
     pub async fn accept(&self) -> Option<Incoming> {
         let (slot, peer) = poll_fn(|cx| {
-            let taken = self.driver.with_node_unwoken(|state| {
-                while let Some(slot) = state.incoming.pop_front() {
-                    // A slot dropped since it was queued: the next one.
-                    if let Some(peer) = state.peer(slot) {
-                        return Poll::Ready(Some((slot, peer)));
-                    }
-                }
-                if state.closing.is_some() {
-                    return Poll::Ready(None);
-                }
-                state.accept.register(cx);
-                Poll::Pending
-            });
-            taken.unwrap_or(Poll::Ready(None))
+            // The driver's end wakes a task that waits.
+            if self.driver.is_stopped() {
+                return Poll::Ready(None);
+            }
+            self.accepts.poll_next(cx)
         })
         .await?;
         let connection = Connection::new(self.driver.clone(), slot, peer.published);

@@ -7,10 +7,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use rand_core::OsRng;
 
+use super::error::ConnectionLost;
 use super::state::EndpointState;
 use super::{Config, Connection, Endpoint, RecvStream, SendStream, WriteError};
 
@@ -451,4 +453,51 @@ async fn datagrams_handed_off_stay_within_the_queue_and_push_none_out() {
     });
     assert!(during <= QUEUE, "{during} handed off, room for {QUEUE}");
     done.recv_timeout(PATIENCE).expect("the sender ends");
+}
+
+/// One poll of `connection.closed()`, with a waker that does nothing.
+fn poll_closed(connection: &Connection) -> Poll<ConnectionLost> {
+    let mut closed = std::pin::pin!(connection.closed());
+    closed
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_waits_and_answers_without_the_lock() {
+    let (server, _client, a, b) = connected(Config::default(), Config::default()).await;
+    let open = b.clone();
+    let (ran, _) = while_locked(&server, move || poll_closed(&open).is_pending());
+    assert_eq!(ran, Some(true), "a poll of closed() waited for the lock");
+    let waiting = b.clone();
+    let waiter = tokio::spawn(async move { waiting.closed().await });
+    a.abort(7, "gone");
+    let lost = tokio::time::timeout(PATIENCE, waiter)
+        .await
+        .expect("closed() is woken")
+        .expect("the task runs");
+    assert!(lost.to_string().contains('7'), "{lost}");
+    // Once it is over, closed() answers at once, the lock held or not.
+    let over = b.clone();
+    let (ran, _) = while_locked(&server, move || poll_closed(&over));
+    assert_eq!(ran, Some(Poll::Ready(lost)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accept_takes_a_queued_connection_without_the_lock() {
+    let (server, client, _a, _b) = connected(Config::default(), Config::default()).await;
+    let public = server.public().expect("an identity").clone();
+    let _second = client
+        .connect(server.local_addr(), &public)
+        .await
+        .expect("connects");
+    // The server queued it in the turn that completed the handshake.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (accepting, runtime) = (server.clone(), tokio::runtime::Handle::current());
+    // What it accepted is dropped (refused) once the lock is let go.
+    let (ran, _) = while_locked(&server, move || runtime.block_on(accepting.accept()));
+    let incoming = ran
+        .expect("accept waited for the lock")
+        .expect("a connection");
+    assert_eq!(incoming.remote_address(), client.local_addr());
 }

@@ -13,12 +13,18 @@
 //! copy. A connection nobody read for [`WATCH_FOR`] is no longer
 //! published each turn (a turn costs nothing for connections nobody
 //! looks at); the next read takes the endpoint's lock once, publishes,
-//! and watches it again.
+//! and watches it again. How the connection ended is published as it
+//! ends, with the tasks that wait for it, so that `closed()` never takes
+//! the endpoint's lock either.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use super::error::ConnectionLost;
+use super::state::Wakers;
 
 use crate::proto::{
     Connection as ProtoConnection, ConnectionStats, Endpoint as ProtoEndpoint, EndpointStats,
@@ -67,6 +73,9 @@ pub(crate) struct Published {
     watched: AtomicBool,
     /// A handle read it since the driver's last look.
     read: AtomicBool,
+    /// How the connection ended, once it has, and the tasks waiting for
+    /// it to end (boxed: 8 bytes on a connection that lives).
+    ended: Mutex<(Option<Box<ConnectionLost>>, Wakers)>,
 }
 
 impl Published {
@@ -75,6 +84,35 @@ impl Published {
             snapshot: Mutex::new(Snapshot::new(remote)),
             watched: AtomicBool::new(false),
             read: AtomicBool::new(false),
+            ended: Mutex::default(),
+        }
+    }
+
+    /// Publishes how the connection ended (the first word stays) and wakes
+    /// the tasks waiting for it.
+    pub(crate) fn publish_ended(&self, lost: ConnectionLost) {
+        let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        ended.0.get_or_insert_with(|| Box::new(lost));
+        ended.1.wake_all();
+    }
+
+    /// Wakes the tasks waiting for the connection to end, without a word:
+    /// the endpoint stopped, and they find it so.
+    pub(crate) fn wake_end_waiters(&self) {
+        let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        ended.1.wake_all();
+    }
+
+    /// How the connection ended, or `Pending` with the task of `cx`
+    /// registered to be woken when it does.
+    pub(crate) fn poll_ended(&self, cx: &Context<'_>) -> Poll<ConnectionLost> {
+        let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        match &ended.0 {
+            Some(lost) => Poll::Ready(ConnectionLost::clone(lost)),
+            None => {
+                ended.1.register(cx);
+                Poll::Pending
+            }
         }
     }
 

@@ -10,7 +10,7 @@ use tokio::io::{AsyncRead, ReadBuf};
 
 use super::connection::{Connection, Step, ended};
 use super::error::{ClosedStream, ReadError, ReadToEndError};
-use super::state::{Slot, StreamDelivery, StreamEnd, Taken};
+use super::state::{Reader, Slot, StreamDelivery, StreamEnd, Taken};
 use crate::proto::{self, Connection as ProtoConnection, ReadOutcome, StreamId};
 
 /// The receiving half of a stream: the peer's bytes in order, to their end
@@ -126,7 +126,7 @@ impl RecvStream {
                     // The window opens once the driver hears of it.
                     let slot = self.connection.slot();
                     self.connection
-                        .hand_off(move |state| state.report_taken(slot, Some(id)));
+                        .hand_off(move |state| state.report_taken(slot, Reader::Stream(id)));
                 }
                 Poll::Ready(Ok(Some(n)))
             }

@@ -48,7 +48,9 @@ const MAX_GSO_BYTES: usize = 65_507;
 ///
 /// Per packet there is no task, channel, lock, copy or allocation: buffers
 /// are allocated here once, and the node's lock is taken once per turn
-/// (handles take it for as long as their closure runs).
+/// (handles take it for as long as their closure runs), twice when the
+/// arrivals woke tasks ([`Node::wake_receivers`]): the driver lets it go
+/// and yields before its transmits, so that they act first.
 pub struct Driver<N> {
     socket: UdpSocket,
     shared: Arc<Shared<N>>,
@@ -253,13 +255,10 @@ impl<N: Node> Driver<N> {
             if drain_until.is_none() && shared.released.load(Ordering::Acquire) {
                 drain_until = Some(now + self.config.drain_time());
             }
-            let busy;
-            let mut deadline;
-            let idle;
             let more_queued;
-            let woke_receivers;
-            let answer_expected;
-            {
+            // The turn's end, if it came under the lock the turn began
+            // with (`None`: it is let go for the tasks the arrivals woke).
+            let ended = {
                 let mut guard = shared.lock_drained();
                 let Some(node) = guard.as_mut() else {
                     break;
@@ -295,39 +294,34 @@ impl<N: Node> Driver<N> {
                     node.handle_timeout(now);
                     bump(&shared.stats.timeouts, 1);
                 }
-                woke_receivers = datagrams > 0 && node.wake_receivers(now);
-            }
-            if woke_receivers {
-                // The tasks the datagrams woke run first: what they hand
-                // over at once (an answer, a read that opens the window)
-                // leaves with this turn's ACKs.
-                tokio::task::yield_now().await;
-            }
-            {
-                let mut guard = shared.lock_drained();
-                let Some(node) = guard.as_mut() else {
-                    break;
-                };
-                // 3. Transmits, unless earlier ones still wait for room.
-                let mut more_to_send = false;
-                if self.arena.is_empty() {
-                    let segments = self.socket.max_transmit_segments().min(max_segments_cap);
-                    let (filled, datagrams) = self.arena.fill(node, now, segments);
-                    bump(&shared.stats.datagrams_out, datagrams as u64);
-                    more_to_send = filled == Filled::Full;
+                if datagrams > 0 && node.wake_receivers(now) {
+                    None
+                } else {
+                    // A turn that woke nobody keeps the lock.
+                    Some(self.end_turn(&mut guard, now, max_segments_cap, drain_until))
                 }
-                // 4. What handles handed off during the turn, then the
-                //    next deadline.
-                shared.drain(&mut guard);
-                let Some(node) = guard.as_mut() else {
-                    break;
-                };
-                deadline = node.poll_timeout();
-                answer_expected = node.take_answer_expected();
-                node.end_turn(now);
-                idle = drain_until.is_some() && node.is_idle();
-                busy = more_queued || more_to_send;
-            }
+            };
+            let ended = match ended {
+                Some(ended) => ended,
+                None => {
+                    // The tasks the datagrams woke run first, without the
+                    // lock: what they hand over at once (an answer, a read
+                    // that opens the window) leaves with this turn's ACKs.
+                    tokio::task::yield_now().await;
+                    let mut guard = shared.lock_drained();
+                    self.end_turn(&mut guard, now, max_segments_cap, drain_until)
+                }
+            };
+            let Some(TurnEnd {
+                mut deadline,
+                answer_expected,
+                idle,
+                more_to_send,
+            }) = ended
+            else {
+                break;
+            };
+            let busy = more_queued || more_to_send;
             bump(&shared.stats.turns, 1);
             let all_sent = self.arena.try_send(&mut self.socket)?;
             if !all_sent {
@@ -388,6 +382,39 @@ impl<N: Node> Driver<N> {
         self.finish().await
     }
 
+    /// Steps 3 and 4 of a turn, under the node's lock: transmits (unless
+    /// earlier ones still wait for room), what handles handed off during
+    /// the turn, then the next deadline and the end of the turn. `None`
+    /// once the node is gone.
+    fn end_turn(
+        &mut self,
+        guard: &mut MutexGuard<'_, Option<N>>,
+        now: Instant,
+        max_segments_cap: usize,
+        drain_until: Option<Instant>,
+    ) -> Option<TurnEnd> {
+        let shared = &self.shared;
+        let node = guard.as_mut()?;
+        let mut more_to_send = false;
+        if self.arena.is_empty() {
+            let segments = self.socket.max_transmit_segments().min(max_segments_cap);
+            let (filled, datagrams) = self.arena.fill(node, now, segments);
+            bump(&shared.stats.datagrams_out, datagrams as u64);
+            more_to_send = filled == Filled::Full;
+        }
+        shared.drain(guard);
+        let node = guard.as_mut()?;
+        let deadline = node.poll_timeout();
+        let answer_expected = node.take_answer_expected();
+        node.end_turn(now);
+        Some(TurnEnd {
+            deadline,
+            answer_expected,
+            idle: drain_until.is_some() && node.is_idle(),
+            more_to_send,
+        })
+    }
+
     /// Runs on `socket` from now on. Called between turns, when every
     /// datagram received was handed to the node; what waits to be sent
     /// leaves from the new socket, and what the old one had not read yet
@@ -425,6 +452,18 @@ impl<N: Node> Driver<N> {
             socket: self.socket,
         })
     }
+}
+
+/// What the end of a turn found (see [`Driver::end_turn`]).
+struct TurnEnd {
+    /// The node's next deadline.
+    deadline: Option<Instant>,
+    /// When the node expects an answer to what it sent.
+    answer_expected: Option<Instant>,
+    /// The node is idle while it drains.
+    idle: bool,
+    /// The send arena filled up: more waits to be sent.
+    more_to_send: bool,
 }
 
 /// Ends a driver however [`Driver::run`] ends (returned, failed, panicked,
@@ -547,7 +586,7 @@ impl<N> DriverHandle<N> {
 
     /// Why the driver ended ([`StopCause::Stopped`] until it records
     /// another).
-    fn stopped(&self) -> DriverStopped {
+    pub(crate) fn stopped(&self) -> DriverStopped {
         let cause = self.shared().cause.get().cloned();
         DriverStopped::new(cause.unwrap_or(StopCause::Stopped))
     }

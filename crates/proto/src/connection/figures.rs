@@ -33,6 +33,7 @@ impl Connection {
             + self.messages_held
             + self.inbox.bytes()
             + self.datagrams_in.bytes()
+            + self.datagrams_taken
             + self.datagrams_out.bytes()
     }
 
@@ -59,12 +60,15 @@ impl Connection {
     /// each stream's runs of bytes and the pool's spare pages (together
     /// within the pages the window spans), plus the records of the runs
     /// (at most twice the bytes they hold, past 256 runs per stream), plus
-    /// the datagram queue (`datagram_receive_queue` datagrams of a packet).
+    /// the datagram queue (`datagram_receive_queue` datagrams of a packet,
+    /// here or taken out and not reported consumed, and as many more
+    /// arrived since the last take).
     pub(crate) fn receive_memory(&self) -> usize {
         self.streams.receive_memory()
             + self.inbox.bytes()
             + self.inbox.len() * MESSAGE_CHARGE as usize
             + self.datagrams_in.bytes()
+            + self.datagrams_taken
     }
 }
 

@@ -275,6 +275,9 @@ pub struct Connection {
     released: bool,
     datagrams_out: DatagramQueue,
     datagrams_in: untaken::Untaken<()>,
+    /// Bytes of datagrams taken out and not reported consumed yet (see
+    /// [`take_datagrams`](Self::take_datagrams)).
+    datagrams_taken: usize,
     events: event::Events,
     // A connection's close (out of line, 8 bytes each while open rather
     // than 152 together: an idle connection never closes).
@@ -379,6 +382,7 @@ impl Connection {
             released: false,
             datagrams_out,
             datagrams_in: untaken::Untaken::new(),
+            datagrams_taken: 0,
             events: event::Events::default(),
             close_when_drained: None,
             close_frame: None,

@@ -5,7 +5,10 @@
 //! the stream's and the connection's windows, and as received memory in
 //! the endpoint's budget, until the application's side reports them
 //! consumed. So the peer may send no more than it could if they had stayed
-//! here, and no byte escapes the budget.
+//! here, and no byte escapes the budget. Datagrams taken out likewise stay
+//! in the budget, and within `datagram_receive_queue`, until reported.
+
+use std::collections::VecDeque;
 
 use bytes::Bytes;
 
@@ -53,6 +56,33 @@ impl Connection {
     /// the connection window moves on.
     pub fn messages_consumed(&mut self, charge: u64) {
         self.streams.consume_taken(None, charge);
+    }
+
+    /// Moves every datagram that arrived to the back of `out`, in order,
+    /// like [`recv_datagram`](Self::recv_datagram), but leaves their bytes
+    /// charged as received memory until
+    /// [`datagrams_consumed`](Self::datagrams_consumed) reports them; the
+    /// oldest in `out` are dropped (no longer charged, and counted in
+    /// `datagrams_dropped` as a full queue's are) while it holds more than
+    /// `datagram_receive_queue`.
+    pub fn take_datagrams(&mut self, out: &mut VecDeque<Bytes>) {
+        while let Some((datagram, ())) = self.datagrams_in.pop_front() {
+            if out.len() >= self.config.datagram_receive_queue
+                && let Some(oldest) = out.pop_front()
+            {
+                self.datagrams_taken = self.datagrams_taken.saturating_sub(oldest.len());
+                self.stats.rare().datagrams_dropped += 1;
+            }
+            self.datagrams_taken += datagram.len();
+            out.push_back(datagram);
+        }
+    }
+
+    /// The application has (or dropped) datagrams that
+    /// [`take_datagrams`](Self::take_datagrams) took, of `bytes` in all:
+    /// they are no longer charged. Bytes beyond what was taken are ignored.
+    pub fn datagrams_consumed(&mut self, bytes: usize) {
+        self.datagrams_taken = self.datagrams_taken.saturating_sub(bytes);
     }
 
     /// A stream's read on a connection that ended, whose stream records

@@ -23,6 +23,14 @@
 //! under that lock, so what a reader takes comes in order, and the
 //! stream's end (its last byte read, or its reset) only after every byte
 //! moved before it.
+//!
+//! Datagrams take the same way, once a `recv_datagram` took the lock: the
+//! driver moves every datagram that arrives
+//! ([`take_datagrams`](crate::proto::Connection::take_datagrams)), the
+//! oldest dropped and counted past the connection's
+//! `datagram_receive_queue`, and they stay charged to the endpoint's
+//! budget until reported consumed. Nothing waits on that report but the
+//! budget.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -255,6 +263,82 @@ fn report_messages(buffer: &mut MessageBuffer, connection: &mut ProtoConnection)
     }
 }
 
+/// A connection's delivery buffer of datagrams, shared by its
+/// `Connection` handles and the lock's side.
+#[derive(Debug, Default)]
+pub(crate) struct DatagramDelivery(Mutex<DatagramBuffer>);
+
+#[derive(Debug, Default)]
+struct DatagramBuffer {
+    /// Moved and not taken, oldest first.
+    datagrams: VecDeque<Bytes>,
+    /// The bytes of those taken since the last report.
+    taken: usize,
+}
+
+impl DatagramDelivery {
+    fn lock(&self) -> MutexGuard<'_, DatagramBuffer> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The next datagram moved, if any, and whether it is the first (not
+    /// empty) taken since the lock's side last looked: the reader then
+    /// hands off the report.
+    pub(crate) fn take(&self) -> Option<(Bytes, bool)> {
+        let mut buffer = self.lock();
+        let datagram = buffer.datagrams.pop_front()?;
+        let first = buffer.taken == 0 && !datagram.is_empty();
+        buffer.taken += datagram.len();
+        Some((datagram, first))
+    }
+
+    /// Reports the bytes of the datagrams taken since the last report.
+    /// Under the endpoint's lock.
+    fn report(&self, connection: &mut ProtoConnection) {
+        report_datagrams(&mut self.lock(), connection);
+    }
+
+    /// Moves every datagram `connection` received, after reporting those
+    /// taken. Under the endpoint's lock.
+    fn fill(&self, connection: &mut ProtoConnection) {
+        let mut buffer = self.lock();
+        report_datagrams(&mut buffer, connection);
+        connection.take_datagrams(&mut buffer.datagrams);
+    }
+
+    /// Drops the datagrams the buffer holds: with those taken, the
+    /// protocol counts them consumed. Under the endpoint's lock.
+    fn discard(&self, connection: Option<&mut ProtoConnection>) {
+        let mut buffer = self.lock();
+        let left: usize = buffer.datagrams.iter().map(Bytes::len).sum();
+        buffer.taken += left;
+        buffer.datagrams = VecDeque::new();
+        if let Some(connection) = connection {
+            report_datagrams(&mut buffer, connection);
+        }
+    }
+}
+
+/// Reports the bytes of the datagrams taken since the last report.
+fn report_datagrams(buffer: &mut DatagramBuffer, connection: &mut ProtoConnection) {
+    let taken = std::mem::take(&mut buffer.taken);
+    if taken > 0 {
+        connection.datagrams_consumed(taken);
+    }
+}
+
+/// Whose delivery buffer a report of what was taken without the lock is
+/// about.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Reader {
+    /// A stream's reader.
+    Stream(StreamId),
+    /// The connection's `recv`.
+    Messages,
+    /// The connection's `recv_datagram`.
+    Datagrams,
+}
+
 impl StreamWaiters {
     /// The reader's delivery buffer, made on its first read under the
     /// lock: from then on the driver moves what arrives into it.
@@ -303,6 +387,27 @@ impl Slot {
         Some(message)
     }
 
+    /// The delivery buffer of the connection's datagrams, made on the first
+    /// `recv_datagram` under the lock: from then on the driver moves what
+    /// arrives into it.
+    pub(crate) fn datagram_delivery(&mut self) -> Arc<DatagramDelivery> {
+        Arc::clone(self.datagrams_delivered.get_or_insert_default())
+    }
+
+    /// The next datagram the driver moved, if any, reported consumed at
+    /// once. Under the endpoint's lock.
+    pub(crate) fn take_delivered_datagram(
+        &self,
+        connection: Option<&mut ProtoConnection>,
+    ) -> Option<Bytes> {
+        let delivered = self.datagrams_delivered.as_ref()?;
+        let (datagram, _) = delivered.take()?;
+        if let Some(connection) = connection {
+            delivered.report(connection);
+        }
+        Some(datagram)
+    }
+
     /// Drops stream `id`'s delivery buffer (its reader stopped, or went):
     /// what it holds is consumed.
     pub(crate) fn discard_delivered_bytes(
@@ -322,6 +427,14 @@ impl Slot {
         }
     }
 
+    /// Moves the datagrams the connection received for `recv_datagram`,
+    /// once one took the lock.
+    pub(super) fn deliver_datagrams(&self, connection: Option<&mut ProtoConnection>) {
+        if let (Some(delivered), Some(connection)) = (&self.datagrams_delivered, connection) {
+            delivered.fill(connection);
+        }
+    }
+
     /// Moves what stream `id` delivered for its reader, once it took the lock.
     pub(super) fn deliver_stream(&self, id: StreamId, connection: Option<&mut ProtoConnection>) {
         if let (Some(delivery), Some(connection)) = (
@@ -335,34 +448,42 @@ impl Slot {
 
 impl EndpointState {
     /// Reports what was taken without the lock from connection `id`'s
-    /// delivery buffer of stream `stream`'s bytes, or of messages (`None`):
-    /// the command a reader hands off after its first take since the last
-    /// report.
-    pub(crate) fn report_taken(&mut self, id: SlotId, stream: Option<StreamId>) {
+    /// delivery buffer of `reader`: the command a reader hands off after
+    /// its first take since the last report.
+    pub(crate) fn report_taken(&mut self, id: SlotId, reader: Reader) {
         let Some((slot, Some(connection))) = self.connection(id) else {
             return;
         };
-        match stream {
-            Some(stream) => {
+        match reader {
+            Reader::Stream(stream) => {
                 if let Some(delivery) = slot.streams.get(&stream).and_then(|w| w.delivery.as_ref())
                 {
                     delivery.report(connection, stream);
                 }
             }
-            None => {
+            Reader::Messages => {
                 if let Some(delivered) = &slot.delivered {
+                    delivered.report(connection);
+                }
+            }
+            Reader::Datagrams => {
+                if let Some(delivered) = &slot.datagrams_delivered {
                     delivered.report(connection);
                 }
             }
         }
     }
 
-    /// Drops connection `id`'s delivery buffer of messages (its handles
-    /// are all gone): what it holds is consumed.
-    pub(super) fn discard_delivered_messages(&mut self, id: SlotId) {
-        if let Some((slot, connection)) = self.connection(id)
-            && let Some(delivered) = slot.delivered.take()
-        {
+    /// Drops connection `id`'s delivery buffers of messages and datagrams
+    /// (its handles are all gone): what they hold is consumed.
+    pub(super) fn discard_delivered(&mut self, id: SlotId) {
+        let Some((slot, mut connection)) = self.connection(id) else {
+            return;
+        };
+        if let Some(delivered) = slot.delivered.take() {
+            delivered.discard(connection.as_deref_mut());
+        }
+        if let Some(delivered) = slot.datagrams_delivered.take() {
             delivered.discard(connection);
         }
     }

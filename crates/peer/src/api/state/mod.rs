@@ -7,20 +7,25 @@
 //! exactly the tasks they concern, so that a waiting task costs nothing
 //! until there is something for it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::connection::ended;
+use super::error::ConnectionLost;
 use super::published::{Published, PublishedEndpoint, WATCH_FOR};
 use crate::proto::{
     Connection as ProtoConnection, ConnectionError, ConnectionHandle, Endpoint, Event, Instant,
     KeyFingerprint, Node, PublicIdentity, RefusalReason, SendRefused, StreamId, Transmit,
     TransmitLimits,
 };
+pub(crate) use accepts::Accepts;
 pub(crate) use credit::Credit;
-pub(crate) use delivery::{MessageDelivery, StreamDelivery, StreamEnd, Taken};
+pub(crate) use delivery::{
+    DatagramDelivery, MessageDelivery, Reader, StreamDelivery, StreamEnd, Taken,
+};
 use hand_off::{Deferred, Writes};
 pub(crate) use sends::SendCredits;
 use sends::Sends;
@@ -67,6 +72,9 @@ pub(crate) struct Slot {
     sends: Option<Box<Sends>>,
     /// The messages the driver moved for `recv`, once it took the lock.
     delivered: Option<Arc<MessageDelivery>>,
+    /// The datagrams the driver moved for `recv_datagram`, once it took
+    /// the lock.
+    datagrams_delivered: Option<Arc<DatagramDelivery>>,
     /// What the connection's handles read without the endpoint's lock.
     pub(crate) published: Arc<Published>,
     /// When a handle last read what was published (as the driver saw it).
@@ -102,6 +110,7 @@ impl Slot {
             deferred: None,
             sends: None,
             delivered: None,
+            datagrams_delivered: None,
             published: Arc::new(Published::new(remote)),
             read_at: now,
             connect: Wakers::default(),
@@ -205,11 +214,13 @@ impl Slot {
             waiters.read.wake_all();
             waiters.write.wake_all();
         }
+        self.published.wake_end_waiters();
     }
 }
 
 /// Who is at the other end of a connection, as an accepted or introduced
 /// connection's handle is made.
+#[derive(Debug)]
 pub(crate) struct Peer {
     pub(crate) remote: SocketAddr,
     pub(crate) identity: Option<PublicIdentity>,
@@ -232,8 +243,7 @@ pub(crate) struct EndpointState {
     by_handle: HashMap<ConnectionHandle, SlotId>,
     next_slot: SlotId,
     /// Connections peers opened, not yet taken by `accept`.
-    pub(crate) incoming: VecDeque<SlotId>,
-    pub(crate) accept: Wakers,
+    pub(crate) accepts: Arc<Accepts>,
     /// Waiters for the endpoint to hold no connection.
     pub(crate) idle: Wakers,
     /// No more `accept`, and new connections are refused: the endpoint is
@@ -260,8 +270,7 @@ impl EndpointState {
             slots: HashMap::new(),
             by_handle: HashMap::new(),
             next_slot: 0,
-            incoming: VecDeque::new(),
-            accept: Wakers::default(),
+            accepts: Arc::default(),
             idle: Wakers::default(),
             closing: None,
             introductions: HashMap::new(),
@@ -398,6 +407,8 @@ impl EndpointState {
             slot.publish(None);
             // Whoever waits learns that it is gone, with or without the
             // event that should have said so.
+            let lost = ended(slot, None);
+            slot.published.publish_ended(lost);
             slot.wake_everyone();
             if slot.released {
                 self.slots.remove(&id);
@@ -423,7 +434,7 @@ impl EndpointState {
         };
         slot.released = true;
         let handle = slot.handle;
-        self.discard_delivered_messages(id);
+        self.discard_delivered(id);
         match handle {
             Some(_) if self.defer_release(id, code) => {}
             Some(handle) => self.proto.release(now, handle, code),
@@ -440,8 +451,7 @@ impl EndpointState {
     pub(crate) fn refuse_connections(&mut self, now: Instant, code: u64) {
         self.closing = Some(code);
         self.proto.refuse_connections();
-        self.accept.wake_all();
-        while let Some(id) = self.incoming.pop_front() {
+        for id in self.accepts.close() {
             self.release(now, id, code);
         }
     }
@@ -535,7 +545,10 @@ impl EndpointState {
                     slot.deliver_messages(self.proto.connection(handle));
                     woke_receiver |= slot.recv.wake_all();
                 }
-                Event::DatagramReceived => woke_receiver |= slot.datagrams.wake_all(),
+                Event::DatagramReceived => {
+                    slot.deliver_datagrams(self.proto.connection(handle));
+                    woke_receiver |= slot.datagrams.wake_all();
+                }
                 Event::StreamOpened => {
                     slot.accept_stream.wake_all();
                 }
@@ -569,6 +582,8 @@ impl EndpointState {
                 Event::ObservedAddressChanged => {}
                 Event::Closed(error) => {
                     slot.span.in_scope(|| tracing::debug!(%error, "closed"));
+                    let lost = ConnectionLost::Connection(error.clone());
+                    slot.published.publish_ended(lost);
                     slot.closed = Some(error);
                     slot.end_writes();
                     slot.end_sends();
@@ -586,8 +601,9 @@ impl EndpointState {
                     self.release(now, id, code);
                     continue;
                 }
-                self.incoming.push_back(id);
-                self.accept.wake_all();
+                if let Some(peer) = self.peer(id) {
+                    self.accepts.push(id, peer);
+                }
             }
         }
         woke_receiver
@@ -617,7 +633,7 @@ impl EndpointState {
 /// and finds the endpoint stopped.
 impl Drop for EndpointState {
     fn drop(&mut self) {
-        self.accept.wake_all();
+        self.accepts.wake();
         self.idle.wake_all();
         for slot in self.slots.values_mut() {
             slot.wake_everyone();
@@ -674,6 +690,7 @@ impl Node for EndpointState {
     }
 }
 
+mod accepts;
 mod credit;
 mod delivery;
 mod hand_off;

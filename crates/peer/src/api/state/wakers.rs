@@ -24,7 +24,7 @@ impl Wakers {
     }
 
     /// Wakes every waiting task; whether there was one.
-    pub(super) fn wake_all(&mut self) -> bool {
+    pub(crate) fn wake_all(&mut self) -> bool {
         let mut any = false;
         for waker in self.0.iter_mut().flat_map(|wakers| wakers.drain(..)) {
             waker.wake();
