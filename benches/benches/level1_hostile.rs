@@ -9,7 +9,8 @@
 //! attacker closed for a violation costs nothing more), so it is the most
 //! work a class can buy: tiny stream fragments, empty messages, empty
 //! datagrams, pings (in a batch, and one per turn), ACKs of everything,
-//! and resets.
+//! resets, and ACKs of every 8th packet with small messages queued behind
+//! (each one costs the endpoint the losses it declares).
 
 #![forbid(unsafe_code)]
 
@@ -349,3 +350,71 @@ fn resets(bencher: Bencher) {
 /// The two-way streams an endpoint grants by default
 /// (`ConnectionConfig::max_concurrent_streams`).
 const RESET_STREAMS: usize = 100;
+
+/// ACKs of every 8th packet of a flight of small messages, with `QUEUED`
+/// of them waiting to be sent: the packets below each acknowledged one are
+/// lost (the packet threshold), their messages queued again, and the
+/// turn sends what the window allows. Per ACK packet, whatever the queue
+/// behind (each lost message is queued again in O(1)).
+#[divan::bench(consts = [1_000, 200_000])]
+fn selective_acks<const QUEUED: usize>(bencher: Bencher) {
+    run(bencher, selective_acks_batch::<QUEUED>, |b| {
+        still_open(b);
+        // The packets below each acknowledged one were declared lost.
+        let connection = b.attacker.connection().expect("open");
+        assert!(
+            connection.stats().lost_packets >= 30,
+            "{:?}",
+            connection.stats()
+        );
+    });
+}
+
+/// An endpoint that sent a flight of messages, `QUEUED` more waiting, and
+/// the attacker's ACK of every 8th packet of the flight, one a packet.
+fn selective_acks_batch<const QUEUED: usize>() -> Batch {
+    let mut every_8th = Vec::new();
+    let mut batch = batch(
+        |a, k| {
+            if k == 0 {
+                every_8th = flight_of_messages(a, QUEUED);
+            }
+            let pn = every_8th[k];
+            a.seal(&[Frame::Ack(Ack {
+                ranges: AckFrameRanges::new(&[pn..=pn]).expect("ranges"),
+                ack_delay: Duration::ZERO,
+                receive_time: Duration::ZERO,
+            })])
+            .0
+        },
+        SELECTIVE_ACKS,
+    );
+    let connection = batch.attacker.connection().expect("open");
+    assert!(connection.stats().send_memory >= QUEUED * 8, "all queued");
+    batch
+}
+
+/// Queues `queued` messages of 8 bytes beside the first flight's and has
+/// the endpoint send that flight (the attacker granted it every byte);
+/// the flight's packet numbers divisible by 8, oldest first.
+fn flight_of_messages(attacker: &mut Attacker, queued: usize) -> Vec<u64> {
+    attacker.grant_everything();
+    let connection = attacker.connection().expect("open");
+    let message = tern_proto::Bytes::from_static(&[0x33; 8]);
+    for _ in 0..queued + FLIGHT_MESSAGES {
+        connection.send_message(message.clone()).expect("room");
+    }
+    attacker.turn();
+    let mut numbers: Vec<u64> = attacker.received_ranges().into_iter().flatten().collect();
+    numbers.sort_unstable();
+    numbers.retain(|pn| pn.is_multiple_of(8));
+    assert!(numbers.len() >= SELECTIVE_ACKS, "a flight of {numbers:?}");
+    numbers
+}
+
+/// More messages than the first flight holds (49 packets of a few hundred
+/// messages), queued before the `QUEUED` ones that wait behind it.
+const FLIGHT_MESSAGES: usize = 1_000;
+
+/// The ACK packets of a batch: every 8th packet of the first flight.
+const SELECTIVE_ACKS: usize = 6;

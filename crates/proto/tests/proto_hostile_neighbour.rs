@@ -3,7 +3,14 @@
 //! endpoint, an honest client on the same endpoint sends it a stream. The
 //! transfer must arrive whole, and its goodput (virtual time, over a
 //! modelled link) stay within [`KEPT`] of the same transfer's without the
-//! attacker.
+//! attacker. Each class also asserts that it was played in earnest and
+//! what it was held to: memory to the budget or its bound, a lie closed, a
+//! forged address sent no more than three times what came from it.
+//!
+//! One class shows a defect ([`a_peer_that_never_acks_past_the_budget_is_closed_alone`],
+//! ignored): a connection the endpoint closes for its memory budget stays
+//! charged what it holds to send, so the budget closes its honest
+//! neighbour too.
 
 mod support;
 
@@ -12,14 +19,16 @@ use std::net::SocketAddr;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use support::attacker::{Attacker, Limits, MAX_DATAGRAM};
+use support::attacker::{Attacker, Limits, MAX_DATAGRAM, Tally};
 use support::{seed_bytes, wall_start};
 use tern_proto::{
-    ConnectionHandle, Direction, Endpoint, EndpointConfig, INITIAL_CONNECTION_WINDOW,
-    INITIAL_MAX_STREAMS, INITIAL_STREAM_WINDOW, Instant, Node, ReadOutcome, Side, StreamId,
+    Bytes, ConnectionConfig, ConnectionError, ConnectionHandle, ConnectionStats, Direction,
+    Endpoint, EndpointConfig, INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS,
+    INITIAL_STREAM_WINDOW, Instant, Node, ProtocolError, ReadOutcome, SendError, Side, StreamId,
     TransmitLimits,
 };
-use tern_wire::{Ack, AckFrameRanges, Frame, Message, ResetStream, Stream};
+use tern_reliability::AckError;
+use tern_wire::{Ack, AckFrameRanges, Datagram, Frame, Message, ResetStream, Stream};
 
 /// The fraction of its goodput alone the honest transfer keeps beside any
 /// attacker.
@@ -34,6 +43,10 @@ const RATE: u64 = 50_000_000 / 8;
 
 /// The endpoint's budget: small, so the attacker reaches it.
 const BUDGET: u64 = 8 << 20;
+
+/// The messages the endpoint holds to send to one peer until acknowledged
+/// (`message_send_buffer`): within the budget, beside the honest transfer.
+const SEND_BUFFER: usize = BUDGET as usize / 4;
 
 /// One direction of the honest client's link: a queue served at [`RATE`],
 /// each datagram arriving [`DELAY`] after it was served.
@@ -84,7 +97,38 @@ enum Attack {
     PingsAndAcks,
     /// Streams opened with a byte far ahead, then reset: credit churn.
     Resets,
+    /// Packets full of empty datagrams the application never takes.
+    EmptyDatagrams,
+    /// A peer that grants every stream and byte (near 2^62) and never
+    /// acknowledges, while the endpoint's application sends it 1 MiB
+    /// messages as fast as they are taken: the send memory the endpoint
+    /// holds for it.
+    NeverAcks,
+    /// A peer that acknowledges only every 8th packet while the endpoint's
+    /// application has [`QUEUED`] small messages queued to it: seven
+    /// packets in eight are lost, and their messages queued again (each in
+    /// O(1), however many wait).
+    SelectiveAcks,
+    /// A peer that acknowledges exactly what it received, while the
+    /// endpoint's application sends it datagrams, until it sees a packet
+    /// number skipped: then acknowledges across it, as if nothing was
+    /// missing.
+    OptimisticAcks,
+    /// An acknowledgement of a packet number never sent, from a victim's
+    /// address (the connection moves there and closes), then pings from
+    /// the attacker's own address: the Close aimed at the victim.
+    SpoofedAck,
+    /// A ping now and then from a victim's address, and nothing from the
+    /// attacker's own, while the endpoint's application sends datagrams:
+    /// whatever the endpoint sends to the victim.
+    Migration,
 }
+
+/// The small messages queued to a peer that acknowledges every 8th packet.
+const QUEUED: usize = 200_000;
+
+/// The victim of the attacks that forge a source address.
+const VICTIM: &str = "203.0.113.99:443";
 
 /// The attacker's state across steps.
 struct Attacking {
@@ -93,12 +137,24 @@ struct Attacking {
     sent: u64,
     next_message: u64,
     next_stream: u64,
+    /// Sends of the endpoint's application to the attacker refused.
+    refused: u64,
+    /// The first packet number the attacker has not acknowledged yet (for
+    /// the attacks that acknowledge exactly what arrived).
+    acked_from: Option<u64>,
+    /// Whether the attack's one-off opening was played.
+    opened: bool,
 }
 
 impl Attacking {
     /// One millisecond of the attack.
     fn step(&mut self, attacker: &mut Attacker) {
-        if attacker.connection().is_none_or(|c| c.error().is_some()) {
+        // A closed attacker plays on only where what a closed connection
+        // sends is the point.
+        let Some(connection) = attacker.connection() else {
+            return;
+        };
+        if connection.error().is_some() && self.attack != Attack::SpoofedAck {
             return;
         }
         // The limits, and (for the attacks that acknowledge) the same
@@ -170,6 +226,102 @@ impl Attacking {
                     };
                 }
             }
+            Attack::EmptyDatagrams => {
+                for _ in 0..5 {
+                    attacker.send(&[Frame::Datagram(Datagram { data: &[] }); 200]);
+                }
+            }
+            Attack::NeverAcks => {
+                if !std::mem::replace(&mut self.opened, true) {
+                    attacker.grant_everything();
+                }
+                // Pings keep it alive; no ACK ever.
+                attacker.send(&[Frame::Ping]);
+                let message = Bytes::from(vec![0x5a; 1 << 20]);
+                if let Some(connection) = attacker.connection() {
+                    loop {
+                        match connection.send_message(message.clone()) {
+                            Ok(()) => {}
+                            Err(SendError::Blocked(_)) => {
+                                self.refused += 1;
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                }
+            }
+            Attack::SelectiveAcks => {
+                if !std::mem::replace(&mut self.opened, true) {
+                    attacker.grant_everything();
+                    // Small enough that all of them fit `SEND_BUFFER`.
+                    let message = Bytes::from_static(&[0x33; 8]);
+                    if let Some(connection) = attacker.connection() {
+                        for _ in 0..QUEUED {
+                            if connection.send_message(message.clone()).is_err() {
+                                self.refused += 1;
+                            }
+                        }
+                    }
+                }
+                let every_8th: Vec<RangeInclusive<u64>> = ranges
+                    .iter()
+                    .flat_map(|r| r.clone().rev())
+                    .filter(|pn| pn.is_multiple_of(8))
+                    .map(|pn| pn..=pn)
+                    .collect();
+                for ranges in every_8th.chunks(32) {
+                    if let Some(ack) = ack_of(ranges) {
+                        attacker.send(&[ack]);
+                    }
+                }
+                attacker.send(&[Frame::Ping]);
+            }
+            Attack::OptimisticAcks => {
+                if let Some(connection) = attacker.connection() {
+                    for _ in 0..20 {
+                        let _ = connection.send_datagram(Bytes::from_static(&[0; 1000]));
+                    }
+                }
+                let (Some(largest), Some(smallest)) = (ranges.first(), ranges.last()) else {
+                    return;
+                };
+                let (largest, smallest) = (*largest.end(), *smallest.start());
+                let from = *self.acked_from.get_or_insert(smallest);
+                if ranges.len() > 1 || smallest > from {
+                    // A number was skipped: acknowledge it with the rest.
+                    attacker.send(&[ack_of(&[from..=largest]).expect("a range")]);
+                } else {
+                    attacker.send(&[ack_of(&ranges).expect("a range")]);
+                    self.acked_from = Some(largest + 1);
+                }
+            }
+            Attack::SpoofedAck => {
+                if !std::mem::replace(&mut self.opened, true) {
+                    let victim = VICTIM.parse().expect("address");
+                    let absurd = [1_000_000..=1_000_000];
+                    let ack = ack_of(&absurd).expect("a range");
+                    attacker.send_from(victim, &[ack]);
+                }
+                for _ in 0..10 {
+                    attacker.send(&[Frame::Ping]);
+                }
+            }
+            Attack::Migration => {
+                // A ping from the victim every 16 ms: what the endpoint may
+                // send there is three times that, whatever its
+                // application has to send.
+                if self.sent.is_multiple_of(16) {
+                    let victim = VICTIM.parse().expect("address");
+                    attacker.send_from(victim, &[Frame::Ping]);
+                }
+                self.sent += 1;
+                if let Some(connection) = attacker.connection() {
+                    for _ in 0..20 {
+                        let _ = connection.send_datagram(Bytes::from_static(&[0; 1000]));
+                    }
+                }
+            }
             Attack::Resets => {
                 // What the endpoint sent is acknowledged (its streams'
                 // ends among it), so that the streams retire.
@@ -238,12 +390,25 @@ struct Outcome {
     attacker_held: u64,
     /// Connections the endpoint closed for its memory budget.
     budget_closes: u64,
+    /// The most send memory the attacker's connection held.
+    attacker_send_held: usize,
+    /// Sends of the endpoint's application to the attacker refused.
+    refused: u64,
+    /// Why the endpoint closed the attacker's connection, if it did.
+    attacker_error: Option<ConnectionError>,
+    /// The attacker's connection's last figures.
+    attacker_stats: ConnectionStats,
+    /// What the endpoint sent to the victim, and received from it.
+    to_victim: Tally,
+    from_victim: Tally,
 }
 
-/// Runs the honest transfer beside `attack`.
-fn goodput_beside(attack: Attack) -> Outcome {
+/// Runs the honest transfer beside `attack`, the endpoint's messages held
+/// until acknowledged bounded by `message_send_buffer`.
+fn goodput_beside(attack: Attack, message_send_buffer: usize) -> Outcome {
     let mut config = EndpointConfig::default();
     config.connection.receive_window = 1 << 20;
+    config.connection.message_send_buffer = message_send_buffer;
     config.memory_budget = BUDGET;
     let mut attacker = Attacker::connect(config);
     attacker.keep_elsewhere = true;
@@ -272,6 +437,9 @@ fn goodput_beside(attack: Attack) -> Outcome {
         sent: 0,
         next_message: 0,
         next_stream: 0,
+        refused: 0,
+        acked_from: None,
+        opened: false,
     };
     let (mut up, mut down) = (Link::default(), Link::default());
     let mut honest: Option<ConnectionHandle> = None;
@@ -282,7 +450,9 @@ fn goodput_beside(attack: Attack) -> Outcome {
     let mut datagram = vec![0u8; MAX_DATAGRAM];
     let limits = TransmitLimits::new(1, MAX_DATAGRAM);
     let mut next_attack = start;
-    let mut peak_held = 0;
+    let (mut peak_held, mut peak_send) = (0, 0);
+    let mut attacker_error = None;
+    let mut attacker_stats = ConnectionStats::default();
     while read < TRANSFER {
         let now = attacker.now();
         assert!(
@@ -297,6 +467,8 @@ fn goodput_beside(attack: Attack) -> Outcome {
             client.handle_timeout(now);
         }
         while client.poll_event().is_some() {}
+        let closed = client.connection(handle).and_then(|c| c.error().cloned());
+        assert_eq!(closed, None, "{attack:?}: the honest peer was closed");
         if let Some(connection) = client.connection(handle)
             && connection.is_established()
         {
@@ -328,7 +500,12 @@ fn goodput_beside(attack: Attack) -> Outcome {
             }
         }
         if let Some(c) = attacker.connection() {
-            peak_held = peak_held.max(c.stats().receive_memory);
+            attacker_stats = c.stats();
+            peak_held = peak_held.max(attacker_stats.receive_memory);
+            peak_send = peak_send.max(attacker_stats.send_memory);
+            if attacker_error.is_none() {
+                attacker_error = c.error().cloned();
+            }
         }
         // The endpoint's application reads the honest stream.
         while let Some(h) = attacker.endpoint.accept() {
@@ -367,26 +544,43 @@ fn goodput_beside(attack: Attack) -> Outcome {
     }
     assert_eq!(read, TRANSFER, "{attack:?}: delivered whole");
     let elapsed = (attacker.now() - start).as_secs_f64();
-    let from_attacker = attacker.received_from[&attacker.addr];
+    let victim: SocketAddr = VICTIM.parse().expect("address");
+    let tally = |of: &std::collections::HashMap<SocketAddr, Tally>, at| {
+        of.get(at).copied().unwrap_or_default()
+    };
+    let from_attacker = tally(&attacker.received_from, &attacker.addr);
+    let from_victim = tally(&attacker.received_from, &victim);
     Outcome {
         goodput: TRANSFER as f64 / elapsed,
-        attack_packets: from_attacker.datagrams,
+        attack_packets: from_attacker.datagrams + from_victim.datagrams,
         attacker_held: peak_held as u64,
         budget_closes: attacker.endpoint.stats().memory_budget_closes,
+        attacker_send_held: peak_send,
+        refused: attacking.refused,
+        attacker_error,
+        attacker_stats,
+        to_victim: tally(&attacker.sent_to, &victim),
+        from_victim,
     }
 }
 
 #[test]
 fn an_honest_transfer_keeps_its_goodput_beside_each_attack() {
-    let alone = goodput_beside(Attack::None).goodput;
+    let alone = goodput_beside(Attack::None, SEND_BUFFER).goodput;
     for attack in [
         Attack::GreedyMessage,
         Attack::Fragments,
         Attack::EmptyMessages,
         Attack::PingsAndAcks,
         Attack::Resets,
+        Attack::EmptyDatagrams,
+        Attack::NeverAcks,
+        Attack::SelectiveAcks,
+        Attack::OptimisticAcks,
+        Attack::SpoofedAck,
+        Attack::Migration,
     ] {
-        let outcome = goodput_beside(attack);
+        let outcome = goodput_beside(attack, SEND_BUFFER);
         let kept = outcome.goodput / alone;
         eprintln!("{attack:?}: {outcome:?}, {alone:.0} B/s alone ({kept:.2} kept)");
         assert!(
@@ -406,7 +600,91 @@ fn an_honest_transfer_keeps_its_goodput_beside_each_attack() {
             Attack::Fragments | Attack::EmptyMessages => {
                 assert!(outcome.attacker_held >= 200 * 1024, "{outcome:?}");
             }
-            _ => assert!(outcome.attack_packets >= 4000, "{outcome:?}"),
+            Attack::PingsAndAcks | Attack::Resets => {
+                assert!(outcome.attack_packets >= 4000, "{outcome:?}");
+            }
+            Attack::EmptyDatagrams => {
+                // The queue the application never takes overflowed, and
+                // the oldest went: the attacker stayed open.
+                assert!(outcome.attack_packets >= 3000, "{outcome:?}");
+                assert!(outcome.attacker_stats.datagrams_dropped >= 100_000);
+                assert_eq!(outcome.attacker_error, None);
+                let queue = ConnectionConfig::default().datagram_receive_queue;
+                assert!(outcome.attacker_held <= (queue * MAX_DATAGRAM) as u64);
+            }
+            Attack::NeverAcks => {
+                // The endpoint's application was refused once the
+                // messages held unacknowledged reached their bound (one
+                // message beyond it at most), whatever the peer granted,
+                // and the budget closed nobody.
+                assert!(outcome.refused >= 100, "{outcome:?}");
+                let held = outcome.attacker_send_held;
+                assert!(held >= SEND_BUFFER / 2, "{outcome:?}");
+                assert!(held <= SEND_BUFFER + (1 << 20), "{outcome:?}");
+                assert_eq!(outcome.budget_closes, 0, "{outcome:?}");
+                assert_eq!(outcome.attacker_error, None);
+            }
+            Attack::SelectiveAcks => {
+                // All of them queued; seven packets in eight lost, their
+                // messages queued again, the attacker open throughout.
+                assert_eq!(outcome.refused, 0, "{outcome:?}");
+                let stats = &outcome.attacker_stats;
+                assert!(stats.lost_packets >= 1000, "{outcome:?}");
+                assert!(
+                    stats.lost_packets * 8 >= stats.sent_packets * 6,
+                    "{outcome:?}"
+                );
+                assert!(outcome.attacker_send_held >= QUEUED * 8, "{outcome:?}");
+                assert_eq!(outcome.attacker_error, None);
+            }
+            Attack::OptimisticAcks => {
+                // Closed at the first skipped number it acknowledged.
+                assert!(
+                    matches!(
+                        outcome.attacker_error,
+                        Some(ConnectionError::Protocol(ProtocolError::Ack(
+                            AckError::UnsentPacket { .. }
+                        )))
+                    ),
+                    "{outcome:?}"
+                );
+                assert!(outcome.attacker_stats.sent_packets >= 500, "{outcome:?}");
+            }
+            Attack::SpoofedAck | Attack::Migration => {
+                // The victim got something, and no more than three times
+                // what came from its address.
+                let (to, from) = (outcome.to_victim, outcome.from_victim);
+                assert!(to.datagrams >= 1, "{outcome:?}");
+                assert!(to.bytes <= 3 * from.bytes, "{outcome:?}");
+                if attack == Attack::SpoofedAck {
+                    assert!(
+                        matches!(
+                            outcome.attacker_error,
+                            Some(ConnectionError::Protocol(ProtocolError::Ack(_)))
+                        ),
+                        "{outcome:?}"
+                    );
+                    assert!(outcome.attack_packets >= 4000, "{outcome:?}");
+                }
+            }
+            Attack::None => {}
         }
     }
+}
+
+/// A peer that never acknowledges while the endpoint's application sends
+/// it messages up to the default bound (16 MiB), twice the endpoint's
+/// budget: the endpoint closes it for the budget, and should close it
+/// alone. It does not: a connection closed for the budget stays charged
+/// what it holds to send until it is freed, three probe timeouts later, so
+/// the total stays over the budget and the next greediest, the honest
+/// connection, is closed too.
+#[test]
+#[ignore = "defect: a connection closed for the memory budget stays charged its send memory, so the honest neighbour is closed too"]
+fn a_peer_that_never_acks_past_the_budget_is_closed_alone() {
+    let default = ConnectionConfig::default().message_send_buffer;
+    assert!(default as u64 > BUDGET);
+    let outcome = goodput_beside(Attack::NeverAcks, default);
+    assert_eq!(outcome.attacker_error, Some(ConnectionError::MemoryBudget));
+    assert_eq!(outcome.budget_closes, 1, "{outcome:?}");
 }

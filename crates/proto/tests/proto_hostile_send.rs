@@ -11,30 +11,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use support::attacker::Attacker;
-use tern_proto::{ConnectionConfig, Direction, EndpointConfig, Event, SendError, Side, StreamId};
-use tern_wire::{Ack, AckFrameRanges, Frame, MaxData, MaxStreams};
+use tern_proto::{ConnectionConfig, EndpointConfig, Event, SendError};
+use tern_wire::{Ack, AckFrameRanges, Frame};
 
 const MIB: usize = 1 << 20;
-
-/// The most the wire can say: every stream and every byte, granted.
-const UNLIMITED: u64 = (1 << 62) - 1;
-
-/// The attacker grants the endpoint (the responder) streams of every kind
-/// (2^58 each: a one-way stream's id spends three bits on its kind, and
-/// ids stay below 2^62) and connection credit near 2^62.
-fn grant_everything(attacker: &mut Attacker) {
-    let streams = |direction| {
-        Frame::MaxStreams(MaxStreams {
-            max: StreamId::new(Side::Responder, direction, 1 << 58).0,
-        })
-    };
-    attacker.send(&[
-        streams(Direction::Bi),
-        streams(Direction::Uni),
-        Frame::MaxData(MaxData { max: UNLIMITED }),
-    ]);
-    attacker.turn();
-}
 
 /// Everything the endpoint may hold to send with `config`: the streams'
 /// budget, the messages' (and one message beyond, which is taken alone),
@@ -49,7 +29,7 @@ fn send_bound(config: &ConnectionConfig, largest_message: usize) -> usize {
 #[test]
 fn large_messages_wait_for_acknowledgements_not_for_the_peers_credit() {
     let mut attacker = Attacker::connect(EndpointConfig::default());
-    grant_everything(&mut attacker);
+    attacker.grant_everything();
     let config = ConnectionConfig::default();
     let message = Bytes::from(vec![0x5a; MIB]);
     let mut accepted = 0usize;
@@ -77,7 +57,7 @@ fn large_messages_wait_for_acknowledgements_not_for_the_peers_credit() {
 #[test]
 fn stream_writes_messages_and_datagrams_together_stay_under_the_bound() {
     let mut attacker = Attacker::connect(EndpointConfig::default());
-    grant_everything(&mut attacker);
+    attacker.grant_everything();
     let config = ConnectionConfig::default();
     let large = Bytes::from(vec![1; 256 << 10]);
     let small = Bytes::from(vec![2; 1000]);
@@ -139,7 +119,7 @@ fn datagrams_beyond_the_queue_are_dropped_and_counted() {
 #[test]
 fn a_refused_message_is_taken_once_the_peer_acknowledges() {
     let mut attacker = Attacker::connect(EndpointConfig::default());
-    grant_everything(&mut attacker);
+    attacker.grant_everything();
     let message = Bytes::from(vec![0x5a; MIB]);
     let mut refused = None;
     for _ in 0..160 {

@@ -19,16 +19,20 @@ use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
 use tern_proto::{
     Connection, ConnectionError, ConnectionHandle, Direction, Endpoint, EndpointConfig, Instant,
-    Node, StreamId, TransmitLimits,
+    Node, Side, StreamId, TransmitLimits,
 };
 use tern_wire::{
-    ConnectionKeys, Frame, INTRO_LEN, KeyConfig, PacketSealer, PendingIntro, Transcript,
+    ConnectionKeys, Frame, INTRO_LEN, KeyConfig, MaxData, MaxStreams, PacketSealer, PendingIntro,
+    Transcript,
 };
 
 use super::{identity, seed_bytes, wall_start};
 
 /// The largest datagram either side sends.
 pub const MAX_DATAGRAM: usize = 1452;
+
+/// The most the wire can say: every stream and every byte, granted.
+pub const UNLIMITED: u64 = (1 << 62) - 1;
 
 /// Datagrams and bytes the endpoint sent to one address, or received from it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -248,6 +252,24 @@ impl Attacker {
         let last = sealer.next_packet_number().saturating_sub(1);
         sealer.on_ack(last);
         sealer.update_key().is_ok()
+    }
+
+    /// Grants the endpoint (the responder) streams of every kind (2^58
+    /// each: a one-way stream's id spends three bits on its kind, and ids
+    /// stay below 2^62) and connection credit near 2^62: a peer that lies
+    /// about what it can take.
+    pub fn grant_everything(&mut self) {
+        let streams = |direction| {
+            Frame::MaxStreams(MaxStreams {
+                max: StreamId::new(Side::Responder, direction, 1 << 58).0,
+            })
+        };
+        self.send(&[
+            streams(Direction::Bi),
+            streams(Direction::Uni),
+            Frame::MaxData(MaxData { max: UNLIMITED }),
+        ]);
+        self.turn();
     }
 
     /// Hands the endpoint a datagram from `from`.
