@@ -6,11 +6,6 @@
 //! attacker. Each class also asserts that it was played in earnest and
 //! what it was held to: memory to the budget or its bound, a lie closed, a
 //! forged address sent no more than three times what came from it.
-//!
-//! One class shows a defect ([`a_peer_that_never_acks_past_the_budget_is_closed_alone`],
-//! ignored): a connection the endpoint closes for its memory budget stays
-//! charged what it holds to send, so the budget closes its honest
-//! neighbour too.
 
 mod support;
 
@@ -674,13 +669,12 @@ fn an_honest_transfer_keeps_its_goodput_beside_each_attack() {
 
 /// A peer that never acknowledges while the endpoint's application sends
 /// it messages up to the default bound (16 MiB), twice the endpoint's
-/// budget: the endpoint closes it for the budget, and should close it
-/// alone. It does not: a connection closed for the budget stays charged
-/// what it holds to send until it is freed, three probe timeouts later, so
-/// the total stays over the budget and the next greediest, the honest
-/// connection, is closed too.
+/// budget: the endpoint closes it for the budget, and it alone. Closed at
+/// once, it gives back what it held to send; were it still charged that
+/// until freed, three probe timeouts later, the total would stay over the
+/// budget and the next greediest, the honest connection, would be closed
+/// too.
 #[test]
-#[ignore = "defect: a connection closed for the memory budget stays charged its send memory, so the honest neighbour is closed too"]
 fn a_peer_that_never_acks_past_the_budget_is_closed_alone() {
     let default = ConnectionConfig::default().message_send_buffer;
     assert!(default as u64 > BUDGET);
