@@ -100,6 +100,16 @@ impl Pacer {
         NonZeroU64::new(burst).unwrap_or(NonZeroU64::MIN)
     }
 
+    /// Bytes that left at `now` without asking the pacer (a flight that
+    /// began with nothing in flight, as far as the initial window): they
+    /// spend the tokens there are, but leave no debt. Charged in full, a
+    /// flight from quiet after each answer would add its debt to the last
+    /// whenever the answers come sooner than the rate repays it, until the
+    /// first paced packet waits for all of it.
+    pub fn on_sent_unpaced(&mut self, now: Instant, bytes: u64) {
+        self.bucket.spend(bytes, now);
+    }
+
     /// Checks the underlying bucket.
     pub fn invariants(&self) -> Result<(), InvariantViolation> {
         self.bucket.invariants()?;
@@ -201,6 +211,29 @@ mod tests {
         }
         // The bucket started at the small burst and refills from there.
         assert!(burst >= 4, "{burst}");
+        pacer.invariants().unwrap();
+    }
+
+    #[test]
+    fn what_left_unpaced_spends_the_tokens_but_leaves_no_debt() {
+        let (clock, _mock) = quanta::Clock::mock();
+        let now = clock.now();
+        let mut pacer = Pacer::new(PacerConfig::default());
+        let rate = 1_452_000;
+        assert_eq!(pacer.poll(now, rate, 1_452), Take::Now);
+        // 26 packets from quiet: the 4 packets' tokens are spent, no more.
+        pacer.on_sent_unpaced(now, 26 * 1_452);
+        assert_eq!(
+            pacer.poll(now, rate, 1_452),
+            Take::WaitUntil(now + Duration::from_millis(1))
+        );
+        // A debt already there stays.
+        pacer.on_sent(now, 2 * 1_452);
+        pacer.on_sent_unpaced(now, 26 * 1_452);
+        assert_eq!(
+            pacer.poll(now, rate, 1_452),
+            Take::WaitUntil(now + Duration::from_millis(3))
+        );
         pacer.invariants().unwrap();
     }
 

@@ -155,6 +155,16 @@ impl TokenBucket {
         self.tokens = (self.tokens - Self::units(bytes)).max(floor);
     }
 
+    /// Spends up to `bytes` of the tokens there are, without going into
+    /// debt (a debt already there stays as it is): for bytes that left
+    /// without asking.
+    pub(crate) fn spend(&mut self, bytes: u64, now: Instant) {
+        self.refill(now);
+        if self.tokens > 0 {
+            self.tokens = (self.tokens - Self::units(bytes)).max(0);
+        }
+    }
+
     /// Adds the tokens accrued since the last refill. An instant earlier than
     /// the last one adds nothing and does not move the bucket's time back.
     fn refill(&mut self, now: Instant) {

@@ -23,6 +23,8 @@ struct Wire {
     /// The server's side, once accepted, and its stream, once opened.
     accepted: Option<(ConnectionHandle, Option<StreamId>)>,
     buf: Vec<u8>,
+    /// How long a round lasts: about the round trip the client measures.
+    round: Duration,
 }
 
 impl Wire {
@@ -30,6 +32,11 @@ impl Wire {
     /// both sides settle (the path's datagram size probed, the first ACKs
     /// exchanged).
     fn settled() -> Self {
+        Self::settled_in(Duration::from_millis(1))
+    }
+
+    /// [`settled`](Self::settled), with rounds of `round`.
+    fn settled_in(round: Duration) -> Self {
         let mut pair = DirectPair::new(11);
         let handle = pair.connect();
         let mut wire = Self {
@@ -37,6 +44,7 @@ impl Wire {
             handle,
             accepted: None,
             buf: vec![0; SEGMENTS * PAYLOAD],
+            round,
         };
         for round in 0..20 {
             if round >= 5 {
@@ -53,14 +61,17 @@ impl Wire {
         self.pair.client.connection(self.handle).expect("connected")
     }
 
-    /// A millisecond later, every run the client sends then, and the
-    /// server's answers.
+    /// A round later, every run the client sends then, and the server's
+    /// answers half a round after.
     fn round(&mut self) -> Vec<Run> {
-        self.pair.mock.increment(Duration::from_millis(1));
+        self.pair.mock.increment(self.round / 2);
         self.pair.client_timer();
-        self.pair.server_timer();
         let mut sent = Vec::new();
         self.pair.client_sends(|run| sent.push(run));
+        // What the client sent reaches the server at once; the server's
+        // answer takes the other half of the round.
+        self.pair.mock.increment(self.round / 2);
+        self.pair.server_timer();
         self.pair.server_sends(|_| {});
         let pair = &mut self.pair;
         while pair.server.poll_event().is_some() {}
@@ -96,6 +107,28 @@ fn a_16_kib_message_leaves_as_one_run_of_full_datagrams() {
     assert_eq!(run.stride, PAYLOAD, "full datagrams: {run:?}");
     // 16 KiB and a packet's overhead each: 12 datagrams.
     assert_eq!(run.datagrams(), 12, "{run:?}");
+}
+
+#[test]
+fn a_message_sent_from_quiet_leaves_in_one_run_as_far_as_the_initial_window() {
+    // A round trip of 3 ms: the pacer's burst is one millisecond's worth
+    // of two windows over it, 25 KB, less than a 32 KiB message.
+    let mut wire = Wire::settled_in(Duration::from_millis(6));
+    // The last small message's ACK.
+    for _ in 0..3 {
+        wire.round();
+    }
+    let stats = wire.connection().stats();
+    assert_eq!(stats.bytes_in_flight, 0, "quiet");
+    assert!(stats.rtt >= Duration::from_millis(2), "{stats:?}");
+    let len = 32 * 1024;
+    wire.connection()
+        .send_message(message(99, len))
+        .expect("send");
+    let sent = wire.round();
+    assert_eq!(sent.len(), 1, "one run: {sent:?}");
+    assert!(sent[0].len > len, "the whole message in the run: {sent:?}");
+    assert_eq!(sent[0].stride, PAYLOAD, "full datagrams: {sent:?}");
 }
 
 #[test]

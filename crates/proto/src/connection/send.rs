@@ -141,8 +141,9 @@ impl Connection {
         {
             return Some(self.transmit(len, None));
         }
-        let data_allowed = self.may_send_data(now, size);
         let in_flight_before = self.loss.bytes_in_flight();
+        let quiet = in_flight_before == 0;
+        let data_allowed = self.may_send_data(now, size, quiet);
         let mut written = 0;
         let mut stride = 0;
         let mut count = 0;
@@ -151,7 +152,9 @@ impl Connection {
             let Some(window) = buf.get_mut(written..written + max) else {
                 break;
             };
-            if count > 0 && (!self.may_send_more(size, written) || !self.path.can_send(stride)) {
+            if count > 0
+                && (!self.may_send_more(size, written, quiet) || !self.path.can_send(stride))
+            {
                 break;
             }
             let Some(len) = self.build_packet(now, window, data_allowed) else {
@@ -173,10 +176,16 @@ impl Connection {
         self.flush_readable();
         // Only what the congestion window counts is paced: an ACK alone
         // goes when it is due, and does not hold back the data after it.
-        let paced = self.loss.bytes_in_flight().saturating_sub(in_flight_before);
+        let in_flight = self.loss.bytes_in_flight().saturating_sub(in_flight_before);
+        let unpaced = if quiet {
+            in_flight.min(self.initial_window)
+        } else {
+            0
+        };
         // A packet in flight built the pacer again if it was given back.
         if let Some(transfer) = self.transfer.as_mut() {
-            transfer.pacer.on_sent(now, paced);
+            transfer.pacer.on_sent_unpaced(now, unpaced);
+            transfer.pacer.on_sent(now, in_flight - unpaced);
         }
         if let Some(bucket) = self.rate_limit.as_mut() {
             bucket.consume(written as u64, now);
@@ -269,8 +278,9 @@ impl Connection {
     }
 
     /// Whether the congestion window, the pacer and the rate limit let a
-    /// batch of data start now (asked once per batch).
-    fn may_send_data(&mut self, now: Instant, size: usize) -> bool {
+    /// batch of data start now (asked once per batch); `quiet`: nothing was
+    /// in flight when the batch began (see [`unpaced`](Self::unpaced)).
+    fn may_send_data(&mut self, now: Instant, size: usize, quiet: bool) -> bool {
         if self.probes_due > 0 {
             return true;
         }
@@ -283,8 +293,11 @@ impl Connection {
             return true;
         }
         let rtt = self.rtt();
+        // Asked even for what need not wait, so that the pacer's rate and
+        // what it has available stay current for the rest of the batch.
         if let Take::WaitUntil(at) = self.pace(now, &rtt, size as u64)
             && at > now
+            && !self.unpaced(quiet, size)
         {
             self.send_blocked_until = Some(at);
             return false;
@@ -306,15 +319,29 @@ impl Connection {
     /// datagram; without this a whole run (64 datagrams) would go on one
     /// datagram's tokens, as one burst into the bottleneck's queue, and
     /// leave the connection silent while the debt is repaid.
-    fn may_send_more(&self, size: usize, written: usize) -> bool {
+    fn may_send_more(&self, size: usize, written: usize, quiet: bool) -> bool {
         let batch = (written + size) as u64;
         self.probes_due > 0
             || (self.loss.bytes_in_flight() + size as u64 <= self.sending_window()
-                && self.pacer_available() >= batch
+                && (self.pacer_available() >= batch || self.unpaced(quiet, size))
                 && self
                     .rate_limit
                     .as_ref()
                     .is_none_or(|bucket| bucket.available() >= batch))
+    }
+
+    /// Whether the next `size` bytes may leave without asking the pacer: a
+    /// batch that began with nothing in flight (the path's queue has
+    /// drained, as at a connection's start) goes back to back as far as
+    /// the initial window, the largest burst a sender makes anyway (RFC
+    /// 9002 §7.7). An application that waits for each answer sends every
+    /// message from quiet: paced, the last packets of a 32 KiB one waited
+    /// for a timer that rounds a wait of microseconds up to the next
+    /// millisecond, a round trip of 2 ms longer by half. They spend the
+    /// pacer's tokens without leaving it a debt
+    /// ([`Pacer::on_sent_unpaced`](tern_congestion::Pacer::on_sent_unpaced)).
+    fn unpaced(&self, quiet: bool, size: usize) -> bool {
+        quiet && self.loss.bytes_in_flight() + size as u64 <= self.initial_window
     }
 
     /// The window the next packet may fill: the congestion window, or
