@@ -215,60 +215,6 @@ fn a_full_buffer_takes_nothing_until_the_peer_acknowledges() {
     );
 }
 
-/// The offsets of the next `n` chunks of at most 10 bytes below `limit`
-/// (`None` once there is nothing to send).
-fn next_offsets(tx: &mut SendStream, n: usize, limit: u64) -> Vec<Option<u64>> {
-    (0..n)
-        .map(|_| tx.poll_chunk(10, limit).map(|chunk| chunk.offset))
-        .collect()
-}
-
-/// A stream of 100 bytes whose first four chunks of 10 went out.
-fn four_chunks_sent() -> SendStream {
-    let mut tx = SendStream::new(100);
-    assert_eq!(tx.write(&[7; 100]), 100);
-    let sent = next_offsets(&mut tx, 4, u64::MAX);
-    assert_eq!(sent, [Some(0), Some(10), Some(20), Some(30)]);
-    tx
-}
-
-#[test]
-fn a_retransmission_that_blocks_delivery_goes_again_after_the_other_lost_bytes() {
-    let mut tx = four_chunks_sent();
-    tx.on_acked(10, 10, false);
-    tx.on_lost(0, 10, false);
-    tx.on_lost(20, 10, false);
-    assert_eq!(
-        next_offsets(&mut tx, 6, u64::MAX),
-        [Some(0), Some(20), Some(0), Some(40), Some(50), Some(60)],
-        "only the bytes at the oldest unacknowledged offset go twice"
-    );
-}
-
-#[test]
-fn a_copy_whose_bytes_were_acknowledged_meanwhile_is_not_sent() {
-    let mut tx = four_chunks_sent();
-    tx.on_lost(0, 10, false);
-    assert_eq!(next_offsets(&mut tx, 1, u64::MAX), [Some(0)]);
-    tx.on_acked(0, 10, false);
-    assert_eq!(
-        next_offsets(&mut tx, 3, u64::MAX),
-        [Some(40), Some(50), Some(60)]
-    );
-}
-
-#[test]
-fn the_copy_goes_when_the_peer_allows_nothing_new() {
-    let mut tx = four_chunks_sent();
-    tx.on_lost(0, 10, false);
-    assert_eq!(
-        next_offsets(&mut tx, 3, 40),
-        [Some(0), Some(0), None],
-        "the peer allows nothing new"
-    );
-    assert!(!tx.wants_to_send(40));
-}
-
 #[derive(Debug, Clone)]
 enum Op {
     Insert(u64, usize),
