@@ -248,6 +248,7 @@ impl<T> LossDetector<T> {
                 self.rtt
                     .update(latest, ack_delay.min(self.config.peer_max_ack_delay));
                 self.first_rtt_sample.get_or_insert(now);
+                self.reordering.on_rtt_sample(now, latest, &self.rtt);
                 summary.rtt_sample = Some(latest);
             }
             summary.lost = self.detect_lost(now, sink);
@@ -537,16 +538,12 @@ impl<T> LossDetector<T> {
     }
 
     /// How long after a packet was sent it is declared lost once a later
-    /// one was acknowledged: RFC 9002's time threshold plus the reordering
-    /// window.
+    /// one was acknowledged: RFC 9002's time threshold (of the largest
+    /// recent RTT sample, once the path has shown reordering) plus the
+    /// reordering window.
     fn loss_delay(&self) -> Duration {
         let (num, den) = TIME_THRESHOLD;
-        let threshold = self
-            .rtt
-            .latest()
-            .max(self.rtt.smoothed())
-            .saturating_mul(num)
-            / den;
+        let threshold = self.reordering.judged_rtt(&self.rtt).saturating_mul(num) / den;
         (threshold + self.reordering.extra_wait(&self.rtt)).max(self.config.granularity)
     }
 

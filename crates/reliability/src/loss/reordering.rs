@@ -19,6 +19,12 @@
 //! reordering proves spurious, and shrinks back to one step after
 //! [`EPISODES_TO_FORGET`] loss episodes without a spurious one (RFC 8985's
 //! 16 recoveries), so a path that stopped reordering regains fast recovery.
+//!
+//! Once the path reorders, the time threshold is also taken of the largest
+//! RTT sample of the last round trip or two, not only of the smoothed and
+//! latest RTT: a held-back packet is late relative to the RTT it was sent
+//! into, which a draining queue leaves above both
+//! ([`ReorderingWindow::judged_rtt`]).
 
 use std::time::Duration;
 
@@ -46,6 +52,19 @@ pub(crate) struct ReorderingWindow {
     /// When the current loss episode began: losses declared within a
     /// smoothed RTT of it belong to it.
     episode_started: Option<Instant>,
+    /// The largest RTT samples of this round trip and of the one before
+    /// (a windowed maximum over one to two smoothed RTTs).
+    recent_max: RecentMax,
+}
+
+/// The largest RTT sample over the last one to two round trips: the round
+/// trip a packet now waited for was sent in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct RecentMax {
+    /// When the current round began.
+    round_started: Option<Instant>,
+    current: Duration,
+    previous: Duration,
 }
 
 impl ReorderingWindow {
@@ -71,6 +90,43 @@ impl ReorderingWindow {
         }
         let step = rtt.min().unwrap_or_else(|| rtt.smoothed()) / 4;
         step.saturating_mul(self.steps).min(rtt.smoothed())
+    }
+
+    /// The RTT a packet sent a round trip ago is judged against, once the
+    /// path has shown reordering: the largest of the smoothed RTT, the
+    /// latest sample and the samples of the last round trip or two.
+    /// Without reordering, RFC 9002's `max(smoothed_rtt, latest_rtt)`.
+    ///
+    /// A packet the path holds back is acknowledged about one hold after
+    /// the RTT it was sent into, and when a queue drains that RTT is above
+    /// both the smoothed RTT and the latest sample. Traced at 100 Mbit/s x
+    /// 150 ms with 10 % reordering (CUBIC, seed 48): the RTT fell from
+    /// about 170 ms to 150 ms within a round trip, the threshold (9/8 of
+    /// 155 ms plus two steps, 249 ms) fell below the held packets' 250 ms,
+    /// and 13 packets were declared lost in the 5 ms before the first of
+    /// them proved spurious.
+    pub(crate) fn judged_rtt(&self, rtt: &RttEstimator) -> Duration {
+        let rfc = rtt.latest().max(rtt.smoothed());
+        if self.reordering_seen() {
+            rfc.max(self.recent_max.current)
+                .max(self.recent_max.previous)
+        } else {
+            rfc
+        }
+    }
+
+    /// An RTT sample was taken at `now`.
+    pub(crate) fn on_rtt_sample(&mut self, now: Instant, sample: Duration, rtt: &RttEstimator) {
+        let max = &mut self.recent_max;
+        let round_over = max
+            .round_started
+            .is_none_or(|at| now.saturating_duration_since(at) >= rtt.smoothed());
+        if round_over {
+            max.previous = max.current;
+            max.current = Duration::ZERO;
+            max.round_started = Some(now);
+        }
+        max.current = max.current.max(sample);
     }
 
     /// A loss declared at some point proved spurious, found at `now`.
@@ -154,6 +210,33 @@ mod tests {
             window.extra_wait(&rtt),
             rtt.smoothed(),
             "capped by the smoothed RTT"
+        );
+    }
+
+    #[test]
+    fn once_reordering_is_seen_the_threshold_judges_by_the_recent_largest_rtt() {
+        let (clock, time) = quanta::Clock::mock();
+        let rtt = rtt(150, 150);
+        let mut window = ReorderingWindow::default();
+        window.on_rtt_sample(clock.now(), 175 * MS, &rtt);
+        time.increment(100 * MS);
+        window.on_rtt_sample(clock.now(), 150 * MS, &rtt);
+        assert_eq!(
+            window.judged_rtt(&rtt),
+            rtt.smoothed(),
+            "RFC 9002's max(smoothed, latest) until reordering is seen"
+        );
+        window.on_spurious_loss(clock.now(), &rtt);
+        assert_eq!(window.judged_rtt(&rtt), 175 * MS, "the queue drained");
+        time.increment(100 * MS);
+        window.on_rtt_sample(clock.now(), 150 * MS, &rtt);
+        assert_eq!(window.judged_rtt(&rtt), 175 * MS, "one round trip before");
+        time.increment(150 * MS);
+        window.on_rtt_sample(clock.now(), 150 * MS, &rtt);
+        assert_eq!(
+            window.judged_rtt(&rtt),
+            rtt.smoothed(),
+            "two round trips on, forgotten"
         );
     }
 
