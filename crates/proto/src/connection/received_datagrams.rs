@@ -12,6 +12,8 @@
 
 use bytes::Bytes;
 
+use super::recv::owned;
+
 /// The slots a ring starts with.
 const FIRST_SLOTS: usize = 8;
 
@@ -28,16 +30,29 @@ struct Ring {
     len: usize,
     /// The bytes of the datagrams held.
     bytes: usize,
+    /// Datagrams dropped for newer ones since the last look.
+    dropped: u64,
 }
 
 impl ReceivedDatagrams {
-    /// Queues `datagram` behind the others, holding at most `bound` (at
-    /// least one); returns whether the oldest was dropped for it.
+    /// Queues a copy of `datagram` behind the others, holding at most
+    /// `bound` (at least one); returns whether the oldest was dropped for
+    /// it. The copy is made only where it is kept: an empty datagram in a
+    /// full ring whose oldest is empty too moves the head alone.
     #[inline]
-    pub(crate) fn push(&mut self, datagram: Bytes, bound: usize) -> bool {
+    pub(crate) fn push(&mut self, datagram: &[u8], bound: usize) -> bool {
         self.0
             .get_or_insert_with(Box::default)
             .push(datagram, bound.max(1))
+    }
+
+    /// How many datagrams were dropped for newer ones since the last
+    /// call (counted here, not per datagram in the connection's
+    /// statistics: a peer may push out hundreds in a packet).
+    pub(crate) fn take_dropped(&mut self) -> u64 {
+        self.0
+            .as_mut()
+            .map_or(0, |ring| std::mem::take(&mut ring.dropped))
     }
 
     /// The oldest datagram, taken.
@@ -73,13 +88,10 @@ impl ReceivedDatagrams {
 
 impl Ring {
     #[inline]
-    fn push(&mut self, datagram: Bytes, bound: usize) -> bool {
-        self.bytes += datagram.len();
+    fn push(&mut self, datagram: &[u8], bound: usize) -> bool {
         let size = self.slots.len();
         if self.len < size {
-            let at = wrap(self.head + self.len, size);
-            self.slots[at] = datagram;
-            self.len += 1;
+            self.push_unchecked(datagram);
             false
         } else if size < bound {
             self.grow(bound);
@@ -88,20 +100,23 @@ impl Ring {
         } else {
             let oldest = &mut self.slots[self.head];
             // An empty datagram in an empty one's place changes nothing
-            // but the head (a flood of empty ones skips the drop).
+            // but the head (a flood of empty ones makes and drops nothing).
             if !(oldest.is_empty() && datagram.is_empty()) {
-                self.bytes -= oldest.len();
-                *oldest = datagram;
+                self.bytes = self.bytes - oldest.len() + datagram.len();
+                *oldest = owned(datagram);
             }
             self.head = wrap(self.head + 1, size);
+            self.dropped += 1;
             true
         }
     }
 
-    /// Queues `datagram` into a slot known to be free (its bytes counted).
-    fn push_unchecked(&mut self, datagram: Bytes) {
+    /// Queues `datagram` into a slot known to be free.
+    #[inline]
+    fn push_unchecked(&mut self, datagram: &[u8]) {
+        self.bytes += datagram.len();
         let at = wrap(self.head + self.len, self.slots.len());
-        self.slots[at] = datagram;
+        self.slots[at] = owned(datagram);
         self.len += 1;
     }
 
@@ -144,10 +159,11 @@ mod tests {
     fn a_full_ring_drops_its_oldest_and_counts_bytes() {
         let mut ring = ReceivedDatagrams::default();
         assert_eq!((ring.pop(), ring.bytes()), (None, 0));
-        assert!(!ring.push(Bytes::from_static(b"a"), 2));
-        assert!(!ring.push(Bytes::from_static(b"bb"), 2));
-        assert!(ring.push(Bytes::from_static(b"ccc"), 2));
+        assert!(!ring.push(b"a", 2));
+        assert!(!ring.push(b"bb", 2));
+        assert!(ring.push(b"ccc", 2));
         assert_eq!((ring.len(), ring.bytes()), (2, 5));
+        assert_eq!((ring.take_dropped(), ring.take_dropped()), (1, 0));
         assert_eq!(ring.pop().as_deref(), Some(&b"bb"[..]));
         assert_eq!(ring.pop().as_deref(), Some(&b"ccc"[..]));
         assert_eq!((ring.pop(), ring.bytes()), (None, 0));
@@ -158,18 +174,18 @@ mod tests {
     #[test]
     fn a_bound_of_zero_still_holds_the_newest() {
         let mut ring = ReceivedDatagrams::default();
-        assert!(!ring.push(Bytes::from_static(b"a"), 0));
-        assert!(ring.push(Bytes::from_static(b"b"), 0));
+        assert!(!ring.push(b"a", 0));
+        assert!(ring.push(b"b", 0));
         assert_eq!(ring.pop().as_deref(), Some(&b"b"[..]));
     }
 
     #[test]
     fn a_ring_grows_with_what_it_holds() {
         let mut ring = ReceivedDatagrams::default();
-        ring.push(Bytes::new(), 1024);
+        ring.push(b"", 1024);
         assert_eq!(ring.0.as_ref().map(|r| r.slots.len()), Some(FIRST_SLOTS));
         for _ in 0..2000 {
-            ring.push(Bytes::new(), 1024);
+            ring.push(b"", 1024);
         }
         assert_eq!(ring.0.as_ref().map(|r| r.slots.len()), Some(1024));
         ring.clear();
@@ -194,7 +210,7 @@ mod tests {
                         model.pop_front();
                     }
                     model.push_back(datagram.clone());
-                    prop_assert_eq!(ring.push(datagram, bound), full);
+                    prop_assert_eq!(ring.push(&datagram, bound), full);
                 } else {
                     prop_assert_eq!(ring.pop(), model.pop_front());
                 }

@@ -334,10 +334,9 @@ impl Connection {
                 }
             }
             Frame::Datagram(d) => {
-                let dropped = self.on_datagram(now, d)?;
+                self.on_datagram(now, d)?;
                 self.raise_delivered(Delivered {
                     datagrams: true,
-                    datagrams_dropped: u64::from(dropped),
                     ..Delivered::default()
                 });
             }
@@ -393,19 +392,18 @@ impl Connection {
         Ok(false)
     }
 
-    /// A Datagram frame, queued for the application; whether the oldest
-    /// waiting was dropped for it (the caller counts the drops and raises
-    /// the event, [`Self::raise_delivered`], once for all the frames of a
-    /// packet).
+    /// A Datagram frame, queued for the application (its event and the
+    /// count of the datagrams it pushed out are the caller's,
+    /// [`Self::raise_delivered`], once for all the frames of a packet).
     #[inline]
-    fn on_datagram(&mut self, now: Instant, d: &Datagram<'_>) -> Result<bool, ProtocolError> {
+    fn on_datagram(&mut self, now: Instant, d: &Datagram<'_>) -> Result<(), ProtocolError> {
         self.last_data = now;
         if d.data.len() > small_message_limit() {
             return Err(ProtocolError::DatagramTooLarge);
         }
-        Ok(self
-            .datagrams_in
-            .push(owned(d.data), self.config.datagram_receive_queue))
+        self.datagrams_in
+            .push(d.data, self.config.datagram_receive_queue);
+        Ok(())
     }
 
     /// Raises the events of what a packet's frames delivered, counts the
@@ -425,9 +423,10 @@ impl Connection {
         }
         if delivered.datagrams {
             self.notify(Event::DatagramReceived);
-        }
-        if delivered.datagrams_dropped > 0 {
-            self.stats.rare().datagrams_dropped += delivered.datagrams_dropped;
+            let dropped = self.datagrams_in.take_dropped();
+            if dropped > 0 {
+                self.stats.rare().datagrams_dropped += dropped;
+            }
         }
     }
 }
@@ -435,7 +434,7 @@ impl Connection {
 /// The peer's bytes, copied out of the packet; an empty message or
 /// datagram costs no copy (a peer may send hundreds in a packet).
 #[inline]
-fn owned(data: &[u8]) -> Bytes {
+pub(super) fn owned(data: &[u8]) -> Bytes {
     if data.is_empty() {
         Bytes::new()
     } else {
@@ -465,8 +464,6 @@ struct PacketFrames<'c> {
 struct Delivered {
     messages: bool,
     datagrams: bool,
-    /// Untaken datagrams pushed out of a full queue.
-    datagrams_dropped: u64,
 }
 
 /// Why a packet's frames stopped being read.
@@ -580,9 +577,8 @@ impl<'a> FrameHandler<'a> for PacketFrames<'_> {
     fn on_datagram(&mut self, frame: Datagram<'a>) -> Result<(), Stop> {
         self.ack_eliciting = true;
         self.hand_over_joined()?;
-        let dropped = self.connection.on_datagram(self.now, &frame)?;
+        self.connection.on_datagram(self.now, &frame)?;
         self.delivered.datagrams = true;
-        self.delivered.datagrams_dropped += u64::from(dropped);
         Ok(())
     }
 }
