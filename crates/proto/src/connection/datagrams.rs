@@ -57,6 +57,6 @@ impl Connection {
 
     /// The next unreliable datagram, if one arrived.
     pub fn recv_datagram(&mut self) -> Option<Bytes> {
-        self.datagrams_in.pop_front().map(|(datagram, ())| datagram)
+        self.datagrams_in.pop()
     }
 }

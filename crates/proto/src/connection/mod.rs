@@ -49,6 +49,7 @@ mod message_limit;
 mod messages;
 mod observed;
 pub(crate) mod path;
+mod received_datagrams;
 mod recovery;
 mod recv;
 mod resumption;
@@ -274,7 +275,7 @@ pub struct Connection {
     /// The application let go of it: nothing is kept for it to read.
     released: bool,
     datagrams_out: DatagramQueue,
-    datagrams_in: untaken::Untaken<()>,
+    datagrams_in: received_datagrams::ReceivedDatagrams,
     /// Bytes of datagrams taken out and not reported consumed yet (see
     /// [`take_datagrams`](Self::take_datagrams)).
     datagrams_taken: usize,
@@ -381,7 +382,7 @@ impl Connection {
             inbox: untaken::Untaken::new(),
             released: false,
             datagrams_out,
-            datagrams_in: untaken::Untaken::new(),
+            datagrams_in: received_datagrams::ReceivedDatagrams::default(),
             datagrams_taken: 0,
             events: event::Events::default(),
             close_when_drained: None,
@@ -654,11 +655,13 @@ impl Connection {
 
 /// The largest message that travels in one Message frame: what any packet
 /// at the 1 200-byte minimum carries, so it fits whatever the path.
-/// Worked out once: every Datagram frame received is checked against it.
+/// Every Datagram frame received is checked against it.
 fn small_message_limit() -> usize {
-    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *LIMIT.get_or_init(|| {
-        tern_wire::MaxUdpPayload::new(tern_wire::MIN_UDP_PAYLOAD)
-            .map_or(1024, tern_wire::MaxUdpPayload::guaranteed_message_capacity)
-    })
+    SMALL_MESSAGE_LIMIT
 }
+
+/// [`small_message_limit`], worked out at compile time.
+const SMALL_MESSAGE_LIMIT: usize = match tern_wire::MaxUdpPayload::new(tern_wire::MIN_UDP_PAYLOAD) {
+    Ok(payload) => payload.guaranteed_message_capacity(),
+    Err(_) => 1024,
+};

@@ -108,14 +108,17 @@ impl Connection {
             ping: false,
             streams_changed: false,
             joined: Joined::new(),
+            delivered: Delivered::default(),
         };
         let result = frames
             .handle(&mut packet)
             .and_then(|()| packet.hand_over_joined());
         let (ack_eliciting, ping) = (packet.ack_eliciting, packet.ping);
-        if packet.streams_changed {
+        let (streams_changed, delivered) = (packet.streams_changed, packet.delivered);
+        if streams_changed {
             self.flush_readable();
         }
+        self.raise_delivered(delivered);
         match result {
             Ok(()) => {}
             Err(Stop::Violation(e)) => {
@@ -267,7 +270,13 @@ impl Connection {
                 self.on_stream(now, s)?;
                 self.flush_readable();
             }
-            Frame::Message(m) => self.on_message(now, m)?,
+            Frame::Message(m) => {
+                let messages = self.on_message(now, m)?;
+                self.raise_delivered(Delivered {
+                    messages,
+                    ..Delivered::default()
+                });
+            }
             Frame::MaxData(m) => self.streams.on_max_data(m.max),
             Frame::MaxStreamData(m) => {
                 self.streams.on_max_stream_data(m)?;
@@ -324,7 +333,13 @@ impl Connection {
                     self.on_path_validated(now);
                 }
             }
-            Frame::Datagram(d) => self.on_datagram(now, d)?,
+            Frame::Datagram(d) => {
+                self.on_datagram(now, d)?;
+                self.raise_delivered(Delivered {
+                    datagrams: true,
+                    ..Delivered::default()
+                });
+            }
             Frame::Close(close) => {
                 let error = ConnectionError::PeerClosed {
                     kind: close.kind,
@@ -354,7 +369,11 @@ impl Connection {
         Ok(())
     }
 
-    fn on_message(&mut self, now: Instant, m: &Message<'_>) -> Result<(), ProtocolError> {
+    /// A Message frame; whether it was new and went to the inbox (its
+    /// event is the caller's to raise, [`Self::raise_delivered`], once for
+    /// all the frames of a packet).
+    #[inline]
+    fn on_message(&mut self, now: Instant, m: &Message<'_>) -> Result<bool, ProtocolError> {
         self.last_data = now;
         if m.data.len() as u64 > self.config.max_message_size {
             return Err(ProtocolError::MessageTooLarge);
@@ -368,30 +387,54 @@ impl Connection {
                 .on_message_received(m.data.len() as u64 + MESSAGE_CHARGE)
                 .map_err(ProtocolError::FlowControl)?;
             self.inbox.push_back(owned(m.data), None);
-            self.notify(Event::MessageReceived);
+            return Ok(true);
         }
-        Ok(())
+        Ok(false)
     }
 
+    /// A Datagram frame, queued for the application (its event and the
+    /// count of the datagrams it pushed out are the caller's,
+    /// [`Self::raise_delivered`], once for all the frames of a packet).
+    #[inline]
     fn on_datagram(&mut self, now: Instant, d: &Datagram<'_>) -> Result<(), ProtocolError> {
         self.last_data = now;
         if d.data.len() > small_message_limit() {
             return Err(ProtocolError::DatagramTooLarge);
         }
-        if self.datagrams_in.len() >= self.config.datagram_receive_queue {
-            self.datagrams_in.pop_front();
-            self.stats.rare().datagrams_dropped += 1;
-        }
-        self.datagrams_in.push_back(owned(d.data), ());
-        self.notify(Event::DatagramReceived);
+        self.datagrams_in
+            .push(d.data, self.config.datagram_receive_queue);
         Ok(())
+    }
+
+    /// Raises the events of what a packet's frames delivered, counts the
+    /// untaken datagrams they pushed out, and grants the window update
+    /// the messages made due.
+    #[inline]
+    fn raise_delivered(&mut self, delivered: Delivered) {
+        if delivered.messages || delivered.datagrams {
+            self.raise_delivered_events(delivered);
+        }
+    }
+
+    fn raise_delivered_events(&mut self, delivered: Delivered) {
+        if delivered.messages {
+            self.streams.after_messages_received();
+            self.notify(Event::MessageReceived);
+        }
+        if delivered.datagrams {
+            self.notify(Event::DatagramReceived);
+            let dropped = self.datagrams_in.take_dropped();
+            if dropped > 0 {
+                self.stats.rare().datagrams_dropped += dropped;
+            }
+        }
     }
 }
 
 /// The peer's bytes, copied out of the packet; an empty message or
 /// datagram costs no copy (a peer may send hundreds in a packet).
 #[inline]
-fn owned(data: &[u8]) -> Bytes {
+pub(super) fn owned(data: &[u8]) -> Bytes {
     if data.is_empty() {
         Bytes::new()
     } else {
@@ -410,6 +453,17 @@ struct PacketFrames<'c> {
     streams_changed: bool,
     /// Small stream frames held to be handed over as one.
     joined: Joined,
+    /// Messages and datagrams delivered, their events not raised yet.
+    delivered: Delivered,
+}
+
+/// What a packet's Message and Datagram frames delivered: their events are
+/// raised once a packet, not once a frame (a peer may send hundreds of
+/// empty ones in a packet).
+#[derive(Debug, Default, Clone, Copy)]
+struct Delivered {
+    messages: bool,
+    datagrams: bool,
 }
 
 /// Why a packet's frames stopped being read.
@@ -469,10 +523,12 @@ impl<'a> FrameHandler<'a> for PacketFrames<'_> {
 
     fn on_frame(&mut self, frame: Frame<'a>) -> Result<(), Stop> {
         self.hand_over_joined()?;
-        // The stream events before it come first, as the frames did.
+        // The events of the frames before it come first, as the frames did.
         if std::mem::take(&mut self.streams_changed) {
             self.connection.flush_readable();
         }
+        self.connection
+            .raise_delivered(std::mem::take(&mut self.delivered));
         self.ack_eliciting |= frame.is_ack_eliciting();
         self.ping |= matches!(frame, Frame::Ping);
         self.connection.handle_frame(self.now, &frame)?;
@@ -512,8 +568,9 @@ impl<'a> FrameHandler<'a> for PacketFrames<'_> {
     fn on_message(&mut self, frame: Message<'a>) -> Result<(), Stop> {
         self.ack_eliciting = true;
         self.hand_over_joined()?;
-        self.connection.on_message(self.now, &frame)?;
-        self.still_established()
+        // A message or datagram never changes the connection's state.
+        self.delivered.messages |= self.connection.on_message(self.now, &frame)?;
+        Ok(())
     }
 
     #[inline]
@@ -521,6 +578,7 @@ impl<'a> FrameHandler<'a> for PacketFrames<'_> {
         self.ack_eliciting = true;
         self.hand_over_joined()?;
         self.connection.on_datagram(self.now, &frame)?;
-        self.still_established()
+        self.delivered.datagrams = true;
+        Ok(())
     }
 }

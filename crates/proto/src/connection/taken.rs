@@ -66,7 +66,7 @@ impl Connection {
     /// `datagrams_dropped` as a full queue's are) while it holds more than
     /// `datagram_receive_queue`.
     pub fn take_datagrams(&mut self, out: &mut VecDeque<Bytes>) {
-        while let Some((datagram, ())) = self.datagrams_in.pop_front() {
+        while let Some(datagram) = self.datagrams_in.pop() {
             if out.len() >= self.config.datagram_receive_queue
                 && let Some(oldest) = out.pop_front()
             {

@@ -23,7 +23,9 @@ impl<T> Untaken<T> {
         }
     }
 
-    #[inline]
+    /// Always inlined: a peer may deliver hundreds of small messages in a
+    /// packet, each pushed here.
+    #[inline(always)]
     pub(crate) fn push_back(&mut self, data: Bytes, note: T) {
         self.bytes += data.len();
         self.items.push_back((data, note));

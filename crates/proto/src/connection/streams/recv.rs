@@ -293,14 +293,22 @@ impl Streams {
     // ---- the peer's side ----
 
     /// A small message of `bytes` arrived: it counts against the
-    /// connection window like stream data.
+    /// connection window like stream data. The window's update is looked
+    /// at once for all the messages of a packet
+    /// ([`Self::after_messages_received`]): a peer may send hundreds in one.
+    #[inline]
     pub(in crate::connection) fn on_message_received(
         &mut self,
         bytes: u64,
     ) -> Result<(), FlowControlError> {
-        self.window.on_received(bytes)?;
+        self.window.on_received(bytes)
+    }
+
+    /// Grants the connection window's update if the small messages just
+    /// received made one due. Until then the window is the one the peer
+    /// knows, so a packet's messages are judged against it alike.
+    pub(in crate::connection) fn after_messages_received(&mut self) {
         self.grant_update();
-        Ok(())
     }
 
     /// A Stream frame arrived. Returns a large message it completed.
