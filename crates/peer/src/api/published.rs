@@ -64,6 +64,17 @@ impl Live {
 }
 
 impl Snapshot {
+    /// The `connection`'s peer address, and the identity it proved once
+    /// it has (an identity seen is kept).
+    fn see_peer(&mut self, connection: &ProtoConnection) {
+        self.remote = connection.remote();
+        if let Some(identity) = connection.peer_identity()
+            && self.identity.as_ref() != Some(identity)
+        {
+            self.identity = Some(identity.clone());
+        }
+    }
+
     fn new(remote: SocketAddr) -> Self {
         Self {
             live: None,
@@ -115,34 +126,36 @@ impl Published {
         f(&self.snapshot.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Publishes who is at the other end alone (the peer's address and the
-    /// identity it proved): what a connection nobody reads yet needs, so
-    /// that the handles still say it once the endpoint has stopped.
-    pub(crate) fn publish_peer(&self, remote: SocketAddr, identity: Option<&PublicIdentity>) {
-        let mut snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
-        snapshot.remote = remote;
-        if snapshot.identity.as_ref() != identity {
-            snapshot.identity = identity.cloned();
+    /// The peer's address and the identity it proved, as last published:
+    /// the driver's copy too (a slot keeps none of its own), so reading
+    /// it does not count as a handle's read.
+    pub(crate) fn peer(&self) -> (SocketAddr, Option<PublicIdentity>) {
+        let snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
+        (snapshot.remote, snapshot.identity.clone())
+    }
+
+    /// Publishes who is at the other end of the `connection` alone (the
+    /// peer's address and the identity it proved): what a connection
+    /// nobody reads yet needs, so that the handles still say it once the
+    /// endpoint has stopped. `None` (freed) keeps the last published.
+    pub(crate) fn publish_peer(&self, connection: Option<&ProtoConnection>) {
+        if let Some(connection) = connection {
+            let mut snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
+            snapshot.see_peer(connection);
         }
     }
 
-    /// Publishes the `connection` (`None`: freed), whose peer is at
-    /// `remote` and proved `identity`.
-    pub(crate) fn publish(
-        &self,
-        connection: Option<&ProtoConnection>,
-        remote: SocketAddr,
-        identity: Option<&PublicIdentity>,
-    ) {
+    /// Publishes the `connection` (`None`: freed; its peer stays as last
+    /// published).
+    pub(crate) fn publish(&self, connection: Option<&ProtoConnection>) {
         let live = connection.map(Live::of);
         let mut snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
         match (live, &mut snapshot.live) {
             (Some(live), Some(held)) => **held = live,
             (live, held) => *held = live.map(Box::new),
         }
-        snapshot.remote = remote;
-        if snapshot.identity.as_ref() != identity {
-            snapshot.identity = identity.cloned();
+        if let Some(connection) = connection {
+            snapshot.see_peer(connection);
         }
     }
 }

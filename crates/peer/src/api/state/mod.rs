@@ -38,11 +38,6 @@ pub(crate) struct Slot {
     pub(crate) closed: Option<Box<ConnectionError>>,
     /// The handshake finished.
     pub(crate) connected: bool,
-    /// The peer's address, as last seen: kept when the protocol frees the
-    /// connection.
-    remote: SocketAddr,
-    /// The identity the peer proved, as last seen (kept likewise).
-    identity: Option<PublicIdentity>,
     /// Every application handle is gone.
     released: bool,
     /// What waits for bytes parked for its streams and its parked
@@ -83,8 +78,6 @@ impl Slot {
             handle: Some(handle),
             closed: None,
             connected: false,
-            remote,
-            identity: None,
             released: false,
             deferred: None,
             sends: None,
@@ -111,35 +104,26 @@ impl Slot {
     }
 
     /// The peer's address and proven identity: the protocol's while it
-    /// holds the `connection`, else the last seen.
+    /// holds the `connection`, else the last seen. The slot keeps them
+    /// in what it publishes for the handles only (72 bytes a connection
+    /// twice otherwise).
     pub(crate) fn refresh(
-        &mut self,
+        &self,
         connection: Option<&ProtoConnection>,
-    ) -> (SocketAddr, Option<&PublicIdentity>) {
-        if let Some(connection) = connection {
-            self.remote = connection.remote();
-            if let Some(identity) = connection.peer_identity()
-                && self.identity.as_ref() != Some(identity)
-            {
-                self.identity = Some(identity.clone());
-            }
-        }
-        (self.remote, self.identity.as_ref())
+    ) -> (SocketAddr, Option<PublicIdentity>) {
+        self.published.publish_peer(connection);
+        self.published.peer()
     }
 
     /// Publishes who is at the other end of the `connection` for the
     /// handles: all a new connection publishes until a handle reads it.
-    fn publish_peer(&mut self, connection: Option<&ProtoConnection>) {
-        self.refresh(connection);
-        self.published
-            .publish_peer(self.remote, self.identity.as_ref());
+    fn publish_peer(&self, connection: Option<&ProtoConnection>) {
+        self.published.publish_peer(connection);
     }
 
     /// Publishes the `connection` (`None`: freed) for the handles.
-    pub(crate) fn publish(&mut self, connection: Option<&ProtoConnection>) {
-        self.refresh(connection);
-        self.published
-            .publish(connection, self.remote, self.identity.as_ref());
+    pub(crate) fn publish(&self, connection: Option<&ProtoConnection>) {
+        self.published.publish(connection);
     }
 
     /// Publishes the `connection` if a handle watches it: after a handle
@@ -292,7 +276,7 @@ impl EndpointState {
             ),
             None => tracing::Span::none(),
         };
-        let mut slot = Slot::new(handle, remote, span, now);
+        let slot = Slot::new(handle, remote, span, now);
         slot.publish_peer(connection.as_deref());
         self.slots.insert(id, Box::new(slot));
         if let Some(stale) = self.by_handle.insert(handle, id) {
@@ -309,7 +293,6 @@ impl EndpointState {
     pub(crate) fn peer(&mut self, id: SlotId) -> Option<Peer> {
         let (slot, connection) = self.connection(id)?;
         let (remote, identity) = slot.refresh(connection.as_deref());
-        let identity = identity.cloned();
         Some(Peer {
             remote,
             identity,
