@@ -67,7 +67,10 @@ mod datagrams;
 
 /// Why an operation on a connection that is over failed.
 pub(crate) fn ended(slot: &Slot, connection: Option<&ProtoConnection>) -> ConnectionLost {
-    match (&slot.closed, connection.and_then(ProtoConnection::error)) {
+    match (
+        slot.closed.as_deref(),
+        connection.and_then(ProtoConnection::error),
+    ) {
         (Some(error), _) | (None, Some(error)) => ConnectionLost::Connection(error.clone()),
         (None, None) if connection.is_some() => ConnectionLost::Closing,
         (None, None) => ConnectionLost::Abandoned,
@@ -473,7 +476,7 @@ impl Connection {
     /// itself. `None` until the peer's first report arrives (one round trip
     /// after the handshake) and once the endpoint freed the connection.
     pub fn observed_address(&self) -> Option<SocketAddr> {
-        self.read_live(|s| s.observed_address)
+        self.read_live(|s| s.live.as_ref().and_then(|live| live.observed_address))
     }
 
     /// The identity the peer proved: on a connection from
@@ -500,7 +503,7 @@ impl Connection {
     /// key updates (`None` once the endpoint freed it). Datagrams per
     /// system call are the endpoint's: see [`Endpoint::stats`](crate::Endpoint::stats).
     pub fn stats(&self) -> Option<ConnectionStats> {
-        self.read_live(|s| s.stats.as_deref().copied())
+        self.read_live(|s| s.live.as_ref().map(|live| live.stats))
     }
 }
 

@@ -223,7 +223,7 @@ impl Endpoint {
                 if slot.connected {
                     return Poll::Ready(Ok(()));
                 }
-                if let Some(error) = &slot.closed {
+                if let Some(error) = slot.closed.as_deref() {
                     return Poll::Ready(Err(ConnectError::from(error.clone())));
                 }
                 if slot.handle.is_none() {

@@ -38,26 +38,52 @@ pub(crate) const WATCH_FOR: Duration = Duration::from_secs(1);
 /// What was published of one connection, as one copy.
 #[derive(Clone, Debug)]
 pub(crate) struct Snapshot {
-    /// `None` once the protocol freed the connection (likewise below), and
-    /// until a handle first reads it: boxed, so that the connections
-    /// nobody looks at (most, on a busy server) do not carry it.
-    pub(crate) stats: Option<Box<ConnectionStats>>,
-    pub(crate) max_message_size: Option<u64>,
-    pub(crate) max_datagram_size: Option<usize>,
-    pub(crate) observed_address: Option<SocketAddr>,
+    /// The live connection's figures: `None` once the protocol freed the
+    /// connection, and until a handle first reads them. Boxed, so that
+    /// the connections nobody looks at (most, on a busy server) do not
+    /// carry them.
+    pub(crate) live: Option<Box<Live>>,
     /// The peer's address, the last seen once the connection is freed.
     pub(crate) remote: SocketAddr,
     /// The identity the peer proved, kept likewise.
     pub(crate) identity: Option<PublicIdentity>,
 }
 
+/// What is published of a connection the protocol still holds.
+#[derive(Clone, Debug)]
+pub(crate) struct Live {
+    pub(crate) stats: ConnectionStats,
+    pub(crate) max_message_size: u64,
+    pub(crate) max_datagram_size: usize,
+    pub(crate) observed_address: Option<SocketAddr>,
+}
+
+impl Live {
+    fn of(connection: &ProtoConnection) -> Self {
+        Self {
+            stats: connection.stats(),
+            max_message_size: connection.peer_max_message_size(),
+            max_datagram_size: connection.max_datagram_size(),
+            observed_address: connection.observed_address(),
+        }
+    }
+}
+
 impl Snapshot {
+    /// The `connection`'s peer address, and the identity it proved once
+    /// it has (an identity seen is kept).
+    fn see_peer(&mut self, connection: &ProtoConnection) {
+        self.remote = connection.remote();
+        if let Some(identity) = connection.peer_identity()
+            && self.identity.as_ref() != Some(identity)
+        {
+            self.identity = Some(identity.clone());
+        }
+    }
+
     fn new(remote: SocketAddr) -> Self {
         Self {
-            stats: None,
-            max_message_size: None,
-            max_datagram_size: None,
-            observed_address: None,
+            live: None,
             remote,
             identity: None,
         }
@@ -138,40 +164,36 @@ impl Published {
         f(&self.snapshot.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Publishes who is at the other end alone (the peer's address and the
-    /// identity it proved): what a connection nobody reads yet needs, so
-    /// that the handles still say it once the endpoint has stopped.
-    pub(crate) fn publish_peer(&self, remote: SocketAddr, identity: Option<&PublicIdentity>) {
-        let mut snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
-        snapshot.remote = remote;
-        if snapshot.identity.as_ref() != identity {
-            snapshot.identity = identity.cloned();
+    /// The peer's address and the identity it proved, as last published:
+    /// the driver's copy too (a slot keeps none of its own), so reading
+    /// it does not count as a handle's read.
+    pub(crate) fn peer(&self) -> (SocketAddr, Option<PublicIdentity>) {
+        let snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
+        (snapshot.remote, snapshot.identity.clone())
+    }
+
+    /// Publishes who is at the other end of the `connection` alone (the
+    /// peer's address and the identity it proved): what a connection
+    /// nobody reads yet needs, so that the handles still say it once the
+    /// endpoint has stopped. `None` (freed) keeps the last published.
+    pub(crate) fn publish_peer(&self, connection: Option<&ProtoConnection>) {
+        if let Some(connection) = connection {
+            let mut snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
+            snapshot.see_peer(connection);
         }
     }
 
-    /// Publishes the `connection` (`None`: freed), whose peer is at
-    /// `remote` and proved `identity`.
-    pub(crate) fn publish(
-        &self,
-        connection: Option<&ProtoConnection>,
-        remote: SocketAddr,
-        identity: Option<&PublicIdentity>,
-    ) {
-        let stats = connection.map(ProtoConnection::stats);
-        let max_message_size = connection.map(ProtoConnection::peer_max_message_size);
-        let max_datagram_size = connection.map(ProtoConnection::max_datagram_size);
-        let observed_address = connection.and_then(ProtoConnection::observed_address);
+    /// Publishes the `connection` (`None`: freed; its peer stays as last
+    /// published).
+    pub(crate) fn publish(&self, connection: Option<&ProtoConnection>) {
+        let live = connection.map(Live::of);
         let mut snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
-        match (stats, &mut snapshot.stats) {
-            (Some(stats), Some(held)) => **held = stats,
-            (stats, held) => *held = stats.map(Box::new),
+        match (live, &mut snapshot.live) {
+            (Some(live), Some(held)) => **held = live,
+            (live, held) => *held = live.map(Box::new),
         }
-        snapshot.max_message_size = max_message_size;
-        snapshot.max_datagram_size = max_datagram_size;
-        snapshot.observed_address = observed_address;
-        snapshot.remote = remote;
-        if snapshot.identity.as_ref() != identity {
-            snapshot.identity = identity.cloned();
+        if let Some(connection) = connection {
+            snapshot.see_peer(connection);
         }
     }
 }

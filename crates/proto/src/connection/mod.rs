@@ -124,17 +124,42 @@ enum State {
     Closed,
 }
 
+/// The loss detector's parameters a connection with `config` uses:
+/// made once per endpoint, shared by its connections.
+pub(crate) fn loss_config(config: &ConnectionConfig) -> LossConfig {
+    let mut loss = LossConfig::default();
+    loss.initial_rtt = config.initial_rtt;
+    loss
+}
+
 /// What every new connection starts from.
 #[derive(Debug)]
 pub(crate) struct Start {
     /// Its configuration, shared by every connection of the endpoint.
     pub(crate) config: Arc<ConnectionConfig>,
+    /// Its loss detector's parameters (see [`loss_config`]), shared
+    /// likewise.
+    pub(crate) loss_config: Arc<LossConfig>,
     /// Its congestion controller, fresh.
     pub(crate) controller: AnyController,
     /// This side's receiver index for it.
     pub(crate) local_index: u32,
     /// The time it starts.
     pub(crate) now: Instant,
+}
+
+impl Start {
+    /// This template for the connection with `local_index`, starting
+    /// `now`: the configurations shared, the controller copied.
+    pub(crate) fn for_connection(&self, local_index: u32, now: Instant) -> Self {
+        Self {
+            config: Arc::clone(&self.config),
+            loss_config: Arc::clone(&self.loss_config),
+            controller: self.controller.clone(),
+            local_index,
+            now,
+        }
+    }
 }
 
 /// One connection's state. See the module documentation for the order of calls.
@@ -300,12 +325,11 @@ impl Connection {
     ) -> Self {
         let Start {
             config,
+            loss_config,
             controller,
             local_index,
             now,
         } = start;
-        let mut loss_config = LossConfig::default();
-        loss_config.initial_rtt = config.initial_rtt;
         let mut ack_config = AckPolicyConfig::default();
         ack_config.max_ack_delay = config.max_ack_delay;
         let rate_limit = config

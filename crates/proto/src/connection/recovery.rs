@@ -168,6 +168,22 @@ impl Connection {
         Some(self.last_received.max(self.last_ack_eliciting_sent) + quiet)
     }
 
+    /// Gives back the expanded packet keys at [`keys_release_at`], and
+    /// with them the scratch memory if the connection is quiet: one
+    /// release for both on the side that only answers keep-alives, which
+    /// gets no ACK to start [`release_scratch_when_quiet`] (its last ACKs
+    /// alone, the ACK frame's range list and the queues would otherwise
+    /// stay until the next keep-alive it sends itself).
+    ///
+    /// [`keys_release_at`]: Self::keys_release_at
+    /// [`release_scratch_when_quiet`]: Self::release_scratch_when_quiet
+    pub(super) fn release_keys_and_scratch(&mut self, now: Instant) {
+        if let Some(keys) = self.keys.as_mut() {
+            keys.release_expanded();
+        }
+        self.release_scratch_when_quiet(now);
+    }
+
     /// When the next release may be: an interval after the last one, or
     /// after the connection's start (a handshake's packets come and go
     /// within it, and need not be given back and made again each time).

@@ -133,10 +133,8 @@ impl Connection {
         if self.keep_alive_at().is_some_and(|t| now >= t) {
             self.ping_due = true;
         }
-        if self.keys_release_at().is_some_and(|t| now >= t)
-            && let Some(keys) = self.keys.as_mut()
-        {
-            keys.release_expanded();
+        if self.keys_release_at().is_some_and(|t| now >= t) {
+            self.release_keys_and_scratch(now);
         }
         if self.send_blocked_until.is_some_and(|t| now >= t) {
             self.send_blocked_until = None;

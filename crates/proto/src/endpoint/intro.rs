@@ -141,7 +141,7 @@ impl Endpoint {
         };
         let index = vacant.index();
         let Ok(connection) = Connection::accept(
-            Self::start(&self.connection_config, &self.controller, index, now),
+            self.start.for_connection(index, now),
             accepted,
             datagram.len(),
             from,

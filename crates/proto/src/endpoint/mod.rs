@@ -49,14 +49,14 @@ use quanta::Instant;
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::SeedableRng;
 use rand_core::RngCore;
-use tern_congestion::{AnyController, TokenBucket};
+use tern_congestion::TokenBucket;
 use tern_wire::replay::IntroId;
 use tern_wire::{
     EphemeralKey, IdentityKey, PacketType, PublicIdentity, ReplayGuard, Responder,
     peek_receiver_index,
 };
 
-use crate::config::{ConfigError, CongestionConfig, ConnectionConfig, EndpointConfig};
+use crate::config::{ConfigError, CongestionConfig, EndpointConfig};
 use crate::connection::{Connection, Event, Start};
 use crate::{Node, Transmit, TransmitLimits};
 use admission::Admission;
@@ -91,10 +91,10 @@ pub enum ConnectError {
 #[derive(Debug)]
 pub struct Endpoint {
     config: EndpointConfig,
-    /// Every connection starts with a copy of it (checked once, here).
-    controller: AnyController,
-    /// `config.connection`, which every connection shares.
-    connection_config: Arc<ConnectionConfig>,
+    /// What every connection starts from: `config.connection` and the
+    /// loss detector's parameters, which they share, and the congestion
+    /// controller, of which each has a copy (checked once, here).
+    start: Start,
     responder: Option<Responder>,
     /// The endpoint's key, kept to sign the proofs of identity of its
     /// connects (when they make one, see `ConnectionConfig::prove_identity`).
@@ -219,8 +219,13 @@ impl Endpoint {
             .rate_limit
             .and_then(|rate| TokenBucket::new(rate, (rate / 100).max(64 * 1024)).ok());
         Ok(Self {
-            controller,
-            connection_config: Arc::new(config.connection),
+            start: Start {
+                loss_config: Arc::new(crate::connection::loss_config(&config.connection)),
+                config: Arc::new(config.connection),
+                controller,
+                local_index: 0,
+                now,
+            },
             connections: ReceiverIndex::with_capacity(config.max_connections),
             config,
             responder,
@@ -265,20 +270,6 @@ impl Endpoint {
         self.responder.as_ref().map(Responder::public)
     }
 
-    fn start(
-        config: &Arc<ConnectionConfig>,
-        controller: &AnyController,
-        local_index: u32,
-        now: Instant,
-    ) -> Start {
-        Start {
-            config: Arc::clone(config),
-            controller: controller.clone(),
-            local_index,
-            now,
-        }
-    }
-
     fn wall_time(&self, now: Instant) -> SystemTime {
         let (epoch, wall) = self.wall_epoch;
         wall + now.saturating_duration_since(epoch)
@@ -293,7 +284,7 @@ impl Endpoint {
         remote: SocketAddr,
         responder: &PublicIdentity,
     ) -> Result<ConnectionHandle, ConnectError> {
-        let start = Self::start(&self.connection_config, &self.controller, 0, now);
+        let start = self.start.for_connection(0, now);
         self.connect_from(start, remote, responder)
     }
 
@@ -309,7 +300,7 @@ impl Endpoint {
         responder: &PublicIdentity,
         congestion: CongestionConfig,
     ) -> Result<ConnectionHandle, ConnectError> {
-        let mut start = Self::start(&self.connection_config, &self.controller, 0, now);
+        let mut start = self.start.for_connection(0, now);
         start.controller = congestion.controller(start.config.max_udp_payload as u64)?;
         Arc::make_mut(&mut start.config).congestion = congestion;
         self.connect_from(start, remote, responder)

@@ -12,6 +12,7 @@
 //! (`reordering`, in the manner of RFC 8985).
 
 use std::ops::RangeInclusive;
+use std::sync::Arc;
 use std::time::Duration;
 
 use quanta::Instant;
@@ -89,7 +90,9 @@ pub use report::{AckSummary, LossReport, LossStats, RecoveryBuffer, RecoverySink
 /// [`SentPacket::payload`]).
 #[derive(Debug)]
 pub struct LossDetector<T> {
-    config: LossConfig,
+    /// Shared: the same for every connection of an endpoint (72 bytes
+    /// each would hold a copy).
+    config: Arc<LossConfig>,
     sent: SentPackets<T>,
     rtt: RttEstimator,
     /// When the first RTT sample was taken: persistent congestion only
@@ -111,13 +114,15 @@ pub struct LossDetector<T> {
 }
 
 impl<T> LossDetector<T> {
-    /// A detector with the given parameters and nothing in flight.
+    /// A detector with the given parameters and nothing in flight. An
+    /// endpoint passes one `Arc` to all its connections' detectors.
     #[must_use]
-    pub fn new(config: LossConfig) -> Self {
+    pub fn new(config: impl Into<Arc<LossConfig>>) -> Self {
+        let config = config.into();
         Self {
-            config,
             sent: SentPackets::new(),
             rtt: RttEstimator::new(config.initial_rtt),
+            config,
             first_rtt_sample: None,
             samples_since: None,
             largest_acked: None,

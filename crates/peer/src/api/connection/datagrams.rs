@@ -85,7 +85,7 @@ impl Connection {
     /// what one packet carries on any path (`None` once the endpoint freed
     /// the connection).
     pub fn max_datagram_size(&self) -> Option<usize> {
-        self.read_live(|s| s.max_datagram_size)
+        self.read_live(|s| s.live.as_ref().map(|live| live.max_datagram_size))
     }
 
     /// The largest message the peer accepts, in bytes: its
@@ -94,7 +94,7 @@ impl Connection {
     /// [`DEFAULT_MAX_MESSAGE_SIZE`](crate::proto::DEFAULT_MAX_MESSAGE_SIZE)
     /// (1 GiB). `None` once the endpoint freed the connection.
     pub fn max_message_size(&self) -> Option<u64> {
-        self.read_live(|s| s.max_message_size)
+        self.read_live(|s| s.live.as_ref().map(|live| live.max_message_size))
     }
 
     /// The next unreliable datagram from the peer. Once a `recv_datagram`

@@ -26,42 +26,23 @@ pub(crate) use credit::Credit;
 pub(crate) use delivery::{
     DatagramDelivery, MessageDelivery, Reader, StreamDelivery, StreamEnd, Taken,
 };
-use hand_off::{Deferred, Writes};
+use hand_off::Deferred;
 pub(crate) use sends::SendCredits;
 use sends::Sends;
+use stream_table::StreamTable;
+pub(crate) use stream_table::StreamWaiters;
 pub(crate) use wakers::Wakers;
-
-/// What the application side keeps of one stream while it holds a half
-/// of it: who waits on it (its reader and its writer), and the peer's stop
-/// code once it asked to stop, which the protocol forgets once the reset
-/// that answers it is acknowledged.
-#[derive(Debug, Default)]
-pub(crate) struct StreamWaiters {
-    pub(crate) read: Wakers,
-    pub(crate) write: Wakers,
-    pub(crate) stopped: Option<u64>,
-    /// Halves the application holds (one or two).
-    halves: u8,
-    /// What the lock's side keeps of the writes, while this side writes.
-    writes: Option<Box<Writes>>,
-    /// What the driver moved for the reader, once it took the lock.
-    delivery: Option<Arc<StreamDelivery>>,
-}
 
 /// What the application side knows of one connection.
 #[derive(Debug)]
 pub(crate) struct Slot {
     /// The protocol's handle, while the protocol holds the connection.
     pub(crate) handle: Option<ConnectionHandle>,
-    /// Why it ended, once it has.
-    pub(crate) closed: Option<ConnectionError>,
+    /// Why it ended, once it has (out of line: 48 bytes a connection,
+    /// of which an idle one uses none).
+    pub(crate) closed: Option<Box<ConnectionError>>,
     /// The handshake finished.
     pub(crate) connected: bool,
-    /// The peer's address, as last seen: kept when the protocol frees the
-    /// connection.
-    remote: SocketAddr,
-    /// The identity the peer proved, as last seen (kept likewise).
-    identity: Option<PublicIdentity>,
     /// Every application handle is gone.
     released: bool,
     /// What waits for bytes parked for its streams and its parked
@@ -87,9 +68,10 @@ pub(crate) struct Slot {
     pub(crate) datagram_room: Wakers,
     pub(crate) accept_stream: Wakers,
     pub(crate) open_stream: Wakers,
-    pub(crate) streams: HashMap<StreamId, StreamWaiters>,
-    /// The connection's tracing span (a no-op unless a subscriber wants it).
-    span: tracing::Span,
+    pub(crate) streams: StreamTable,
+    /// The connection's tracing span, when a subscriber wants it (out of
+    /// line: 40 bytes a connection even when disabled).
+    span: Option<Box<tracing::Span>>,
 }
 
 impl Slot {
@@ -100,12 +82,10 @@ impl Slot {
         now: Instant,
     ) -> Self {
         Self {
-            span,
+            span: (!span.is_disabled()).then(|| Box::new(span)),
             handle: Some(handle),
             closed: None,
             connected: false,
-            remote,
-            identity: None,
             released: false,
             deferred: None,
             sends: None,
@@ -120,40 +100,39 @@ impl Slot {
             datagram_room: Wakers::default(),
             accept_stream: Wakers::default(),
             open_stream: Wakers::default(),
-            streams: HashMap::new(),
+            streams: StreamTable::default(),
+        }
+    }
+
+    /// Runs `f` in the connection's span, if a subscriber wanted one.
+    fn in_span(&self, f: impl FnOnce()) {
+        match &self.span {
+            Some(span) => span.in_scope(f),
+            None => f(),
         }
     }
 
     /// The peer's address and proven identity: the protocol's while it
-    /// holds the `connection`, else the last seen.
+    /// holds the `connection`, else the last seen. The slot keeps them
+    /// in what it publishes for the handles only (72 bytes a connection
+    /// twice otherwise).
     pub(crate) fn refresh(
-        &mut self,
+        &self,
         connection: Option<&ProtoConnection>,
-    ) -> (SocketAddr, Option<&PublicIdentity>) {
-        if let Some(connection) = connection {
-            self.remote = connection.remote();
-            if let Some(identity) = connection.peer_identity()
-                && self.identity.as_ref() != Some(identity)
-            {
-                self.identity = Some(identity.clone());
-            }
-        }
-        (self.remote, self.identity.as_ref())
+    ) -> (SocketAddr, Option<PublicIdentity>) {
+        self.published.publish_peer(connection);
+        self.published.peer()
     }
 
     /// Publishes who is at the other end of the `connection` for the
     /// handles: all a new connection publishes until a handle reads it.
-    fn publish_peer(&mut self, connection: Option<&ProtoConnection>) {
-        self.refresh(connection);
-        self.published
-            .publish_peer(self.remote, self.identity.as_ref());
+    fn publish_peer(&self, connection: Option<&ProtoConnection>) {
+        self.published.publish_peer(connection);
     }
 
     /// Publishes the `connection` (`None`: freed) for the handles.
-    pub(crate) fn publish(&mut self, connection: Option<&ProtoConnection>) {
-        self.refresh(connection);
-        self.published
-            .publish(connection, self.remote, self.identity.as_ref());
+    pub(crate) fn publish(&self, connection: Option<&ProtoConnection>) {
+        self.published.publish(connection);
     }
 
     /// Publishes the `connection` if a handle watches it: after a handle
@@ -306,7 +285,7 @@ impl EndpointState {
             ),
             None => tracing::Span::none(),
         };
-        let mut slot = Slot::new(handle, remote, span, now);
+        let slot = Slot::new(handle, remote, span, now);
         slot.publish_peer(connection.as_deref());
         self.slots.insert(id, Box::new(slot));
         if let Some(stale) = self.by_handle.insert(handle, id) {
@@ -323,7 +302,6 @@ impl EndpointState {
     pub(crate) fn peer(&mut self, id: SlotId) -> Option<Peer> {
         let (slot, connection) = self.connection(id)?;
         let (remote, identity) = slot.refresh(connection.as_deref());
-        let identity = identity.cloned();
         Some(Peer {
             remote,
             identity,
@@ -536,7 +514,7 @@ impl EndpointState {
             };
             match event {
                 Event::Connected => {
-                    slot.span.in_scope(|| tracing::debug!("connected"));
+                    slot.in_span(|| tracing::debug!("connected"));
                     slot.connected = true;
                     slot.connect.wake_all();
                     slot.open_stream.wake_all();
@@ -581,10 +559,10 @@ impl EndpointState {
                 // Read when asked (`Connection::observed_address`): nobody waits on it.
                 Event::ObservedAddressChanged => {}
                 Event::Closed(error) => {
-                    slot.span.in_scope(|| tracing::debug!(%error, "closed"));
+                    slot.in_span(|| tracing::debug!(%error, "closed"));
                     let lost = ConnectionLost::Connection(error.clone());
                     slot.published.publish_ended(lost);
-                    slot.closed = Some(error);
+                    slot.closed = Some(Box::new(error));
                     slot.end_writes();
                     slot.end_sends();
                     slot.wake_everyone();
@@ -695,6 +673,7 @@ mod credit;
 mod delivery;
 mod hand_off;
 mod sends;
+mod stream_table;
 #[cfg(test)]
 mod tests;
 mod wakers;

@@ -104,7 +104,7 @@ fn a_connection_nobody_reads_is_published_no_more() {
     let published = client.published(id).expect("a slot");
     client.watch(now, id);
     assert!(published.is_watched());
-    assert!(published.read(|s| s.stats.is_some()));
+    assert!(published.read(|s| s.live.is_some()));
     // Read within the time: still published every turn.
     let later = now + WATCH_FOR / 2;
     client.end_turn(later);
