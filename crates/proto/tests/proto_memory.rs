@@ -138,8 +138,11 @@ fn idle_connections_cost_at_most_their_measured_bound_each() {
     // the message numbers' last range kept out of their ordered map.
     // 3 165 and 2 464 once the loss detector's parameters were shared by
     // the endpoint's connections and the side that only answers
-    // keep-alives gave back its scratch memory with its keys.
-    let (inline_bound, bound) = (2_515, 3_230);
+    // keep-alives gave back its scratch memory with its keys. 3 229 and
+    // 2 528 in the workspace build (3 213 and 2 512 alone) with a reader's
+    // taken datagrams counted and the reordering window's recent RTT
+    // samples.
+    let (inline_bound, bound) = (2_580, 3_295);
     assert!(
         inline <= inline_bound,
         "a connection is {inline} bytes inline"
