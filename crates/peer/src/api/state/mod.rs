@@ -29,6 +29,7 @@ pub(crate) use delivery::{
 use hand_off::{Deferred, Writes};
 pub(crate) use sends::SendCredits;
 use sends::Sends;
+pub(crate) use stream_accepts::StreamAccepts;
 pub(crate) use wakers::Wakers;
 
 /// What the application side keeps of one stream while it holds a half
@@ -85,7 +86,9 @@ pub(crate) struct Slot {
     pub(crate) datagrams: Wakers,
     /// Senders waiting for room in the datagram send queue.
     pub(crate) datagram_room: Wakers,
-    pub(crate) accept_stream: Wakers,
+    /// The streams the driver accepted for `accept_bi` and `accept_uni`,
+    /// once a handle asked.
+    stream_accepts: Option<Arc<StreamAccepts>>,
     pub(crate) open_stream: Wakers,
     pub(crate) streams: HashMap<StreamId, StreamWaiters>,
     /// The connection's tracing span (a no-op unless a subscriber wants it).
@@ -118,7 +121,7 @@ impl Slot {
             send: Wakers::default(),
             datagrams: Wakers::default(),
             datagram_room: Wakers::default(),
-            accept_stream: Wakers::default(),
+            stream_accepts: None,
             open_stream: Wakers::default(),
             streams: HashMap::new(),
         }
@@ -208,7 +211,6 @@ impl Slot {
         self.send.wake_all();
         self.datagrams.wake_all();
         self.datagram_room.wake_all();
-        self.accept_stream.wake_all();
         self.open_stream.wake_all();
         for waiters in self.streams.values_mut() {
             waiters.read.wake_all();
@@ -549,9 +551,7 @@ impl EndpointState {
                     slot.deliver_datagrams(self.proto.connection(handle));
                     woke_receiver |= slot.datagrams.wake_all();
                 }
-                Event::StreamOpened => {
-                    slot.accept_stream.wake_all();
-                }
+                Event::StreamOpened => slot.accept_streams(self.proto.connection(handle)),
                 Event::StreamReadable(stream) => {
                     slot.deliver_stream(stream, self.proto.connection(handle));
                     woke_receiver |= slot.wake_stream(stream, true);
@@ -695,6 +695,7 @@ mod credit;
 mod delivery;
 mod hand_off;
 mod sends;
+mod stream_accepts;
 #[cfg(test)]
 mod tests;
 mod wakers;
