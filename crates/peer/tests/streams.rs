@@ -331,3 +331,32 @@ async fn streams_accepted_and_dropped_unread_return_their_credit() {
         drop(accepted);
     }
 }
+
+#[tokio::test]
+async fn a_waiting_accept_ends_with_the_connection() {
+    let (server, client) = (server(None), client(None));
+    let (a, b) = pair(&server, &client).await;
+    let (mut send, _) = a.open_bi().await.expect("opens");
+    send.write_all(b"x").await.expect("writes");
+    // The first accept has the driver accept streams from now on.
+    let _ = b.accept_bi().await.expect("accepts");
+    let waiting =
+        tokio::spawn(async move { (b.accept_bi().await.err(), b.accept_uni().await.err()) });
+    a.close(9, "bye").await;
+    let (two_way, one_way) = tokio::time::timeout(PATIENCE, waiting)
+        .await
+        .expect("the close ends the waits")
+        .expect("the task ends");
+    for lost in [two_way, one_way] {
+        assert!(
+            matches!(
+                lost,
+                Some(ConnectionLost::Connection(ConnectionError::PeerClosed {
+                    code: 9,
+                    ..
+                }))
+            ),
+            "{lost:?}"
+        );
+    }
+}
