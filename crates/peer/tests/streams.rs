@@ -5,10 +5,10 @@ mod support;
 
 use std::time::Duration;
 
-use support::net::{client, pair, pattern, server, server_with};
+use support::net::{client, localhost, pair, pattern, server, server_with};
 use tern_peer::proto::EndpointConfig;
 use tern_peer::{
-    ClosedStream, Config, ConnectionError, ConnectionLost, ReadError, ReadToEndError,
+    ClosedStream, Config, ConnectionError, ConnectionLost, Endpoint, ReadError, ReadToEndError,
     SendDatagramError, WriteError,
 };
 use tokio::io::AsyncWriteExt;
@@ -285,4 +285,78 @@ async fn a_stop_is_still_reported_after_the_protocol_let_the_stream_go() {
     }
     assert_eq!(send.stopped().await, Ok(Some(42)));
     assert_eq!(send.write(b"more").await, Err(WriteError::Stopped(42)));
+}
+
+/// Endpoints whose peers may each have `streams` streams of each kind
+/// open at once.
+fn with_stream_limit(streams: u64) -> Config {
+    let mut protocol = EndpointConfig::default();
+    protocol.connection.max_concurrent_streams = streams;
+    Config::default().protocol(protocol)
+}
+
+#[tokio::test]
+async fn streams_accepted_and_dropped_unread_return_their_credit() {
+    const LIMIT: u64 = 4;
+    let server = server_with(with_stream_limit(LIMIT));
+    let client = Endpoint::bind(localhost(), with_stream_limit(LIMIT)).expect("binds");
+    let (a, b) = pair(&server, &client).await;
+    // Three times the limit of each kind: each stream is opened with a
+    // byte and finished, and its peer drops both halves unread (the
+    // opener drops its receiving half at once), as an application that
+    // did not want it would.
+    for round in 0..3 * LIMIT {
+        let (mut send, _) = tokio::time::timeout(PATIENCE, a.open_bi())
+            .await
+            .unwrap_or_else(|_| panic!("open_bi waits forever in round {round}"))
+            .expect("opens");
+        let mut one_way = tokio::time::timeout(PATIENCE, a.open_uni())
+            .await
+            .unwrap_or_else(|_| panic!("open_uni waits forever in round {round}"))
+            .expect("opens");
+        for stream in [&mut send, &mut one_way] {
+            stream.write_all(b"x").await.expect("writes");
+            stream.finish().expect("finishes");
+        }
+        drop((send, one_way));
+        let accepted = tokio::time::timeout(PATIENCE, b.accept_bi())
+            .await
+            .expect("the stream arrives")
+            .expect("accepts");
+        drop(accepted);
+        let accepted = tokio::time::timeout(PATIENCE, b.accept_uni())
+            .await
+            .expect("the stream arrives")
+            .expect("accepts");
+        drop(accepted);
+    }
+}
+
+#[tokio::test]
+async fn a_waiting_accept_ends_with_the_connection() {
+    let (server, client) = (server(None), client(None));
+    let (a, b) = pair(&server, &client).await;
+    let (mut send, _) = a.open_bi().await.expect("opens");
+    send.write_all(b"x").await.expect("writes");
+    // The first accept has the driver accept streams from now on.
+    let _ = b.accept_bi().await.expect("accepts");
+    let waiting =
+        tokio::spawn(async move { (b.accept_bi().await.err(), b.accept_uni().await.err()) });
+    a.close(9, "bye").await;
+    let (two_way, one_way) = tokio::time::timeout(PATIENCE, waiting)
+        .await
+        .expect("the close ends the waits")
+        .expect("the task ends");
+    for lost in [two_way, one_way] {
+        assert!(
+            matches!(
+                lost,
+                Some(ConnectionLost::Connection(ConnectionError::PeerClosed {
+                    code: 9,
+                    ..
+                }))
+            ),
+            "{lost:?}"
+        );
+    }
 }

@@ -13,7 +13,8 @@ use super::published::{Published, Snapshot};
 use super::recv_stream::RecvStream;
 use super::send_stream::SendStream;
 use super::state::{
-    DatagramDelivery, EndpointState, MessageDelivery, Reader, SendCredits, Slot, SlotId, Wakers,
+    DatagramDelivery, EndpointState, MessageDelivery, Reader, SendCredits, Slot, SlotId,
+    StreamAccepts, Wakers,
 };
 use crate::driver::{DriverHandle, DriverStopped, StopCause};
 use crate::proto::{
@@ -53,6 +54,9 @@ struct Inner {
     /// The datagrams the driver moved for `recv_datagram`, once it took
     /// the lock.
     datagrams: OnceLock<Arc<DatagramDelivery>>,
+    /// The streams the driver accepted for `accept_bi` and `accept_uni`,
+    /// once one took the lock.
+    stream_accepts: OnceLock<Arc<StreamAccepts>>,
 }
 
 impl Drop for Inner {
@@ -114,6 +118,7 @@ impl Connection {
                 credits: Arc::default(),
                 delivered: OnceLock::new(),
                 datagrams: OnceLock::new(),
+                stream_accepts: OnceLock::new(),
             }),
         }
     }
@@ -314,15 +319,15 @@ impl Connection {
     }
 
     /// The next bidirectional stream the peer opened, as its two halves.
+    /// Once an `accept_bi` or `accept_uni` has taken the endpoint's lock,
+    /// the driver accepts the streams the peer opens into a queue that
+    /// later calls take from without that lock.
     pub async fn accept_bi(&self) -> Result<(SendStream, RecvStream), ConnectionLost> {
-        let id = self
-            .next_stream(ProtoConnection::accept_stream, |slot| {
-                &mut slot.accept_stream
-            })
-            .await?;
+        let (id, credit) =
+            poll_fn(|cx| self.poll_accepted(cx, StreamAccepts::poll_two_way)).await?;
         Ok((
-            SendStream::new(self.clone(), id),
-            RecvStream::new(self.clone(), id),
+            SendStream::accepted(self.clone(), id, credit),
+            RecvStream::accepted(self.clone(), id),
         ))
     }
 
@@ -336,12 +341,33 @@ impl Connection {
         Ok(SendStream::new(self.clone(), id))
     }
 
-    /// The next one-way stream the peer opened.
+    /// The next one-way stream the peer opened (taken as
+    /// [`accept_bi`](Self::accept_bi)'s are).
     pub async fn accept_uni(&self) -> Result<RecvStream, ConnectionLost> {
-        let id = self
-            .next_stream(ProtoConnection::accept_uni, |slot| &mut slot.accept_stream)
-            .await?;
-        Ok(RecvStream::new(self.clone(), id))
+        let id = poll_fn(|cx| self.poll_accepted(cx, StreamAccepts::poll_one_way)).await?;
+        Ok(RecvStream::accepted(self.clone(), id))
+    }
+
+    /// One poll for the next stream the driver accepted, as `take` gives
+    /// it from the queue; the first makes the queue under the endpoint's
+    /// lock. Waits until one comes or the connection ends.
+    fn poll_accepted<T>(
+        &self,
+        cx: &Context<'_>,
+        take: fn(&StreamAccepts, &Context<'_>) -> Poll<T>,
+    ) -> Poll<Result<T, ConnectionLost>> {
+        let accepts = match self.inner.stream_accepts.get() {
+            Some(accepts) => accepts,
+            None => match self.with_slot(|slot, connection| slot.stream_accepts(connection)) {
+                Ok(made) => self.inner.stream_accepts.get_or_init(|| made),
+                Err(stopped) => return Poll::Ready(Err(stopped.into())),
+            },
+        };
+        if let Poll::Ready(next) = take(accepts, cx) {
+            return Poll::Ready(Ok(next));
+        }
+        // Registered for the next stream above, and for the end here.
+        self.poll_closed(cx).map(Err)
     }
 
     /// Waits until `take` gives a stream (opened here or by the peer),

@@ -501,3 +501,46 @@ async fn accept_takes_a_queued_connection_without_the_lock() {
         .expect("a connection");
     assert_eq!(incoming.remote_address(), client.local_addr());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accept_bi_and_accept_uni_take_streams_the_driver_accepted_without_the_lock() {
+    let (server, _client, a, b) = connected(Config::default(), Config::default()).await;
+    let (mut first, _) = a.open_bi().await.expect("opens");
+    first.write_all(b"first").await.expect("writes");
+    // The first accept takes the lock, and has the driver accept the next.
+    let _ = tokio::time::timeout(PATIENCE, b.accept_bi())
+        .await
+        .expect("arrives")
+        .expect("accepts");
+    let (mut two_way, mut answer) = a.open_bi().await.expect("opens");
+    let mut one_way = a.open_uni().await.expect("opens");
+    for (stream, bytes) in [(&mut two_way, &b"two-way"[..]), (&mut one_way, b"one-way")] {
+        stream.write_all(bytes).await.expect("writes");
+        stream.finish().expect("finishes");
+    }
+    // The server's driver accepted both in the turn they arrived in.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (accepting, runtime) = (b.clone(), tokio::runtime::Handle::current());
+    let (ran, _) = while_locked(&server, move || {
+        runtime.block_on(async { (accepting.accept_bi().await, accepting.accept_uni().await) })
+    });
+    let (two_way_halves, one_way_half) = ran.expect("accept_bi or accept_uni waited for the lock");
+    let ((mut send, mut recv), mut one_way_recv) = (
+        two_way_halves.expect("accepts"),
+        one_way_half.expect("accepts"),
+    );
+    assert_eq!((recv.id(), one_way_recv.id()), (two_way.id(), one_way.id()));
+    // The halves work as ones made under the lock do.
+    assert_eq!(recv.read_to_end(64).await.expect("reads"), b"two-way");
+    assert_eq!(
+        one_way_recv.read_to_end(64).await.expect("reads"),
+        b"one-way"
+    );
+    send.write_all(b"back").await.expect("writes");
+    send.finish().expect("finishes");
+    let back = tokio::time::timeout(PATIENCE, answer.read_to_end(64))
+        .await
+        .expect("the answer arrives")
+        .expect("reads");
+    assert_eq!(back, b"back");
+}

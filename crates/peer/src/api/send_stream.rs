@@ -50,6 +50,12 @@ impl SendStream {
         let _ = connection.with_slot(|slot, c| {
             slot.hold_send_stream(c.as_deref(), id, Arc::clone(&credit));
         });
+        Self::accepted(connection, id, credit)
+    }
+
+    /// The half of a stream the driver accepted, which it holds already
+    /// with `credit`: made without the endpoint's lock.
+    pub(crate) fn accepted(connection: Connection, id: StreamId, credit: Arc<Credit>) -> Self {
         Self {
             connection,
             id,

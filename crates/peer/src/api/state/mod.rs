@@ -29,6 +29,7 @@ pub(crate) use delivery::{
 use hand_off::Deferred;
 pub(crate) use sends::SendCredits;
 use sends::Sends;
+pub(crate) use stream_accepts::StreamAccepts;
 use stream_table::StreamTable;
 pub(crate) use stream_table::StreamWaiters;
 pub(crate) use wakers::Wakers;
@@ -66,7 +67,9 @@ pub(crate) struct Slot {
     pub(crate) datagrams: Wakers,
     /// Senders waiting for room in the datagram send queue.
     pub(crate) datagram_room: Wakers,
-    pub(crate) accept_stream: Wakers,
+    /// The streams the driver accepted for `accept_bi` and `accept_uni`,
+    /// once a handle asked.
+    stream_accepts: Option<Arc<StreamAccepts>>,
     pub(crate) open_stream: Wakers,
     pub(crate) streams: StreamTable,
     /// The connection's tracing span, when a subscriber wants it (out of
@@ -98,7 +101,7 @@ impl Slot {
             send: Wakers::default(),
             datagrams: Wakers::default(),
             datagram_room: Wakers::default(),
-            accept_stream: Wakers::default(),
+            stream_accepts: None,
             open_stream: Wakers::default(),
             streams: StreamTable::default(),
         }
@@ -187,7 +190,6 @@ impl Slot {
         self.send.wake_all();
         self.datagrams.wake_all();
         self.datagram_room.wake_all();
-        self.accept_stream.wake_all();
         self.open_stream.wake_all();
         for waiters in self.streams.values_mut() {
             waiters.read.wake_all();
@@ -527,9 +529,7 @@ impl EndpointState {
                     slot.deliver_datagrams(self.proto.connection(handle));
                     woke_receiver |= slot.datagrams.wake_all();
                 }
-                Event::StreamOpened => {
-                    slot.accept_stream.wake_all();
-                }
+                Event::StreamOpened => slot.accept_streams(self.proto.connection(handle)),
                 Event::StreamReadable(stream) => {
                     slot.deliver_stream(stream, self.proto.connection(handle));
                     woke_receiver |= slot.wake_stream(stream, true);
@@ -673,6 +673,7 @@ mod credit;
 mod delivery;
 mod hand_off;
 mod sends;
+mod stream_accepts;
 mod stream_table;
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,7 @@ use std::task::{Context, Waker};
 
 /// Tasks waiting for the same thing; all are woken when it happens.
 ///
-/// A connection's slot has seven of these and most are never waited on
+/// A connection's slot has six of these and most are never waited on
 /// (an idle connection's, none): the list lives in a box made when a task
 /// first waits, and kept for the next (8 bytes each until then, not 24).
 #[derive(Debug, Default)]

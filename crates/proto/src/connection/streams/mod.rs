@@ -50,6 +50,8 @@ pub(super) mod scheduler;
 mod send;
 mod send_budget;
 pub(crate) mod send_stream;
+#[cfg(test)]
+mod stop_tests;
 pub(crate) mod stream_id;
 #[cfg(test)]
 mod stream_tests;

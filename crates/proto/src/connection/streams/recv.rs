@@ -49,16 +49,36 @@ impl Streams {
         id: StreamId,
         code: u64,
     ) -> Result<(), ReadError> {
+        if !id.direction().is_application() {
+            return Err(ReadError::UnknownStream(id));
+        }
         let inc = self
             .tables
             .get_mut()
             .incoming
             .get_mut(&id)
             .ok_or(ReadError::UnknownStream(id))?;
-        if inc.stop_code.is_none() {
-            inc.stop_code = Some(code);
+        if inc.stop_code.is_some() {
+            return Ok(());
+        }
+        inc.stop_code = Some(code);
+        if inc.reset_code.is_some() {
+            // Reset already, and its bytes let go: nothing is left to read.
+            self.retire_incoming(id);
+            return Ok(());
+        }
+        // What arrived will never be read: its pages go, and the
+        // connection window moves on as if it had been.
+        let unread = inc.data.highest() - inc.data.read_offset();
+        inc.data.discard(&mut self.pages);
+        if inc.data.final_size().is_some() {
+            // The peer sent it all (its end is known): there is nothing
+            // to stop, and the stream is done with.
+            self.retire_incoming(id);
+        } else {
             self.tables.get_mut().stops_due.push((id, code));
         }
+        self.on_consumed(unread);
         Ok(())
     }
 
@@ -342,6 +362,16 @@ impl Streams {
         self.window
             .on_received(grew)
             .map_err(ProtocolError::FlowControl)?;
+        if inc.stop_code.is_some() {
+            // Stopped by its reader: nothing is kept, and the stream is
+            // done with once its end is known.
+            inc.data.skip(end, fin);
+            self.on_consumed(grew);
+            if fin {
+                self.retire_incoming(id);
+            }
+            return Ok(None);
+        }
         inc.data
             .store(&mut self.pages, offset, data, fin)
             .map_err(ProtocolError::StreamData)?;
@@ -380,6 +410,13 @@ impl Streams {
         self.window
             .on_received(grew)
             .map_err(ProtocolError::FlowControl)?;
+        if inc.stop_code.is_some() {
+            // Stopped by its reader, who let go of what came before: the
+            // rest is let go likewise, and the stream is done with.
+            self.retire_incoming(id);
+            self.on_consumed(grew);
+            return Ok(());
+        }
         // Whatever was sent and will not be read frees the connection
         // window, and the bytes held for it are let go at once.
         let unread = frame.final_size.saturating_sub(inc.data.read_offset());

@@ -191,6 +191,17 @@ impl RecvStream {
         Ok(())
     }
 
+    /// Data ending at `end` (the stream's end if `fin`) arrived, which
+    /// [`Self::growth`] accepted, for a stream nobody will read (its reader
+    /// stopped it): the offsets move on as [`Self::store`]'s, and nothing is
+    /// kept.
+    pub(crate) fn skip(&mut self, end: u64, fin: bool) {
+        if fin {
+            self.final_size = Some(end);
+        }
+        self.highest = self.highest.max(end);
+    }
+
     /// Forgets every byte held, giving its pages back to `pool`; the bytes
     /// will never be read (the stream was reset).
     pub fn discard(&mut self, pool: &mut PagePool) {
