@@ -143,12 +143,6 @@ impl PartialEq for RsaPublic {
 
 impl Eq for RsaPublic {}
 
-impl std::hash::Hash for RsaPublic {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.key.hash(state);
-    }
-}
-
 impl RsaPublic {
     /// The key.
     pub(crate) fn new(key: RsaPublicKey) -> Arc<Self> {
