@@ -286,19 +286,11 @@ fn bytes_taken_out_unconsumed_keep_the_windows_shut_and_stay_charged() {
     // does): no window opens, and the bytes are still charged.
     const STREAMS: u64 = 4;
     let mut attacker = Attacker::connect(small_stream_windows());
-    let chunk = [7u8; 1024];
     let streams: Vec<StreamId> = (0..STREAMS)
         .map(|i| StreamId::new(Side::Initiator, Direction::Bi, i))
         .collect();
     for &id in &streams {
-        for offset in (0..INITIAL_STREAM_WINDOW).step_by(chunk.len()) {
-            attacker.send(&[Frame::Stream(Stream {
-                id: id.0,
-                offset,
-                fin: false,
-                data: &chunk,
-            })]);
-        }
+        fill_stream_window(&mut attacker, id);
     }
     let mut before = Limits::default();
     attacker.turn();
@@ -349,10 +341,8 @@ fn bytes_taken_out_unconsumed_keep_the_windows_shut_and_stay_charged() {
     );
 }
 
-#[test]
-fn bytes_taken_out_open_the_windows_once_consumed() {
-    let mut attacker = Attacker::connect(small_stream_windows());
-    let id = StreamId::new(Side::Initiator, Direction::Bi, 0);
+/// Sends stream `id` its whole initial window, in 1 KiB frames.
+fn fill_stream_window(attacker: &mut Attacker, id: StreamId) {
     let chunk = [7u8; 1024];
     for offset in (0..INITIAL_STREAM_WINDOW).step_by(chunk.len()) {
         attacker.send(&[Frame::Stream(Stream {
@@ -362,6 +352,13 @@ fn bytes_taken_out_open_the_windows_once_consumed() {
             data: &chunk,
         })]);
     }
+}
+
+#[test]
+fn bytes_taken_out_open_the_windows_once_consumed() {
+    let mut attacker = Attacker::connect(small_stream_windows());
+    let id = StreamId::new(Side::Initiator, Direction::Bi, 0);
+    fill_stream_window(&mut attacker, id);
     attacker.send(&[Frame::Message(Message {
         id: 0,
         data: &[1; 100],
