@@ -81,7 +81,8 @@ impl DatagramQueue {
 
     /// Drops every datagram queued, and the queue's memory.
     pub(super) fn abandon(&mut self) {
-        self.queue = LazyDeque::new();
+        self.queue.clear();
+        self.queue.release_if_empty();
         self.bytes = 0;
     }
 

@@ -78,8 +78,9 @@ impl MessageSender {
     /// was. For a connection that closed at once and sends no data again.
     pub fn abandon(&mut self) {
         self.base = self.next_id();
-        self.held = LazyDeque::new();
-        self.queue = LazyDeque::new();
+        self.held.clear();
+        self.queue.clear();
+        self.release_memory();
         self.held_count = 0;
         self.held_bytes = 0;
     }
