@@ -16,8 +16,11 @@
 //! room, time the lock: `send`, `write` and `send_datagram` of 64 bytes,
 //! and, a round later, `recv`, `read` and `recv_datagram` of what its peer
 //! echoed, and `accept_bi` and `accept_uni` of the streams its peer opened
-//! for each message; `Endpoint::accept` on the loaded server of a
-//! connection a third endpoint opens every [`DIAL_EVERY`] rounds; and one
+//! for each message; `open_bi` and `open_uni` on the quiet connection
+//! (the halves dropped untimed: the peer accepts each stream and drops it
+//! unread, which gives its credit back); `Endpoint::accept` on the loaded
+//! server of a connection a third endpoint opens every [`DIAL_EVERY`]
+//! rounds; and one
 //! poll of `closed()` of the quiet connection (it is open: the poll only
 //! registers, under the lock). A read or an accept is timed in one of two
 //! rows: "delivered" when what it takes had arrived (its first poll was
@@ -189,7 +192,8 @@ async fn run(load: Duration, per_turn: usize) -> Result<(), Box<dyn std::error::
 
 /// Sends back every message, datagram and stream byte of `connection`,
 /// and opens a two-way and a one-way stream (one byte each) for every
-/// message.
+/// message; the streams opened to it after the first are accepted and
+/// dropped unread.
 fn echo(connection: Connection) {
     tokio::spawn({
         let connection = connection.clone();
@@ -210,8 +214,25 @@ fn echo(connection: Connection) {
             }
         }
     });
+    tokio::spawn({
+        let connection = connection.clone();
+        async move {
+            while let Ok(stream) = connection.accept_uni().await {
+                drop(stream);
+            }
+        }
+    });
     tokio::spawn(async move {
         let (mut send, mut recv) = connection.accept_bi().await?;
+        // The streams the probe opens after this one are dropped unread.
+        tokio::spawn({
+            let connection = connection.clone();
+            async move {
+                while let Ok(halves) = connection.accept_bi().await {
+                    drop(halves);
+                }
+            }
+        });
         let mut buf = vec![0u8; 4096];
         while let Some(n) = recv.read(&mut buf).await? {
             send.write_all(&buf[..n])
@@ -240,7 +261,7 @@ async fn open_streams(connection: Connection) -> Result<(), tern_peer::WriteErro
 /// its first poll was ready (what it reads had arrived: the call's own
 /// time, its wait for the endpoint's lock included), "waited" when the
 /// echo was not there yet (its time is mostly the echo's way back).
-const PROBES: [&str; 21] = [
+const PROBES: [&str; 23] = [
     "under bulk load: Connection::stats() of the loaded connection",
     "control (another endpoint, idle): Connection::stats()",
     "Endpoint::stats() of the loaded endpoint",
@@ -259,6 +280,8 @@ const PROBES: [&str; 21] = [
     "accept_bi of a stream the quiet connection's peer opened, waited",
     "accept_uni of a stream the quiet connection's peer opened, delivered",
     "accept_uni of a stream the quiet connection's peer opened, waited",
+    "open_bi on the quiet connection",
+    "open_uni on the quiet connection",
     "Endpoint::accept on the loaded server of a dialled connection, delivered",
     "Endpoint::accept on the loaded server of a dialled connection, waited",
     "closed() of the quiet connection, one poll (open: pending)",
@@ -320,6 +343,8 @@ impl Probes<'_> {
                 accepted_bi_late,
                 accepted_uni,
                 accepted_uni_late,
+                opened_bi,
+                opened_uni,
                 accepted,
                 accepted_late,
                 closed,
@@ -363,6 +388,16 @@ impl Probes<'_> {
             pause().await;
             let streams = tokio::time::timeout(DATAGRAM_PATIENCE, self.quiet.accept_uni());
             time_read(accepted_uni, accepted_uni_late, streams).await;
+            pause().await;
+            let start = quanta::Instant::now();
+            let halves = self.quiet.open_bi().await;
+            record(opened_bi, start, ());
+            drop(halves);
+            pause().await;
+            let start = quanta::Instant::now();
+            let half = self.quiet.open_uni().await;
+            record(opened_uni, start, ());
+            drop(half);
             pause().await;
             if round % DIAL_EVERY == 1 {
                 dial(self.dialer, self.server, self.public);
