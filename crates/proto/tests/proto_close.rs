@@ -1,14 +1,16 @@
 //! A graceful close has a deadline (issue #27): a peer that keeps the path
 //! alive but never acknowledges what was sent cannot hold a closing
-//! connection. Played by the attacker harness on a mock clock.
+//! connection; and stream ids an application side allots ahead open only
+//! when used, none once a close began. Played by the attacker harness on
+//! a mock clock.
 
 mod support;
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use support::attacker::Attacker;
-use tern_proto::{ConnectionError, EndpointConfig};
+use support::attacker::{Attacker, Limits};
+use tern_proto::{ConnectionError, Direction, EndpointConfig, INITIAL_MAX_STREAMS, StreamId};
 use tern_wire::{Frame, FrameType};
 
 /// Whether the endpoint sent the attacker an application Close since the
@@ -94,4 +96,38 @@ fn a_close_after_a_long_silence_is_not_stretched_by_the_backed_off_probe_timeout
         attacker.connection().is_none(),
         "and its closing period ended"
     );
+}
+
+#[test]
+fn stream_ids_allotted_ahead_show_on_the_wire_only_once_used_and_none_open_after_a_close() {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    let step = Duration::from_millis(10);
+    attacker.run_for(Duration::from_millis(200), step);
+    attacker.inbox.clear();
+    let connection = attacker.connection().expect("open");
+    let side = connection.side();
+    let two_way = |i| StreamId::new(side, Direction::Bi, i);
+    assert_eq!(connection.stream_limit(Direction::Bi), INITIAL_MAX_STREAMS);
+    // Ids 0 to 2 allotted by the application side and never used:
+    // nothing of them goes out.
+    attacker.run_for(Duration::from_millis(200), step);
+    let mut announced = Limits::default();
+    attacker.take_limits(&mut announced);
+    assert!(announced.streams.is_empty(), "{announced:?}");
+    // Id 1 used first: it and the one before it are opened (each
+    // two-way stream announces its receive window), not id 2.
+    let connection = attacker.connection().expect("open");
+    assert!(connection.open_stream_through(two_way(1)));
+    attacker.run_for(Duration::from_millis(200), step);
+    attacker.take_limits(&mut announced);
+    let mut ids: Vec<u64> = announced.streams.keys().copied().collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [two_way(0).0, two_way(1).0]);
+    // Once a graceful close began, no more are opened.
+    let now = attacker.now();
+    let connection = attacker.connection().expect("open");
+    connection.close(now, 0, Bytes::new());
+    assert_eq!(connection.stream_limit(Direction::Bi), 2);
+    assert!(connection.open_stream_through(two_way(1)), "open before");
+    assert!(!connection.open_stream_through(two_way(2)));
 }

@@ -33,6 +33,7 @@
 //! `carried` and `datagram_queue`. These import nothing from the
 //! files of the `impl`, and `streams` nothing from this module.
 
+mod allotted;
 mod carried;
 mod close;
 mod datagram_queue;

@@ -334,6 +334,37 @@ impl Streams {
         Some(id)
     }
 
+    /// Opens (if `may_open`) this side's application streams of `id`'s
+    /// kind in order, up to `id`, each as [`open`](Self::open) or
+    /// [`open_one_way`](Self::open_one_way) would; whether `id` has been
+    /// opened (now or before). `false` beyond the peer's limit, and for a
+    /// stream this side does not open.
+    pub(super) fn open_through(&mut self, id: StreamId, may_open: bool) -> bool {
+        let open = match id.direction() {
+            _ if id.opener() != self.side => return false,
+            Direction::Bi => Self::open,
+            Direction::OneWay => Self::open_one_way,
+            Direction::Uni => return false,
+        };
+        while self.opened(id.direction()) <= id.index() {
+            if !may_open || open(self).is_none() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// How many application streams of `direction` this side may have
+    /// opened in all: the peer's limit.
+    pub(super) fn local_limit(&self, direction: Direction) -> u64 {
+        self.limits.local(direction).1
+    }
+
+    /// How many application streams of `direction` this side has opened.
+    pub(super) fn opened(&self, direction: Direction) -> u64 {
+        self.limits.local(direction).0
+    }
+
     /// The next bidirectional stream the peer opened.
     pub(super) fn accept(&mut self) -> Option<StreamId> {
         self.tables.existing()?.accept_queue.pop_front()

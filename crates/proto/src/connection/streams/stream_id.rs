@@ -154,6 +154,17 @@ impl StreamLimits {
         Some(StreamId::new(side, direction, counts.opened_local - 1))
     }
 
+    /// How many streams of `direction` this side has opened, and how many
+    /// the peer lets it open, in all.
+    pub(crate) fn local(&self, direction: Direction) -> (u64, u64) {
+        let counts = match direction {
+            Direction::Bi => &self.bi,
+            Direction::Uni => &self.uni,
+            Direction::OneWay => &self.one_way,
+        };
+        (counts.opened_local, counts.allowed_local)
+    }
+
     /// The peer raised how many streams of `direction` this side may open
     /// (frames may arrive out of order: only a raise counts). Whether the
     /// limit rose.

@@ -185,6 +185,43 @@ fn each_side_announces_a_bidirectional_streams_window_as_soon_as_it_knows_it() {
     assert_eq!(streams.tables.get().incoming[&own].data.limit(), window);
 }
 
+#[test]
+fn streams_allotted_ahead_open_in_order_up_to_the_one_first_used() {
+    let mut streams = streams(4000, 4000);
+    let ours = |direction, index| StreamId::new(Side::Initiator, direction, index);
+    let limit = streams.local_limit(Direction::Bi);
+    assert_eq!(limit, INITIAL_MAX_STREAMS);
+    // Nothing is opened (nor announced) until an id is used.
+    assert_eq!(streams.opened(Direction::Bi), 0);
+    assert!(!streams.open_through(ours(Direction::Bi, 2), false));
+    assert_eq!(
+        streams.opened(Direction::Bi),
+        0,
+        "the connection takes no data"
+    );
+    // The third id used first opens the two before it too, in order.
+    assert!(streams.open_through(ours(Direction::Bi, 2), true));
+    assert_eq!(streams.opened(Direction::Bi), 3);
+    let mut due = streams.tables.get().max_stream_data_due.clone();
+    due.sort_by_key(|id| id.0);
+    assert_eq!(
+        due,
+        (0..3).map(|i| ours(Direction::Bi, i)).collect::<Vec<_>>()
+    );
+    // Used later, an earlier one is open already; the next is `open`'s.
+    assert!(streams.open_through(ours(Direction::Bi, 1), false));
+    assert_eq!(streams.open(), Some(ours(Direction::Bi, 3)));
+    // Not beyond the peer's limit, which stops at what it allows.
+    assert!(!streams.open_through(ours(Direction::Bi, limit), true));
+    assert_eq!(streams.opened(Direction::Bi), limit);
+    // Neither the peer's streams nor the large messages' are allotted.
+    assert!(!streams.open_through(StreamId::new(Side::Responder, Direction::Bi, 0), true));
+    assert!(!streams.open_through(ours(Direction::Uni, 0), true));
+    // One-way streams are counted apart.
+    assert!(streams.open_through(ours(Direction::OneWay, 0), true));
+    assert_eq!(streams.opened(Direction::OneWay), 1);
+}
+
 /// Hands the peer's large message `len` bytes long to `streams` in
 /// packet-sized Stream frames; whether it was delivered whole (and then
 /// taken by the application).
