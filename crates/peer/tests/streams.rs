@@ -1,17 +1,19 @@
-//! Streams in halves and the typed errors of each operation, and the
-//! datagram send queue's limits, on real loopback sockets.
+//! Streams in halves and the typed errors of each operation, opening
+//! streams against the peer's limit, and the datagram send queue's
+//! limits, on real loopback sockets.
 
 mod support;
 
 use std::time::Duration;
 
 use support::net::{client, localhost, pair, pattern, server, server_with};
-use tern_peer::proto::EndpointConfig;
+use tern_peer::proto::{Direction, EndpointConfig, INITIAL_MAX_STREAMS, StreamId};
 use tern_peer::{
-    ClosedStream, Config, ConnectionError, ConnectionLost, Endpoint, ReadError, ReadToEndError,
-    SendDatagramError, WriteError,
+    ClosedStream, Config, Connection, ConnectionError, ConnectionLost, Endpoint, ReadError,
+    ReadToEndError, SendDatagramError, WriteError,
 };
 use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
 
 /// A generous bound on what must happen on loopback: a hang guard, not a
 /// timing assertion.
@@ -359,4 +361,188 @@ async fn a_waiting_accept_ends_with_the_connection() {
             "{lost:?}"
         );
     }
+}
+
+/// A pair whose peers each allow `streams` streams of each kind at once.
+async fn pair_with_stream_limit(streams: u64) -> (Endpoint, Endpoint, Connection, Connection) {
+    let server = server_with(with_stream_limit(streams));
+    let client = Endpoint::bind(localhost(), with_stream_limit(streams)).expect("binds");
+    let (a, b) = pair(&server, &client).await;
+    (server, client, a, b)
+}
+
+/// Accepts every stream `b` is opened, of both kinds, reads each to its
+/// end and sends what it read (`(stream id, bytes)`) to the channel.
+fn read_every_stream(b: &Connection) -> mpsc::UnboundedReceiver<(StreamId, Vec<u8>)> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    for two_way in [true, false] {
+        let (b, tx) = (b.clone(), tx.clone());
+        tokio::spawn(async move {
+            loop {
+                let recv = if two_way {
+                    b.accept_bi().await.map(|(_, recv)| recv)
+                } else {
+                    b.accept_uni().await
+                };
+                let Ok(mut recv) = recv else { break };
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    if let Ok(read) = recv.read_to_end(1024).await {
+                        let _ = tx.send((recv.id(), read));
+                    }
+                });
+            }
+        });
+    }
+    rx
+}
+
+#[tokio::test]
+async fn an_open_past_the_peers_limit_waits_and_its_credit_wakes_it() {
+    let (_server, _client, a, b) = pair_with_stream_limit(INITIAL_MAX_STREAMS).await;
+    let mut read = read_every_stream(&b);
+    for open_bi in [true, false] {
+        let open = || async {
+            if open_bi {
+                a.open_bi().await.map(|(send, _)| send)
+            } else {
+                a.open_uni().await
+            }
+        };
+        let mut held = Vec::new();
+        for _ in 0..INITIAL_MAX_STREAMS {
+            held.push(open().await.expect("within the limit"));
+        }
+        let waiting = open();
+        tokio::pin!(waiting);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), &mut waiting)
+                .await
+                .is_err(),
+            "an open past the peer's limit returned"
+        );
+        // The first is written and finished; its reader reads it to its
+        // end, which gives its credit back.
+        let mut first = held.remove(0);
+        first.write_all(b"first").await.expect("writes");
+        first.finish().expect("finishes");
+        loop {
+            // (The last round's streams, finished as they were dropped,
+            // may come first.)
+            let (id, bytes) = read.recv().await.expect("read");
+            if id == first.id() {
+                assert_eq!(bytes, b"first");
+                break;
+            }
+        }
+        let next = tokio::time::timeout(PATIENCE, waiting)
+            .await
+            .expect("the credit woke the opener")
+            .expect("opens");
+        assert_eq!(next.id().index(), INITIAL_MAX_STREAMS, "the next id");
+        drop((first, held, next));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_openers_get_every_id_once_each_in_order_and_every_stream_arrives() {
+    const TASKS: u64 = 16;
+    const EACH: u64 = 4;
+    // Fewer at once than are opened in all: openers wait for credit too.
+    let (_server, _client, a, b) = pair_with_stream_limit(INITIAL_MAX_STREAMS).await;
+    let mut read = read_every_stream(&b);
+    let openers: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let a = a.clone();
+            tokio::spawn(async move {
+                let mut last: Option<StreamId> = None;
+                for _ in 0..EACH {
+                    let mut send = if task % 2 == 0 {
+                        a.open_bi().await.expect("opens").0
+                    } else {
+                        a.open_uni().await.expect("opens")
+                    };
+                    let id = send.id();
+                    assert!(last.is_none_or(|last| last < id), "{last:?} then {id:?}");
+                    last = Some(id);
+                    send.write_all(&id.0.to_le_bytes()).await.expect("writes");
+                    send.finish().expect("finishes");
+                }
+            })
+        })
+        .collect();
+    for opener in openers {
+        tokio::time::timeout(PATIENCE, opener)
+            .await
+            .expect("no opener waits forever")
+            .expect("the opener ends");
+    }
+    let mut indices = [Vec::new(), Vec::new()];
+    for _ in 0..TASKS * EACH {
+        let (id, bytes) = tokio::time::timeout(PATIENCE, read.recv())
+            .await
+            .expect("every stream arrives")
+            .expect("read");
+        assert_eq!(bytes, id.0.to_le_bytes(), "the bytes of its own stream");
+        indices[usize::from(id.direction() != Direction::Bi)].push(id.index());
+    }
+    for mut kind in indices {
+        kind.sort_unstable();
+        assert_eq!(kind, (0..TASKS * EACH / 2).collect::<Vec<_>>());
+    }
+}
+
+#[tokio::test]
+async fn halves_dropped_unused_give_their_stream_credit_back() {
+    let (_server, _client, a, b) = pair_with_stream_limit(INITIAL_MAX_STREAMS).await;
+    let mut read = read_every_stream(&b);
+    // Three times the limit of each kind, each dropped without a byte
+    // (an empty stream, finished).
+    for round in 0..3 * INITIAL_MAX_STREAMS {
+        let halves = tokio::time::timeout(PATIENCE, a.open_bi())
+            .await
+            .unwrap_or_else(|_| panic!("open_bi waits forever in round {round}"))
+            .expect("opens");
+        let one_way = tokio::time::timeout(PATIENCE, a.open_uni())
+            .await
+            .unwrap_or_else(|_| panic!("open_uni waits forever in round {round}"))
+            .expect("opens");
+        drop((halves, one_way));
+    }
+    for _ in 0..2 * 3 * INITIAL_MAX_STREAMS {
+        let (_, bytes) = tokio::time::timeout(PATIENCE, read.recv())
+            .await
+            .expect("every stream arrives")
+            .expect("read");
+        assert!(bytes.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn an_open_waiting_for_credit_ends_with_the_connection() {
+    let (_server, _client, a, b) = pair_with_stream_limit(INITIAL_MAX_STREAMS).await;
+    let mut held = Vec::new();
+    for _ in 0..INITIAL_MAX_STREAMS {
+        held.push(a.open_bi().await.expect("within the limit"));
+    }
+    let waiting = tokio::spawn({
+        let a = a.clone();
+        async move { a.open_bi().await.err() }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    b.close(9, "bye").await;
+    let lost = tokio::time::timeout(PATIENCE, waiting)
+        .await
+        .expect("the close ends the wait")
+        .expect("the task ends");
+    assert!(
+        matches!(
+            lost,
+            Some(ConnectionLost::Connection(ConnectionError::PeerClosed {
+                code: 9,
+                ..
+            }))
+        ),
+        "{lost:?}"
+    );
 }

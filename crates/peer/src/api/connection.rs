@@ -13,12 +13,12 @@ use super::published::{Published, Snapshot};
 use super::recv_stream::RecvStream;
 use super::send_stream::SendStream;
 use super::state::{
-    DatagramDelivery, EndpointState, MessageDelivery, Reader, SendCredits, Slot, SlotId,
-    StreamAccepts, Wakers,
+    Credit, DatagramDelivery, EndpointState, MessageDelivery, Reader, SendCredits, Slot, SlotId,
+    StreamAccepts, StreamOpens,
 };
 use crate::driver::{DriverHandle, DriverStopped, StopCause};
 use crate::proto::{
-    self, Connection as ProtoConnection, ConnectionStats, PublicIdentity, StreamId,
+    self, Connection as ProtoConnection, ConnectionStats, Direction, PublicIdentity, StreamId,
 };
 
 /// One connection: whole messages of any size, unreliable datagrams, and
@@ -31,7 +31,10 @@ use crate::proto::{
 /// [`send`](Self::send) and [`send_datagram`](Self::send_datagram) of what
 /// fits a packet hand their message or datagram off instead, within the
 /// room the protocol had at the lock's last look, and return at once
-/// (whoever takes the lock next queues it, in order). What a call reads
+/// (whoever takes the lock next queues it, in order).
+/// [`open_bi`](Self::open_bi) and [`open_uni`](Self::open_uni), after the
+/// first, hand the opening off always, within the peer's stream limit as
+/// the lock's side last saw it. What a call reads
 /// of the connection (figures, the peer's address, identity and limits)
 /// the driver publishes once per turn, so reading it never waits for the
 /// lock the driver's turn holds.
@@ -57,6 +60,8 @@ struct Inner {
     /// The streams the driver accepted for `accept_bi` and `accept_uni`,
     /// once one took the lock.
     stream_accepts: OnceLock<Arc<StreamAccepts>>,
+    /// The ids `open_bi` and `open_uni` allot, once one took the lock.
+    stream_opens: OnceLock<Arc<StreamOpens>>,
 }
 
 impl Drop for Inner {
@@ -119,6 +124,7 @@ impl Connection {
                 delivered: OnceLock::new(),
                 datagrams: OnceLock::new(),
                 stream_accepts: OnceLock::new(),
+                stream_opens: OnceLock::new(),
             }),
         }
     }
@@ -307,14 +313,20 @@ impl Connection {
 
     /// Opens a bidirectional stream, waiting while the peer allows no more:
     /// its sending half and its receiving half, which two tasks may own.
-    /// The peer learns of it with the first bytes sent on it.
+    /// The peer can accept it soon after (this side announces the window
+    /// it receives in at once), or with the first bytes sent on it.
+    /// Streams are numbered in the order the calls return. Once an
+    /// `open_bi` or `open_uni` has taken the endpoint's lock, later calls
+    /// take the next number the peer's limit allows without that lock,
+    /// and hand the opening off (see
+    /// [`DriverHandle::hand_off`](crate::driver::DriverHandle::hand_off));
+    /// only a call that finds the limit reached takes the lock again, to
+    /// wait for the peer's credit.
     pub async fn open_bi(&self) -> Result<(SendStream, RecvStream), ConnectionLost> {
-        let id = self
-            .next_stream(ProtoConnection::open_stream, |slot| &mut slot.open_stream)
-            .await?;
+        let (id, credit) = self.open(Direction::Bi).await?;
         Ok((
-            SendStream::new(self.clone(), id),
-            RecvStream::new(self.clone(), id),
+            SendStream::held(self.clone(), id, credit),
+            RecvStream::held(self.clone(), id),
         ))
     }
 
@@ -326,26 +338,26 @@ impl Connection {
         let (id, credit) =
             poll_fn(|cx| self.poll_accepted(cx, StreamAccepts::poll_two_way)).await?;
         Ok((
-            SendStream::accepted(self.clone(), id, credit),
-            RecvStream::accepted(self.clone(), id),
+            SendStream::held(self.clone(), id, credit),
+            RecvStream::held(self.clone(), id),
         ))
     }
 
     /// Opens a one-way stream to the peer, waiting while the peer allows no
     /// more: this side writes, the peer reads. The peer learns of it with
-    /// the first bytes sent on it.
+    /// the first bytes sent on it. Like [`open_bi`](Self::open_bi), it
+    /// takes the endpoint's lock the first time only (and to wait for the
+    /// peer's credit).
     pub async fn open_uni(&self) -> Result<SendStream, ConnectionLost> {
-        let id = self
-            .next_stream(ProtoConnection::open_uni, |slot| &mut slot.open_stream)
-            .await?;
-        Ok(SendStream::new(self.clone(), id))
+        let (id, credit) = self.open(Direction::OneWay).await?;
+        Ok(SendStream::held(self.clone(), id, credit))
     }
 
     /// The next one-way stream the peer opened (taken as
     /// [`accept_bi`](Self::accept_bi)'s are).
     pub async fn accept_uni(&self) -> Result<RecvStream, ConnectionLost> {
         let id = poll_fn(|cx| self.poll_accepted(cx, StreamAccepts::poll_one_way)).await?;
-        Ok(RecvStream::accepted(self.clone(), id))
+        Ok(RecvStream::held(self.clone(), id))
     }
 
     /// One poll for the next stream the driver accepted, as `take` gives
@@ -370,25 +382,36 @@ impl Connection {
         self.poll_closed(cx).map(Err)
     }
 
-    /// Waits until `take` gives a stream (opened here or by the peer),
-    /// registered with the `waiters` that are woken when it may.
-    async fn next_stream(
-        &self,
-        take: fn(&mut ProtoConnection) -> Option<StreamId>,
-        waiters: fn(&mut Slot) -> &mut Wakers,
-    ) -> Result<StreamId, ConnectionLost> {
+    /// Opens the next stream of `direction`, waiting while the peer allows
+    /// no more: its id, and the credit its writer hands off within. An id
+    /// allotted without the endpoint's lock (see [`StreamOpens`]) is
+    /// opened by a command handed off, which runs before any later call
+    /// on the stream; the first open, and one that finds no id left, take
+    /// the lock, which reads the peer's limit afresh.
+    async fn open(&self, direction: Direction) -> Result<(StreamId, Arc<Credit>), ConnectionLost> {
         poll_fn(|cx| {
+            let opens = self.inner.stream_opens.get();
+            if let Some(id) = opens.and_then(|opens| opens.next(direction)) {
+                let credit = Arc::new(Credit::default());
+                let (slot, held) = (self.inner.slot, Arc::clone(&credit));
+                self.hand_off(move |state| state.open_handed_off(slot, id, held));
+                return Poll::Ready(Ok((id, credit)));
+            }
             self.poll_step(|slot, connection| {
                 let Some(connection) = connection else {
                     return Step::ready(Err(ended(slot, None)), false);
                 };
-                if let Some(id) = take(connection) {
-                    return Step::ready(Ok(id), false);
+                let opens = slot.stream_opens(connection);
+                let opens = self.inner.stream_opens.get_or_init(|| opens);
+                if let Some(id) = opens.next(direction) {
+                    let credit = Arc::new(Credit::default());
+                    slot.open_allotted(Some(connection), id, Arc::clone(&credit));
+                    return Step::ready(Ok((id, credit)), false);
                 }
                 if slot.closed.is_some() || connection.is_closed() {
                     return Step::ready(Err(ended(slot, Some(connection))), false);
                 }
-                waiters(slot).register(cx);
+                slot.open_stream.register(cx);
                 Step::pending()
             })
         })

@@ -56,7 +56,7 @@ pub(super) fn while_locked<R: Send + 'static>(
 
 /// Like [`while_locked`], having first run `before` under the lock (as a
 /// call that took the lock would have).
-fn while_locked_after<R: Send + 'static>(
+pub(super) fn while_locked_after<R: Send + 'static>(
     endpoint: &Endpoint,
     before: impl FnOnce(&mut EndpointState),
     f: impl FnOnce() -> R + Send + 'static,

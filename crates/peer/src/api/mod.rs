@@ -21,6 +21,8 @@ mod error;
 #[cfg(test)]
 mod hand_off_tests;
 mod incoming;
+#[cfg(test)]
+mod open_tests;
 mod published;
 mod recv_stream;
 mod send_stream;

@@ -36,14 +36,10 @@ pub struct RecvStream {
 }
 
 impl RecvStream {
-    pub(crate) fn new(connection: Connection, id: StreamId) -> Self {
-        let _ = connection.with_slot(|slot, _| slot.hold_stream(id));
-        Self::accepted(connection, id)
-    }
-
-    /// The half of a stream the driver accepted, which it holds already:
-    /// made without the endpoint's lock.
-    pub(crate) fn accepted(connection: Connection, id: StreamId) -> Self {
+    /// The half of a stream the lock's side holds (the driver accepted
+    /// it, or an open holds it), or will hold before any other call on it
+    /// runs (an open handed off): made without the endpoint's lock.
+    pub(crate) fn held(connection: Connection, id: StreamId) -> Self {
         Self {
             connection,
             id,

@@ -45,17 +45,11 @@ pub struct SendStream {
 }
 
 impl SendStream {
-    pub(crate) fn new(connection: Connection, id: StreamId) -> Self {
-        let credit = Arc::new(Credit::default());
-        let _ = connection.with_slot(|slot, c| {
-            slot.hold_send_stream(c.as_deref(), id, Arc::clone(&credit));
-        });
-        Self::accepted(connection, id, credit)
-    }
-
-    /// The half of a stream the driver accepted, which it holds already
-    /// with `credit`: made without the endpoint's lock.
-    pub(crate) fn accepted(connection: Connection, id: StreamId, credit: Arc<Credit>) -> Self {
+    /// The half of a stream the lock's side holds with `credit` (the
+    /// driver accepted it, or an open holds it), or will hold before any
+    /// other call on it runs (an open handed off): made without the
+    /// endpoint's lock.
+    pub(crate) fn held(connection: Connection, id: StreamId, credit: Arc<Credit>) -> Self {
         Self {
             connection,
             id,

@@ -244,6 +244,8 @@ impl EndpointState {
             return false;
         }
         connection.close(now, code, reason);
+        // No more streams are opened on it.
+        slot.refresh_opens(Some(connection));
         true
     }
 

@@ -30,6 +30,7 @@ use hand_off::Deferred;
 pub(crate) use sends::SendCredits;
 use sends::Sends;
 pub(crate) use stream_accepts::StreamAccepts;
+pub(crate) use stream_opens::StreamOpens;
 use stream_table::StreamTable;
 pub(crate) use stream_table::StreamWaiters;
 pub(crate) use wakers::Wakers;
@@ -70,6 +71,10 @@ pub(crate) struct Slot {
     /// The streams the driver accepted for `accept_bi` and `accept_uni`,
     /// once a handle asked.
     stream_accepts: Option<Arc<StreamAccepts>>,
+    /// The ids of the streams `open_bi` and `open_uni` open without the
+    /// lock, once a handle opened one.
+    stream_opens: Option<Arc<StreamOpens>>,
+    /// Openers waiting for the peer to allow more streams.
     pub(crate) open_stream: Wakers,
     pub(crate) streams: StreamTable,
     /// The connection's tracing span, when a subscriber wants it (out of
@@ -102,6 +107,7 @@ impl Slot {
             datagrams: Wakers::default(),
             datagram_room: Wakers::default(),
             stream_accepts: None,
+            stream_opens: None,
             open_stream: Wakers::default(),
             streams: StreamTable::default(),
         }
@@ -384,6 +390,7 @@ impl EndpointState {
             slot.handle = None;
             slot.end_writes();
             slot.end_sends();
+            slot.refresh_opens(None);
             slot.publish(None);
             // Whoever waits learns that it is gone, with or without the
             // event that should have said so.
@@ -554,6 +561,7 @@ impl EndpointState {
                     slot.datagram_room.wake_all();
                 }
                 Event::StreamsAvailable => {
+                    slot.refresh_opens(self.proto.connection_ref(handle));
                     slot.open_stream.wake_all();
                 }
                 // Read when asked (`Connection::observed_address`): nobody waits on it.
@@ -565,6 +573,7 @@ impl EndpointState {
                     slot.closed = Some(Box::new(error));
                     slot.end_writes();
                     slot.end_sends();
+                    slot.refresh_opens(self.proto.connection_ref(handle));
                     slot.wake_everyone();
                 }
                 // An event newer than this driver: every waiter looks again,
@@ -674,6 +683,7 @@ mod delivery;
 mod hand_off;
 mod sends;
 mod stream_accepts;
+mod stream_opens;
 mod stream_table;
 #[cfg(test)]
 mod tests;
