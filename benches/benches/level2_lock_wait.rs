@@ -16,9 +16,9 @@
 //! room, time the lock: `send`, `write` and `send_datagram` of 64 bytes,
 //! and, a round later, `recv`, `read` and `recv_datagram` of what its peer
 //! echoed, and `accept_bi` and `accept_uni` of the streams its peer opened
-//! for each message; `open_bi` and `open_uni` on the quiet connection
-//! (the halves dropped untimed: the peer accepts each stream and drops it
-//! unread, which gives its credit back); `Endpoint::accept` on the loaded
+//! for each message; `open_bi` and `open_uni` on the quiet connection,
+//! and the drop of what they gave (which finishes the empty stream; the
+//! peer accepts each and drops it unread, which gives its credit back); `Endpoint::accept` on the loaded
 //! server of a connection a third endpoint opens every [`DIAL_EVERY`]
 //! rounds; and one
 //! poll of `closed()` of the quiet connection (it is open: the poll only
@@ -261,7 +261,7 @@ async fn open_streams(connection: Connection) -> Result<(), tern_peer::WriteErro
 /// its first poll was ready (what it reads had arrived: the call's own
 /// time, its wait for the endpoint's lock included), "waited" when the
 /// echo was not there yet (its time is mostly the echo's way back).
-const PROBES: [&str; 23] = [
+const PROBES: [&str; 25] = [
     "under bulk load: Connection::stats() of the loaded connection",
     "control (another endpoint, idle): Connection::stats()",
     "Endpoint::stats() of the loaded endpoint",
@@ -282,6 +282,8 @@ const PROBES: [&str; 23] = [
     "accept_uni of a stream the quiet connection's peer opened, waited",
     "open_bi on the quiet connection",
     "open_uni on the quiet connection",
+    "drop of open_bi's two halves",
+    "drop of open_uni's half",
     "Endpoint::accept on the loaded server of a dialled connection, delivered",
     "Endpoint::accept on the loaded server of a dialled connection, waited",
     "closed() of the quiet connection, one poll (open: pending)",
@@ -345,6 +347,8 @@ impl Probes<'_> {
                 accepted_uni_late,
                 opened_bi,
                 opened_uni,
+                dropped_bi,
+                dropped_uni,
                 accepted,
                 accepted_late,
                 closed,
@@ -392,12 +396,14 @@ impl Probes<'_> {
             let start = quanta::Instant::now();
             let halves = self.quiet.open_bi().await;
             record(opened_bi, start, ());
-            drop(halves);
+            pause().await;
+            time_call(dropped_bi, || drop(halves));
             pause().await;
             let start = quanta::Instant::now();
             let half = self.quiet.open_uni().await;
             record(opened_uni, start, ());
-            drop(half);
+            pause().await;
+            time_call(dropped_uni, || drop(half));
             pause().await;
             if round % DIAL_EVERY == 1 {
                 dial(self.dialer, self.server, self.public);
