@@ -64,11 +64,40 @@ struct Inner {
     stream_opens: OnceLock<Arc<StreamOpens>>,
 }
 
+impl Inner {
+    /// Runs `f` under the endpoint's lock if it is free, else hands it off
+    /// to whoever takes the lock next: for what must happen, in order with
+    /// the calls before it, but need not be waited for (a handle or a half
+    /// let go). The driver is woken if `f` asks for it, or was handed it.
+    fn run_or_hand_off(&self, f: impl FnOnce(&mut EndpointState) -> bool + Send + 'static) {
+        let mut f = Some(f);
+        match self
+            .driver
+            .try_with_node_unwoken(|state| f.take().map(|f| f(state)))
+        {
+            Ok(Some(Some(true))) => self.driver.wake(),
+            Ok(None) => {
+                if let Some(f) = f {
+                    self.driver.hand_off(move |state| {
+                        f(state);
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The last handle gone: the connection is released, without waiting for
+/// the driver's turn.
 impl Drop for Inner {
     fn drop(&mut self) {
         let now = self.driver.now();
         let slot = self.slot;
-        let _ = self.driver.with_node(|state| state.release(now, slot, 0));
+        self.run_or_hand_off(move |state| {
+            state.release(now, slot, 0);
+            true
+        });
     }
 }
 
@@ -159,6 +188,16 @@ impl Connection {
             Some(ran) => ran.ok_or(DriverStopped::new(StopCause::Stopped)).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// Runs `f` on the endpoint's state at once if its lock is free, else
+    /// hands it off; wakes the driver if `f` returns `true` (see
+    /// [`Inner::run_or_hand_off`]).
+    pub(crate) fn run_or_hand_off(
+        &self,
+        f: impl FnOnce(&mut EndpointState) -> bool + Send + 'static,
+    ) {
+        self.inner.run_or_hand_off(f);
     }
 
     /// Hands `f` off to whoever takes the endpoint's lock next (see

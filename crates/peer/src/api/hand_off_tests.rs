@@ -1,4 +1,5 @@
-//! Stream writes, finishes and closes, messages and datagrams handed off
+//! Stream writes, finishes and closes, messages and datagrams, and the
+//! drops of stream halves and of a connection's last handle, handed off
 //! while the driver holds the endpoint's lock (see
 //! `DriverHandle::hand_off`), on real loopback sockets: they return
 //! without the lock, keep their order with the calls that take it, stay
@@ -543,4 +544,53 @@ async fn accept_bi_and_accept_uni_take_streams_the_driver_accepted_without_the_l
         .expect("the answer arrives")
         .expect("reads");
     assert_eq!(back, b"back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn halves_and_the_last_handle_dropped_while_the_lock_is_held_are_let_go_in_order() {
+    let (_server, client, a, b) = connected(Config::default(), Config::default()).await;
+    let (mut upload, download) = a.open_bi().await.expect("opens");
+    upload.write_all(&pattern(0, 1)).await.expect("writes");
+    let (answer, received) = tokio::time::timeout(PATIENCE, b.accept_bi())
+        .await
+        .expect("the stream arrives")
+        .expect("a stream");
+    // The next write, once the peer announced its window, grants the
+    // writer its room: from then on it may hand off.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    upload.write_all(&pattern(1, 1)).await.expect("writes");
+    let runtime = tokio::runtime::Handle::current();
+    let (ran, _) = while_locked(&client, move || {
+        runtime.block_on(async {
+            upload
+                .write_all(&pattern(2, 4094))
+                .await
+                .expect("handed off");
+        });
+        // The finish follows the bytes handed off before it; the reader
+        // asks the peer to stop.
+        drop((upload, download));
+    });
+    ran.expect("a half's drop waited for the lock");
+    let read = tokio::time::timeout(PATIENCE, read_to_end(received))
+        .await
+        .expect("the stream ends");
+    assert!(read == pattern(0, 4096), "bytes lost or out of order");
+    let stopped = tokio::time::timeout(PATIENCE, answer.stopped())
+        .await
+        .expect("the stop arrives");
+    assert_eq!(stopped, Ok(Some(0)));
+    // The last handle of the connection: it closes, with code 0.
+    let (ran, _) = while_locked(&client, move || drop(a));
+    ran.expect("the last handle's drop waited for the lock");
+    let closed = tokio::time::timeout(PATIENCE, b.closed())
+        .await
+        .expect("the close arrives");
+    assert!(
+        matches!(
+            closed,
+            ConnectionLost::Connection(crate::proto::ConnectionError::PeerClosed { code: 0, .. })
+        ),
+        "{closed:?}"
+    );
 }

@@ -226,11 +226,15 @@ impl AsyncRead for RecvStream {
     }
 }
 
-/// Dropping the half before its end asks the peer to stop sending.
+/// Dropping the half before its end asks the peer to stop sending: at
+/// once if the endpoint's lock is free, else handed off.
 impl Drop for RecvStream {
     fn drop(&mut self) {
-        let (id, done) = (self.id, self.done);
-        let stopped = self.connection.with_slot(|slot, mut connection| {
+        let (id, done, slot) = (self.id, self.done, self.connection.slot());
+        self.connection.run_or_hand_off(move |state| {
+            let Some((slot, mut connection)) = state.connection(slot) else {
+                return false;
+            };
             slot.discard_delivered_bytes(connection.as_deref_mut(), id);
             slot.release_stream(id, true);
             match connection {
@@ -238,8 +242,5 @@ impl Drop for RecvStream {
                 _ => false,
             }
         });
-        if matches!(stopped, Ok(true)) {
-            self.connection.wake_driver();
-        }
     }
 }

@@ -281,11 +281,16 @@ impl AsyncWrite for SendStream {
     }
 }
 
-/// Dropping the half finishes the stream, unless it was finished or reset.
+/// Dropping the half finishes the stream, unless it was finished or reset:
+/// at once if the endpoint's lock is free, else handed off (after the
+/// writes handed off before it).
 impl Drop for SendStream {
     fn drop(&mut self) {
-        let (id, closed) = (self.id, self.closed);
-        let finished = self.connection.with_slot(|slot, connection| {
+        let (id, closed, slot) = (self.id, self.closed, self.connection.slot());
+        self.connection.run_or_hand_off(move |state| {
+            let Some((slot, connection)) = state.connection(slot) else {
+                return false;
+            };
             let finished = match connection {
                 Some(connection) if !closed => finish(slot, connection, id).is_ok(),
                 _ => false,
@@ -293,8 +298,5 @@ impl Drop for SendStream {
             slot.release_stream(id, false);
             finished
         });
-        if matches!(finished, Ok(true)) {
-            self.connection.wake_driver();
-        }
     }
 }
