@@ -1,5 +1,5 @@
-//! Stream writes, finishes and closes, messages and datagrams, and the
-//! drops of stream halves and of a connection's last handle, handed off
+//! Stream writes, finishes, stops and closes, messages and datagrams, and
+//! the drops of stream halves and of a connection's last handle, handed off
 //! while the driver holds the endpoint's lock (see
 //! `DriverHandle::hand_off`), on real loopback sockets: they return
 //! without the lock, keep their order with the calls that take it, stay
@@ -593,4 +593,23 @@ async fn halves_and_the_last_handle_dropped_while_the_lock_is_held_are_let_go_in
         ),
         "{closed:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_while_the_lock_is_held_returns_and_reaches_the_writer() {
+    let (server, _client, a, b) = connected(Config::default(), Config::default()).await;
+    let (mut upload, _download) = a.open_bi().await.expect("opens");
+    upload.write_all(b"unwanted").await.expect("writes");
+    let (_answer, mut received) = tokio::time::timeout(PATIENCE, b.accept_bi())
+        .await
+        .expect("the stream arrives")
+        .expect("a stream");
+    let (ran, _) = while_locked(&server, move || (received.stop(5), received));
+    let (stopped, mut received) = ran.expect("stop waited for the lock");
+    assert_eq!(stopped, Ok(()));
+    assert_eq!(received.stop(5), Err(super::ClosedStream), "once only");
+    let stopped = tokio::time::timeout(PATIENCE, upload.stopped())
+        .await
+        .expect("the stop arrives");
+    assert_eq!(stopped, Ok(Some(5)));
 }

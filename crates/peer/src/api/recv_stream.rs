@@ -84,19 +84,37 @@ impl RecvStream {
 
     /// Asks the peer to stop sending, with `code` (its writes fail with
     /// [`WriteError::Stopped`](crate::WriteError::Stopped)); what arrives
-    /// from now on is discarded.
+    /// from now on is discarded. At once if the endpoint's lock is free,
+    /// else handed off (its outcome then unknown here: `Ok`), as a
+    /// [`SendStream::finish`](crate::SendStream::finish) is.
     pub fn stop(&mut self, code: u64) -> Result<(), ClosedStream> {
         if std::mem::replace(&mut self.done, true) {
             return Err(ClosedStream);
         }
         let id = self.id;
-        let stopped = self.connection.with_slot(|slot, mut connection| {
-            // What was moved for this reader is not wanted either.
-            slot.discard_delivered_bytes(connection.as_deref_mut(), id);
-            connection.map(|c| c.stop_sending(id, code).is_ok())
-        });
-        if !matches!(stopped, Ok(Some(true))) {
-            return Err(ClosedStream);
+        let mut stop = Some(
+            move |slot: &mut Slot, mut connection: Option<&mut ProtoConnection>| {
+                // What was moved for this reader is not wanted either.
+                slot.discard_delivered_bytes(connection.as_deref_mut(), id);
+                connection.is_some_and(|c| c.stop_sending(id, code).is_ok())
+            },
+        );
+        let stopped = self
+            .connection
+            .try_with_slot(|slot, connection| stop.take().map(|stop| stop(slot, connection)));
+        match (stopped, stop) {
+            (Ok(Some(Some(true))), _) => {}
+            // The lock was held: whoever takes it next stops the stream.
+            (Ok(None), Some(stop)) => {
+                let slot = self.connection.slot();
+                self.connection.hand_off(move |state| {
+                    if let Some((slot, connection)) = state.connection(slot) {
+                        stop(slot, connection);
+                    }
+                });
+                return Ok(());
+            }
+            _ => return Err(ClosedStream),
         }
         self.connection.wake_driver();
         Ok(())
