@@ -130,7 +130,7 @@ fn cells_that_wait(controller: &str, path: &Path) -> Option<&'static str> {
             "CUBIC fills the 64 KB queue (0.51 s at 1 Mbit/s, a round trip of 0.8 s); a drop there is repaired a full-queue round trip later",
         ),
         (_, _, 300) if path.loss >= 0.05 => Some(
-            "lost three times (or twice, the copy with it): each found 9/8 RTT (and the reordering window) after it was sent",
+            "lost twice, the copy held behind other lost bytes by a window of two packets: each loss found 9/8 RTT and the reordering window (0.5 s) after the send",
         ),
         (_, _, 150) if path.loss >= 0.05 => {
             Some("lost three times, each found 9/8 RTT and the reordering window after it was sent")
