@@ -2,10 +2,12 @@
 //! of tern-proto's `proto_matrix` test (1, 10, 100 Mbit/s; 10 to 300 ms;
 //! loss independent or in bursts; reordering; LEDBAT and CUBIC) with 28
 //! seeds instead of three: 10 080 transfers of 4 MiB in virtual time,
-//! asserted as the test asserts them (intact, never 3 s without progress,
-//! spurious losses bounded per rate; the cells beyond the bound are
-//! printed, not asserted) and summed up per rate on standard error (the
-//! longest wait, its 99th percentile, the waits of a second or more). Then the deep- and shallow-buffer cells at every rate and RTT,
+//! asserted as the test asserts every transfer (intact, never 3 s without
+//! progress, spurious losses bounded per rate; the cells beyond the bound
+//! are printed, not asserted) and summed up per rate on standard error
+//! (the longest wait, its 99th percentile, the waits of a second or more).
+//! The test's per-cell targets (`Tally::assert_targets`) are not asserted
+//! here: over 28 seeds a few more cells wait a second (docs/benchmarks.md). Then the deep- and shallow-buffer cells at every rate and RTT,
 //! without loss and with 1 %, 28 seeds: 2 688 transfers, asserted as the
 //! test's buffer cells are (but for goodput without loss: at least 15 % of
 //! the ideal, since at 100 Mbit/s × 300 ms a 4 MiB transfer is over in a

@@ -35,7 +35,7 @@ fn stream_1mib(bencher: Bencher) {
         let mut written = 0;
         while written < MIB {
             written += tx.write(&data[..WRITE.min(MIB - written)]);
-            while let Some(chunk) = tx.poll_chunk(CHUNK, u64::MAX) {
+            while let Some(chunk) = tx.poll_chunk(CHUNK, u64::MAX, false) {
                 let (offset, len) = (chunk.offset, chunk.data.len() as u64);
                 let _ = rx.insert(&mut pool, offset, chunk.data, false);
                 tx.on_acked(offset, len, false);

@@ -5,20 +5,23 @@
 //! benchmark `level1_matrix`). The table is printed (`--nocapture`), and
 //! docs/benchmarks.md holds it as measured. Asserted in every cell: the
 //! transfer finishes with every byte intact; the receiver never waits 3 s
-//! for progress (the longest wait seen is 1.95 s, at 300 ms and 5 % loss,
-//! where a packet lost twice is found at best 9/8 of a round trip after
-//! each send: the "no second without progress" does not hold there
-//! yet); and in each reordering cell (over its three seeds) the sender
-//! declares at most 1.5 times as many packets lost as the path dropped,
-//! beyond the few it takes to learn that the path reorders. For cells of independent loss each
-//! line also gives the goodput as a share of the Mathis bound.
+//! for progress; and in each reordering cell (over its three seeds) the
+//! sender declares at most 1.5 times as many packets lost as the path
+//! dropped, beyond the few it takes to learn that the path reorders. Then
+//! the targets per cell, over its seeds ([`TARGETS`]): no wait of a
+//! second for progress, CUBIC at 80 % of the Mathis bound with independent
+//! loss, 95 % (CUBIC) and 90 % (LEDBAT) of the ideal without loss, and
+//! 150 ms × 1 % within three times its loss-free time; the cells that miss
+//! a target are named below with their cause and held to a limit of their
+//! own.
 
 mod support;
 
 use std::time::Duration;
 
 use support::matrix::{
-    LEARNING, Path, SIZE, buffer_cells, check_buffer_cells, matrix, transfer, transfer_at,
+    LEARNING, Miss, Path, SIZE, Targets, buffer_cells, check_buffer_cells, matrix, transfer,
+    transfer_at,
 };
 use tern_proto::CongestionConfig;
 use tern_sim::Seed;
@@ -28,6 +31,7 @@ fn the_goodput_matrix_at_1_mbit() {
     let tally = matrix(1, 3);
     tally.check(1);
     tally.assert_every_cell(1);
+    tally.assert_targets(1, &TARGETS);
 }
 
 #[test]
@@ -35,6 +39,7 @@ fn the_goodput_matrix_at_10_mbit() {
     let tally = matrix(10, 3);
     tally.check(10);
     tally.assert_every_cell(10);
+    tally.assert_targets(10, &TARGETS);
 }
 
 #[test]
@@ -42,6 +47,96 @@ fn the_goodput_matrix_at_100_mbit() {
     let tally = matrix(100, 3);
     tally.check(100);
     tally.assert_every_cell(100);
+    tally.assert_targets(100, &TARGETS);
+}
+
+/// The targets per cell, and the cells that miss them, each with
+/// its traced cause (docs/benchmarks.md, "Why each missing cell misses")
+/// and a limit a few points under what it measures, so that a regression
+/// there fails too.
+const TARGETS: Targets = Targets {
+    mathis: mathis_misses,
+    loss_free: loss_free_misses,
+    three_times: three_times_misses,
+    waits: cells_that_wait,
+};
+
+/// CUBIC below 80 % of the Mathis bound (medians of 76-79 %).
+fn mathis_misses(path: &Path) -> Option<Miss> {
+    let cause = match (path.mbit, path.rtt_ms, path.loss) {
+        (1, 50, 0.05) => {
+            "the bound takes the base RTT; the window of about seven packets queues itself at 11.6 ms a packet, so the smoothed RTT is 73-82 ms, against which CUBIC reaches 86-98 %"
+        }
+        (10, 10, 0.05) => {
+            "the bound takes the base RTT; the transfer's own queueing makes the smoothed RTT 12 ms, against which CUBIC reaches 88-97 %"
+        }
+        _ => return None,
+    };
+    Some(Miss { limit: 0.72, cause })
+}
+
+/// Without loss, below 95 % (CUBIC) or 90 % (LEDBAT) of the ideal: 4 MiB
+/// ends in or just after slow start where the bandwidth-delay product is
+/// large (a model of slow start allows 89, 76, 94, 63, 35 and 23 % of the
+/// ideal at 10 × 150, 10 × 300, 100 × 10, 100 × 50, 100 × 150 and 100 × 300).
+/// The limits hold every reordering; reordering costs CUBIC more (its
+/// spurious losses in slow start, and the reordering window's later
+/// detection of the slow-start overflow).
+fn loss_free_misses(controller: &str, path: &Path) -> Option<Miss> {
+    let (limit, cause) = match (controller, path.mbit, path.rtt_ms) {
+        ("cubic", 10, 150) => (0.75, "ends after slow start: model 89 %"),
+        ("cubic", 10, 300) => (0.57, "ends after slow start: model 76 %"),
+        ("cubic", 100, 10) => (0.78, "ends after slow start: model 94 %"),
+        ("cubic", 100, 50) => (0.43, "ends in slow start: model 63 %"),
+        ("cubic", 100, 150) => (0.23, "ends in slow start: model 35 %"),
+        ("cubic", 100, 300) => (0.16, "ends in slow start: model 23 %"),
+        ("ledbat", 10, 150) => (
+            0.65,
+            "leaves slow start at 3/4 of its target, then one packet a round trip",
+        ),
+        ("ledbat", 10, 300) => (
+            0.45,
+            "leaves slow start at 3/4 of its target, then one packet a round trip",
+        ),
+        ("ledbat", 100, 10) => (0.80, "with reordering only: spurious losses in slow start"),
+        ("ledbat", 100, 50) => (0.47, "ends in slow start: model 63 %"),
+        ("ledbat", 100, 150) => (0.27, "ends in slow start: model 35 %"),
+        ("ledbat", 100, 300) => (0.18, "ends in slow start: model 23 %"),
+        _ => return None,
+    };
+    Some(Miss { limit, cause })
+}
+
+/// 150 ms × 1 % slower than three times the loss-free time: at 10 and 100
+/// Mbit/s the Mathis bound alone (0.945 Mbit/s, 35.7 s for 4 MiB) is 9x
+/// and 25x the loss-free time.
+fn three_times_misses(_controller: &str, path: &Path) -> Option<Miss> {
+    let limit = match path.mbit {
+        10 => 12.0,
+        100 => 40.0,
+        _ => return None,
+    };
+    Some(Miss {
+        limit,
+        cause: "the Mathis bound is 9x (10 Mbit/s) or 25x (100 Mbit/s) the loss-free time",
+    })
+}
+
+/// Where a transfer may wait a second or more for progress; everywhere
+/// else none may.
+fn cells_that_wait(controller: &str, path: &Path) -> Option<&'static str> {
+    match (controller, path.mbit, path.rtt_ms) {
+        ("cubic", 1, 300) => Some(
+            "CUBIC fills the 64 KB queue (0.51 s at 1 Mbit/s, a round trip of 0.8 s); a drop there is repaired a full-queue round trip later",
+        ),
+        (_, _, 300) if path.loss >= 0.05 => Some(
+            "lost twice, the copy held behind other lost bytes by a window of two packets: each loss found 9/8 RTT and the reordering window (0.5 s) after the send",
+        ),
+        (_, _, 150) if path.loss >= 0.05 => {
+            Some("lost three times, each found 9/8 RTT and the reordering window after it was sent")
+        }
+        _ => None,
+    }
 }
 
 /// The lossy-ACK cells beside the matrix: 10 Mbit/s forward at 10 and 50
@@ -230,6 +325,47 @@ fn retransmissions_on_a_long_lossy_path_wait_for_neither_the_window_nor_a_second
         cubic.longest_gap < Duration::from_millis(1_400),
         "cubic: {cubic:?}"
     );
+}
+
+/// Two cells of 5 % loss at 300 ms where, over three seeds, all six
+/// transfers waited a second or more for progress (1.10-1.62 s; CUBIC at
+/// 100 Mbit/s with 5 % reordering, LEDBAT at 10 Mbit/s without): the
+/// retransmission of the bytes the receiver waited for was lost too, and
+/// the second loss was found 9/8 of a round trip (and the reordering
+/// window) after the first retransmission. On a path this long such a
+/// retransmission now goes twice (its copy is the stream's next chunk):
+/// 0.89-0.95 s. Asserted: no wait of a second.
+#[test]
+fn a_blocking_retransmission_goes_twice_on_a_long_path_so_a_second_loss_does_not_stall() {
+    let seed = Seed::from_env_or(26).value();
+    let cubic = Path {
+        loss: 0.05,
+        reorder: 0.05,
+        ..Path::plain(100, 300)
+    };
+    let ledbat = Path {
+        loss: 0.05,
+        ..Path::plain(10, 300)
+    };
+    let mut stalls = Vec::new();
+    for (name, path, congestion) in [
+        ("cubic", cubic, CongestionConfig::cubic()),
+        ("ledbat", ledbat, CongestionConfig::ledbat()),
+    ] {
+        for k in 0..3 {
+            let o = transfer(seed + k, path, congestion);
+            eprintln!(
+                "{name} {path:?} seed {}: {:.2} s, longest wait {:.2} s",
+                seed + k,
+                o.time.as_secs_f64(),
+                o.longest_gap.as_secs_f64()
+            );
+            if o.longest_gap >= Duration::from_secs(1) {
+                stalls.push((name, seed + k, o.longest_gap));
+            }
+        }
+    }
+    assert!(stalls.is_empty(), "waits of a second or more: {stalls:?}");
 }
 
 /// The asymmetric cells beside the matrix: 11.6 Mbit/s up, the transfer's

@@ -430,12 +430,15 @@ impl Streams {
     }
 
     /// Writes one chunk of stream `id` into the packet; returns whether it
-    /// wrote anything. The stream is put back in line if it has more.
+    /// wrote anything. The stream is put back in line if it has more. With
+    /// `copy_blocking` (a long path) a retransmission of the bytes the
+    /// peer's delivery waits for goes twice (`SendStream::poll_chunk`).
     pub(in crate::connection) fn write_stream(
         &mut self,
         id: StreamId,
         packet: &mut PacketBuilder<'_, '_>,
         record: &mut CarriedRecord,
+        copy_blocking: bool,
     ) -> bool {
         let Some(out) = self.tables.get_mut().outgoing.get_mut(&id) else {
             return false;
@@ -450,7 +453,7 @@ impl Streams {
         let sent = out.data.sent_offset();
         let connection_room = self.credit.available();
         let limit = out.credit.limit().min(sent.saturating_add(connection_room));
-        let wrote = match out.data.poll_chunk(max, limit) {
+        let wrote = match out.data.poll_chunk(max, limit, copy_blocking) {
             Some(chunk) => {
                 let frame = Frame::Stream(tern_wire::Stream {
                     id: id.0,

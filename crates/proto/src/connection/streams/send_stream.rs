@@ -6,6 +6,20 @@
 //! The application's bytes are copied once, into a ring of the stream's
 //! buffer size; `write` takes what fits, which is how a slow peer slows
 //! its writer without anything being dropped.
+//!
+//! On a long path (the connection says which: a smoothed RTT of 250 ms or
+//! more), a retransmission of the bytes the peer's in-order delivery waits
+//! for (those at the oldest unacknowledged offset) goes twice: the copy is the
+//! stream's next chunk after any other lost bytes, before new data, in a
+//! packet of its own that counts in flight like any other. If the
+//! retransmission is lost too, the copy usually is not, and the peer does
+//! not wait for a second loss to be found: a packet lost twice held its
+//! delivery up at least 2 × 9/8 of a round trip plus half of one (0.8 s
+//! at 300 ms). Only these bytes go twice: copies of every retransmission
+//! cost more time and saved no more waits. A copy spaced by two chunks of
+//! new data came too late where the window is a few packets: the new
+//! data waited for ACKs, and the retransmission's second loss was found
+//! before the copy left.
 
 use super::range_set::RangeSet;
 use super::ring::Ring;
@@ -50,6 +64,9 @@ pub struct SendStream {
     acked: RangeSet,
     /// Ranges to send again.
     lost: RangeSet,
+    /// Retransmitted bytes that blocked the peer's delivery, whose copies
+    /// have not gone yet.
+    repeats: RangeSet,
     fin: Fin,
     /// Set once the stream was reset: its final size.
     reset_at: Option<u64>,
@@ -66,6 +83,7 @@ impl SendStream {
             unsent: 0,
             acked: RangeSet::new(),
             lost: RangeSet::new(),
+            repeats: RangeSet::new(),
             fin: Fin::Open,
             reset_at: None,
         }
@@ -118,6 +136,7 @@ impl SendStream {
         self.base = self.end;
         self.acked = RangeSet::new();
         self.lost = RangeSet::new();
+        self.repeats = RangeSet::new();
         *self.reset_at.insert(self.unsent)
     }
 
@@ -151,6 +170,7 @@ impl SendStream {
     pub fn wants_to_send(&self, limit: u64) -> bool {
         self.reset_at.is_none()
             && (!self.lost.is_empty()
+                || !self.repeats.is_empty()
                 || self.unsent < self.end.min(limit)
                 || (self.fin == Fin::Pending && self.unsent == self.end))
     }
@@ -175,15 +195,28 @@ impl SendStream {
         self.reset_at.is_none() && self.fin == Fin::Acked && self.base == self.end
     }
 
-    /// The next chunk of at most `max` bytes: lost bytes first, then new
-    /// bytes below `limit` (the peer's flow-control offset for the
-    /// stream). The chunk counts as sent.
-    pub fn poll_chunk(&mut self, max: usize, limit: u64) -> Option<SendChunk<'_>> {
+    /// The next chunk of at most `max` bytes: lost bytes first, then
+    /// copies of retransmitted bytes that blocked the peer's delivery, then
+    /// new bytes below `limit` (the peer's flow-control offset for the
+    /// stream). The chunk counts as sent. With `copy_blocking` (a long
+    /// path), a retransmission of the bytes at the oldest unacknowledged
+    /// offset is queued to go once more.
+    pub fn poll_chunk(
+        &mut self,
+        max: usize,
+        limit: u64,
+        copy_blocking: bool,
+    ) -> Option<SendChunk<'_>> {
         if self.reset_at.is_some() {
             return None;
         }
         let resend = self.lost.pop_front(max as u64);
-        let (offset, len) = if let Some(range) = &resend {
+        let repeat = if resend.is_none() {
+            self.repeats.pop_front(max as u64)
+        } else {
+            None
+        };
+        let (offset, len) = if let Some(range) = resend.as_ref().or(repeat.as_ref()) {
             (range.start, (range.end - range.start) as usize)
         } else {
             let room = self.end.min(limit).saturating_sub(self.unsent);
@@ -197,8 +230,13 @@ impl SendStream {
         // The ring holds `base..end` and wraps: send what is contiguous.
         let data = self.ring.contiguous((offset - self.base) as usize, len);
         let sent_end = offset + data.len() as u64;
-        if resend.is_some() && data.len() < len {
-            self.lost.insert(sent_end..offset + len as u64);
+        if resend.is_some() {
+            if data.len() < len {
+                self.lost.insert(sent_end..offset + len as u64);
+            }
+            if copy_blocking && offset == self.base && sent_end > offset {
+                self.repeats.insert(offset..sent_end);
+            }
         }
         self.unsent = self.unsent.max(sent_end);
         // Every chunk that reaches the end carries the fin until it is
@@ -224,6 +262,7 @@ impl SendStream {
                 self.acked.insert(start..end);
             }
             self.lost.remove(start..end);
+            self.repeats.remove(start..end);
         }
         if let Some(first) = self.acked.first()
             && first.start == self.base

@@ -87,7 +87,7 @@ proptest! {
                     }
                 }
                 Net::Send(max) => {
-                    if let Some(chunk) = tx.poll_chunk(max, rx.limit()) {
+                    if let Some(chunk) = tx.poll_chunk(max, rx.limit(), true) {
                         prop_assert!(chunk.data.len() <= max);
                         prop_assert!(chunk.offset + chunk.data.len() as u64 <= rx.limit());
                         flight.push(Packet { offset: chunk.offset, data: chunk.data.to_vec(), fin: chunk.fin });
@@ -200,19 +200,96 @@ fn a_full_buffer_takes_nothing_until_the_peer_acknowledges() {
     let mut tx = SendStream::new(10);
     assert_eq!(tx.write(&[7; 25]), 10);
     assert_eq!(tx.write(&[7; 5]), 0);
-    let chunk = tx.poll_chunk(4, u64::MAX).expect("a chunk");
+    let chunk = tx.poll_chunk(4, u64::MAX, true).expect("a chunk");
     assert_eq!((chunk.offset, chunk.data.len()), (0, 4));
     assert_eq!(tx.write(&[7; 5]), 0, "sent is not acknowledged");
     tx.on_acked(0, 4, false);
     assert_eq!(tx.free_space(), 4);
     assert!(tx.blocked_at(4), "new bytes wait for the peer's limit");
-    assert_eq!(tx.poll_chunk(100, 4), None);
+    assert_eq!(tx.poll_chunk(100, 4, true), None);
     assert_eq!(tx.reset(), 4);
     assert_eq!(
-        tx.poll_chunk(100, u64::MAX),
+        tx.poll_chunk(100, u64::MAX, true),
         None,
         "a reset stream sends nothing more"
     );
+}
+
+/// The offsets of the next `n` chunks of at most 10 bytes below `limit`
+/// (`None` once there is nothing to send), on a long path.
+fn next_offsets(tx: &mut SendStream, n: usize, limit: u64) -> Vec<Option<u64>> {
+    next_offsets_copying(tx, n, limit, true)
+}
+
+/// As [`next_offsets`], with blocking retransmissions copied or not.
+fn next_offsets_copying(
+    tx: &mut SendStream,
+    n: usize,
+    limit: u64,
+    copy_blocking: bool,
+) -> Vec<Option<u64>> {
+    (0..n)
+        .map(|_| {
+            tx.poll_chunk(10, limit, copy_blocking)
+                .map(|chunk| chunk.offset)
+        })
+        .collect()
+}
+
+/// A stream of 100 bytes whose first four chunks of 10 went out.
+fn four_chunks_sent() -> SendStream {
+    let mut tx = SendStream::new(100);
+    assert_eq!(tx.write(&[7; 100]), 100);
+    let sent = next_offsets(&mut tx, 4, u64::MAX);
+    assert_eq!(sent, [Some(0), Some(10), Some(20), Some(30)]);
+    tx
+}
+
+#[test]
+fn a_retransmission_that_blocks_delivery_goes_again_after_the_other_lost_bytes() {
+    let mut tx = four_chunks_sent();
+    tx.on_acked(10, 10, false);
+    tx.on_lost(0, 10, false);
+    tx.on_lost(20, 10, false);
+    assert_eq!(
+        next_offsets(&mut tx, 6, u64::MAX),
+        [Some(0), Some(20), Some(0), Some(40), Some(50), Some(60)],
+        "only the bytes at the oldest unacknowledged offset go twice"
+    );
+}
+
+#[test]
+fn on_a_short_path_a_blocking_retransmission_goes_once() {
+    let mut tx = four_chunks_sent();
+    tx.on_lost(0, 10, false);
+    assert_eq!(
+        next_offsets_copying(&mut tx, 3, u64::MAX, false),
+        [Some(0), Some(40), Some(50)]
+    );
+}
+
+#[test]
+fn a_copy_whose_bytes_were_acknowledged_meanwhile_is_not_sent() {
+    let mut tx = four_chunks_sent();
+    tx.on_lost(0, 10, false);
+    assert_eq!(next_offsets(&mut tx, 1, u64::MAX), [Some(0)]);
+    tx.on_acked(0, 10, false);
+    assert_eq!(
+        next_offsets(&mut tx, 3, u64::MAX),
+        [Some(40), Some(50), Some(60)]
+    );
+}
+
+#[test]
+fn the_copy_goes_when_the_peer_allows_nothing_new() {
+    let mut tx = four_chunks_sent();
+    tx.on_lost(0, 10, false);
+    assert_eq!(
+        next_offsets(&mut tx, 3, 40),
+        [Some(0), Some(0), None],
+        "the peer allows nothing new"
+    );
+    assert!(!tx.wants_to_send(40));
 }
 
 #[derive(Debug, Clone)]

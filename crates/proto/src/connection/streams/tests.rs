@@ -288,7 +288,7 @@ fn send(streams: &mut Streams, id: StreamId, bytes: usize) -> Vec<StreamId> {
     while streams.tables.get().outgoing[&id].data.sent_offset() < target {
         let mut packet = sealer.start(&mut buf).expect("room for a packet");
         let mut record = CarriedRecord::new();
-        if !streams.write_stream(id, &mut packet, &mut record) {
+        if !streams.write_stream(id, &mut packet, &mut record, false) {
             break;
         }
     }
