@@ -85,10 +85,10 @@ impl<T> SentPackets<T> {
     {
         let mut largest = None;
         let mut previous_start: Option<u64> = None;
-        // How many skipped numbers lie below the previous range's start
-        // (all of them before the first range): the ranges descend, so
-        // only those can fall in the next one.
-        let mut below = self.skipped.len();
+        // The largest skipped number below the previous range's start (of
+        // all of them before the first range): the ranges descend, so only
+        // it and those below it can fall in the next one.
+        let mut largest_below = self.skipped.back().copied();
         for range in ranges {
             let (start, end) = range.into_inner();
             if start > end {
@@ -111,9 +111,9 @@ impl<T> SentPackets<T> {
             }
             previous_start = Some(start);
             // Those below the previous start are below this one too unless
-            // the largest of them is not: only then is it searched.
-            if below > 0 && self.skipped[below - 1] >= start {
-                below = self.skipped.partition_point(|&s| s < start);
+            // the largest of them is not: only then are they searched.
+            if largest_below.is_some_and(|skipped| skipped >= start) {
+                let below = self.skipped.partition_point(|&s| s < start);
                 if let Some(&skipped) = self.skipped.get(below)
                     && skipped <= end
                 {
@@ -121,6 +121,9 @@ impl<T> SentPackets<T> {
                         packet_number: skipped,
                     });
                 }
+                largest_below = below
+                    .checked_sub(1)
+                    .and_then(|i| self.skipped.get(i).copied());
             }
             if !self.resolved_through(start, end) {
                 pending.push(start, end);
