@@ -560,7 +560,7 @@ fn abandoning_what_is_in_flight_frees_the_ring_and_keeps_the_rtt() {
 }
 
 #[test]
-fn an_ack_resolving_more_ranges_than_noted_acks_them_all_and_repeats_cost_nothing() {
+fn an_ack_resolving_more_ranges_than_noted_acks_them_all_and_its_repeat_nothing() {
     let mut h = Harness::new();
     for pn in 0..40 {
         h.send(pn);
