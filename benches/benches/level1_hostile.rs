@@ -8,7 +8,8 @@
 //! read by the application. Each attack class keeps to the rules (an
 //! attacker closed for a violation costs nothing more), so it is the most
 //! work a class can buy: tiny stream fragments, empty messages, empty
-//! datagrams, pings (in a batch, and one per turn), ACKs of everything,
+//! datagrams, pings (in a batch, and one per turn), ACKs of everything
+//! (as many ranges as a frame holds),
 //! resets, and ACKs of every 8th packet with small messages queued behind
 //! (each one costs the endpoint the losses it declares).
 
@@ -22,7 +23,9 @@ use tern_proto::{
     Direction, EndpointConfig, INITIAL_CONNECTION_WINDOW, INITIAL_STREAM_WINDOW, Node, ReadOutcome,
     Side, StreamId, TransmitLimits,
 };
-use tern_wire::{Ack, AckFrameRanges, Datagram, Frame, Message, ResetStream, Stream};
+use tern_wire::{
+    Ack, AckFrameRanges, Datagram, Frame, MAX_ACK_RANGES, Message, ResetStream, Stream,
+};
 
 #[global_allocator]
 static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();
@@ -255,10 +258,12 @@ fn pings_turn_each(bencher: Bencher) {
     );
 }
 
-/// Packets each acknowledging everything the endpoint sent (32 ranges,
-/// every packet again) and asking for an ACK.
-#[divan::bench]
-fn acks_of_everything(bencher: Bencher) {
+/// Packets each acknowledging again every other packet the endpoint sent
+/// (`RANGES` ranges: a few, and as many as a frame may hold,
+/// [`MAX_ACK_RANGES`]) and asking for an ACK: the first one resolves them,
+/// the rest repeat them.
+#[divan::bench(consts = [4, MAX_ACK_RANGES])]
+fn acks_of_everything<const RANGES: usize>(bencher: Bencher) {
     run(
         bencher,
         || {
@@ -266,7 +271,7 @@ fn acks_of_everything(bencher: Bencher) {
             batch(
                 |a, k| {
                     if k == 0 {
-                        ranges = sent_ranges(a);
+                        ranges = sent_ranges(a, RANGES);
                     }
                     let ack = Frame::Ack(Ack {
                         ranges: AckFrameRanges::new(&ranges).expect("ranges"),
@@ -282,25 +287,27 @@ fn acks_of_everything(bencher: Bencher) {
     );
 }
 
-/// Makes the endpoint send packets (datagrams the attacker asks it to
-/// queue), of which the attacker keeps every other one: up to 32 ranges to
-/// acknowledge.
-fn sent_ranges(attacker: &mut Attacker) -> Vec<std::ops::RangeInclusive<u64>> {
-    let connection = attacker.connection().expect("open");
-    for _ in 0..64 {
-        connection
-            .send_datagram(tern_proto::Bytes::from_static(&[0; 1000]))
-            .expect("queued");
+/// Makes the endpoint send packets (ACKs of pings, two pings a turn), of
+/// which the attacker keeps every other one: `count` ranges of one packet
+/// each, the newest first, what the oldest ones not kept hold tracked
+/// (declared lost once the ranges are acknowledged).
+fn sent_ranges(attacker: &mut Attacker, count: usize) -> Vec<std::ops::RangeInclusive<u64>> {
+    let mut numbers = Vec::new();
+    while numbers.len() < 2 * count + 8 {
+        attacker.send(&[Frame::Ping]);
+        attacker.send(&[Frame::Ping]);
+        attacker.turn();
+        numbers.extend(attacker.received_ranges().into_iter().flatten());
     }
-    attacker.turn();
-    let mut numbers: Vec<u64> = attacker.received_ranges().into_iter().flatten().collect();
     numbers.sort_unstable_by(|a, b| b.cmp(a));
-    numbers
+    let ranges: Vec<_> = numbers
         .into_iter()
         .step_by(2)
-        .take(32)
+        .take(count)
         .map(|pn| pn..=pn)
-        .collect()
+        .collect();
+    assert_eq!(ranges.len(), count, "the ranges");
+    ranges
 }
 
 /// A byte into a stream, then its reset: the bytes up to it credited to

@@ -218,6 +218,14 @@ impl Connection {
         if let Some(keys) = self.keys.as_mut() {
             keys.sealer.on_ack(largest);
         }
+        if summary.newly_acked == 0 && summary.spurious == 0 && summary.lost.packets == 0 {
+            // It only repeats what earlier ACKs said: nothing the rest looks
+            // at (packets, window, round trip, what waits to be sent) moved.
+            // A peer may send these as fast as it likes; a quiet
+            // connection's release is left to its timers.
+            self.recovery = Some(recovery);
+            return Ok(());
+        }
         let mut largest_newly_acked = None;
         let mut stream_run = None;
         let mut ack_known = None;

@@ -118,7 +118,7 @@ impl Connection {
         if streams_changed {
             self.flush_readable();
         }
-        self.raise_delivered(delivered);
+        self.raise_delivered(now, delivered);
         match result {
             Ok(()) => {}
             Err(Stop::Violation(e)) => {
@@ -272,10 +272,13 @@ impl Connection {
             }
             Frame::Message(m) => {
                 let messages = self.on_message(now, m)?;
-                self.raise_delivered(Delivered {
-                    messages,
-                    ..Delivered::default()
-                });
+                self.raise_delivered(
+                    now,
+                    Delivered {
+                        messages,
+                        ..Delivered::default()
+                    },
+                );
             }
             Frame::MaxData(m) => self.streams.on_max_data(m.max),
             Frame::MaxStreamData(m) => {
@@ -335,10 +338,13 @@ impl Connection {
             }
             Frame::Datagram(d) => {
                 self.on_datagram(now, d)?;
-                self.raise_delivered(Delivered {
-                    datagrams: true,
-                    ..Delivered::default()
-                });
+                self.raise_delivered(
+                    now,
+                    Delivered {
+                        datagrams: true,
+                        ..Delivered::default()
+                    },
+                );
             }
             Frame::Close(close) => {
                 let error = ConnectionError::PeerClosed {
@@ -406,11 +412,25 @@ impl Connection {
         Ok(())
     }
 
-    /// Raises the events of what a packet's frames delivered, counts the
-    /// untaken datagrams they pushed out, and grants the window update
-    /// the messages made due.
+    /// Queues the empty datagrams counted in `delivered` (one look at the
+    /// ring for all of them), noting that datagrams were delivered.
     #[inline]
-    fn raise_delivered(&mut self, delivered: Delivered) {
+    fn queue_empty_datagrams(&mut self, now: Instant, delivered: &mut Delivered) {
+        let count = std::mem::take(&mut delivered.empty_datagrams);
+        if count > 0 {
+            self.last_data = now;
+            self.datagrams_in
+                .push_empty(count, self.config.datagram_receive_queue);
+            delivered.datagrams = true;
+        }
+    }
+
+    /// Raises the events of what a packet's frames delivered (the empty
+    /// datagrams counted queued first), counts the untaken datagrams they
+    /// pushed out, and grants the window update the messages made due.
+    #[inline]
+    fn raise_delivered(&mut self, now: Instant, mut delivered: Delivered) {
+        self.queue_empty_datagrams(now, &mut delivered);
         if delivered.messages || delivered.datagrams {
             self.raise_delivered_events(delivered);
         }
@@ -464,6 +484,10 @@ struct PacketFrames<'c> {
 struct Delivered {
     messages: bool,
     datagrams: bool,
+    /// Empty datagrams counted, not queued yet: they are queued together
+    /// where the events are raised (before any other datagram, and any
+    /// rarer frame, so the order stays the frames').
+    empty_datagrams: usize,
 }
 
 /// Why a packet's frames stopped being read.
@@ -528,7 +552,7 @@ impl<'a> FrameHandler<'a> for PacketFrames<'_> {
             self.connection.flush_readable();
         }
         self.connection
-            .raise_delivered(std::mem::take(&mut self.delivered));
+            .raise_delivered(self.now, std::mem::take(&mut self.delivered));
         self.ack_eliciting |= frame.is_ack_eliciting();
         self.ping |= matches!(frame, Frame::Ping);
         self.connection.handle_frame(self.now, &frame)?;
@@ -577,6 +601,12 @@ impl<'a> FrameHandler<'a> for PacketFrames<'_> {
     fn on_datagram(&mut self, frame: Datagram<'a>) -> Result<(), Stop> {
         self.ack_eliciting = true;
         self.hand_over_joined()?;
+        if frame.data.is_empty() {
+            self.delivered.empty_datagrams += 1;
+            return Ok(());
+        }
+        self.connection
+            .queue_empty_datagrams(self.now, &mut self.delivered);
         self.connection.on_datagram(self.now, &frame)?;
         self.delivered.datagrams = true;
         Ok(())

@@ -19,7 +19,7 @@ use quanta::Instant;
 
 use crate::error::{AckError, SendError};
 use crate::rtt::{DEFAULT_INITIAL_RTT, RttEstimator};
-use crate::sent_packets::{Resolved, SentPacket, SentPackets};
+use crate::sent_packets::{PendingRanges, Resolved, SentPacket, SentPackets};
 use reordering::ReorderingWindow;
 
 /// RFC 9002 §6.1.2: "The RECOMMENDED time threshold (kTimeThreshold),
@@ -191,7 +191,10 @@ impl<T> LossDetector<T> {
             });
         }
         let ranges = ranges.into_iter();
-        let largest = self.sent.validate_ack(ranges.clone())?;
+        let mut pending = PendingRanges::new();
+        let largest = self
+            .sent
+            .validate_ack_noting(ranges.clone(), &mut pending)?;
         self.largest_acked = Some(self.largest_acked.map_or(largest, |l| l.max(largest)));
 
         let mut summary = AckSummary {
@@ -206,7 +209,15 @@ impl<T> LossDetector<T> {
         let mut largest_sent_at = None;
         let mut largest_newly_acked = None;
         let mut any_ack_eliciting = false;
-        for range in ranges {
+        // The ranges with something to resolve, or all of them again when
+        // too many had.
+        let noted = pending.noted();
+        let again = noted.is_none().then_some(ranges);
+        for range in noted
+            .into_iter()
+            .flatten()
+            .chain(again.into_iter().flatten())
+        {
             self.sent.ack_range(range, |pn, resolved| match resolved {
                 Resolved::Acked(packet) => {
                     if pn == largest {
@@ -261,7 +272,13 @@ impl<T> LossDetector<T> {
             // acknowledgment is received".
             self.pto_count = 0;
         }
-        self.release(now);
+        if summary.newly_acked > 0 || summary.spurious > 0 {
+            // Only a packet resolved frees the ring's front; an ACK that
+            // repeats what earlier ones said (as often as a peer likes)
+            // leaves the lost records that wait for their horizon to the
+            // next one that does, or to the timer.
+            self.release(now);
+        }
         summary.timer = self.poll_timeout();
         Ok(summary)
     }

@@ -31,7 +31,7 @@ use std::ops::RangeInclusive;
 
 use quanta::Instant;
 
-use crate::error::{AckError, SendError};
+use crate::error::SendError;
 
 /// The largest packet number a sender may use: 2^62 − 1, the largest
 /// variable-length integer on the wire. Keeping far from `u64::MAX` keeps
@@ -315,52 +315,6 @@ impl<T> SentPackets<T> {
         }
     }
 
-    /// Checks an ACK's ranges (largest first) without changing anything and
-    /// returns the largest packet number they acknowledge.
-    ///
-    /// # Errors
-    /// [`AckError`] if the ranges are empty, inverted, not strictly descending,
-    /// or cover a packet number never sent. Costs O(r log s) for r ranges and
-    /// s skipped numbers still tracked.
-    pub fn validate_ack<I>(&self, ranges: I) -> Result<u64, AckError>
-    where
-        I: IntoIterator<Item = RangeInclusive<u64>>,
-    {
-        let mut largest = None;
-        let mut previous_start: Option<u64> = None;
-        for range in ranges {
-            let (start, end) = (*range.start(), *range.end());
-            if start > end {
-                return Err(AckError::InvertedRange { start, end });
-            }
-            match previous_start {
-                None => {
-                    if self.largest_sent.is_none_or(|sent| end > sent) {
-                        return Err(AckError::UnsentPacket { packet_number: end });
-                    }
-                    largest = Some(end);
-                }
-                Some(previous_start) if end >= previous_start => {
-                    return Err(AckError::RangesNotDescending {
-                        end,
-                        previous_start,
-                    });
-                }
-                Some(_) => {}
-            }
-            previous_start = Some(start);
-            let first_skipped_at_or_above = self.skipped.partition_point(|&s| s < start);
-            if let Some(&skipped) = self.skipped.get(first_skipped_at_or_above)
-                && skipped <= end
-            {
-                return Err(AckError::UnsentPacket {
-                    packet_number: skipped,
-                });
-            }
-        }
-        largest.ok_or(AckError::NoRanges)
-    }
-
     /// Resolves every tracked packet in `range` that is unacked or was declared
     /// lost, handing each to `visit` in ascending order. Numbers already
     /// resolved or released are skipped in amortised O(log n).
@@ -373,6 +327,9 @@ impl<T> SentPackets<T> {
         mut visit: impl FnMut(u64, Resolved<T>),
     ) {
         let end = *range.end();
+        if self.resolved_through(*range.start(), end) {
+            return;
+        }
         let mut pn = self.next_pending(*range.start());
         while pn <= end && pn < self.end() {
             let index = self.index(pn);
@@ -663,8 +620,11 @@ impl<T> SentPackets<T> {
     }
 }
 
+mod ack_check;
 mod inspect;
 mod path_change;
+
+pub(crate) use ack_check::PendingRanges;
 
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::error::AckError;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 

@@ -141,6 +141,14 @@ impl<'a> Reader<'a> {
 /// encoding.
 #[inline]
 pub(crate) fn ack_pair(bytes: &[u8]) -> Result<((u64, u64), &[u8]), DecodeError> {
+    // Two bytes under 0x80 are the whole pair, minimal: one look (a peer
+    // chooses how many pairs an ACK holds).
+    if let [gap, length, ref rest @ ..] = *bytes
+        && gap < 0x80
+        && length < 0x80
+    {
+        return Ok(((u64::from(gap), u64::from(length)), rest));
+    }
     let ty = FrameType::Ack;
     let mut r = Reader::new(bytes);
     let gap = r.varint().map_err(|e| e.in_frame(ty))?;

@@ -5,6 +5,7 @@ use core::fmt;
 use core::ops::RangeInclusive;
 
 use super::MAX_ACK_RANGES;
+use crate::codec::next_ack_range;
 use crate::error::EncodeError;
 use crate::varint::VARINT_MAX;
 
@@ -117,8 +118,9 @@ impl<'a> AckFrameRanges<'a> {
                 additional,
                 pairs,
             } => AckFrameRangesIter(IterRepr::Wire {
-                next: Some(largest.saturating_sub(first_range)..=largest),
-                remaining: additional,
+                start: largest.saturating_sub(first_range),
+                end: largest,
+                left: 1 + additional,
                 pairs,
             }),
         }
@@ -161,9 +163,12 @@ pub struct AckFrameRangesIter<'a>(IterRepr<'a>);
 #[derive(Debug, Clone)]
 enum IterRepr<'a> {
     Slice(core::slice::Iter<'a, RangeInclusive<u64>>),
+    /// The next range is `start..=end` while `left` (the ranges not yet
+    /// returned) is above zero; `pairs` holds the ones after it.
     Wire {
-        next: Option<RangeInclusive<u64>>,
-        remaining: usize,
+        start: u64,
+        end: u64,
+        left: usize,
         pairs: &'a [u8],
     },
 }
@@ -171,28 +176,68 @@ enum IterRepr<'a> {
 impl Iterator for AckFrameRangesIter<'_> {
     type Item = RangeInclusive<u64>;
 
+    /// Always inlined: a peer chooses how many ranges an ACK holds, and
+    /// each one is read again wherever the frame is acted on (a call of its
+    /// own cost as much as reading the range).
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.0 {
             IterRepr::Slice(iter) => iter.next().cloned(),
             IterRepr::Wire {
-                next,
-                remaining,
+                start,
+                end,
+                left,
                 pairs,
             } => {
-                let current = next.take()?;
-                if *remaining > 0 {
-                    *remaining -= 1;
-                    // The decoder validated every pair, so this cannot fail;
-                    // if it did, the iteration simply ends.
-                    if let Ok(((gap, length), rest)) = crate::codec::read::ack_pair(pairs) {
-                        *pairs = rest;
-                        *next = crate::codec::next_ack_range(*current.start(), gap, length);
+                *left = left.checked_sub(1)?;
+                let current = *start..=*end;
+                if *left > 0 {
+                    // The decoder validated every pair (whole varints, no
+                    // range below packet number 0): read again without the
+                    // checks, and if one failed all the same, end here.
+                    let (gap, length) = validated_pair(pairs);
+                    match next_ack_range(*start, gap, length) {
+                        Some(next) => (*start, *end) = next.into_inner(),
+                        None => *left = 0,
                     }
                 }
                 Some(current)
             }
         }
     }
+}
+
+/// A `(gap, length)` pair the decoder validated, read off the front of
+/// `bytes`. Two bytes under 0x80 are the whole pair (the gaps and lengths
+/// of most ACKs, and all of one that acknowledges every other packet):
+/// one look.
+#[inline(always)]
+fn validated_pair(bytes: &mut &[u8]) -> (u64, u64) {
+    if let [gap, length, ref rest @ ..] = **bytes
+        && gap < 0x80
+        && length < 0x80
+    {
+        *bytes = rest;
+        return (u64::from(gap), u64::from(length));
+    }
+    (validated_varint(bytes), validated_varint(bytes))
+}
+
+/// A varint the decoder validated, read off the front of `bytes` (LEB128:
+/// seven bits a byte, the last byte's high bit clear).
+#[inline(never)]
+fn validated_varint(bytes: &mut &[u8]) -> u64 {
+    let mut value = 0u64;
+    let mut shift = 0u32;
+    while let Some((&byte, rest)) = bytes.split_first() {
+        *bytes = rest;
+        value |= u64::from(byte & 0x7f).wrapping_shl(shift);
+        if byte < 0x80 {
+            break;
+        }
+        shift = shift.saturating_add(7);
+    }
+    value
 }
 
 #[cfg(test)]

@@ -558,3 +558,28 @@ fn abandoning_what_is_in_flight_frees_the_ring_and_keeps_the_rtt() {
     assert_eq!(h.detector.poll_timeout(), None, "nothing left to probe for");
     assert_eq!(h.detector.rtt().smoothed(), rtt);
 }
+
+#[test]
+fn an_ack_resolving_more_ranges_than_noted_acks_them_all_and_its_repeat_nothing() {
+    let mut h = Harness::new();
+    for pn in 0..40 {
+        h.send(pn);
+    }
+    // Twenty ranges of one packet, each new: more than the check notes,
+    // so the ACK is walked again whole.
+    let ranges: Vec<_> = (0..20u64).rev().map(|k| 2 * k..=2 * k).collect();
+    let summary = h.ack(&ranges, Duration::ZERO).unwrap();
+    assert_eq!(summary.newly_acked, 20);
+    let mut acked = h.acked();
+    acked.sort_unstable();
+    assert_eq!(acked, (0..20).map(|k| 2 * k).collect::<Vec<_>>());
+    // The same ranges again resolve nothing; one more range with a new
+    // packet resolves it alone.
+    let summary = h.ack(&ranges, Duration::ZERO).unwrap();
+    assert_eq!((summary.newly_acked, summary.spurious), (0, 0));
+    let mut more = vec![39..=39];
+    more.extend(ranges.iter().cloned());
+    let summary = h.ack(&more, Duration::ZERO).unwrap();
+    assert_eq!(h.acked(), vec![39]);
+    assert_eq!(summary.newly_acked, 1);
+}
