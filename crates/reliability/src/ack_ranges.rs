@@ -180,6 +180,11 @@ impl AckRanges {
             }
             index -= 1;
         }
+        if self.ranges.capacity() == 0 {
+            // Room for the one range an in-order connection ever holds
+            // (16 bytes), not the four a first push makes room for.
+            self.ranges.reserve_exact(1);
+        }
         self.ranges.insert(index, (pn, pn));
     }
 
@@ -368,6 +373,11 @@ mod tests {
             assert_eq!(set.insert(pn), Arrival::InOrder);
         }
         assert_eq!(ranges(&set), vec![0..=99]);
+        // Room for that one range only; a gap makes more.
+        assert_eq!(set.ranges.capacity(), 1);
+        set.insert(200);
+        assert_eq!(ranges(&set), vec![200..=200, 0..=99]);
+        assert!(set.ranges.capacity() >= 2);
     }
 
     #[test]

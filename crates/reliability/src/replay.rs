@@ -27,8 +27,8 @@
 //! ```
 //!
 //! The window starts at [`INITIAL_REPLAY_WINDOW`] packet numbers (64 bytes
-//! of bitmap: most connections, idle ones above all, never see more
-//! reordering) and doubles, up to the size it was made with, as soon as an
+//! of bitmap, held inline: most connections, idle ones above all, never
+//! see more reordering) and doubles, up to the size it was made with, as soon as an
 //! accepted packet arrives half the window below the largest, or a packet
 //! arrives too old for the window but not for its size. The numbers a
 //! doubling adds below the old window were refused as too old until then,
@@ -59,11 +59,60 @@ pub const INITIAL_REPLAY_WINDOW: usize = 512;
 /// reordering at 1.2 M packets/s.
 pub const MAX_REPLAY_WINDOW: usize = 1 << 20;
 
+/// The words of the initial window, held inline.
+const INLINE_WORDS: usize = INITIAL_REPLAY_WINDOW / 64;
+
+/// A window's bitmap: inline at its initial size (no allocation, and no
+/// allocator's header, for the many connections that never see more
+/// reordering), boxed once it grows.
+#[derive(Debug, Clone)]
+enum Words {
+    /// The first `len` of `words`.
+    Inline {
+        words: [u64; INLINE_WORDS],
+        len: u8,
+    },
+    Boxed(Box<[u64]>),
+}
+
+impl Words {
+    /// `len` words, all clear.
+    fn new(len: usize) -> Self {
+        match u8::try_from(len) {
+            Ok(len) if usize::from(len) <= INLINE_WORDS => Self::Inline {
+                words: [0; INLINE_WORDS],
+                len,
+            },
+            _ => Self::Boxed(vec![0; len].into_boxed_slice()),
+        }
+    }
+}
+
+impl std::ops::Deref for Words {
+    type Target = [u64];
+
+    fn deref(&self) -> &[u64] {
+        match self {
+            Self::Inline { words, len } => &words[..usize::from(*len)],
+            Self::Boxed(words) => words,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Words {
+    fn deref_mut(&mut self) -> &mut [u64] {
+        match self {
+            Self::Inline { words, len } => &mut words[..usize::from(*len)],
+            Self::Boxed(words) => words,
+        }
+    }
+}
+
 /// A sliding bitmap of recently accepted packet numbers.
 #[derive(Debug, Clone)]
 pub struct ReplayWindow {
     /// Bit `pn % window` is set if `pn` (within the window) was accepted.
-    words: Box<[u64]>,
+    words: Words,
     /// Largest packet number accepted.
     largest: Option<u64>,
     /// The most packet numbers the window may grow to span.
@@ -84,9 +133,8 @@ impl ReplayWindow {
     #[must_use]
     pub fn new(window: usize) -> Self {
         let capacity = window.min(MAX_REPLAY_WINDOW).div_ceil(64).max(1);
-        let words = capacity.min(INITIAL_REPLAY_WINDOW / 64);
         Self {
-            words: vec![0; words].into_boxed_slice(),
+            words: Words::new(capacity.min(INLINE_WORDS)),
             largest: None,
             capacity: capacity as u64 * 64,
         }
@@ -194,7 +242,7 @@ impl ReplayWindow {
             return;
         }
         let mut grown = Self {
-            words: vec![0; (new / 64) as usize].into_boxed_slice(),
+            words: Words::Boxed(vec![0; (new / 64) as usize].into_boxed_slice()),
             largest: self.largest,
             capacity: self.capacity,
         };
@@ -363,6 +411,17 @@ mod tests {
             ReplayWindow::default().capacity(),
             DEFAULT_REPLAY_WINDOW as u64
         );
+        // Inline until it grows; boxed from then on.
+        let mut window = ReplayWindow::default();
+        assert!(matches!(window.words, Words::Inline { len: 8, .. }));
+        window.accept(1_000).unwrap();
+        window.accept(1_000 - 300).unwrap();
+        assert_eq!(window.window(), 1024);
+        assert!(matches!(window.words, Words::Boxed(_)));
+        assert!(matches!(
+            ReplayWindow::new(128).words,
+            Words::Inline { len: 2, .. }
+        ));
     }
 
     #[test]

@@ -13,8 +13,8 @@ use super::published::{Published, Snapshot};
 use super::recv_stream::RecvStream;
 use super::send_stream::SendStream;
 use super::state::{
-    Credit, DatagramDelivery, EndpointState, MessageDelivery, Reader, SendCredits, Slot, SlotId,
-    StreamAccepts, StreamOpens,
+    Credit, DatagramDelivery, EndpointState, MessageDelivery, Reader, Slot, SlotId, StreamAccepts,
+    StreamOpens,
 };
 use crate::driver::{DriverHandle, DriverStopped, StopCause};
 use crate::proto::{
@@ -49,9 +49,6 @@ struct Inner {
     slot: SlotId,
     /// What the driver published of the connection.
     published: Arc<Published>,
-    /// How far `send` and `send_datagram` may hand off while the driver's
-    /// turn holds the endpoint's lock.
-    credits: Arc<SendCredits>,
     /// The messages the driver moved for `recv`, once it took the lock.
     delivered: OnceLock<Arc<MessageDelivery>>,
     /// The datagrams the driver moved for `recv_datagram`, once it took
@@ -149,7 +146,6 @@ impl Connection {
                 driver,
                 slot,
                 published,
-                credits: Arc::default(),
                 delivered: OnceLock::new(),
                 datagrams: OnceLock::new(),
                 stream_accepts: OnceLock::new(),
@@ -294,21 +290,20 @@ impl Connection {
     /// a `Bytes` is sent without a copy.
     pub async fn send(&self, message: impl Into<Bytes>) -> Result<(), SendError> {
         let mut message = Some(message.into());
-        let credits = &self.inner.credits;
+        let credits = self.inner.published.credits();
         poll_fn(|cx| {
-            if let Some(poll) =
-                self.try_poll_step(|slot, c| send_locked(cx, slot, c, &mut message, credits))
+            if let Some(poll) = self.try_poll_step(|slot, c| send_locked(cx, slot, c, &mut message))
             {
                 return poll;
             }
             // The driver's turn holds the lock: hand the message off if
             // the connection had room for it, or wait for the lock.
             if let Some(message) = message.take_if(|m| credits.take_message(m.len())) {
-                let (slot, credits) = (self.inner.slot, Arc::clone(credits));
-                self.hand_off(move |state| state.send_handed_off(slot, &credits, message));
+                let slot = self.inner.slot;
+                self.hand_off(move |state| state.send_handed_off(slot, message));
                 return Poll::Ready(Ok(()));
             }
-            self.poll_step(|slot, c| send_locked(cx, slot, c, &mut message, credits))
+            self.poll_step(|slot, c| send_locked(cx, slot, c, &mut message))
         })
         .await
     }
@@ -618,7 +613,6 @@ fn send_locked(
     slot: &mut Slot,
     connection: Option<&mut ProtoConnection>,
     message: &mut Option<Bytes>,
-    credits: &Arc<SendCredits>,
 ) -> Step<Result<(), SendError>> {
     let Some(taken) = message.take() else {
         return Step::ready(Ok(()), false);
@@ -634,7 +628,7 @@ fn send_locked(
     }
     match connection.send_message(taken) {
         Ok(()) => {
-            slot.sent(connection, credits);
+            slot.sent(connection);
             Step::ready(Ok(()), true)
         }
         Err(proto::SendError::Blocked(back)) => {

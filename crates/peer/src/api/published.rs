@@ -24,7 +24,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::error::ConnectionLost;
-use super::state::Wakers;
+use super::state::{SendCredits, Wakers};
 
 use crate::proto::{
     Connection as ProtoConnection, ConnectionStats, Endpoint as ProtoEndpoint, EndpointStats,
@@ -102,6 +102,10 @@ pub(crate) struct Published {
     /// How the connection ended, once it has, and the tasks waiting for
     /// it to end (boxed: 8 bytes on a connection that lives).
     ended: Mutex<(Option<Box<ConnectionLost>>, Wakers)>,
+    /// How far the handles may hand off messages and datagrams while the
+    /// driver's turn holds the endpoint's lock (here rather than in an
+    /// allocation of their own: every connection has both).
+    credits: SendCredits,
 }
 
 impl Published {
@@ -111,7 +115,13 @@ impl Published {
             watched: AtomicBool::new(false),
             read: AtomicBool::new(false),
             ended: Mutex::default(),
+            credits: SendCredits::default(),
         }
+    }
+
+    /// How far the handles may hand off sends without the endpoint's lock.
+    pub(crate) fn credits(&self) -> &SendCredits {
+        &self.credits
     }
 
     /// Publishes how the connection ended (the first word stays) and wakes

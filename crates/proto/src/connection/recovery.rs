@@ -124,6 +124,7 @@ impl Connection {
         self.inbox.release_memory();
         self.datagrams_in.release_memory();
         self.datagrams_out.release_memory();
+        self.limits_repeat.release_memory(now);
         self.release_transfer();
     }
 

@@ -238,7 +238,7 @@ impl PendingIntro {
                 resumption: secrets.resumption,
             },
             transcript: Transcript {
-                intro: self.intro.clone(),
+                intro: Some(Box::new(self.intro.clone())),
                 hash,
                 exchange: Some(ProofExchange::Initiator(ephemeral)),
             },

@@ -385,12 +385,12 @@ impl Accepted {
     /// `index`; pass the index given to [`Accepted::reply`].
     pub fn transcript(&self, index: u32) -> Result<Transcript, ReplyBuildError> {
         Ok(Transcript {
-            intro: self.intro.clone(),
+            intro: None,
             hash: self.transcript_hash(self.ephemeral, index)?,
             exchange: self
                 .ephemeral_secret
                 .as_ref()
-                .map(|secret| ProofExchange::Responder(Box::new(secret.clone()))),
+                .map(|secret| ProofExchange::Responder(secret.clone())),
         })
     }
 

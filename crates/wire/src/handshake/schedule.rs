@@ -68,7 +68,11 @@ pub(super) fn transcript(intro: &Sha256, reply_header: &[u8]) -> [u8; 32] {
 /// The transcript hash of a finished handshake.
 #[derive(Clone)]
 pub struct Transcript {
-    pub(super) intro: Sha256,
+    /// The initiator's hash of its intro, which recognises a repeat of the
+    /// reply; `None` on the responder, which gets no reply (boxed: a
+    /// hasher's state is 112 bytes, and every responder's connection keeps
+    /// its transcript while an identity proof may still come).
+    pub(super) intro: Option<Box<Sha256>>,
     pub(super) hash: [u8; 32],
     /// What an X25519 identity's proof is made with (wire format §5.10).
     pub(crate) exchange: Option<ProofExchange>,
@@ -82,8 +86,9 @@ pub struct Transcript {
 pub(crate) enum ProofExchange {
     /// The initiator's: the responder's ephemeral public key.
     Initiator([u8; X25519_KEY_LEN]),
-    /// The responder's: its ephemeral private key.
-    Responder(Box<SecretKey>),
+    /// The responder's: its ephemeral private key (as large as the
+    /// initiator's half, so not boxed).
+    Responder(SecretKey),
 }
 
 impl fmt::Debug for Transcript {
@@ -101,12 +106,13 @@ impl Transcript {
 
     /// Whether `datagram` is a repeat of the reply that established this
     /// connection (the responder resends it when the intro is repeated).
-    /// No key is derived: a repeat is to be dropped.
+    /// No key is derived: a repeat is to be dropped. Always `false` for the
+    /// responder's transcript.
     #[must_use]
     pub fn is_repeated_reply(&self, datagram: &[u8]) -> bool {
-        match Header::parse(datagram) {
-            Ok((Header::IntroReply { .. }, len)) => {
-                transcript(&self.intro, &datagram[..len]) == self.hash
+        match (&self.intro, Header::parse(datagram)) {
+            (Some(intro), Ok((Header::IntroReply { .. }, len))) => {
+                transcript(intro, &datagram[..len]) == self.hash
             }
             _ => false,
         }

@@ -187,7 +187,11 @@ fn point_3_a_repeated_reply_is_recognised_and_yields_no_second_key_set() {
         let accepted = responder(key)
             .accept(&intro_bytes, t0(), &mut OsRng)
             .unwrap();
+        // The responder's transcript keeps no intro hash: it never takes
+        // its own reply for a repeat.
+        let responder_transcript = accepted.transcript(RESPONDER_INDEX).unwrap();
         let (reply_bytes, _) = reply(accepted, &[]);
+        assert!(!responder_transcript.is_repeated_reply(&reply_bytes));
         let mut copy = reply_bytes.clone();
         let established = pending.open_reply(&mut copy).unwrap();
         // `pending` is consumed; the only thing a repeat can do is be

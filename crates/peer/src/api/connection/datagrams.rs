@@ -3,14 +3,13 @@
 //! endpoint's lock.
 
 use std::future::poll_fn;
-use std::sync::Arc;
 use std::task::Poll;
 
 use bytes::Bytes;
 
 use super::{Connection, Step, ended};
 use crate::api::error::{ConnectionLost, SendDatagramError};
-use crate::api::state::{Reader, SendCredits, Slot};
+use crate::api::state::{Reader, Slot};
 use crate::proto::{self, Connection as ProtoConnection};
 
 impl Connection {
@@ -23,22 +22,18 @@ impl Connection {
     /// [`send_datagram_wait`](Self::send_datagram_wait) waits instead.
     pub fn send_datagram(&self, datagram: impl Into<Bytes>) -> Result<(), SendDatagramError> {
         let mut datagram = Some(datagram.into());
-        let credits = &self.inner.credits;
-        let poll = match self
-            .try_poll_step(|slot, c| queue_datagram(slot, c, &mut datagram, credits))
-        {
+        let credits = self.inner.published.credits();
+        let poll = match self.try_poll_step(|slot, c| queue_datagram(slot, c, &mut datagram)) {
             Some(poll) => poll,
             // The driver's turn holds the lock: hand the datagram off if
             // the queue had room for it, or wait for the lock.
             None => match datagram.take_if(|d| credits.take_datagram(d.len())) {
                 Some(datagram) => {
-                    let (slot, credits) = (self.inner.slot, Arc::clone(credits));
-                    self.hand_off(move |state| {
-                        state.send_datagram_handed_off(slot, &credits, datagram);
-                    });
+                    let slot = self.inner.slot;
+                    self.hand_off(move |state| state.send_datagram_handed_off(slot, datagram));
                     return Ok(());
                 }
-                None => self.poll_step(|slot, c| queue_datagram(slot, c, &mut datagram, credits)),
+                None => self.poll_step(|slot, c| queue_datagram(slot, c, &mut datagram)),
             },
         };
         match poll {
@@ -143,13 +138,12 @@ fn queue_datagram(
     slot: &mut Slot,
     connection: Option<&mut ProtoConnection>,
     datagram: &mut Option<Bytes>,
-    credits: &Arc<SendCredits>,
 ) -> Step<Result<(), SendDatagramError>> {
     let queued = match (connection, datagram.take()) {
         (Some(connection), Some(datagram)) => {
             let queued = connection.send_datagram(datagram);
             if queued.is_ok() {
-                slot.sent(connection, credits);
+                slot.sent(connection);
             }
             datagram_sent(slot, connection, queued)
         }

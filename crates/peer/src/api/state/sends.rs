@@ -31,10 +31,12 @@ use bytes::Bytes;
 
 use super::credit::Credit;
 use super::{EndpointState, Slot, SlotId};
+use crate::api::published::Published;
 use crate::proto::{Connection as ProtoConnection, ConnectionHandle, Instant, SendError};
 
 /// How far the handles of a connection may hand off messages and
-/// datagrams, shared by them and the lock's side.
+/// datagrams, shared by them and the lock's side in the connection's
+/// [`Published`].
 #[derive(Debug, Default)]
 pub(crate) struct SendCredits {
     /// Bytes of messages.
@@ -67,7 +69,8 @@ impl SendCredits {
 /// sent without its lock.
 #[derive(Debug)]
 pub(crate) struct Sends {
-    credits: Arc<SendCredits>,
+    /// What the handles read, with the credits they send within.
+    published: Arc<Published>,
     /// Bytes of handed-off messages taken in all: given to the protocol,
     /// parked, or let go with the connection.
     messages_taken: u64,
@@ -81,9 +84,9 @@ pub(crate) struct Sends {
 }
 
 impl Sends {
-    fn new(credits: Arc<SendCredits>) -> Self {
+    fn new(published: Arc<Published>) -> Self {
         Self {
-            credits,
+            published,
             messages_taken: 0,
             datagrams_taken: 0,
             parked: VecDeque::new(),
@@ -94,27 +97,24 @@ impl Sends {
     /// Grants the credit the protocol's room allows now: no message credit
     /// while messages are parked, none at all once the connection is gone.
     fn regrant(&self, connection: Option<&ProtoConnection>) {
+        let credits = self.published.credits();
         let Some(connection) = connection.filter(|_| !self.ended) else {
-            self.credits.messages.revoke();
-            self.credits.datagrams.revoke();
+            credits.messages.revoke();
+            credits.datagrams.revoke();
             return;
         };
         let small = connection.max_datagram_size() as u64;
         if self.parked.is_empty() {
             let room = connection.message_send_room() as u64;
-            self.credits.messages.grant(self.messages_taken + room);
+            credits.messages.grant(self.messages_taken + room);
             let largest = small.min(connection.peer_max_message_size());
-            self.credits
-                .largest_message
-                .store(largest, Ordering::Release);
+            credits.largest_message.store(largest, Ordering::Release);
         } else {
-            self.credits.messages.revoke();
+            credits.messages.revoke();
         }
         let room = connection.datagram_send_room() as u64;
-        self.credits.datagrams.grant(self.datagrams_taken + room);
-        self.credits
-            .largest_datagram
-            .store(small, Ordering::Release);
+        credits.datagrams.grant(self.datagrams_taken + room);
+        credits.largest_datagram.store(small, Ordering::Release);
     }
 
     /// Sends the parked messages while the protocol takes them.
@@ -137,23 +137,25 @@ impl Sends {
     fn end(&mut self) {
         self.parked.clear();
         self.ended = true;
-        self.credits.messages.revoke();
-        self.credits.datagrams.revoke();
+        let credits = self.published.credits();
+        credits.messages.revoke();
+        credits.datagrams.revoke();
     }
 }
 
 impl Slot {
-    /// The connection's record of sends without the lock, made with the
-    /// handles' `credits` on first use.
-    fn sends(&mut self, credits: &Arc<SendCredits>) -> &mut Sends {
+    /// The connection's record of sends without the lock, made on first
+    /// use.
+    fn sends(&mut self) -> &mut Sends {
+        let published = &self.published;
         self.sends
-            .get_or_insert_with(|| Box::new(Sends::new(Arc::clone(credits))))
+            .get_or_insert_with(|| Box::new(Sends::new(Arc::clone(published))))
     }
 
-    /// A call under the lock sent a message or datagram: the handles of
-    /// `credits` are granted the room left.
-    pub(crate) fn sent(&mut self, connection: &ProtoConnection, credits: &Arc<SendCredits>) {
-        self.sends(credits).regrant(Some(connection));
+    /// A call under the lock sent a message or datagram: the handles are
+    /// granted the room left.
+    pub(crate) fn sent(&mut self, connection: &ProtoConnection) {
+        self.sends().regrant(Some(connection));
     }
 
     /// Whether messages wait for room: a send under the lock waits behind
@@ -204,16 +206,11 @@ impl EndpointState {
 
     /// Runs a `send` of `message` on the connection of `slot` that a handle
     /// handed off: sent, or parked while the protocol has no room.
-    pub(crate) fn send_handed_off(
-        &mut self,
-        slot: SlotId,
-        credits: &Arc<SendCredits>,
-        message: Bytes,
-    ) {
+    pub(crate) fn send_handed_off(&mut self, slot: SlotId, message: Bytes) {
         let Some((slot, mut connection)) = self.connection(slot) else {
             return;
         };
-        let sends = slot.sends(credits);
+        let sends = slot.sends();
         sends.messages_taken += message.len() as u64;
         match connection.as_deref_mut() {
             Some(connection) if sends.parked.is_empty() => match connection.send_message(message) {
@@ -230,16 +227,11 @@ impl EndpointState {
 
     /// Runs a `send_datagram` of `datagram` on the connection of `slot`
     /// that a handle handed off.
-    pub(crate) fn send_datagram_handed_off(
-        &mut self,
-        slot: SlotId,
-        credits: &Arc<SendCredits>,
-        datagram: Bytes,
-    ) {
+    pub(crate) fn send_datagram_handed_off(&mut self, slot: SlotId, datagram: Bytes) {
         let Some((slot, mut connection)) = self.connection(slot) else {
             return;
         };
-        let sends = slot.sends(credits);
+        let sends = slot.sends();
         sends.datagrams_taken += 1;
         let queued = connection
             .as_deref_mut()
