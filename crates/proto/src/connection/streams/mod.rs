@@ -267,6 +267,17 @@ fn slot(direction: Direction) -> usize {
 /// node of the ordered map that holds the runs.
 const RUN_COST: usize = 32;
 
+/// The tables make room for the peer's streams in this many steps of what
+/// its limit lets it open (see [`tables::Tables::make_room`]): a quarter
+/// of the streams' halves at a time holds a connection that opens a few
+/// streams to a few times their size, and spares the tables most of the
+/// doubling, and moving of every stream, as the peer opens them one by one.
+const ROOM_STEPS: u64 = 4;
+
+/// The most streams a step makes room for, whatever the limit: under
+/// 200 KiB of tables.
+const MAX_ROOM_STEP: u64 = 256;
+
 const DIRECTIONS: [Direction; 3] = [Direction::Bi, Direction::Uni, Direction::OneWay];
 
 impl Streams {
@@ -417,6 +428,15 @@ impl Streams {
         let opened = &mut self.opened_remote[slot(direction)];
         let first = *opened;
         *opened = id.index() + 1;
+        // Room in steps of a quarter of what the peer may still open.
+        let granted = self.advertised_streams[slot(direction)].max(*opened) - first;
+        let room = granted
+            .div_ceil(ROOM_STEPS)
+            .max(*opened - first)
+            .min(MAX_ROOM_STEP);
+        self.tables
+            .get_mut()
+            .make_room(direction, usize::try_from(room).unwrap_or(usize::MAX));
         for index in first..=id.index() {
             let new = StreamId::new(id.opener(), direction, index);
             let inc = match direction {
