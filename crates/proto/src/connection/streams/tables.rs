@@ -42,12 +42,10 @@ pub(super) struct Tables {
 
 impl Tables {
     /// Room for `count` more streams of `direction` that the peer opens:
-    /// their halves and their place in the accept queue. Asked for with
-    /// every stream the peer may still open under the limit it was given,
-    /// the tables grow once for each limit rather than doubling, and
-    /// moving every stream, as the peer opens them one by one; they keep
-    /// the room while streams come and go, until a quiet connection gives
-    /// the tables back. Only what does not fit grows (no change otherwise).
+    /// their halves and their place in the accept queue. Only what does
+    /// not fit grows; the room stays while streams come and go, until a
+    /// quiet connection gives the tables back. How much is asked for at a
+    /// time: `ROOM_STEPS`.
     pub(super) fn make_room(&mut self, direction: Direction, count: usize) {
         self.incoming.reserve(count);
         match direction {
@@ -199,6 +197,7 @@ mod tests {
         let far = StreamId::new(Side::Initiator, Direction::Bi, 40);
         assert_eq!(streams.remote_stream(far, true), Ok(true));
         assert_eq!(streams.tables.get().incoming.len(), 41);
-        assert!(streams.tables.get().incoming.capacity() < 1024);
+        let step = super::super::MAX_ROOM_STEP as usize;
+        assert!(streams.tables.get().incoming.capacity() <= 2 * step);
     }
 }
