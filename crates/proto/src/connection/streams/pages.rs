@@ -196,7 +196,7 @@ impl Pages {
 
     /// Every page goes back to `pool`, and the emptied list with them.
     pub(crate) fn clear(&mut self, pool: &mut PagePool) {
-        for (_, page) in self.pages.drain(..) {
+        while let Some((_, page)) = self.pages.pop_front() {
             pool.give(page);
         }
         pool.give_list(std::mem::take(&mut self.pages));
