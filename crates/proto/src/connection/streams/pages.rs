@@ -11,7 +11,10 @@
 //! for the next bytes (a stream in steady state takes the page the reader
 //! just left, still in the CPU's cache, and never calls the allocator), up
 //! to as many pages as the connection's window spans: what the peer may
-//! make it hold at any time anyway.
+//! make it hold at any time anyway. It keeps a few emptied lists of pages
+//! too ([`SPARE_LISTS`]): a stream that is opened, written once and reset,
+//! over and over (a peer's cheapest way to make a receiver work), then
+//! takes the list the last one left rather than allocating its own.
 
 use std::collections::VecDeque;
 
@@ -20,10 +23,19 @@ pub(crate) const PAGE: usize = 4096;
 
 type Page = Box<[u8]>;
 
+/// One stream's pages, by page number.
+type PageList = VecDeque<(u64, Page)>;
+
+/// Emptied lists of pages the pool keeps for the next streams: enough for
+/// streams that come and go one after another, a few hundred bytes at most.
+const SPARE_LISTS: usize = 4;
+
 /// The pages of one connection not in use, kept to be used again.
 #[derive(Debug)]
 pub struct PagePool {
     free: Vec<Page>,
+    /// Emptied lists of pages, their room kept (at most [`SPARE_LISTS`]).
+    lists: Vec<PageList>,
     /// Pages handed out and not given back.
     live: usize,
     /// Pages held at most, live and free together, before a freed one is
@@ -38,6 +50,7 @@ impl PagePool {
         let cap = usize::try_from(max_bytes.div_ceil(PAGE as u64)).unwrap_or(usize::MAX);
         Self {
             free: Vec::new(),
+            lists: Vec::new(),
             live: 0,
             cap,
         }
@@ -57,9 +70,24 @@ impl PagePool {
         }
     }
 
-    /// Returns the pages kept for reuse to the allocator.
+    /// An empty list of pages: one kept, or a new one.
+    fn take_list(&mut self) -> PageList {
+        self.lists.pop().unwrap_or_default()
+    }
+
+    /// Keeps `list`, emptied, for the next stream, if fewer than
+    /// [`SPARE_LISTS`] are kept and it has room.
+    fn give_list(&mut self, list: PageList) {
+        debug_assert!(list.is_empty());
+        if self.lists.len() < SPARE_LISTS && list.capacity() > 0 {
+            self.lists.push(list);
+        }
+    }
+
+    /// Returns the pages and lists kept for reuse to the allocator.
     pub fn trim(&mut self) {
         self.free = Vec::new();
+        self.lists = Vec::new();
     }
 
     /// Bytes of every page the pool handed out or keeps.
@@ -77,7 +105,7 @@ impl PagePool {
 /// Pages by number (offset / [`PAGE`]), sorted, only where bytes landed.
 #[derive(Debug, Default)]
 pub(crate) struct Pages {
-    pages: VecDeque<(u64, Page)>,
+    pages: PageList,
 }
 
 impl Pages {
@@ -94,6 +122,9 @@ impl Pages {
     /// The index in `pages` of page `number`, taken from `pool` if absent.
     /// Bytes arriving in order land in the last page or a new one after it.
     fn page(&mut self, pool: &mut PagePool, number: u64) -> usize {
+        if self.pages.capacity() == 0 {
+            self.pages = pool.take_list();
+        }
         match self.pages.back() {
             Some(&(last, _)) if last == number => return self.pages.len() - 1,
             Some(&(last, _)) if last > number => {}
@@ -163,11 +194,12 @@ impl Pages {
         }
     }
 
-    /// Every page goes back to `pool`.
+    /// Every page goes back to `pool`, and the emptied list with them.
     pub(crate) fn clear(&mut self, pool: &mut PagePool) {
-        for (_, page) in self.pages.drain(..) {
+        while let Some((_, page)) = self.pages.pop_front() {
             pool.give(page);
         }
+        pool.give_list(std::mem::take(&mut self.pages));
     }
 }
 
@@ -203,5 +235,30 @@ mod tests {
         assert_eq!(pool.memory(), 2 * PAGE);
         pages.write(&mut pool, 0, &[1; PAGE]);
         assert_eq!(pool.memory(), 2 * PAGE, "a kept page is used again");
+    }
+
+    #[test]
+    fn an_emptied_list_serves_the_next_stream() {
+        let mut pool = PagePool::new(1 << 20);
+        let mut streams: Vec<Pages> = (0..SPARE_LISTS + 2).map(|_| Pages::new()).collect();
+        for (k, pages) in streams.iter_mut().enumerate() {
+            pages.write(&mut pool, k as u64, b"x");
+        }
+        for pages in &mut streams {
+            pages.clear(&mut pool);
+        }
+        assert_eq!(pool.lists.len(), SPARE_LISTS, "no more lists kept");
+        let mut next = Pages::new();
+        next.write(&mut pool, PAGE as u64 + 7, b"yz");
+        assert_eq!(pool.lists.len(), SPARE_LISTS - 1, "the new stream took one");
+        let mut out = [0; 2];
+        next.read(PAGE as u64 + 7, &mut out);
+        assert_eq!(&out, b"yz");
+        next.clear(&mut pool);
+        assert_eq!(pool.lists.len(), SPARE_LISTS);
+        assert_eq!(pool.live_memory(), 0);
+        pool.trim();
+        assert!(pool.lists.is_empty());
+        assert_eq!(pool.memory(), 0);
     }
 }
