@@ -267,19 +267,6 @@ fn slot(direction: Direction) -> usize {
 /// node of the ordered map that holds the runs.
 const RUN_COST: usize = 32;
 
-/// The peer's streams are given room in the tables a quarter of what its
-/// limit lets it still open at a time (see [`tables::Tables::make_room`]),
-/// rather than the maps doubling from three entries, and moving every
-/// stream's halves (600 bytes) at each doubling, as the peer opens them
-/// one by one: three steps rather than six for the default 100 streams.
-/// A quarter, not all at once: a connection with one stream of the peer's
-/// then holds 32 entries of each map (about 19 KB), not 128.
-const ROOM_STEPS: u64 = 4;
-
-/// The most streams one step makes room for, whatever the configured
-/// limit: at most 128 entries of each map (about 77 KB) at a step.
-const MAX_ROOM_STEP: u64 = 64;
-
 const DIRECTIONS: [Direction; 3] = [Direction::Bi, Direction::Uni, Direction::OneWay];
 
 impl Streams {
@@ -430,16 +417,6 @@ impl Streams {
         let opened = &mut self.opened_remote[slot(direction)];
         let first = *opened;
         *opened = id.index() + 1;
-        // Room in steps of a quarter of what the peer may still open, or
-        // for the streams this frame opens if more, up to the bound.
-        let granted = self.advertised_streams[slot(direction)].max(*opened) - first;
-        let room = granted
-            .div_ceil(ROOM_STEPS)
-            .max(*opened - first)
-            .min(MAX_ROOM_STEP);
-        self.tables
-            .get_mut()
-            .make_room(direction, usize::try_from(room).unwrap_or(0));
         for index in first..=id.index() {
             let new = StreamId::new(id.opener(), direction, index);
             let inc = match direction {

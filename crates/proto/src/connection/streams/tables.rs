@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 
 use rustc_hash::{FxBuildHasher, FxHashMap};
 
-use super::stream_id::{Direction, StreamId};
+use super::stream_id::StreamId;
 use super::{Incoming, Outgoing};
 
 /// Every stream's halves, and the streams waiting for something.
@@ -41,23 +41,6 @@ pub(super) struct Tables {
 }
 
 impl Tables {
-    /// Room for `count` more streams of `direction` that the peer opens:
-    /// their halves and their place in the accept queue. Only what does
-    /// not fit grows; the room stays while streams come and go, until a
-    /// quiet connection gives the tables back. How much is asked for at a
-    /// time: `ROOM_STEPS`.
-    pub(super) fn make_room(&mut self, direction: Direction, count: usize) {
-        self.incoming.reserve(count);
-        match direction {
-            Direction::Bi => {
-                self.outgoing.reserve(count);
-                self.accept_queue.reserve(count);
-            }
-            Direction::OneWay => self.accept_one_way_queue.reserve(count),
-            Direction::Uni => {}
-        }
-    }
-
     fn is_empty(&self) -> bool {
         self.outgoing.is_empty()
             && self.incoming.is_empty()
@@ -120,7 +103,7 @@ impl LazyTables {
 #[cfg(test)]
 mod tests {
     use super::super::Streams;
-    use super::super::stream_id::{Direction, Side, StreamId};
+    use super::super::stream_id::Side;
     use crate::config::ConnectionConfig;
 
     #[test]
@@ -143,61 +126,5 @@ mod tests {
         let id = streams.open().expect("the peer allows one");
         assert!(streams.tables.get().outgoing.contains_key(&id));
         assert!(streams.tables.0.is_some());
-    }
-
-    #[test]
-    fn the_peers_streams_grow_the_tables_in_a_few_steps_and_keep_their_room() {
-        let config = ConnectionConfig::default();
-        let mut streams = Streams::new(Side::Responder, &config);
-        let granted = config.max_concurrent_streams;
-        streams.limits.allow_remote(Direction::Bi, granted);
-        streams.advertised_streams[0] = granted;
-        let mut capacities = Vec::new();
-        for index in 0..granted {
-            let id = StreamId::new(Side::Initiator, Direction::Bi, index);
-            assert_eq!(streams.remote_stream(id, true), Ok(true));
-            let tables = streams.tables.get();
-            assert_eq!(tables.incoming.len() as u64, index + 1);
-            assert_eq!(tables.outgoing.len() as u64, index + 1);
-            assert_eq!(tables.accept_queue.len() as u64, index + 1);
-            let capacity = tables.incoming.capacity();
-            if capacities.last() != Some(&capacity) {
-                capacities.push(capacity);
-            }
-        }
-        // Hashing tables doubling from their smallest would have grown
-        // six times (3, 7, 14, 28, 56, 112).
-        assert!(capacities.len() <= 3, "grew at {capacities:?}");
-        assert!(capacities[0] >= granted as usize / 4, "{capacities:?}");
-        // Every stream done with: the room stays while streams come and go.
-        let top = streams.tables.get().incoming.capacity();
-        while let Some(id) = streams.accept() {
-            streams.remove_incoming(id);
-            streams.tables.get_mut().outgoing.remove(&id);
-        }
-        assert_eq!(streams.tables.get().incoming.capacity(), top);
-        // Until a quiet connection gives the tables back.
-        streams.tables.get_mut().max_stream_data_due.clear();
-        streams.release_memory();
-        assert!(streams.tables.0.is_none());
-    }
-
-    #[test]
-    fn a_step_never_asks_for_more_than_the_limit_allows() {
-        // A stream far past what the tables hold opens every one below it
-        // in one step, and a limit the configuration sets high is asked
-        // for a bounded step at a time, not a quarter of it.
-        let config = ConnectionConfig {
-            max_concurrent_streams: 1 << 40,
-            ..ConnectionConfig::default()
-        };
-        let mut streams = Streams::new(Side::Responder, &config);
-        streams.limits.allow_remote(Direction::Bi, 1 << 40);
-        streams.advertised_streams[0] = 1 << 40;
-        let far = StreamId::new(Side::Initiator, Direction::Bi, 40);
-        assert_eq!(streams.remote_stream(far, true), Ok(true));
-        assert_eq!(streams.tables.get().incoming.len(), 41);
-        let step = super::super::MAX_ROOM_STEP as usize;
-        assert!(streams.tables.get().incoming.capacity() <= 2 * step);
     }
 }
