@@ -466,9 +466,15 @@ mod tests {
             self.own(Frame::Ping)
         }
 
+        /// Records the ranges as the decoder kept them.
         fn on_ack(&mut self, frame: Ack<'_>) -> Result<(), DecodeError> {
             self.own_method += 1;
-            self.frames.push(Handed::ack(&frame));
+            let kept = frame.ranges.kept().expect("a handed ACK keeps its ranges");
+            self.frames.push(Handed::Ack {
+                ranges: kept.iter().map(|&(start, end)| start..=end).collect(),
+                ack_delay: frame.ack_delay,
+                receive_time: frame.receive_time,
+            });
             Ok(())
         }
 

@@ -144,6 +144,18 @@ impl<'a> AckFrameRanges<'a> {
         }
     }
 
+    /// The ranges as `(start, end)` pairs, largest first, when the decoder
+    /// kept them so (a frame handed to a
+    /// [`FrameHandler`](crate::FrameHandler)): read as a plain slice, with
+    /// no choice of layout per range.
+    #[must_use]
+    pub const fn kept(&self) -> Option<&'a [(u64, u64)]> {
+        match self.0 {
+            AckFrameRangesRepr::Decoded { ranges, .. } => Some(ranges),
+            _ => None,
+        }
+    }
+
     /// Whether `packet_number` is acknowledged.
     #[must_use]
     pub fn contains(&self, packet_number: u64) -> bool {
