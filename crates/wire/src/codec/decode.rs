@@ -348,7 +348,8 @@ impl core::iter::FusedIterator for Frames<'_> {}
 /// it likes, so each costs per attacker byte: the frames that carry data
 /// and the ACK have a method of their own and reach it without being made
 /// a [`Frame`] and moved through an iterator (about 45 instructions a
-/// frame). Each defaults to [`on_frame`](Self::on_frame).
+/// frame). Each but [`on_ack`](Self::on_ack) defaults to
+/// [`on_frame`](Self::on_frame).
 pub trait FrameHandler<'a> {
     /// Why the handler stopped reading: a frame it refused, or one that
     /// could not be decoded.

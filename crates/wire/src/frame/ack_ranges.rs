@@ -98,6 +98,7 @@ impl<'a> AckFrameRanges<'a> {
 
     /// The largest acknowledged packet number.
     #[must_use]
+    #[inline]
     pub fn largest(&self) -> u64 {
         match self.0 {
             AckFrameRangesRepr::Slice(ranges) => ranges.first().map_or(0, |r| *r.end()),
@@ -149,6 +150,7 @@ impl<'a> AckFrameRanges<'a> {
     /// [`FrameHandler`](crate::FrameHandler)): read as a plain slice, with
     /// no choice of layout per range.
     #[must_use]
+    #[inline]
     pub const fn kept(&self) -> Option<&'a [(u64, u64)]> {
         match self.0 {
             AckFrameRangesRepr::Decoded { ranges, .. } => Some(ranges),
