@@ -159,8 +159,12 @@ impl<T> SentPackets<T> {
         if end < self.base {
             return true;
         }
-        let from = from.max(self.base);
-        from >= self.end()
-            || matches!(self.slots[self.index(from)], Slot::Resolved { next } if next > end)
+        // Past the newest slot (no slot to get) nothing is pending either.
+        let offset = usize::try_from(from.max(self.base) - self.base).unwrap_or(usize::MAX);
+        match self.slots.get(offset) {
+            None => true,
+            Some(Slot::Resolved { next }) => *next > end,
+            Some(_) => false,
+        }
     }
 }
