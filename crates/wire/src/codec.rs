@@ -202,7 +202,9 @@ impl AckFrameRanges<'_> {
                     varint_len(gap) + varint_len(length)
                 })
                 .sum(),
-            AckFrameRangesRepr::Wire { pairs, .. } => pairs.len(),
+            AckFrameRangesRepr::Wire { pairs, .. } | AckFrameRangesRepr::Decoded { pairs, .. } => {
+                pairs.len()
+            }
         }
     }
 
@@ -210,6 +212,7 @@ impl AckFrameRanges<'_> {
         match *self.repr() {
             AckFrameRangesRepr::Slice(ranges) => ranges.first().map_or(0, |r| r.end() - r.start()),
             AckFrameRangesRepr::Wire { first_range, .. } => first_range,
+            AckFrameRangesRepr::Decoded { ranges, .. } => ranges.first().map_or(0, |r| r.1 - r.0),
         }
     }
 }
@@ -491,7 +494,8 @@ impl<'a> Frame<'a> {
                             at += put(&ack_pair(*w[0].start(), &w[1]), &mut body[at..])?;
                         }
                     }
-                    AckFrameRangesRepr::Wire { pairs, .. } => {
+                    AckFrameRangesRepr::Wire { pairs, .. }
+                    | AckFrameRangesRepr::Decoded { pairs, .. } => {
                         body[at..at + pairs.len()].copy_from_slice(pairs);
                     }
                 }

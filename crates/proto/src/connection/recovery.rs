@@ -206,9 +206,19 @@ impl Connection {
         let largest = ack.ranges.largest();
         let mut recovery = self.recovery.take().unwrap_or_default();
         recovery.clear();
-        let result = self
-            .loss
-            .on_ack(now, ack.ranges.iter(), ack.ack_delay, &mut *recovery);
+        // The ranges as the decoder kept them are a plain slice: a peer
+        // chooses how many there are.
+        let result = match ack.ranges.kept() {
+            Some(kept) => self.loss.on_ack(
+                now,
+                kept.iter().map(|&(start, end)| start..=end),
+                ack.ack_delay,
+                &mut *recovery,
+            ),
+            None => self
+                .loss
+                .on_ack(now, ack.ranges.iter(), ack.ack_delay, &mut *recovery),
+        };
         let summary = match result {
             Ok(summary) => summary,
             Err(e) => {

@@ -567,7 +567,7 @@ impl<'a> FrameHandler<'a> for PacketFrames<'_> {
     }
 
     #[inline]
-    fn on_ack(&mut self, frame: Ack<'a>) -> Result<(), Stop> {
+    fn on_ack(&mut self, frame: Ack<'_>) -> Result<(), Stop> {
         self.hand_over_joined()?;
         self.connection.handle_ack(self.now, &frame)?;
         self.still_established()

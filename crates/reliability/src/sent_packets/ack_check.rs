@@ -83,53 +83,72 @@ impl<T> SentPackets<T> {
     where
         I: IntoIterator<Item = RangeInclusive<u64>>,
     {
-        let mut largest = None;
-        let mut previous_start: Option<u64> = None;
+        let mut ranges = ranges.into_iter();
+        let (mut previous_start, largest) = ranges.next().ok_or(AckError::NoRanges)?.into_inner();
+        if previous_start > largest {
+            return Err(AckError::InvertedRange {
+                start: previous_start,
+                end: largest,
+            });
+        }
+        if self.largest_sent.is_none_or(|sent| largest > sent) {
+            return Err(AckError::UnsentPacket {
+                packet_number: largest,
+            });
+        }
         // The largest skipped number below the previous range's start (of
         // all of them before the first range): the ranges descend, so only
         // it and those below it can fall in the next one.
         let mut largest_below = self.skipped.back().copied();
+        self.check_range(previous_start, largest, &mut largest_below, pending)?;
         for range in ranges {
             let (start, end) = range.into_inner();
             if start > end {
                 return Err(AckError::InvertedRange { start, end });
             }
-            match previous_start {
-                None => {
-                    if self.largest_sent.is_none_or(|sent| end > sent) {
-                        return Err(AckError::UnsentPacket { packet_number: end });
-                    }
-                    largest = Some(end);
-                }
-                Some(previous_start) if end >= previous_start => {
-                    return Err(AckError::RangesNotDescending {
-                        end,
-                        previous_start,
-                    });
-                }
-                Some(_) => {}
+            if end >= previous_start {
+                return Err(AckError::RangesNotDescending {
+                    end,
+                    previous_start,
+                });
             }
-            previous_start = Some(start);
-            // Those below the previous start are below this one too unless
-            // the largest of them is not: only then are they searched.
-            if largest_below.is_some_and(|skipped| skipped >= start) {
-                let below = self.skipped.partition_point(|&s| s < start);
-                if let Some(&skipped) = self.skipped.get(below)
-                    && skipped <= end
-                {
-                    return Err(AckError::UnsentPacket {
-                        packet_number: skipped,
-                    });
-                }
-                largest_below = below
-                    .checked_sub(1)
-                    .and_then(|i| self.skipped.get(i).copied());
-            }
-            if !self.resolved_through(start, end) {
-                pending.push(start, end);
-            }
+            previous_start = start;
+            self.check_range(start, end, &mut largest_below, pending)?;
         }
-        largest.ok_or(AckError::NoRanges)
+        Ok(largest)
+    }
+
+    /// Checks that `start..=end`, below every range before it, holds no
+    /// skipped number, and notes it in `pending` if it has a packet left
+    /// to resolve. `largest_below` is the largest skipped number below
+    /// the previous range's start, moved below this one's.
+    #[inline(always)]
+    fn check_range(
+        &self,
+        start: u64,
+        end: u64,
+        largest_below: &mut Option<u64>,
+        pending: &mut PendingRanges,
+    ) -> Result<(), AckError> {
+        // Those below the previous start are below this one too unless
+        // the largest of them is not: only then are they searched.
+        if largest_below.is_some_and(|skipped| skipped >= start) {
+            let below = self.skipped.partition_point(|&s| s < start);
+            if let Some(&skipped) = self.skipped.get(below)
+                && skipped <= end
+            {
+                return Err(AckError::UnsentPacket {
+                    packet_number: skipped,
+                });
+            }
+            *largest_below = below
+                .checked_sub(1)
+                .and_then(|i| self.skipped.get(i).copied());
+        }
+        if !self.resolved_through(start, end) {
+            pending.push(start, end);
+        }
+        Ok(())
     }
 
     /// Whether nothing in `from..=end` is pending: it is released, or its
@@ -140,8 +159,12 @@ impl<T> SentPackets<T> {
         if end < self.base {
             return true;
         }
-        let from = from.max(self.base);
-        from >= self.end()
-            || matches!(self.slots[self.index(from)], Slot::Resolved { next } if next > end)
+        // Past the newest slot (no slot to get) nothing is pending either.
+        let offset = usize::try_from(from.max(self.base) - self.base).unwrap_or(usize::MAX);
+        match self.slots.get(offset) {
+            None => true,
+            Some(Slot::Resolved { next }) => *next > end,
+            Some(_) => false,
+        }
     }
 }

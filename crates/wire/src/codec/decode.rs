@@ -348,7 +348,8 @@ impl core::iter::FusedIterator for Frames<'_> {}
 /// it likes, so each costs per attacker byte: the frames that carry data
 /// and the ACK have a method of their own and reach it without being made
 /// a [`Frame`] and moved through an iterator (about 45 instructions a
-/// frame). Each defaults to [`on_frame`](Self::on_frame).
+/// frame). Each but [`on_ack`](Self::on_ack) defaults to
+/// [`on_frame`](Self::on_frame).
 pub trait FrameHandler<'a> {
     /// Why the handler stopped reading: a frame it refused, or one that
     /// could not be decoded.
@@ -364,11 +365,11 @@ pub trait FrameHandler<'a> {
         self.on_frame(Frame::Ping)
     }
 
-    /// An `Ack` frame.
-    #[inline]
-    fn on_ack(&mut self, frame: Ack<'a>) -> Result<(), Self::Stop> {
-        self.on_frame(Frame::Ack(frame))
-    }
+    /// An `Ack` frame. Its ranges were worked out once as they were
+    /// validated and are borrowed from the reader, not the packet, so it
+    /// lives only for the call and has no [`on_frame`](Self::on_frame)
+    /// default: a handler that keeps it copies what it needs.
+    fn on_ack(&mut self, frame: Ack<'_>) -> Result<(), Self::Stop>;
 
     /// A `Stream` frame.
     #[inline]
@@ -387,6 +388,25 @@ pub trait FrameHandler<'a> {
     fn on_datagram(&mut self, frame: Datagram<'a>) -> Result<(), Self::Stop> {
         self.on_frame(Frame::Datagram(frame))
     }
+}
+
+/// The most ranges an ACK may hold to be read into a buffer of that size
+/// rather than of [`MAX_ACK_RANGES`]: clearing the large one costs more
+/// than reading a few ranges.
+const SMALL_ACK: usize = 8;
+
+/// Reads an ACK's ranges into a buffer of `N` on the stack, then hands the
+/// frame to `handler`.
+#[inline(always)]
+fn hand_ack<'a, H: FrameHandler<'a>, const N: usize>(
+    handler: &mut H,
+    fields: read::AckFields,
+    pairs: &'a [u8],
+) -> Result<&'a [u8], H::Stop> {
+    let mut kept = [(0, 0); N];
+    let (frame, after) = read::ack_kept(fields, pairs, &mut kept)?;
+    handler.on_ack(frame)?;
+    Ok(after)
 }
 
 impl<'a> Frames<'a> {
@@ -413,9 +433,12 @@ impl<'a> Frames<'a> {
                     after
                 }
                 read::ACK => {
-                    let (frame, after) = read::ack(body)?;
-                    handler.on_ack(frame)?;
-                    after
+                    let (fields, pairs) = read::ack_head(body)?;
+                    if fields.ranges() <= SMALL_ACK {
+                        hand_ack::<H, SMALL_ACK>(handler, fields, pairs)?
+                    } else {
+                        hand_ack::<H, MAX_ACK_RANGES>(handler, fields, pairs)?
+                    }
                 }
                 read::PING => {
                     handler.on_ping()?;

@@ -138,17 +138,24 @@ impl<'a> Reader<'a> {
 }
 
 /// Reads one `(gap, length)` pair of an ACK frame, refusing a non-minimal
-/// encoding.
-#[inline]
+/// encoding. Two bytes under 0x80 are the whole pair, minimal: one look,
+/// inline (a peer chooses how many pairs an ACK holds); anything else is
+/// read out of line.
+#[inline(always)]
 pub(crate) fn ack_pair(bytes: &[u8]) -> Result<((u64, u64), &[u8]), DecodeError> {
-    // Two bytes under 0x80 are the whole pair, minimal: one look (a peer
-    // chooses how many pairs an ACK holds).
     if let [gap, length, ref rest @ ..] = *bytes
         && gap < 0x80
         && length < 0x80
     {
         return Ok(((u64::from(gap), u64::from(length)), rest));
     }
+    long_ack_pair(bytes)
+}
+
+/// An ACK frame's `(gap, length)` pair with a varint of more than one byte
+/// (or one cut short).
+#[inline(never)]
+fn long_ack_pair(bytes: &[u8]) -> Result<((u64, u64), &[u8]), DecodeError> {
     let ty = FrameType::Ack;
     let mut r = Reader::new(bytes);
     let gap = r.varint().map_err(|e| e.in_frame(ty))?;
@@ -250,6 +257,67 @@ fn reset_stream(body: &[u8]) -> Result<(ResetStream, &[u8]), DecodeError> {
 }
 
 pub(super) fn ack(body: &[u8]) -> Result<(Ack<'_>, &[u8]), DecodeError> {
+    let (fields, after_head) = ack_head(body)?;
+    let (pairs, rest) = ack_ranges(&fields, after_head, |_, _| {})?;
+    let ranges =
+        AckFrameRanges::from_wire(fields.largest, fields.first_range, fields.additional, pairs);
+    Ok((fields.with(ranges), rest))
+}
+
+/// The ACK frame whose head is `fields` and whose ranges start `pairs`,
+/// the ranges kept in `kept` as they are validated, so that whoever acts
+/// on it reads each once (a peer chooses how many an ACK holds). `kept`
+/// holds at least [`AckFields::ranges`] of them.
+#[inline(always)]
+pub(super) fn ack_kept<'a: 'k, 'k>(
+    fields: AckFields,
+    pairs: &'a [u8],
+    kept: &'k mut [(u64, u64)],
+) -> Result<(Ack<'k>, &'a [u8]), DecodeError> {
+    let room = kept.len();
+    let mut slots = kept.iter_mut();
+    let (pairs, rest) = ack_ranges(&fields, pairs, |start, end| {
+        if let Some(slot) = slots.next() {
+            *slot = (start, end);
+        }
+    })?;
+    let len = room - slots.len();
+    let ranges = AckFrameRanges::decoded(&kept[..len], pairs);
+    Ok((fields.with(ranges), rest))
+}
+
+/// An ACK frame's fields but its additional ranges.
+pub(super) struct AckFields {
+    largest: u64,
+    first_range: u64,
+    /// How many ranges follow the first (below [`MAX_ACK_RANGES`]).
+    additional: usize,
+    ack_delay_us: u64,
+    receive_time_us: u64,
+    /// Whether its varints were minimal (refused only after the ranges
+    /// are read, in postcard's order).
+    minimal: bool,
+}
+
+impl AckFields {
+    /// How many ranges the frame holds (1 to [`MAX_ACK_RANGES`]).
+    pub(super) const fn ranges(&self) -> usize {
+        1 + self.additional
+    }
+
+    fn with(self, ranges: AckFrameRanges<'_>) -> Ack<'_> {
+        Ack {
+            ranges,
+            ack_delay: Duration::from_micros(self.ack_delay_us),
+            receive_time: Duration::from_micros(self.receive_time_us),
+        }
+    }
+}
+
+/// An ACK frame's fields before its `(gap, length)` pairs, and the bytes
+/// after them.
+#[inline(always)]
+pub(super) fn ack_head(body: &[u8]) -> Result<(AckFields, &[u8]), DecodeError> {
     let ty = FrameType::Ack;
     let mut head = Reader::new(body);
     let (largest, ack_delay_us, receive_time_us, additional, first_range) = (|| {
@@ -268,43 +336,64 @@ pub(super) fn ack(body: &[u8]) -> Result<(Ack<'_>, &[u8]), DecodeError> {
     if additional >= MAX_ACK_RANGES as u64 {
         return Err(DecodeError::InvalidAckRanges("more than MAX_ACK_RANGES"));
     }
-    let mut smallest = largest
-        .checked_sub(first_range)
-        .ok_or(DecodeError::InvalidAckRanges(
-            "first range below packet number 0",
-        ))?;
-    let pairs_start = head.rest();
-    let mut rest = pairs_start;
-    for _ in 0..additional {
+    let fields = AckFields {
+        largest,
+        first_range,
+        // Bounded by MAX_ACK_RANGES above.
+        additional: additional as usize,
+        ack_delay_us,
+        receive_time_us,
+        minimal: head.is_minimal(),
+    };
+    Ok((fields, head.rest()))
+}
+
+/// Reads and validates the ranges of the ACK frame whose head is
+/// `fields`, its pairs starting `bytes`, handing each, largest first, to
+/// `range` as `(start, end)`; returns the bytes of its pairs and the
+/// bytes after it.
+#[inline(always)]
+fn ack_ranges<'a>(
+    fields: &AckFields,
+    bytes: &'a [u8],
+    mut range: impl FnMut(u64, u64),
+) -> Result<(&'a [u8], &'a [u8]), DecodeError> {
+    let mut smallest =
+        fields
+            .largest
+            .checked_sub(fields.first_range)
+            .ok_or(DecodeError::InvalidAckRanges(
+                "first range below packet number 0",
+            ))?;
+    range(smallest, fields.largest);
+    let mut rest = bytes;
+    for _ in 0..fields.additional {
         let ((gap, length), after) = ack_pair(rest)?;
-        let range = super::next_ack_range(smallest, gap, length)
-            .ok_or(DecodeError::InvalidAckRanges("range below packet number 0"))?;
-        smallest = *range.start();
+        let (start, end) = super::next_ack_range(smallest, gap, length)
+            .ok_or(DecodeError::InvalidAckRanges("range below packet number 0"))?
+            .into_inner();
+        range(start, end);
+        smallest = start;
         rest = after;
     }
-    if !head.is_minimal() {
-        return Err(DecodeError::NonCanonical(ty));
+    if !fields.minimal {
+        return Err(DecodeError::NonCanonical(FrameType::Ack));
     }
-    let pairs = &pairs_start[..pairs_start.len() - rest.len()];
-    // Bounded by MAX_ACK_RANGES above.
-    let ranges = AckFrameRanges::from_wire(largest, first_range, additional as usize, pairs);
-    let ack = Ack {
-        ranges,
-        ack_delay: Duration::from_micros(ack_delay_us),
-        receive_time: Duration::from_micros(receive_time_us),
-    };
-    Ok((ack, rest))
+    Ok((&bytes[..bytes.len() - rest.len()], rest))
 }
 
 #[cfg(test)]
 mod tests {
+    use core::ops::RangeInclusive;
+    use core::time::Duration;
+
     use proptest::collection::vec;
     use proptest::prelude::*;
 
-    use super::super::tests::{any_frame, encode_all, encode_mutated};
+    use super::super::tests::{ack_ranges, any_frame, encode_all, encode_mutated};
     use crate::codec::{FrameHandler, Frames};
     use crate::error::DecodeError;
-    use crate::frame::{Ack, Datagram, Frame, FrameType, Message, Stream};
+    use crate::frame::{Ack, AckFrameRanges, Datagram, Frame, FrameType, Message, Stream};
 
     /// [`Frame::decode`] gives what postcard gives, frame by frame: the
     /// same frame, or the same error.
@@ -321,11 +410,40 @@ mod tests {
         Ok(())
     }
 
+    /// A frame as [`Frames::handle`] hands it over, an ACK's ranges copied
+    /// out (they live only for the call).
+    #[derive(Debug, PartialEq)]
+    enum Handed<'a> {
+        Frame(Frame<'a>),
+        Ack {
+            ranges: Vec<RangeInclusive<u64>>,
+            ack_delay: Duration,
+            receive_time: Duration,
+        },
+    }
+
+    impl<'a> Handed<'a> {
+        fn ack(frame: &Ack<'_>) -> Self {
+            Self::Ack {
+                ranges: frame.ranges.iter().collect(),
+                ack_delay: frame.ack_delay,
+                receive_time: frame.receive_time,
+            }
+        }
+
+        fn from_frame(frame: Frame<'a>) -> Self {
+            match frame {
+                Frame::Ack(ack) => Self::ack(&ack),
+                frame => Self::Frame(frame),
+            }
+        }
+    }
+
     /// Collects what [`Frames::handle`] hands over, counting the frames
     /// that came through a method of their own.
     #[derive(Default)]
     struct Collect<'a> {
-        frames: Vec<Frame<'a>>,
+        frames: Vec<Handed<'a>>,
         own_method: usize,
     }
 
@@ -340,7 +458,7 @@ mod tests {
         type Stop = DecodeError;
 
         fn on_frame(&mut self, frame: Frame<'a>) -> Result<(), DecodeError> {
-            self.frames.push(frame);
+            self.frames.push(Handed::from_frame(frame));
             Ok(())
         }
 
@@ -348,8 +466,16 @@ mod tests {
             self.own(Frame::Ping)
         }
 
-        fn on_ack(&mut self, frame: Ack<'a>) -> Result<(), DecodeError> {
-            self.own(Frame::Ack(frame))
+        /// Records the ranges as the decoder kept them.
+        fn on_ack(&mut self, frame: Ack<'_>) -> Result<(), DecodeError> {
+            self.own_method += 1;
+            let kept = frame.ranges.kept().expect("a handed ACK keeps its ranges");
+            self.frames.push(Handed::Ack {
+                ranges: kept.iter().map(|&(start, end)| start..=end).collect(),
+                ack_delay: frame.ack_delay,
+                receive_time: frame.receive_time,
+            });
+            Ok(())
         }
 
         fn on_stream(&mut self, frame: Stream<'a>) -> Result<(), DecodeError> {
@@ -391,6 +517,7 @@ mod tests {
                 )
             })
             .count();
+        let iterated: Vec<_> = iterated.into_iter().map(Handed::from_frame).collect();
         prop_assert_eq!(handled.frames, iterated);
         prop_assert_eq!(handled.own_method, own_method);
         prop_assert_eq!(result.err(), error);
@@ -440,6 +567,28 @@ mod tests {
             let bytes = encode_all(&frames);
             check_agrees_with_postcard(&bytes)?;
             check_handle_agrees_with_iterator(&bytes)?;
+        }
+
+        #[test]
+        fn an_ack_handed_over_holds_the_ranges_it_was_encoded_with(
+            ranges in ack_ranges(),
+            delay_us in 0u64..1 << 40,
+        ) {
+            let frame = Frame::Ack(Ack {
+                ranges: AckFrameRanges::new(&ranges).expect("generated ranges are valid"),
+                ack_delay: Duration::from_micros(delay_us),
+                receive_time: Duration::ZERO,
+            });
+            let mut bytes = vec![0; frame.encoded_len()];
+            let len = frame.encode(&mut bytes).expect("room for the frame");
+            let mut handled = Collect::default();
+            Frames::new(&bytes[..len]).handle(&mut handled).expect("a valid frame");
+            let expected = Handed::Ack {
+                ranges,
+                ack_delay: Duration::from_micros(delay_us),
+                receive_time: Duration::ZERO,
+            };
+            prop_assert_eq!(handled.frames, vec![expected]);
         }
 
         #[test]

@@ -142,7 +142,7 @@ fn varint() -> impl Strategy<Value = u64> {
 }
 
 /// Valid ACK ranges: descending, gaps of at least one.
-fn ack_ranges() -> impl Strategy<Value = Vec<RangeInclusive<u64>>> {
+pub(crate) fn ack_ranges() -> impl Strategy<Value = Vec<RangeInclusive<u64>>> {
     (varint(), vec((0u64..300, 0u64..300), 0..MAX_ACK_RANGES)).prop_map(|(largest, steps)| {
         let mut ranges = Vec::new();
         let mut end = largest.max(1 << 20);

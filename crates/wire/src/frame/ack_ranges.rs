@@ -1,5 +1,6 @@
 //! The ranges of an ACK frame: validated once, then read lazily straight
-//! from the packet that carried them.
+//! from the packet that carried them, or, where the frame is handed to a
+//! [`FrameHandler`](crate::FrameHandler), kept as the decoder computed them.
 
 use core::fmt;
 use core::ops::RangeInclusive;
@@ -25,6 +26,14 @@ pub(crate) enum AckFrameRangesRepr<'a> {
         first_range: u64,
         additional: usize,
         /// `additional` postcard `(gap, length)` varint pairs.
+        pairs: &'a [u8],
+    },
+    /// Ranges the decoder validated and kept as `(start, end)`, largest
+    /// first (at least one): a peer chooses how many an ACK holds, so
+    /// each is worked out once, not again wherever the frame is read.
+    Decoded {
+        ranges: &'a [(u64, u64)],
+        /// The `(gap, length)` pairs they were read from, to encode them again.
         pairs: &'a [u8],
     },
 }
@@ -79,16 +88,22 @@ impl<'a> AckFrameRanges<'a> {
         })
     }
 
+    pub(crate) const fn decoded(ranges: &'a [(u64, u64)], pairs: &'a [u8]) -> Self {
+        Self(AckFrameRangesRepr::Decoded { ranges, pairs })
+    }
+
     pub(crate) const fn repr(&self) -> &AckFrameRangesRepr<'a> {
         &self.0
     }
 
     /// The largest acknowledged packet number.
     #[must_use]
+    #[inline]
     pub fn largest(&self) -> u64 {
         match self.0 {
             AckFrameRangesRepr::Slice(ranges) => ranges.first().map_or(0, |r| *r.end()),
             AckFrameRangesRepr::Wire { largest, .. } => largest,
+            AckFrameRangesRepr::Decoded { ranges, .. } => ranges.first().map_or(0, |r| r.1),
         }
     }
 
@@ -98,6 +113,7 @@ impl<'a> AckFrameRanges<'a> {
         match self.0 {
             AckFrameRangesRepr::Slice(ranges) => ranges.len(),
             AckFrameRangesRepr::Wire { additional, .. } => 1 + additional,
+            AckFrameRangesRepr::Decoded { ranges, .. } => ranges.len(),
         }
     }
 
@@ -123,6 +139,22 @@ impl<'a> AckFrameRanges<'a> {
                 left: 1 + additional,
                 pairs,
             }),
+            AckFrameRangesRepr::Decoded { ranges, .. } => {
+                AckFrameRangesIter(IterRepr::Decoded(ranges.iter()))
+            }
+        }
+    }
+
+    /// The ranges as `(start, end)` pairs, largest first, when the decoder
+    /// kept them so (a frame handed to a
+    /// [`FrameHandler`](crate::FrameHandler)): read as a plain slice, with
+    /// no choice of layout per range.
+    #[must_use]
+    #[inline]
+    pub const fn kept(&self) -> Option<&'a [(u64, u64)]> {
+        match self.0 {
+            AckFrameRangesRepr::Decoded { ranges, .. } => Some(ranges),
+            _ => None,
         }
     }
 
@@ -171,6 +203,7 @@ enum IterRepr<'a> {
         left: usize,
         pairs: &'a [u8],
     },
+    Decoded(core::slice::Iter<'a, (u64, u64)>),
 }
 
 impl Iterator for AckFrameRangesIter<'_> {
@@ -203,6 +236,7 @@ impl Iterator for AckFrameRangesIter<'_> {
                 }
                 Some(current)
             }
+            IterRepr::Decoded(iter) => iter.next().map(|&(start, end)| start..=end),
         }
     }
 }
