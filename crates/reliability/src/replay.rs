@@ -91,6 +91,7 @@ impl Words {
 impl std::ops::Deref for Words {
     type Target = [u64];
 
+    #[inline]
     fn deref(&self) -> &[u64] {
         match self {
             Self::Inline { words, len } => &words[..usize::from(*len)],
@@ -100,6 +101,7 @@ impl std::ops::Deref for Words {
 }
 
 impl std::ops::DerefMut for Words {
+    #[inline]
     fn deref_mut(&mut self) -> &mut [u64] {
         match self {
             Self::Inline { words, len } => &mut words[..usize::from(*len)],
@@ -183,6 +185,7 @@ impl ReplayWindow {
     /// # Errors
     /// [`ReplayError::Duplicate`] if it was accepted before,
     /// [`ReplayError::TooOld`] if it lies `window` or more below the largest.
+    #[inline]
     pub fn check(&self, packet_number: u64) -> Result<(), ReplayError> {
         let Some(largest) = self.largest else {
             return Ok(());
