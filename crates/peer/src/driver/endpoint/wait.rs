@@ -6,10 +6,8 @@ use std::future::{Future, poll_fn};
 use std::io;
 use std::pin::pin;
 use std::task::Poll;
-use std::time::Duration;
 
 use super::Driver;
-use super::timer::Timer;
 use crate::proto::{Instant, Node};
 
 /// A busy poll: until when, the node's deadline meanwhile, and whether
@@ -48,85 +46,6 @@ impl Spin {
     }
 }
 
-/// Polling for an expected answer instead of parking
-/// ([`DriverConfig::answer_wait`](crate::driver::DriverConfig::answer_wait)),
-/// either from the turn that sent, for one window, when the answer is due
-/// within it; or, when it is due further off, from one window before it
-/// is due until half a window after, the driver's timer waking it for
-/// that: the thread's wake-up (tens of microseconds on a virtual machine)
-/// is paid before the answer comes, not after it, and the answer's
-/// arrival ends the polling.
-pub(super) struct AnswerWait {
-    window: Duration,
-    /// Until when the driver polls.
-    until: Option<Instant>,
-    /// A further answer the driver wakes early for.
-    due: Option<Instant>,
-    /// The polling is for a further answer: its arrival ends it.
-    early: bool,
-}
-
-impl AnswerWait {
-    /// Windows of `window` (zero: never polls for an answer).
-    pub(super) fn new(window: Duration) -> Self {
-        Self {
-            window,
-            until: None,
-            due: None,
-            early: false,
-        }
-    }
-
-    /// After a turn at `now` that received datagrams or not (`arrived`)
-    /// and sent what asks for an answer `expected` then.
-    ///
-    /// Datagrams arriving before a further answer's window started cancel
-    /// it: the peer is talking (a bulk transfer's acknowledgements, most
-    /// likely), so the driver is not waiting on it and wakes for those
-    /// anyway. Only a further answer not already waited for sets one: one
-    /// window per answer waited for, however many turns sent before it.
-    pub(super) fn after_turn(&mut self, now: Instant, arrived: bool, expected: Option<Instant>) {
-        if self.window.is_zero() {
-            return;
-        }
-        if arrived {
-            self.due = None;
-            if std::mem::take(&mut self.early) {
-                self.until = None;
-            }
-        }
-        if let Some(due) = self.due
-            && due - self.window <= now
-        {
-            self.poll_until(due + self.window / 2);
-            self.early = true;
-            self.due = None;
-        }
-        match expected {
-            Some(at) if at <= now + self.window => {
-                self.poll_until(now + self.window);
-                self.early = false;
-            }
-            Some(at) if self.due.is_none() => self.due = Some(at),
-            _ => {}
-        }
-    }
-
-    fn poll_until(&mut self, until: Instant) {
-        self.until = Some(self.until.map_or(until, |u| u.max(until)));
-    }
-
-    /// When the driver's timer wakes it for a further answer.
-    pub(super) fn wake_at(&self) -> Option<Instant> {
-        self.due.map(|due| due - self.window)
-    }
-
-    /// Until when the driver polls for an answer.
-    pub(super) fn until(&self) -> Option<Instant> {
-        self.until
-    }
-}
-
 /// Why the driver woke.
 pub(super) enum Woken {
     /// A receive batch is in the buffers.
@@ -147,7 +66,8 @@ impl<N: Node> Driver<N> {
     pub(super) async fn wait(
         &mut self,
         mut notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
-        timer: &mut Timer,
+        mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
+        timer_armed: bool,
         spin: Option<Spin>,
     ) -> io::Result<Woken> {
         let Self {
@@ -171,8 +91,9 @@ impl<N: Node> Driver<N> {
             if let Poll::Ready(result) = socket.poll_recv(cx, recv) {
                 return Poll::Ready(result.map(|_| Woken::Received));
             }
-            // While it polls, the clock stands for the timer: armed only
-            // for parking, it costs a system call per park, not per turn.
+            if timer_armed && timer.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Ok(Woken::Timer));
+            }
             if let Some(spin) = spin {
                 let now = Instant::now();
                 if now < spin.until {
@@ -193,99 +114,10 @@ impl<N: Node> Driver<N> {
                     // has run its other ready tasks (a `block_on` future
                     // too) and polled its reactor and timers.
                     let _ = pin!(tokio::task::yield_now()).poll(cx);
-                    return Poll::Pending;
                 }
             }
-            timer.poll_expired(cx).map_ok(|()| Woken::Timer)
+            Poll::Pending
         })
         .await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const WINDOW: Duration = Duration::from_micros(100);
-
-    fn us(micros: u64) -> Duration {
-        Duration::from_micros(micros)
-    }
-
-    #[test]
-    fn an_answer_due_within_the_window_is_polled_for_from_the_turn_that_sent() {
-        let t0 = Instant::now();
-        let mut answer = AnswerWait::new(WINDOW);
-        answer.after_turn(t0, false, Some(t0 + us(40)));
-        assert_eq!(answer.until(), Some(t0 + WINDOW));
-        assert_eq!(answer.wake_at(), None);
-        // A later turn that sent again renews it.
-        answer.after_turn(t0 + us(30), true, Some(t0 + us(70)));
-        assert_eq!(answer.until(), Some(t0 + us(30) + WINDOW));
-    }
-
-    #[test]
-    fn a_further_answer_is_polled_for_from_a_window_before_it_until_it_comes() {
-        let t0 = Instant::now();
-        let mut answer = AnswerWait::new(WINDOW);
-        let due = t0 + us(2_000);
-        answer.after_turn(t0, false, Some(due));
-        assert_eq!(
-            (answer.wake_at(), answer.until()),
-            (Some(due - WINDOW), None)
-        );
-        // A turn that sent more before it (a paced message's next
-        // datagrams) keeps the first answer.
-        answer.after_turn(t0 + us(20), false, Some(due + us(20)));
-        assert_eq!(answer.wake_at(), Some(due - WINDOW));
-        // A turn before the wake-up (the timer of a pacer, say) starts
-        // nothing; the wake-up's turn starts the window.
-        answer.after_turn(t0 + us(1_000), false, None);
-        assert_eq!(answer.until(), None);
-        answer.after_turn(due - WINDOW, false, None);
-        assert_eq!(
-            (answer.wake_at(), answer.until()),
-            (None, Some(due + us(50)))
-        );
-        // The answer ends it; the next request sent sets the next one.
-        answer.after_turn(due - us(10), true, Some(due + us(1_990)));
-        assert_eq!(answer.until(), None);
-        assert_eq!(answer.wake_at(), Some(due + us(1_890)));
-    }
-
-    #[test]
-    fn an_answer_ends_only_the_polling_for_a_further_answer() {
-        let t0 = Instant::now();
-        let mut answer = AnswerWait::new(WINDOW);
-        answer.after_turn(t0, false, Some(t0 + us(40)));
-        answer.after_turn(t0 + us(40), true, None);
-        assert_eq!(answer.until(), Some(t0 + WINDOW));
-    }
-
-    #[test]
-    fn datagrams_before_the_window_cancel_it_as_the_bulk_of_a_transfer_does() {
-        let t0 = Instant::now();
-        let mut answer = AnswerWait::new(WINDOW);
-        answer.after_turn(t0, false, Some(t0 + us(2_000)));
-        // Acknowledgements arrive, more is sent: each turn moves the
-        // answer on, and no window ever starts.
-        for turn in 1..=10 {
-            let now = t0 + us(turn * 500);
-            answer.after_turn(now, true, Some(now + us(2_000)));
-            assert_eq!(answer.wake_at(), Some(now + us(2_000) - WINDOW));
-            assert_eq!(answer.until(), None);
-        }
-        // Arrivals that sent nothing leave nothing to wait for.
-        answer.after_turn(t0 + us(6_000), true, None);
-        assert_eq!((answer.wake_at(), answer.until()), (None, None));
-    }
-
-    #[test]
-    fn a_zero_window_never_polls() {
-        let t0 = Instant::now();
-        let mut answer = AnswerWait::new(Duration::ZERO);
-        answer.after_turn(t0, false, Some(t0));
-        answer.after_turn(t0, false, Some(t0 + us(2_000)));
-        assert_eq!((answer.wake_at(), answer.until()), (None, None));
     }
 }
