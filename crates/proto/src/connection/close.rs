@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use quanta::Instant;
-use tern_wire::CloseKind;
+use tern_wire::{Close, CloseKind, Frame};
 
 use super::error::{ConnectionError, ProtocolError};
 use super::event::Event;
@@ -309,5 +309,26 @@ impl Connection {
             reason,
             ConnectionError::LocallyClosed { code },
         );
+    }
+
+    /// Seals the Close frame this connection is to send into `buf`, its
+    /// reason cut to what fits; `None` when there is none or no keys.
+    pub(super) fn build_close(&mut self, buf: &mut [u8]) -> Option<usize> {
+        let (kind, code, reason) = self.close_frame.as_deref()?;
+        let keys = self.keys.as_mut()?;
+        let mut packet = keys.sealer.start(buf).ok()?;
+        let room = packet.remaining().saturating_sub(32);
+        let reason = &reason[..reason.len().min(room)];
+        packet
+            .push(&Frame::Close(Close {
+                kind: *kind,
+                code: *code,
+                reason,
+            }))
+            .ok()?;
+        let (len, _) = packet.finish().ok()?;
+        self.stats.sent_packets += 1;
+        self.stats.sent_bytes += len as u64;
+        Some(len)
     }
 }

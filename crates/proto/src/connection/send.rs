@@ -9,7 +9,7 @@ use quanta::Instant;
 use rand_core::RngCore;
 use tern_congestion::Take;
 use tern_wire::{
-    Ack, AckFrameRanges, Close, Frame, MAX_ACK_RANGES, PacketBuilder, PathChallenge, PathResponse,
+    Ack, AckFrameRanges, Frame, MAX_ACK_RANGES, PacketBuilder, PathChallenge, PathResponse,
 };
 
 use super::carried::{Carried, CarriedRecord};
@@ -405,25 +405,6 @@ impl Connection {
         packet.pad_to(size).ok()?;
         let (len, pn) = packet.finish().ok()?;
         self.on_sent(now, pn, len, true, false, record);
-        Some(len)
-    }
-
-    pub(super) fn build_close(&mut self, buf: &mut [u8]) -> Option<usize> {
-        let (kind, code, reason) = self.close_frame.as_deref()?;
-        let keys = self.keys.as_mut()?;
-        let mut packet = keys.sealer.start(buf).ok()?;
-        let room = packet.remaining().saturating_sub(32);
-        let reason = &reason[..reason.len().min(room)];
-        packet
-            .push(&Frame::Close(Close {
-                kind: *kind,
-                code: *code,
-                reason,
-            }))
-            .ok()?;
-        let (len, _) = packet.finish().ok()?;
-        self.stats.sent_packets += 1;
-        self.stats.sent_bytes += len as u64;
         Some(len)
     }
 
