@@ -2,22 +2,17 @@
 //!
 //! An empty `VecDeque` is 32 bytes of header in every connection; an idle
 //! connection has a dozen queues for messages, datagrams, events and
-//! senders waiting their turn, all empty. [`LazyDeque`] holds its
-//! `VecDeque` in a box made at the first push and given back by
-//! [`LazyDeque::release_if_empty`], which the connection calls when it has
-//! been quiet (with its other scratch memory): a connection that carries
-//! data keeps the box, and allocates nothing more for it in its steady
-//! state.
+//! senders waiting their turn, all empty. [`LazyDeque`] is a `VecDeque`
+//! in a [`Lazy`] box: made at the first push and given back by
+//! [`LazyDeque::release_if_empty`] when the connection has been quiet.
 
 use std::collections::VecDeque;
 
+use super::lazy::Lazy;
+
 /// A `VecDeque` behind a pointer, allocated at the first push.
 #[derive(Debug)]
-#[expect(
-    clippy::box_collection,
-    reason = "the box is the point: 8 bytes inline rather than 32 while unused"
-)]
-pub(crate) struct LazyDeque<T>(Option<Box<VecDeque<T>>>);
+pub(crate) struct LazyDeque<T>(Lazy<VecDeque<T>>);
 
 impl<T> Default for LazyDeque<T> {
     fn default() -> Self {
@@ -28,53 +23,47 @@ impl<T> Default for LazyDeque<T> {
 impl<T> LazyDeque<T> {
     /// An empty queue, holding no memory.
     pub(crate) const fn new() -> Self {
-        Self(None)
-    }
-
-    /// The queue to add to, made if this is the first push since a release.
-    #[inline]
-    fn queue(&mut self) -> &mut VecDeque<T> {
-        self.0.get_or_insert_with(Box::default)
+        Self(Lazy::new())
     }
 
     #[inline]
     pub(crate) fn push_back(&mut self, item: T) {
-        self.queue().push_back(item);
+        self.0.get_or_default().push_back(item);
     }
 
     #[inline]
     pub(crate) fn push_front(&mut self, item: T) {
-        self.queue().push_front(item);
+        self.0.get_or_default().push_front(item);
     }
 
     #[inline]
     pub(crate) fn pop_front(&mut self) -> Option<T> {
-        self.0.as_mut()?.pop_front()
+        self.0.get_mut()?.pop_front()
     }
 
     #[inline]
     pub(crate) fn front(&self) -> Option<&T> {
-        self.0.as_ref()?.front()
+        self.0.get()?.front()
     }
 
     #[inline]
     pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut T> {
-        self.0.as_mut()?.get_mut(index)
+        self.0.get_mut()?.get_mut(index)
     }
 
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.0.as_ref().map_or(0, |queue| queue.len())
+        self.0.get().map_or(0, VecDeque::len)
     }
 
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.0.is_empty()
     }
 
     /// Empties the queue; it keeps its memory until a release.
     pub(crate) fn clear(&mut self) {
-        if let Some(queue) = self.0.as_mut() {
+        if let Some(queue) = self.0.get_mut() {
             queue.clear();
         }
     }
@@ -83,20 +72,18 @@ impl<T> LazyDeque<T> {
     where
         T: PartialEq,
     {
-        self.0.as_ref().is_some_and(|queue| queue.contains(item))
+        self.0.get().is_some_and(|queue| queue.contains(item))
     }
 
     /// Gives the memory back while the queue is empty.
     pub(crate) fn release_if_empty(&mut self) {
-        if self.is_empty() {
-            self.0 = None;
-        }
+        self.0.release_if_empty();
     }
 
     /// Whether it holds memory (a box, empty or not).
     #[cfg(test)]
     pub(crate) fn holds_memory(&self) -> bool {
-        self.0.is_some()
+        self.0.holds_memory()
     }
 }
 

@@ -44,6 +44,7 @@ mod figures;
 mod handshake;
 mod identity;
 mod joined;
+mod lazy;
 mod lazy_deque;
 mod limits_repeat;
 mod message_limit;

@@ -12,6 +12,7 @@
 
 use bytes::Bytes;
 
+use super::lazy::{IsEmpty, Lazy};
 use super::recv::owned;
 
 /// The slots a ring starts with.
@@ -19,7 +20,7 @@ const FIRST_SLOTS: usize = 8;
 
 /// Received datagrams, oldest first, at most a bound of them.
 #[derive(Debug, Default)]
-pub(crate) struct ReceivedDatagrams(Option<Box<Ring>>);
+pub(crate) struct ReceivedDatagrams(Lazy<Ring>);
 
 #[derive(Debug, Default)]
 struct Ring {
@@ -41,9 +42,7 @@ impl ReceivedDatagrams {
     /// full ring whose oldest is empty too moves the head alone.
     #[inline]
     pub(crate) fn push(&mut self, datagram: &[u8], bound: usize) -> bool {
-        self.0
-            .get_or_insert_with(Box::default)
-            .push(datagram, bound.max(1))
+        self.0.get_or_default().push(datagram, bound.max(1))
     }
 
     /// Queues `count` empty datagrams behind the others, as `count` calls
@@ -51,9 +50,7 @@ impl ReceivedDatagrams {
     /// hundreds in a packet, which the packet's reader counts and hands
     /// over together.
     pub(crate) fn push_empty(&mut self, count: usize, bound: usize) {
-        self.0
-            .get_or_insert_with(Box::default)
-            .push_empty(count, bound.max(1));
+        self.0.get_or_default().push_empty(count, bound.max(1));
     }
 
     /// How many datagrams were dropped for newer ones since the last
@@ -61,38 +58,40 @@ impl ReceivedDatagrams {
     /// statistics: a peer may push out hundreds in a packet).
     pub(crate) fn take_dropped(&mut self) -> u64 {
         self.0
-            .as_mut()
+            .get_mut()
             .map_or(0, |ring| std::mem::take(&mut ring.dropped))
     }
 
     /// The oldest datagram, taken.
     pub(crate) fn pop(&mut self) -> Option<Bytes> {
-        self.0.as_mut()?.pop()
+        self.0.get_mut()?.pop()
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.0.as_ref().map_or(0, |ring| ring.len)
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.get().map_or(0, |ring| ring.len)
     }
 
     /// The bytes of every datagram waiting.
     pub(crate) fn bytes(&self) -> usize {
-        self.0.as_ref().map_or(0, |ring| ring.bytes)
+        self.0.get().map_or(0, |ring| ring.bytes)
     }
 
     /// Drops every datagram and the ring's memory.
     pub(crate) fn clear(&mut self) {
-        self.0 = None;
+        self.0.release();
     }
 
     /// Gives the ring's memory back while it is empty.
     pub(crate) fn release_memory(&mut self) {
-        if self.is_empty() {
-            self.0 = None;
-        }
+        self.0.release_if_empty();
+    }
+}
+
+impl IsEmpty for Ring {
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 
@@ -197,7 +196,10 @@ mod tests {
         assert_eq!(ring.pop().as_deref(), Some(&b"ccc"[..]));
         assert_eq!((ring.pop(), ring.bytes()), (None, 0));
         ring.release_memory();
-        assert!(ring.0.is_none(), "an empty ring gives its memory back");
+        assert!(
+            !ring.0.holds_memory(),
+            "an empty ring gives its memory back"
+        );
     }
 
     #[test]
@@ -212,11 +214,11 @@ mod tests {
     fn a_ring_grows_with_what_it_holds() {
         let mut ring = ReceivedDatagrams::default();
         ring.push(b"", 1024);
-        assert_eq!(ring.0.as_ref().map(|r| r.slots.len()), Some(FIRST_SLOTS));
+        assert_eq!(ring.0.get().map(|r| r.slots.len()), Some(FIRST_SLOTS));
         for _ in 0..2000 {
             ring.push(b"", 1024);
         }
-        assert_eq!(ring.0.as_ref().map(|r| r.slots.len()), Some(1024));
+        assert_eq!(ring.0.get().map(|r| r.slots.len()), Some(1024));
         ring.clear();
         assert_eq!((ring.len(), ring.bytes()), (0, 0));
     }

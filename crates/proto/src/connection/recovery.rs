@@ -85,7 +85,7 @@ impl Connection {
     /// frame's range list (about 1.7 KiB of an idle connection's heap),
     /// the queues of events, messages, datagrams and the streams' turns
     /// while empty, and the streams' tables once no stream is left (see
-    /// `lazy_deque`), and the congestion controller and
+    /// `lazy`), and the congestion controller and
     /// pacer (see `transfer`), which start again from their initial state
     /// on the next packet in flight. A quiet period is never shorter than
     /// a probe timeout, the least idle time after which a sender restarts

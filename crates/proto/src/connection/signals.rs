@@ -13,6 +13,8 @@ use tern_wire::{
     RelayRequest,
 };
 
+use super::lazy::Lazy;
+
 /// Signals held unacknowledged, at most: past it the oldest is given up.
 /// The endpoint sends few (one per introduction), so this is never reached
 /// by an honest exchange.
@@ -64,50 +66,51 @@ impl Signal {
 
 /// The signals one connection sends and receives: nothing until the first
 /// one (most connections never carry any), so an idle connection pays a
-/// pointer for them.
+/// pointer for them. Never released: the ids of signals in packets still
+/// in flight must not be given to new ones.
 #[derive(Debug, Default)]
-pub(crate) struct Signals(Option<Box<State>>);
+pub(crate) struct Signals(Lazy<State>);
 
 impl Signals {
     /// Queues `signal` to send.
     pub(crate) fn send(&mut self, signal: Signal) {
-        self.0.get_or_insert_default().send(signal);
+        self.0.get_or_default().send(signal);
     }
 
     /// The next signal to send, with its id; it leaves the queue.
     pub(crate) fn next_due(&mut self) -> Option<(u64, Signal)> {
-        self.0.as_mut()?.next_due()
+        self.0.get_mut()?.next_due()
     }
 
     /// A signal taken by `next_due` did not fit: it goes first next time.
     pub(crate) fn put_back(&mut self, id: u64) {
-        if let Some(state) = &mut self.0 {
+        if let Some(state) = self.0.get_mut() {
             state.due.push_front(id);
         }
     }
 
     pub(crate) fn has_due(&self) -> bool {
-        self.0.as_ref().is_some_and(|state| !state.due.is_empty())
+        self.0.get().is_some_and(|state| !state.due.is_empty())
     }
 
     pub(crate) fn on_acked(&mut self, id: u64) {
-        if let Some(state) = &mut self.0 {
+        if let Some(state) = self.0.get_mut() {
             state.held.remove(&id);
         }
     }
 
     pub(crate) fn on_lost(&mut self, id: u64) {
-        if let Some(state) = &mut self.0 {
+        if let Some(state) = self.0.get_mut() {
             state.on_lost(id);
         }
     }
 
     pub(crate) fn on_received(&mut self, signal: Signal) {
-        self.0.get_or_insert_default().on_received(signal);
+        self.0.get_or_default().on_received(signal);
     }
 
     pub(crate) fn poll_received(&mut self) -> Option<Signal> {
-        self.0.as_mut()?.received.pop_front()
+        self.0.get_mut()?.received.pop_front()
     }
 }
 
@@ -170,7 +173,7 @@ mod tests {
         let mut signals = Signals::default();
         assert!(signals.next_due().is_none() && !signals.has_due());
         signals.on_lost(0);
-        assert!(signals.0.is_none());
+        assert!(!signals.0.holds_memory());
         assert_eq!(size_of::<Signals>(), size_of::<usize>());
     }
 

@@ -15,9 +15,11 @@
 //! so memory stays bounded by the number of live senders.
 
 use std::collections::VecDeque;
+use std::hash::Hash;
 
 use rustc_hash::FxHashMap;
-use std::hash::Hash;
+
+use super::super::lazy::{IsEmpty, Lazy};
 
 /// Which queue a sender waits in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +46,27 @@ struct Queues<K> {
     generation: u64,
 }
 
+impl<K> Default for Queues<K> {
+    fn default() -> Self {
+        Self {
+            live: FxHashMap::default(),
+            resend: VecDeque::new(),
+            new: VecDeque::new(),
+            generation: 0,
+        }
+    }
+}
+
+/// Empty while no sender waits: the stale entries left behind are not
+/// worth keeping (they go with the memory, and the generations start
+/// again).
+impl<K> IsEmpty for Queues<K> {
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.live.is_empty()
+    }
+}
+
 /// Round-robin over senders identified by `K` (a stream id, or a lane for
 /// messages), resends first. Empty, its map and queues are about 100
 /// bytes of headers, in every connection: they are kept in a box made at
@@ -51,7 +74,7 @@ struct Queues<K> {
 /// [`release_if_empty`](Self::release_if_empty) (a quiet connection's
 /// release), so an idle connection holds a pointer.
 #[derive(Debug)]
-pub(crate) struct Scheduler<K>(Option<Box<Queues<K>>>);
+pub(crate) struct Scheduler<K>(Lazy<Queues<K>>);
 
 impl<K: Copy + Eq + Hash> Default for Scheduler<K> {
     fn default() -> Self {
@@ -62,33 +85,25 @@ impl<K: Copy + Eq + Hash> Default for Scheduler<K> {
 impl<K: Copy + Eq + Hash> Scheduler<K> {
     /// No sender scheduled.
     pub(crate) fn new() -> Self {
-        Self(None)
+        Self(Lazy::new())
     }
 
     /// `key` has something to send. A sender already waiting keeps its
     /// place, unless it now has lost data and waited for new data only:
     /// then it moves to the resend queue.
     pub(crate) fn schedule(&mut self, key: K, urgency: Urgency) {
-        let queues = self.0.get_or_insert_with(|| {
-            Box::new(Queues {
-                live: FxHashMap::default(),
-                resend: VecDeque::new(),
-                new: VecDeque::new(),
-                generation: 0,
-            })
-        });
-        queues.schedule(key, urgency);
+        self.0.get_or_default().schedule(key, urgency);
     }
 
     /// The next sender to serve, taken off the schedule: resends first,
     /// then new data, each in the order they were scheduled.
     pub(crate) fn next_turn(&mut self) -> Option<K> {
-        self.0.as_mut()?.next_turn()
+        self.0.get_mut()?.next_turn()
     }
 
     /// `key` has nothing left to send (finished, reset, or stopped by the peer).
     pub(crate) fn remove(&mut self, key: K) {
-        if let Some(queues) = self.0.as_mut() {
+        if let Some(queues) = self.0.get_mut() {
             queues.live.remove(&key);
             queues.compact_if_stale();
         }
@@ -97,37 +112,35 @@ impl<K: Copy + Eq + Hash> Scheduler<K> {
     /// Whether `key` is waiting for its turn.
     #[cfg(test)]
     pub(crate) fn is_scheduled(&self, key: K) -> bool {
-        self.0.as_ref().is_some_and(|q| q.live.contains_key(&key))
+        self.0.get().is_some_and(|q| q.live.contains_key(&key))
     }
 
     /// How many senders wait.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.0.as_ref().map_or(0, |q| q.live.len())
+        self.0.get().map_or(0, |q| q.live.len())
     }
 
     /// Whether no sender waits.
     pub(crate) fn is_empty(&self) -> bool {
-        self.0.as_ref().is_none_or(|q| q.live.is_empty())
+        self.0.is_empty()
     }
 
     /// Gives the memory back while no sender waits (the stale entries go
     /// with it, and the generations start again).
     pub(crate) fn release_if_empty(&mut self) {
-        if self.is_empty() {
-            self.0 = None;
-        }
+        self.0.release_if_empty();
     }
 
     /// Whether it holds memory.
     #[cfg(test)]
     pub(crate) fn holds_memory(&self) -> bool {
-        self.0.is_some()
+        self.0.holds_memory()
     }
 
     #[cfg(test)]
     fn entries(&self) -> usize {
-        self.0.as_ref().map_or(0, |q| q.resend.len() + q.new.len())
+        self.0.get().map_or(0, |q| q.resend.len() + q.new.len())
     }
 }
 
