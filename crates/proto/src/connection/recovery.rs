@@ -103,7 +103,7 @@ impl Connection {
             self.release_waiting = false;
             return;
         }
-        if !self.is_quiet(now) || now < self.next_release_from() {
+        if now < self.release_from() {
             self.release_waiting = true;
             return;
         }
@@ -128,29 +128,32 @@ impl Connection {
         self.release_transfer();
     }
 
-    /// Whether the connection carried no application data for
-    /// [`QUIET_RELEASE_INTERVAL`] and a probe timeout, or never did.
-    fn is_quiet(&self, now: Instant) -> bool {
-        self.quiet_from().is_none_or(|from| now >= from)
+    /// The least time a quiet connection has carried no application data
+    /// (or sent or received nothing, for the keys): the release interval,
+    /// and never less than a probe timeout.
+    fn quiet_period(&self) -> Duration {
+        QUIET_RELEASE_INTERVAL.max(self.loss.base_pto())
     }
 
-    /// When the connection will have been quiet long enough; `None` if
-    /// it never carried application data.
-    fn quiet_from(&self) -> Option<Instant> {
-        (self.last_data != self.epoch)
-            .then(|| self.last_data + QUIET_RELEASE_INTERVAL.max(self.loss.base_pto()))
-    }
-
-    /// When a release an ACK found too soon may run: once the connection
-    /// is quiet and an interval after the last release. `None` when none
-    /// waits.
-    pub(super) fn quiet_release_at(&self) -> Option<Instant> {
-        if !self.release_waiting {
-            return None;
+    /// The earliest the scratch memory may be given back: once the
+    /// connection is quiet (it carried no application data for
+    /// [`quiet_period`](Self::quiet_period), or never did) and an interval
+    /// after the last release, or after the connection's start (a
+    /// handshake's packets come and go within it, and need not be given
+    /// back and made again each time). The rule both the release an ACK
+    /// starts and its timer follow.
+    fn release_from(&self) -> Instant {
+        let after_last = self.released_scratch_at + QUIET_RELEASE_INTERVAL;
+        if self.last_data == self.epoch {
+            return after_last;
         }
-        Some(self.quiet_from().map_or(self.next_release_from(), |from| {
-            from.max(self.next_release_from())
-        }))
+        after_last.max(self.last_data + self.quiet_period())
+    }
+
+    /// When a release an ACK found too soon may run
+    /// ([`release_from`](Self::release_from)). `None` when none waits.
+    pub(super) fn quiet_release_at(&self) -> Option<Instant> {
+        self.release_waiting.then(|| self.release_from())
     }
 
     /// When the expanded packet keys (about 340 bytes a direction) are
@@ -165,8 +168,7 @@ impl Connection {
         if !self.keys.as_ref()?.holds_expanded() {
             return None;
         }
-        let quiet = QUIET_RELEASE_INTERVAL.max(self.loss.base_pto());
-        Some(self.last_received.max(self.last_ack_eliciting_sent) + quiet)
+        Some(self.last_received.max(self.last_ack_eliciting_sent) + self.quiet_period())
     }
 
     /// Gives back the expanded packet keys at [`keys_release_at`], and
@@ -183,13 +185,6 @@ impl Connection {
             keys.release_expanded();
         }
         self.release_scratch_when_quiet(now);
-    }
-
-    /// When the next release may be: an interval after the last one, or
-    /// after the connection's start (a handshake's packets come and go
-    /// within it, and need not be given back and made again each time).
-    fn next_release_from(&self) -> Instant {
-        self.released_scratch_at + QUIET_RELEASE_INTERVAL
     }
 
     pub(super) fn rtt(&self) -> Rtt {
