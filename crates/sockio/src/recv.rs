@@ -161,6 +161,8 @@ impl RecvBuffers {
 
 #[cfg(test)]
 mod tests {
+    use std::net::IpAddr;
+
     use super::*;
 
     #[test]
@@ -196,30 +198,32 @@ mod tests {
         let _ = RecvBuffers::new(2, 1 << (usize::BITS - 1));
     }
 
+    const SOURCE: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 5);
+
+    /// Two messages from [`SOURCE`]: a GRO one of 25 bytes in datagrams
+    /// of 10 (the last 5), and an empty one.
+    fn a_gro_message_and_an_empty_one() -> RecvBuffers {
+        let mut bufs = RecvBuffers::new(2, 64);
+        for (index, (len, stride)) in [(25, 10), (0, 0)].into_iter().enumerate() {
+            bufs.set_meta(
+                index,
+                RecvMeta {
+                    source: SOURCE,
+                    len,
+                    stride,
+                },
+            );
+        }
+        bufs.set_filled(2);
+        bufs
+    }
+
     #[test]
     fn datagrams_mut_splits_like_datagrams_and_writes_in_place() {
-        let mut bufs = RecvBuffers::new(2, 64);
-        let source = SocketAddr::from(([127, 0, 0, 1], 5));
-        bufs.set_meta(
-            0,
-            RecvMeta {
-                source,
-                len: 25,
-                stride: 10,
-            },
-        );
-        bufs.set_meta(
-            1,
-            RecvMeta {
-                source,
-                len: 0,
-                stride: 0,
-            },
-        );
-        bufs.set_filled(2);
+        let mut bufs = a_gro_message_and_an_empty_one();
         let mut sizes = Vec::new();
         for (i, (from, d)) in bufs.datagrams_mut().enumerate() {
-            assert_eq!(from, source);
+            assert_eq!(from, SOURCE);
             sizes.push(d.len());
             d.fill(i as u8 + 1);
         }
@@ -230,26 +234,8 @@ mod tests {
 
     #[test]
     fn datagrams_split_a_gro_message_by_its_stride_with_a_short_tail() {
-        let mut bufs = RecvBuffers::new(2, 64);
-        let source = SocketAddr::from(([127, 0, 0, 1], 5));
+        let mut bufs = a_gro_message_and_an_empty_one();
         bufs.slot_mut(0)[..25].copy_from_slice(&[1; 25]);
-        bufs.set_meta(
-            0,
-            RecvMeta {
-                source,
-                len: 25,
-                stride: 10,
-            },
-        );
-        bufs.set_meta(
-            1,
-            RecvMeta {
-                source,
-                len: 0,
-                stride: 0,
-            },
-        );
-        bufs.set_filled(2);
         let sizes: Vec<usize> = bufs.datagrams().map(|(_, d)| d.len()).collect();
         assert_eq!(sizes, [10, 10, 5, 0]);
         assert_eq!(

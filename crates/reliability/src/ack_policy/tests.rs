@@ -23,11 +23,23 @@ impl Receiver {
     }
 }
 
+/// A receiver with the default policy, and the time it starts at.
+fn start() -> (Instant, Receiver) {
+    let (clock, _) = quanta::Clock::mock();
+    (clock.now(), Receiver::new())
+}
+
+fn request(sequence: u64, threshold: u32, delay: Duration) -> AckFrequency {
+    AckFrequency {
+        sequence,
+        ack_eliciting_threshold: threshold,
+        max_ack_delay: delay,
+    }
+}
+
 #[test]
 fn single_ack_eliciting_packet_waits_max_ack_delay() {
-    let (clock, _) = quanta::Clock::mock();
-    let t0 = clock.now();
-    let mut rx = Receiver::new();
+    let (t0, mut rx) = start();
     rx.receive(t0, 0, true);
     assert_eq!(rx.policy.poll_timeout(), Some(t0 + 25 * MS));
     assert!(!rx.policy.ack_due(t0 + 24 * MS));
@@ -37,9 +49,7 @@ fn single_ack_eliciting_packet_waits_max_ack_delay() {
 
 #[test]
 fn second_ack_eliciting_packet_makes_the_ack_due_at_once() {
-    let (clock, _) = quanta::Clock::mock();
-    let t0 = clock.now();
-    let mut rx = Receiver::new();
+    let (t0, mut rx) = start();
     rx.receive(t0, 0, true);
     rx.receive(t0 + 3 * MS, 1, true);
     assert_eq!(rx.policy.poll_timeout(), Some(t0 + 3 * MS));
@@ -50,15 +60,8 @@ fn second_ack_eliciting_packet_makes_the_ack_due_at_once() {
 
 #[test]
 fn a_packet_asking_for_an_ack_is_acknowledged_at_once_under_thinning() {
-    let (clock, _) = quanta::Clock::mock();
-    let t0 = clock.now();
-    let mut rx = Receiver::new();
-    let request = AckFrequency {
-        sequence: 1,
-        ack_eliciting_threshold: 8,
-        max_ack_delay: 5 * MS,
-    };
-    assert!(rx.policy.on_ack_frequency(t0, request));
+    let (t0, mut rx) = start();
+    assert!(rx.policy.on_ack_frequency(t0, request(1, 8, 5 * MS)));
     // Nothing waits: asking changes nothing.
     rx.policy.ack_at_once(t0);
     assert_eq!(rx.policy.poll_timeout(), None);
@@ -77,16 +80,9 @@ fn a_packet_asking_for_an_ack_is_acknowledged_at_once_under_thinning() {
 
 #[test]
 fn one_packet_waits_for_data_to_carry_its_ack_and_two_are_worth_an_ack_alone() {
-    let (clock, _) = quanta::Clock::mock();
-    let t0 = clock.now();
-    let mut rx = Receiver::new();
+    let (t0, mut rx) = start();
     // Thinned by the peer: 8 packets before an ACK is due.
-    let request = AckFrequency {
-        sequence: 1,
-        ack_eliciting_threshold: 8,
-        max_ack_delay: 5 * MS,
-    };
-    assert!(rx.policy.on_ack_frequency(t0, request));
+    assert!(rx.policy.on_ack_frequency(t0, request(1, 8, 5 * MS)));
     rx.receive(t0, 0, true);
     assert!(!rx.policy.worth_sending_alone(t0));
     assert!(
@@ -106,9 +102,7 @@ fn one_packet_waits_for_data_to_carry_its_ack_and_two_are_worth_an_ack_alone() {
 
 #[test]
 fn non_ack_eliciting_packets_never_schedule_an_ack() {
-    let (clock, _) = quanta::Clock::mock();
-    let t0 = clock.now();
-    let mut rx = Receiver::new();
+    let (t0, mut rx) = start();
     for pn in 0..10 {
         rx.receive(t0, pn * 2, false);
     }
@@ -117,9 +111,7 @@ fn non_ack_eliciting_packets_never_schedule_an_ack() {
 
 #[test]
 fn gap_before_ack_eliciting_packet_triggers_immediate_ack() {
-    let (clock, _) = quanta::Clock::mock();
-    let t0 = clock.now();
-    let mut rx = Receiver::new();
+    let (t0, mut rx) = start();
     rx.receive(t0, 0, true);
     rx.policy.on_ack_sent();
     rx.receive(t0 + MS, 2, true);
@@ -128,9 +120,7 @@ fn gap_before_ack_eliciting_packet_triggers_immediate_ack() {
 
 #[test]
 fn late_ack_eliciting_packet_triggers_immediate_ack() {
-    let (clock, _) = quanta::Clock::mock();
-    let t0 = clock.now();
-    let mut rx = Receiver::new();
+    let (t0, mut rx) = start();
     rx.receive(t0, 0, true);
     rx.receive(t0, 2, false);
     rx.policy.on_ack_sent();
@@ -142,28 +132,16 @@ fn late_ack_eliciting_packet_triggers_immediate_ack() {
 
 #[test]
 fn duplicate_packet_changes_nothing() {
-    let (clock, _) = quanta::Clock::mock();
-    let t0 = clock.now();
-    let mut rx = Receiver::new();
+    let (t0, mut rx) = start();
     rx.receive(t0, 0, true);
     rx.policy.on_ack_sent();
     rx.receive(t0 + MS, 0, true);
     assert_eq!(rx.policy.poll_timeout(), None);
 }
 
-fn request(sequence: u64, threshold: u32, delay: Duration) -> AckFrequency {
-    AckFrequency {
-        sequence,
-        ack_eliciting_threshold: threshold,
-        max_ack_delay: delay,
-    }
-}
-
 #[test]
 fn a_senders_request_thins_in_order_acks() {
-    let (clock, _) = quanta::Clock::mock();
-    let t0 = clock.now();
-    let mut rx = Receiver::new();
+    let (t0, mut rx) = start();
     assert!(rx.policy.on_ack_frequency(t0, request(1, 16, 5 * MS)));
     for pn in 0..15 {
         rx.receive(t0, pn, true);
@@ -176,9 +154,7 @@ fn a_senders_request_thins_in_order_acks() {
 
 #[test]
 fn requests_are_bounded_by_the_receivers_limits() {
-    let (clock, _) = quanta::Clock::mock();
-    let t0 = clock.now();
-    let mut rx = Receiver::new();
+    let (t0, mut rx) = start();
     assert!(
         rx.policy
             .on_ack_frequency(t0, request(1, u32::MAX, Duration::MAX))
@@ -202,9 +178,7 @@ fn requests_are_bounded_by_the_receivers_limits() {
 
 #[test]
 fn stale_requests_are_ignored() {
-    let (clock, _) = quanta::Clock::mock();
-    let t0 = clock.now();
-    let mut rx = Receiver::new();
+    let (t0, mut rx) = start();
     assert!(rx.policy.on_ack_frequency(t0, request(5, 8, 5 * MS)));
     assert!(!rx.policy.on_ack_frequency(t0, request(4, 30, 5 * MS)));
     assert!(!rx.policy.on_ack_frequency(t0, request(5, 30, 5 * MS)));
@@ -213,9 +187,7 @@ fn stale_requests_are_ignored() {
 
 #[test]
 fn a_request_makes_a_pending_ack_due_by_the_new_rules() {
-    let (clock, _) = quanta::Clock::mock();
-    let t0 = clock.now();
-    let mut rx = Receiver::new();
+    let (t0, mut rx) = start();
     rx.policy.on_ack_frequency(t0, request(1, 16, 20 * MS));
     for pn in 0..4 {
         rx.receive(t0, pn, true);
@@ -229,9 +201,7 @@ fn a_request_makes_a_pending_ack_due_by_the_new_rules() {
 
 #[test]
 fn the_packets_after_a_gap_are_acknowledged_at_once_despite_thinning() {
-    let (clock, _) = quanta::Clock::mock();
-    let t0 = clock.now();
-    let mut rx = Receiver::new();
+    let (t0, mut rx) = start();
     rx.policy.on_ack_frequency(t0, request(1, 32, 20 * MS));
     rx.receive(t0, 0, true);
     rx.policy.on_ack_sent();

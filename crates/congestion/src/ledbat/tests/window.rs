@@ -3,24 +3,28 @@
 
 use super::*;
 
-#[test]
-fn below_the_target_the_window_grows_at_most_one_packet_per_round_trip() {
-    let mut path = Path::new(config());
+/// The window of a path that just entered congestion avoidance under
+/// `config`, before and after one round trip with `queuing_ms` of queue.
+fn across_a_round_trip(config: LedbatConfig, queuing_ms: u64) -> (u64, u64) {
+    let mut path = Path::new(config);
     path.enter_congestion_avoidance();
     let window = path.cc.window();
-    path.round_trip(0);
-    let grown = path.cc.window() - window;
+    path.round_trip(queuing_ms);
+    (window, path.cc.window())
+}
+
+#[test]
+fn below_the_target_the_window_grows_at_most_one_packet_per_round_trip() {
+    let (window, after) = across_a_round_trip(config(), 0);
+    let grown = after - window;
     // (A little less, as the window grows during the round trip.)
     assert!(
         (MSS - MSS / 20..=MSS).contains(&grown),
         "grew {grown} bytes"
     );
     // Half way to the target, half as fast.
-    let mut path = Path::new(config());
-    path.enter_congestion_avoidance();
-    let window = path.cc.window();
-    path.round_trip(50);
-    let grown = path.cc.window() - window;
+    let (window, after) = across_a_round_trip(config(), 50);
+    let grown = after - window;
     assert!(
         (MSS / 2 - MSS / 20..=MSS / 2).contains(&grown),
         "grew {grown} bytes"
@@ -57,11 +61,8 @@ fn growth_stops_one_packet_beyond_what_was_in_flight() {
 fn at_the_target_the_window_still_grows_a_packet_per_round_trip() {
     // LEDBAT++: GAIN − C × W × (delay/target − 1) packets per round trip,
     // which is GAIN at the target itself.
-    let mut path = Path::new(config());
-    path.enter_congestion_avoidance();
-    let window = path.cc.window();
-    path.round_trip(100);
-    let grown = path.cc.window() - window;
+    let (window, after) = across_a_round_trip(config(), 100);
+    let grown = after - window;
     assert!(
         (MSS - MSS / 20..=MSS).contains(&grown),
         "grew {grown} bytes"
@@ -71,15 +72,11 @@ fn at_the_target_the_window_still_grows_a_packet_per_round_trip() {
 #[test]
 fn just_above_the_target_growth_and_decrease_balance() {
     // 26 packets: the balance is at 1 + 1/26 times the target, 103.8 ms.
-    let mut path = Path::new(config());
-    path.enter_congestion_avoidance();
-    assert_eq!(path.cc.window(), 26 * MSS);
-    path.round_trip(103);
-    assert!(path.cc.window() > 26 * MSS);
-    let mut path = Path::new(config());
-    path.enter_congestion_avoidance();
-    path.round_trip(105);
-    assert!(path.cc.window() < 26 * MSS);
+    let (window, after) = across_a_round_trip(config(), 103);
+    assert_eq!(window, 26 * MSS);
+    assert!(after > window);
+    let (window, after) = across_a_round_trip(config(), 105);
+    assert!(after < window);
 }
 
 #[test]
@@ -119,15 +116,13 @@ fn far_above_the_target_the_window_at_most_halves_per_round_trip() {
 
 #[test]
 fn without_the_multiplicative_decrease_the_window_shrinks_as_in_rfc_6817() {
-    let mut path = Path::new(LedbatConfig {
+    let config = LedbatConfig {
         decrease_constant: 0.0,
         ..config()
-    });
-    path.enter_congestion_avoidance();
-    let window = path.cc.window();
+    };
     // off_target = -1: one packet less per round trip.
-    path.round_trip(200);
-    let shrunk = window - path.cc.window();
+    let (window, after) = across_a_round_trip(config, 200);
+    let shrunk = window - after;
     // (A little more, as the window shrinks during the round trip.)
     assert!((MSS..=MSS + 40).contains(&shrunk), "shrank {shrunk}");
 }
