@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use support::net::{localhost, server_with};
+use support::net::{connect_and_take, localhost, received, server_with};
 use support::relay::{self, Impairment};
 use support::{identity, other_identity};
 use tern_peer::proto::CloseKind;
@@ -33,16 +33,7 @@ async fn the_server_sees_who_connected_before_it_accepts_and_both_sides_report_t
     let server = server_with(Config::default());
     let client = known_client();
     let public = identity().public();
-    let (connected, incoming) = tokio::time::timeout(PATIENCE, async {
-        tokio::join!(
-            client.connect(server.local_addr(), &public),
-            server.accept()
-        )
-    })
-    .await
-    .expect("the handshake ends");
-    let to_server = connected.expect("connects");
-    let incoming = incoming.expect("a connection comes");
+    let (to_server, incoming) = connect_and_take(&client, &server, &public, PATIENCE).await;
     assert_eq!(incoming.identity(), Some(&other_identity().public()));
     assert_eq!(incoming.remote_address(), client.local_addr());
     let from_client = incoming.accept();
@@ -51,11 +42,7 @@ async fn the_server_sees_who_connected_before_it_accepts_and_both_sides_report_t
     assert_eq!(to_server.peer_identity(), Some(public));
     assert_eq!(to_server.remote_address(), server.local_addr());
     to_server.send(&b"hello"[..]).await.expect("sent");
-    let received = tokio::time::timeout(PATIENCE, from_client.recv())
-        .await
-        .expect("recv ends")
-        .expect("a message");
-    assert_eq!(&received[..], b"hello");
+    assert_eq!(&received(&from_client, PATIENCE).await[..], b"hello");
     // The server tells the client the address its packets come from.
     let observed = tokio::time::timeout(PATIENCE, async {
         loop {
@@ -75,12 +62,7 @@ async fn an_anonymous_client_comes_without_an_identity() {
     let server = server_with(Config::default());
     let client = anonymous_client(Config::default());
     let public = identity().public();
-    let (connected, incoming) = tokio::join!(
-        client.connect(server.local_addr(), &public),
-        server.accept()
-    );
-    connected.expect("connects");
-    let incoming = incoming.expect("a connection comes");
+    let (_, incoming) = connect_and_take(&client, &server, &public, PATIENCE).await;
     assert_eq!(incoming.identity(), None);
     assert_eq!(incoming.accept().peer_identity(), None);
 }
@@ -92,12 +74,7 @@ async fn a_refused_connection_is_closed_with_the_code_and_counted_and_so_is_one_
     let public = identity().public();
     for (refuse, code) in [(true, 7), (false, 0)] {
         let client = known_client();
-        let (connected, incoming) = tokio::join!(
-            client.connect(server.local_addr(), &public),
-            server.accept()
-        );
-        let to_server = connected.expect("connects");
-        let incoming = incoming.expect("a connection comes");
+        let (to_server, incoming) = connect_and_take(&client, &server, &public, PATIENCE).await;
         if refuse {
             incoming.refuse(code);
         } else {
@@ -239,16 +216,7 @@ async fn a_simultaneous_open_reports_the_key_proven_on_each_connection() {
     // in as a peer's.
     let endpoint = server_with(Config::default());
     let public = identity().public();
-    let (connected, incoming) = tokio::time::timeout(PATIENCE, async {
-        tokio::join!(
-            endpoint.connect(endpoint.local_addr(), &public),
-            endpoint.accept()
-        )
-    })
-    .await
-    .expect("the handshake ends");
-    let outgoing = connected.expect("connects");
-    let incoming = incoming.expect("the other half");
+    let (outgoing, incoming) = connect_and_take(&endpoint, &endpoint, &public, PATIENCE).await;
     // The connect proved the key it named; the incoming half, the key its
     // initiator proved: the same endpoint's.
     assert_eq!(outgoing.peer_identity(), Some(public.clone()));

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use rand_core::OsRng;
 use support::identity;
-use support::net::localhost;
+use support::net::{connect_and_take, localhost, received};
 use tern_peer::{Config, Endpoint, IdentityKey};
 
 /// Longer than anything below should take, shorter than the idle timeout.
@@ -31,16 +31,7 @@ async fn a_client_with_an_x25519_identity_reaches_rsa_and_x25519_servers() {
         let kind = server_key.kind();
         let public = server_key.public();
         let server = endpoint(Some(server_key));
-        let (connected, incoming) = tokio::time::timeout(PATIENCE, async {
-            tokio::join!(
-                client.connect(server.local_addr(), &public),
-                server.accept()
-            )
-        })
-        .await
-        .expect("the handshake ends");
-        let to_server = connected.expect("connects");
-        let incoming = incoming.expect("a connection comes");
+        let (to_server, incoming) = connect_and_take(&client, &server, &public, PATIENCE).await;
         // An X25519 identity is proven in the intro to an X25519 server,
         // and with an Identity frame (its exchange with the server's
         // ephemeral key) to an RSA server.
@@ -48,17 +39,9 @@ async fn a_client_with_an_x25519_identity_reaches_rsa_and_x25519_servers() {
         let from_client = incoming.accept();
         assert_eq!(to_server.peer_identity(), Some(public));
         to_server.send(&b"hello"[..]).await.expect("sent");
-        let received = tokio::time::timeout(PATIENCE, from_client.recv())
-            .await
-            .expect("recv ends")
-            .expect("a message");
-        assert_eq!(&received[..], b"hello");
+        assert_eq!(&received(&from_client, PATIENCE).await[..], b"hello");
         from_client.send(&b"back"[..]).await.expect("sent");
-        let back = tokio::time::timeout(PATIENCE, to_server.recv())
-            .await
-            .expect("recv ends")
-            .expect("a message");
-        assert_eq!(&back[..], b"back");
+        assert_eq!(&received(&to_server, PATIENCE).await[..], b"back");
     }
 }
 
@@ -69,16 +52,7 @@ async fn an_anonymous_client_reaches_an_x25519_server_and_an_rsa_client_proves_i
     let server = endpoint(Some(server_key));
     for client_key in [None, Some(identity())] {
         let client = endpoint(client_key.clone());
-        let (connected, incoming) = tokio::time::timeout(PATIENCE, async {
-            tokio::join!(
-                client.connect(server.local_addr(), &public),
-                server.accept()
-            )
-        })
-        .await
-        .expect("the handshake ends");
-        connected.expect("connects");
-        let incoming = incoming.expect("a connection comes");
+        let (_, incoming) = connect_and_take(&client, &server, &public, PATIENCE).await;
         let expected = client_key.map(|key| key.public());
         assert_eq!(incoming.identity(), expected.as_ref());
     }

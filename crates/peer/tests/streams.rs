@@ -6,11 +6,11 @@ mod support;
 
 use std::time::Duration;
 
-use support::net::{client, localhost, pair, pattern, server, server_with};
+use support::net::{connected, localhost, pair, pattern, server_with};
 use tern_peer::proto::{Direction, EndpointConfig, INITIAL_MAX_STREAMS, StreamId};
 use tern_peer::{
     ClosedStream, Config, Connection, ConnectionError, ConnectionLost, Endpoint, ReadError,
-    ReadToEndError, SendDatagramError, WriteError,
+    ReadToEndError, RecvStream, SendDatagramError, SendStream, WriteError,
 };
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
@@ -19,10 +19,28 @@ use tokio::sync::mpsc;
 /// timing assertion.
 const PATIENCE: Duration = Duration::from_secs(20);
 
+/// Opens a two-way stream from `a`, writes `bytes` on it, and has `b`
+/// accept it: `a`'s writer and `b`'s reader.
+async fn stream_with(a: &Connection, b: &Connection, bytes: &[u8]) -> (SendStream, RecvStream) {
+    let (mut send, _) = a.open_bi().await.expect("opens");
+    send.write_all(bytes).await.expect("writes");
+    let (_, recv) = b.accept_bi().await.expect("accepts");
+    (send, recv)
+}
+
+/// `send`'s reader stopped it with `code`: the stop arrives, and a write
+/// fails with that code.
+async fn assert_stopped(send: &mut SendStream, code: u64) {
+    let stopped = tokio::time::timeout(PATIENCE, send.stopped())
+        .await
+        .expect("the stop arrives");
+    assert_eq!(stopped, Ok(Some(code)));
+    assert_eq!(send.write(b"more").await, Err(WriteError::Stopped(code)));
+}
+
 #[tokio::test]
 async fn the_halves_of_a_stream_work_from_two_tasks_each_way() {
-    let (server, client) = (server(None), client(None));
-    let (a, b) = pair(&server, &client).await;
+    let (_server, _client, a, b) = connected().await;
     let (mut a_send, mut a_recv) = a.open_bi().await.expect("opens");
     a_send.write_all(b"ping").await.expect("writes");
     let (mut b_send, mut b_recv) = b.accept_bi().await.expect("accepts");
@@ -62,22 +80,13 @@ async fn the_halves_of_a_stream_work_from_two_tasks_each_way() {
 
 #[tokio::test]
 async fn a_stopped_stream_fails_its_writer_with_the_peers_code() {
-    let (server, client) = (server(None), client(None));
-    let (a, b) = pair(&server, &client).await;
-    let (mut send, _) = a.open_bi().await.expect("opens");
-    send.write_all(b"first bytes").await.expect("writes");
-    let (_, mut recv) = b.accept_bi().await.expect("accepts");
+    let (_server, _client, a, b) = connected().await;
+    let (mut send, mut recv) = stream_with(&a, &b, b"first bytes").await;
     recv.stop(42).expect("stops");
     assert_eq!(recv.stop(43), Err(ClosedStream), "stopped once");
-    assert_eq!(
-        tokio::time::timeout(PATIENCE, send.stopped())
-            .await
-            .expect("the stop arrives"),
-        Ok(Some(42))
-    );
+    assert_stopped(&mut send, 42).await;
     // Writes fail with the code, typed, and inside the io::Error of
     // AsyncWrite too.
-    assert_eq!(send.write(b"more").await, Err(WriteError::Stopped(42)));
     let error = AsyncWriteExt::write(&mut send, b"more")
         .await
         .expect_err("stopped");
@@ -88,11 +97,8 @@ async fn a_stopped_stream_fails_its_writer_with_the_peers_code() {
 
 #[tokio::test]
 async fn a_reset_stream_fails_its_reader_with_the_peers_code() {
-    let (server, client) = (server(None), client(None));
-    let (a, b) = pair(&server, &client).await;
-    let (mut send, _) = a.open_bi().await.expect("opens");
-    send.write_all(&pattern(0, 10_000)).await.expect("writes");
-    let (_, mut recv) = b.accept_bi().await.expect("accepts");
+    let (_server, _client, a, b) = connected().await;
+    let (mut send, mut recv) = stream_with(&a, &b, &pattern(0, 10_000)).await;
     send.reset(7).expect("resets");
     assert_eq!(send.reset(8), Err(ClosedStream), "reset once");
     let outcome = tokio::time::timeout(PATIENCE, async {
@@ -111,8 +117,7 @@ async fn a_reset_stream_fails_its_reader_with_the_peers_code() {
 
 #[tokio::test]
 async fn read_to_end_refuses_a_stream_over_its_limit() {
-    let (server, client) = (server(None), client(None));
-    let (a, b) = pair(&server, &client).await;
+    let (_server, _client, a, b) = connected().await;
     let (mut send, _) = a.open_bi().await.expect("opens");
     send.write_all(&pattern(0, 200_000)).await.expect("writes");
     send.finish().expect("finishes");
@@ -125,11 +130,8 @@ async fn read_to_end_refuses_a_stream_over_its_limit() {
 
 #[tokio::test]
 async fn stream_operations_on_a_closed_connection_name_its_end() {
-    let (server, client) = (server(None), client(None));
-    let (a, b) = pair(&server, &client).await;
-    let (mut send, _) = a.open_bi().await.expect("opens");
-    send.write_all(b"x").await.expect("writes");
-    let (_, mut recv) = b.accept_bi().await.expect("accepts");
+    let (_server, _client, a, b) = connected().await;
+    let (mut send, mut recv) = stream_with(&a, &b, b"x").await;
     let mut buf = [0u8; 8];
     assert_eq!(recv.read(&mut buf).await, Ok(Some(1)));
     a.close(9, "bye").await;
@@ -166,8 +168,7 @@ fn with_datagram_queue(queue: usize) -> Config {
 
 #[tokio::test]
 async fn an_oversized_datagram_is_refused_with_the_limit_and_the_connection_lives() {
-    let (server, client) = (server(None), client(None));
-    let (a, b) = pair(&server, &client).await;
+    let (_server, _client, a, b) = connected().await;
     let max = a.max_datagram_size().expect("open");
     assert!(max >= 1000, "a packet carries at least {max} bytes");
     assert_eq!(
@@ -221,8 +222,7 @@ async fn a_full_datagram_queue_drops_its_oldest_but_send_datagram_wait_waits() {
 
 #[tokio::test]
 async fn one_way_streams_are_accepted_apart_from_bidirectional_ones() {
-    let (server, client) = (server(None), client(None));
-    let (a, b) = pair(&server, &client).await;
+    let (_server, _client, a, b) = connected().await;
     let mut one_way = a.open_uni().await.expect("opens");
     one_way
         .write_all(&pattern(0, 50_000))
@@ -254,28 +254,18 @@ async fn one_way_streams_are_accepted_apart_from_bidirectional_ones() {
 
 #[tokio::test]
 async fn a_one_way_stream_stopped_by_its_reader_fails_the_writer() {
-    let (server, client) = (server(None), client(None));
-    let (a, b) = pair(&server, &client).await;
+    let (_server, _client, a, b) = connected().await;
     let mut send = a.open_uni().await.expect("opens");
     send.write_all(b"unwanted").await.expect("writes");
     let mut recv = b.accept_uni().await.expect("accepts");
     recv.stop(11).expect("stops");
-    assert_eq!(
-        tokio::time::timeout(PATIENCE, send.stopped())
-            .await
-            .expect("the stop arrives"),
-        Ok(Some(11))
-    );
-    assert_eq!(send.write(b"more").await, Err(WriteError::Stopped(11)));
+    assert_stopped(&mut send, 11).await;
 }
 
 #[tokio::test]
 async fn a_stop_is_still_reported_after_the_protocol_let_the_stream_go() {
-    let (server, client) = (server(None), client(None));
-    let (a, b) = pair(&server, &client).await;
-    let (mut send, _) = a.open_bi().await.expect("opens");
-    send.write_all(b"first bytes").await.expect("writes");
-    let (_, mut recv) = b.accept_bi().await.expect("accepts");
+    let (_server, _client, a, b) = connected().await;
+    let (mut send, mut recv) = stream_with(&a, &b, b"first bytes").await;
     recv.stop(42).expect("stops");
     // Round trips after the stop: the reset that answers it is sent and
     // acknowledged, and the protocol forgets the stream's sending half.
@@ -285,8 +275,7 @@ async fn a_stop_is_still_reported_after_the_protocol_let_the_stream_go() {
         a.send(vec![i; 10]).await.expect("sends");
         assert_eq!(b.recv().await.expect("receives")[0], i);
     }
-    assert_eq!(send.stopped().await, Ok(Some(42)));
-    assert_eq!(send.write(b"more").await, Err(WriteError::Stopped(42)));
+    assert_stopped(&mut send, 42).await;
 }
 
 /// Endpoints whose peers may each have `streams` streams of each kind
@@ -336,8 +325,7 @@ async fn streams_accepted_and_dropped_unread_return_their_credit() {
 
 #[tokio::test]
 async fn a_waiting_accept_ends_with_the_connection() {
-    let (server, client) = (server(None), client(None));
-    let (a, b) = pair(&server, &client).await;
+    let (_server, _client, a, b) = connected().await;
     let (mut send, _) = a.open_bi().await.expect("opens");
     send.write_all(b"x").await.expect("writes");
     // The first accept has the driver accept streams from now on.

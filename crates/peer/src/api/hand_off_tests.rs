@@ -103,22 +103,45 @@ fn locked_for_a_second<R: Send + 'static, S>(
     (ran, lasted, rx)
 }
 
-/// Opens a stream from `a` to `b` and writes its first two bytes
-/// (`pattern(0, 2)`), the second once the peer announced its window: from
-/// then on the writer may hand off.
-pub(super) async fn open_announced(a: &Connection, b: &Connection) -> (SendStream, RecvStream) {
-    let (mut upload, _) = a.open_bi().await.expect("opens");
-    upload.write_all(&pattern(0, 1)).await.expect("writes");
-    let (_, download) = tokio::time::timeout(PATIENCE, b.accept_bi())
+/// The next two-way stream `b` accepts, within [`PATIENCE`].
+pub(super) async fn accepted(b: &Connection) -> (SendStream, RecvStream) {
+    tokio::time::timeout(PATIENCE, b.accept_bi())
         .await
         .expect("the stream arrives")
-        .expect("a stream");
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    upload.write_all(&pattern(1, 1)).await.expect("writes");
+        .expect("a stream")
+}
+
+/// Reads `answer` to its end within [`PATIENCE`]: the peer answered
+/// `back`.
+pub(super) async fn assert_answered(answer: &mut RecvStream) {
+    let back = tokio::time::timeout(PATIENCE, answer.read_to_end(64))
+        .await
+        .expect("the answer arrives")
+        .expect("reads");
+    assert_eq!(back, b"back");
+}
+
+/// The halves of one stream: `a`'s, then `b`'s.
+type Halves = ((SendStream, RecvStream), (SendStream, RecvStream));
+
+/// [`open_announced_halves`], for `a`'s writer and `b`'s reader only.
+pub(super) async fn open_announced(a: &Connection, b: &Connection) -> (SendStream, RecvStream) {
+    let ((upload, _), (_, download)) = open_announced_halves(a, b).await;
     (upload, download)
 }
 
-/// Reads `stream` to its end.
+/// Opens a stream from `a` to `b` and writes its first two bytes
+/// (`pattern(0, 2)`), the second once the peer announced its window: from
+/// then on the writer may hand off.
+async fn open_announced_halves(a: &Connection, b: &Connection) -> Halves {
+    let (mut upload, download) = a.open_bi().await.expect("opens");
+    upload.write_all(&pattern(0, 1)).await.expect("writes");
+    let (answer, received) = accepted(b).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    upload.write_all(&pattern(1, 1)).await.expect("writes");
+    ((upload, download), (answer, received))
+}
+
 /// Waits for `closing` (a task closing the connection with code 9), then
 /// for its peer `b` to learn of that close.
 async fn close_seen(closing: tokio::task::JoinHandle<()>, b: &Connection) {
@@ -132,6 +155,7 @@ async fn close_seen(closing: tokio::task::JoinHandle<()>, b: &Connection) {
     assert!(closed.to_string().contains('9'), "{closed}");
 }
 
+/// Reads `stream` to its end.
 async fn read_to_end(mut stream: RecvStream) -> Vec<u8> {
     let mut read = Vec::new();
     let mut buf = vec![0u8; 64 << 10];
@@ -509,10 +533,7 @@ async fn accept_bi_and_accept_uni_take_streams_the_driver_accepted_without_the_l
     let (mut first, _) = a.open_bi().await.expect("opens");
     first.write_all(b"first").await.expect("writes");
     // The first accept takes the lock, and has the driver accept the next.
-    let _ = tokio::time::timeout(PATIENCE, b.accept_bi())
-        .await
-        .expect("arrives")
-        .expect("accepts");
+    let _ = accepted(&b).await;
     let (mut two_way, mut answer) = a.open_bi().await.expect("opens");
     let mut one_way = a.open_uni().await.expect("opens");
     for (stream, bytes) in [(&mut two_way, &b"two-way"[..]), (&mut one_way, b"one-way")] {
@@ -539,26 +560,13 @@ async fn accept_bi_and_accept_uni_take_streams_the_driver_accepted_without_the_l
     );
     send.write_all(b"back").await.expect("writes");
     send.finish().expect("finishes");
-    let back = tokio::time::timeout(PATIENCE, answer.read_to_end(64))
-        .await
-        .expect("the answer arrives")
-        .expect("reads");
-    assert_eq!(back, b"back");
+    assert_answered(&mut answer).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn halves_and_the_last_handle_dropped_while_the_lock_is_held_are_let_go_in_order() {
     let (_server, client, a, b) = connected(Config::default(), Config::default()).await;
-    let (mut upload, download) = a.open_bi().await.expect("opens");
-    upload.write_all(&pattern(0, 1)).await.expect("writes");
-    let (answer, received) = tokio::time::timeout(PATIENCE, b.accept_bi())
-        .await
-        .expect("the stream arrives")
-        .expect("a stream");
-    // The next write, once the peer announced its window, grants the
-    // writer its room: from then on it may hand off.
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    upload.write_all(&pattern(1, 1)).await.expect("writes");
+    let ((mut upload, download), (answer, received)) = open_announced_halves(&a, &b).await;
     let runtime = tokio::runtime::Handle::current();
     let (ran, _) = while_locked(&client, move || {
         runtime.block_on(async {
@@ -600,10 +608,7 @@ async fn a_stop_while_the_lock_is_held_returns_and_reaches_the_writer() {
     let (server, _client, a, b) = connected(Config::default(), Config::default()).await;
     let (mut upload, _download) = a.open_bi().await.expect("opens");
     upload.write_all(b"unwanted").await.expect("writes");
-    let (_answer, mut received) = tokio::time::timeout(PATIENCE, b.accept_bi())
-        .await
-        .expect("the stream arrives")
-        .expect("a stream");
+    let (_answer, mut received) = accepted(&b).await;
     let (ran, _) = while_locked(&server, move || (received.stop(5), received));
     let (stopped, mut received) = ran.expect("stop waited for the lock");
     assert_eq!(stopped, Ok(()));

@@ -5,7 +5,9 @@
 //! never opened, and its halves say why.
 
 use super::error::ConnectionLost;
-use super::hand_off_tests::{PATIENCE, connected, while_locked, while_locked_after};
+use super::hand_off_tests::{
+    PATIENCE, accepted, assert_answered, connected, while_locked, while_locked_after,
+};
 use super::{Config, WriteError};
 use crate::proto::{Direction, Side, StreamId};
 
@@ -49,10 +51,7 @@ async fn open_bi_and_open_uni_take_ids_without_the_lock_once_one_took_it() {
     }
     let mut read = Vec::new();
     for _ in 0..3 {
-        let (mut send, mut recv) = tokio::time::timeout(PATIENCE, b.accept_bi())
-            .await
-            .expect("arrives")
-            .expect("accepts");
+        let (mut send, mut recv) = accepted(&b).await;
         read.push((recv.id(), recv.read_to_end(64).await.expect("reads")));
         send.write_all(b"back").await.expect("writes");
         send.finish().expect("finishes");
@@ -74,11 +73,7 @@ async fn open_bi_and_open_uni_take_ids_without_the_lock_once_one_took_it() {
         one_way_recv.read_to_end(64).await.expect("reads"),
         b"one-way"
     );
-    let back = tokio::time::timeout(PATIENCE, answer.read_to_end(64))
-        .await
-        .expect("the answer arrives")
-        .expect("reads");
-    assert_eq!(back, b"back");
+    assert_answered(&mut answer).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

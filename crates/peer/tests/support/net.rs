@@ -2,9 +2,10 @@
 //! sockets with either backend, a connected pair, and checkable data.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use bytes::Bytes;
-use tern_peer::{Config, Connection, Endpoint};
+use tern_peer::{Config, Connection, Endpoint, Incoming, PublicIdentity};
 use tern_sockio::Backend;
 
 /// Each loopback test runs with both: one datagram per system call, and
@@ -39,6 +40,43 @@ pub async fn pair(server: &Endpoint, client: &Endpoint) -> (Connection, Connecti
         connected.expect("connects"),
         accepted.expect("the server accepts"),
     )
+}
+
+/// A server and a client endpoint with the kernel's best backend, and a
+/// connected pair between them, as [`pair`]: the endpoints are kept, as
+/// their connections end with them.
+pub async fn connected() -> (Endpoint, Endpoint, Connection, Connection) {
+    let (server, client) = (server(None), client(None));
+    let (a, b) = pair(&server, &client).await;
+    (server, client, a, b)
+}
+
+/// `client` connects to `server` (whose key is `public`) while `server`
+/// takes the attempt, within `patience`: the client's connection, and
+/// what the server has to decide on.
+pub async fn connect_and_take(
+    client: &Endpoint,
+    server: &Endpoint,
+    public: &PublicIdentity,
+    patience: Duration,
+) -> (Connection, Incoming) {
+    let (connected, incoming) = tokio::time::timeout(patience, async {
+        tokio::join!(client.connect(server.local_addr(), public), server.accept())
+    })
+    .await
+    .expect("the handshake ends");
+    (
+        connected.expect("connects"),
+        incoming.expect("a connection comes"),
+    )
+}
+
+/// The next message on `connection`, within `patience`.
+pub async fn received(connection: &Connection, patience: Duration) -> Bytes {
+    tokio::time::timeout(patience, connection.recv())
+        .await
+        .expect("recv ends")
+        .expect("a message")
 }
 
 /// Byte `k` of a test transfer: depends on the position, so a reordered,
