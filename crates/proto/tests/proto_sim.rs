@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Outbox, Pair, drive, exchange, message};
+use support::{Outbox, Pair, connection_at, drive, exchange, message};
 use tern_proto::{ConnectionError, EndpointConfig, Event, ReadOutcome};
 use tern_sim::{GilbertElliott, LinkConfig, Seed};
 
@@ -132,19 +132,14 @@ fn a_stream_carries_a_megabyte_in_order_with_its_end() {
     let mut finished = false;
     let (client_node, server_node) = (pair.client, pair.server);
     drive(&mut pair.sim, Duration::from_secs(120), |sim| {
-        let connection = sim
-            .node_mut(client_node)
-            .0
-            .connection(client)
-            .expect("connection");
+        let connection = connection_at(sim, client_node, client);
         if written < data.len() {
             written += connection.write(stream, &data[written..]).expect("open");
             if written == data.len() {
                 connection.finish(stream).expect("open");
             }
         }
-        let server_ep = &mut sim.node_mut(server_node).0;
-        let connection = server_ep.connection(server).expect("server connection");
+        let connection = connection_at(sim, server_node, server);
         if server_stream.is_none() {
             server_stream = connection.accept_stream();
         }
@@ -215,17 +210,8 @@ fn a_peer_that_only_sends_and_never_reads_keeps_going() {
     let mut got = vec![0u32; 100];
     let (client_node, server_node) = (pair.client, pair.server);
     drive(&mut pair.sim, Duration::from_secs(60), |sim| {
-        from_client.pump(
-            sim.node_mut(client_node)
-                .0
-                .connection(client)
-                .expect("client"),
-        );
-        let connection = sim
-            .node_mut(server_node)
-            .0
-            .connection(server)
-            .expect("server");
+        from_client.pump(connection_at(sim, client_node, client));
+        let connection = connection_at(sim, server_node, server);
         from_server.pump(connection);
         while let Some(m) = connection.recv_message() {
             let id = u32::from_le_bytes(m[..4].try_into().expect("4 bytes"));
@@ -257,17 +243,8 @@ fn small_messages_are_delivered_while_a_large_one_is_in_flight() {
     let mut small_done_before_large = false;
     let (client_node, server_node) = (pair.client, pair.server);
     drive(&mut pair.sim, Duration::from_secs(600), |sim| {
-        outbox.pump(
-            sim.node_mut(client_node)
-                .0
-                .connection(client)
-                .expect("client"),
-        );
-        let connection = sim
-            .node_mut(server_node)
-            .0
-            .connection(server)
-            .expect("server");
+        outbox.pump(connection_at(sim, client_node, client));
+        let connection = connection_at(sim, server_node, server);
         while let Some(m) = connection.recv_message() {
             if m.len() == 100 {
                 small += 1;

@@ -298,6 +298,18 @@ pub fn drive<N: tern_sim::Node>(
     }
 }
 
+/// Connection `handle` of the endpoint at `node`, which must still hold it.
+pub fn connection_at(
+    sim: &mut EndpointSim,
+    node: NodeId,
+    handle: ConnectionHandle,
+) -> &mut Connection {
+    sim.node_mut(node)
+        .0
+        .connection(handle)
+        .expect("the connection lives")
+}
+
 /// Message `id` of `len` bytes: its number in the first four bytes (when
 /// there is room), then bytes that depend on both.
 pub fn message(id: u32, len: usize) -> Bytes {

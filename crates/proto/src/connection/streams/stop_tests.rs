@@ -30,6 +30,18 @@ fn reset(id: StreamId, final_size: u64) -> ResetStream {
     }
 }
 
+/// The peer's first one-way stream, of which 5 bytes came, stopped with
+/// code 3 before its end.
+fn stopped_before_its_end() -> (Streams, StreamId) {
+    let mut streams = streams();
+    let id = theirs(Direction::OneWay, 0);
+    streams
+        .on_stream_frame(id, 0, b"first", false)
+        .expect("valid");
+    streams.stop_sending(id, 3).expect("a stream of the peer's");
+    (streams, id)
+}
+
 #[test]
 fn a_stream_stopped_after_its_end_arrived_is_retired_at_once() {
     let mut streams = streams();
@@ -53,12 +65,7 @@ fn a_stream_stopped_after_its_end_arrived_is_retired_at_once() {
 
 #[test]
 fn a_stream_stopped_before_its_end_keeps_nothing_and_is_retired_when_it_ends() {
-    let mut streams = streams();
-    let id = theirs(Direction::OneWay, 0);
-    streams
-        .on_stream_frame(id, 0, b"first", false)
-        .expect("valid");
-    streams.stop_sending(id, 3).expect("a stream of the peer's");
+    let (mut streams, id) = stopped_before_its_end();
     assert_eq!(stops_due(&streams), vec![(id, 3)]);
     assert_eq!(
         retired(&streams, Direction::OneWay),
@@ -87,12 +94,7 @@ fn a_stream_stopped_before_its_end_keeps_nothing_and_is_retired_when_it_ends() {
 
 #[test]
 fn a_stopped_stream_is_retired_by_the_reset_that_answers_the_stop() {
-    let mut streams = streams();
-    let id = theirs(Direction::OneWay, 0);
-    streams
-        .on_stream_frame(id, 0, b"first", false)
-        .expect("valid");
-    streams.stop_sending(id, 3).expect("a stream of the peer's");
+    let (mut streams, id) = stopped_before_its_end();
     streams.on_reset(&reset(id, 20)).expect("valid");
     assert_eq!(retired(&streams, Direction::OneWay), 1);
     assert!(!streams.has_unread());
