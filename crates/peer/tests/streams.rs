@@ -338,17 +338,22 @@ async fn a_waiting_accept_ends_with_the_connection() {
         .expect("the close ends the waits")
         .expect("the task ends");
     for lost in [two_way, one_way] {
-        assert!(
-            matches!(
-                lost,
-                Some(ConnectionLost::Connection(ConnectionError::PeerClosed {
-                    code: 9,
-                    ..
-                }))
-            ),
-            "{lost:?}"
-        );
+        assert_closed_by_the_peer_with_9(lost);
     }
+}
+
+/// What a wait ended with: the peer closed the connection with code 9.
+fn assert_closed_by_the_peer_with_9(lost: Option<ConnectionLost>) {
+    assert!(
+        matches!(
+            lost,
+            Some(ConnectionLost::Connection(ConnectionError::PeerClosed {
+                code: 9,
+                ..
+            }))
+        ),
+        "{lost:?}"
+    );
 }
 
 /// A pair whose peers each allow `streams` streams of each kind at once.
@@ -523,14 +528,5 @@ async fn an_open_waiting_for_credit_ends_with_the_connection() {
         .await
         .expect("the close ends the wait")
         .expect("the task ends");
-    assert!(
-        matches!(
-            lost,
-            Some(ConnectionLost::Connection(ConnectionError::PeerClosed {
-                code: 9,
-                ..
-            }))
-        ),
-        "{lost:?}"
-    );
+    assert_closed_by_the_peer_with_9(lost);
 }

@@ -13,22 +13,22 @@ fn across_a_round_trip(config: LedbatConfig, queuing_ms: u64) -> (u64, u64) {
     (window, path.cc.window())
 }
 
+/// The window grew by `grown` bytes in a round trip: `expected`, or a
+/// little less, as the window grows during the round trip.
+fn assert_grew_about(grown: u64, expected: u64) {
+    assert!(
+        (expected - MSS / 20..=expected).contains(&grown),
+        "grew {grown} bytes, not about {expected}"
+    );
+}
+
 #[test]
 fn below_the_target_the_window_grows_at_most_one_packet_per_round_trip() {
     let (window, after) = across_a_round_trip(config(), 0);
-    let grown = after - window;
-    // (A little less, as the window grows during the round trip.)
-    assert!(
-        (MSS - MSS / 20..=MSS).contains(&grown),
-        "grew {grown} bytes"
-    );
+    assert_grew_about(after - window, MSS);
     // Half way to the target, half as fast.
     let (window, after) = across_a_round_trip(config(), 50);
-    let grown = after - window;
-    assert!(
-        (MSS / 2 - MSS / 20..=MSS / 2).contains(&grown),
-        "grew {grown} bytes"
-    );
+    assert_grew_about(after - window, MSS / 2);
 }
 
 #[test]
@@ -62,11 +62,7 @@ fn at_the_target_the_window_still_grows_a_packet_per_round_trip() {
     // LEDBAT++: GAIN − C × W × (delay/target − 1) packets per round trip,
     // which is GAIN at the target itself.
     let (window, after) = across_a_round_trip(config(), 100);
-    let grown = after - window;
-    assert!(
-        (MSS - MSS / 20..=MSS).contains(&grown),
-        "grew {grown} bytes"
-    );
+    assert_grew_about(after - window, MSS);
 }
 
 #[test]
