@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use support::attacker::{Attacker, Limits};
 use tern_proto::{
-    ConnectionError, Direction, EndpointConfig, INITIAL_CONNECTION_WINDOW, INITIAL_MAX_STREAMS,
-    INITIAL_STREAM_WINDOW, ProtocolError, Side, StreamId,
+    ConnectionError, Direction, EndpointConfig, Event, INITIAL_CONNECTION_WINDOW,
+    INITIAL_MAX_STREAMS, INITIAL_STREAM_WINDOW, ProtocolError, ReadError, Side, StreamId,
 };
 use tern_reliability::DEFAULT_MAX_RANGES;
 use tern_wire::{Ack, AckFrameRanges, Frame, MAX_ACK_RANGES, Message, ResetStream, Stream};
@@ -100,6 +100,55 @@ fn a_reset_lets_go_of_the_bytes_it_credits() {
     assert!(held < 256 * 1024, "reset streams pinned {held} bytes");
     let accounted = receive_memory(&mut attacker);
     assert!(accounted <= 64 * 1024, "accounted {accounted}");
+}
+
+#[test]
+fn streams_opened_and_reset_reach_the_application_once_each_as_resets() {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    while attacker.endpoint.poll_event().is_some() {}
+    let reset = |id: StreamId, code| {
+        Frame::ResetStream(ResetStream {
+            id: id.0,
+            error_code: code,
+            final_size: 1,
+        })
+    };
+    let mut readable = Vec::new();
+    let mut take_events = |attacker: &mut Attacker| {
+        while let Some((handle, event)) = attacker.endpoint.poll_event() {
+            assert_eq!(handle, attacker.handle);
+            if let Event::StreamReadable(id) = event {
+                readable.push(id);
+            }
+        }
+    };
+    // Each stream: a byte and its reset in one packet; the frames for
+    // each come again before the application looks, and once after.
+    for index in 0..20 {
+        let id = bi(index);
+        attacker.send(&[stream(id, 0, b"x"), reset(id, 100 + index)]);
+        attacker.send(&[stream(id, 0, b"x"), reset(id, 100 + index)]);
+    }
+    take_events(&mut attacker);
+    for index in 0..20 {
+        let id = bi(index);
+        attacker.send(&[stream(id, 0, b"x"), reset(id, 100 + index)]);
+    }
+    take_events(&mut attacker);
+    let expected: Vec<StreamId> = (0..20).map(bi).collect();
+    readable.sort_unstable_by_key(|id| id.0);
+    assert_eq!(readable, expected, "one readable event a stream");
+    let connection = attacker.connection().expect("open");
+    for index in 0..20 {
+        assert_eq!(connection.accept_stream(), Some(bi(index)));
+        let mut out = [0; 8];
+        assert_eq!(
+            connection.read(bi(index), &mut out),
+            Err(ReadError::Reset(100 + index))
+        );
+    }
+    assert_eq!(connection.accept_stream(), None);
+    assert!(connection.error().is_none());
 }
 
 /// The connection's end, once it closed for a violation.

@@ -545,6 +545,21 @@ impl Connection {
         Some(event)
     }
 
+    /// The next event, for an endpoint that queues it for its application:
+    /// a stream's readable event stays marked as waiting until the
+    /// application takes it ([`Self::readable_event_taken`]), so that no
+    /// second one is queued meanwhile, and the endpoint keeps no record of
+    /// its own per stream.
+    pub(crate) fn poll_event_queued(&mut self) -> Option<Event> {
+        self.events.pop()
+    }
+
+    /// The application took `id`'s readable event from the endpoint's
+    /// queue (see [`Self::poll_event_queued`]).
+    pub(crate) fn readable_event_taken(&mut self, id: StreamId) {
+        self.streams.readable_taken(id);
+    }
+
     fn is_open_for_data(&self) -> bool {
         matches!(self.state, State::Connecting(_) | State::Established)
             && self.close_when_drained.is_none()

@@ -421,6 +421,11 @@ impl Endpoint {
         if let Some(key) = event_key(&event) {
             self.queued.remove(&(handle.0, key));
         }
+        if let Event::StreamReadable(id) = event
+            && let Some(connection) = self.connections.get_mut(handle.0)
+        {
+            connection.readable_event_taken(id);
+        }
         Some((handle, event))
     }
 

@@ -38,7 +38,7 @@ impl Endpoint {
                 self.armed.remove(&index);
                 continue;
             };
-            while let Some(event) = connection.poll_event() {
+            while let Some(event) = connection.poll_event_queued() {
                 match event {
                     Event::Closed(ConnectionError::Protocol(_)) => {
                         self.stats.protocol_violations += 1;
@@ -165,16 +165,21 @@ impl Endpoint {
 const MIN_TIMER_CAPACITY: usize = 256;
 
 /// An event without its payload, for telling repeats apart: its kind, and
-/// the stream it names. `Closed` has none: it comes once.
+/// the stream it names. `Closed` has none: it comes once; nor has a
+/// stream's readable event, which its stream remembers is queued until the
+/// application takes it (see `Connection::poll_event_queued`): a peer
+/// that opens and resets streams makes the endpoint keep nothing per
+/// stream but the event itself.
 pub(super) type EventKey = (std::mem::Discriminant<Event>, Option<StreamId>);
 
 pub(super) fn event_key(event: &Event) -> Option<EventKey> {
     let stream = match event {
         // Once each: never merged.
-        Event::Closed(_) | Event::Introduced { .. } | Event::IntroductionFailed { .. } => {
-            return None;
-        }
-        Event::StreamReadable(id) | Event::StreamWritable(id) => Some(*id),
+        Event::Closed(_)
+        | Event::Introduced { .. }
+        | Event::IntroductionFailed { .. }
+        | Event::StreamReadable(_) => return None,
+        Event::StreamWritable(id) => Some(*id),
         _ => None,
     };
     Some((std::mem::discriminant(event), stream))
