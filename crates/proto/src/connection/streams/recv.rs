@@ -29,6 +29,7 @@ impl Streams {
             reset_code: None,
             stop_code: None,
             readable_queued: false,
+            unmade_outgoing: false,
         }
     }
 
@@ -110,10 +111,15 @@ impl Streams {
         self.pages.trim();
     }
 
-    /// Forgets the receiving half of `id`, its pages back to the pool.
+    /// Forgets the receiving half of `id`, its pages back to the pool. A
+    /// sending half still to come is made now: the stream lives on in it.
     pub(super) fn remove_incoming(&mut self, id: StreamId) {
         if let Some(mut inc) = self.tables.get_mut().incoming.remove(&id) {
             inc.data.discard(&mut self.pages);
+            if inc.unmade_outgoing {
+                let out = self.new_outgoing();
+                self.tables.get_mut().outgoing.insert(id, out);
+            }
         }
     }
 
