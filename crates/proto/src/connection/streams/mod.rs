@@ -330,8 +330,7 @@ impl Streams {
         let id = self.limits.open(Direction::Bi)?;
         let out = self.new_outgoing();
         self.tables.get_mut().outgoing.insert(id, out);
-        let inc = self.new_announced_incoming(id);
-        self.tables.get_mut().incoming.insert(id, inc);
+        self.insert_incoming(id, false);
         Some(id)
     }
 
@@ -428,15 +427,7 @@ impl Streams {
         *opened = id.index() + 1;
         for index in first..=id.index() {
             let new = StreamId::new(id.opener(), direction, index);
-            let inc = match direction {
-                Direction::Bi => Incoming {
-                    unmade_outgoing: true,
-                    ..self.new_announced_incoming(new)
-                },
-                Direction::OneWay => self.new_announced_incoming(new),
-                Direction::Uni => self.new_incoming(true),
-            };
-            self.tables.get_mut().incoming.insert(new, inc);
+            self.insert_incoming(new, direction == Direction::Bi);
             match direction {
                 Direction::Bi => {
                     self.tables.get_mut().accept_queue.push_back(new);
