@@ -10,7 +10,7 @@
 //! work a class can buy: tiny stream fragments, empty messages, empty
 //! datagrams, pings (in a batch, and one per turn), ACKs of everything
 //! (as many ranges as a frame holds),
-//! resets, and ACKs of every 8th packet with small messages queued behind
+//! resets (one stream a packet, and packed), and ACKs of every 8th packet with small messages queued behind
 //! (each one costs the endpoint the losses it declares).
 
 #![forbid(unsafe_code)]
@@ -52,13 +52,8 @@ struct Batch {
 /// `seal` from it (sealed ahead, outside the measurement).
 fn batch(mut seal: impl FnMut(&mut Attacker, usize) -> Vec<u8>, packets: usize) -> Batch {
     let mut attacker = Attacker::connect(EndpointConfig::default());
-    let packets: Vec<Vec<u8>> = (0..packets).map(|k| seal(&mut attacker, k)).collect();
-    let bytes = packets.iter().map(Vec::len).sum();
-    Batch {
-        attacker,
-        packets,
-        bytes,
-    }
+    let packets = (0..packets).map(|k| seal(&mut attacker, k)).collect();
+    sealed(attacker, packets)
 }
 
 /// The endpoint's work on a batch: every packet, then its turn, as the
@@ -314,44 +309,90 @@ fn sent_ranges(attacker: &mut Attacker, count: usize) -> Vec<std::ops::RangeIncl
 /// the connection, per stream. As many streams as the endpoint granted
 /// with the handshake (its MaxStreams, read back: 100 by default), each
 /// byte as far in as the connection window lets them all go (a quarter of
-/// the stream's first window at most).
+/// the stream's first window at most), one stream a packet.
 #[divan::bench]
 fn resets(bencher: Bencher) {
     run(
         bencher,
         || {
-            let mut far = 0;
-            let mut streams = 0;
-            let batch = batch(
-                |a, k| {
-                    if k == 0 {
-                        streams = a.granted.bi_streams;
-                        let window = a.granted.data.max(INITIAL_CONNECTION_WINDOW);
-                        far = (window / streams - 1).min(INITIAL_STREAM_WINDOW / 4);
-                    }
-                    let id = bi(k as u64);
-                    a.seal(&[
-                        Frame::Stream(Stream {
-                            id,
-                            offset: far,
-                            fin: false,
-                            data: b"x",
-                        }),
-                        Frame::ResetStream(ResetStream {
-                            id,
-                            error_code: 1,
-                            final_size: far + 1,
-                        }),
-                    ])
-                    .0
-                },
-                RESET_STREAMS,
-            );
-            assert_eq!(streams, RESET_STREAMS as u64, "the streams granted");
-            batch
+            let mut attacker = Attacker::connect(EndpointConfig::default());
+            let pairs = opened_and_reset(&mut attacker);
+            let packets = pairs
+                .chunks(2)
+                .map(|pair| {
+                    let (packet, pushed) = attacker.seal(pair);
+                    assert_eq!(pushed, 2, "the pair fits");
+                    packet
+                })
+                .collect();
+            sealed(attacker, packets)
         },
         still_open,
     );
+}
+
+/// As [`resets`], with the streams packed: as many frames of streams
+/// opened and reset as fit a packet of [`PACKED_DATAGRAM`] bytes, so the
+/// packet's own cost is shared by many streams, as an attacker filling
+/// its packets would have it.
+#[divan::bench]
+fn resets_packed(bencher: Bencher) {
+    run(
+        bencher,
+        || {
+            let mut attacker = Attacker::connect(EndpointConfig::default());
+            let frames = opened_and_reset(&mut attacker);
+            let mut packets = Vec::new();
+            let mut rest = &frames[..];
+            while !rest.is_empty() {
+                let (packet, pushed) = attacker.seal_within(rest, PACKED_DATAGRAM);
+                packets.push(packet);
+                rest = &rest[pushed..];
+            }
+            sealed(attacker, packets)
+        },
+        still_open,
+    );
+}
+
+/// The datagram [`resets_packed`] fills: the size every path carries.
+const PACKED_DATAGRAM: usize = 1200;
+
+/// A stream frame and its reset for each two-way stream the endpoint
+/// granted (see [`resets`]).
+fn opened_and_reset(attacker: &mut Attacker) -> Vec<Frame<'static>> {
+    let streams = attacker.granted.bi_streams;
+    assert_eq!(streams, RESET_STREAMS as u64, "the streams granted");
+    let window = attacker.granted.data.max(INITIAL_CONNECTION_WINDOW);
+    let far = (window / streams - 1).min(INITIAL_STREAM_WINDOW / 4);
+    (0..streams)
+        .flat_map(|k| {
+            let id = bi(k);
+            [
+                Frame::Stream(Stream {
+                    id,
+                    offset: far,
+                    fin: false,
+                    data: b"x",
+                }),
+                Frame::ResetStream(ResetStream {
+                    id,
+                    error_code: 1,
+                    final_size: far + 1,
+                }),
+            ]
+        })
+        .collect()
+}
+
+/// A batch of `packets` sealed by `attacker` already.
+fn sealed(attacker: Attacker, packets: Vec<Vec<u8>>) -> Batch {
+    let bytes = packets.iter().map(Vec::len).sum();
+    Batch {
+        attacker,
+        packets,
+        bytes,
+    }
 }
 
 /// The two-way streams an endpoint grants by default

@@ -469,7 +469,8 @@ struct PacketFrames<'c> {
     now: Instant,
     ack_eliciting: bool,
     ping: bool,
-    /// Stream frames were handled since their events were last raised.
+    /// Stream or reset frames were handled since their events were last
+    /// raised.
     streams_changed: bool,
     /// Small stream frames held to be handed over as one.
     joined: Joined,
@@ -547,6 +548,15 @@ impl<'a> FrameHandler<'a> for PacketFrames<'_> {
 
     fn on_frame(&mut self, frame: Frame<'a>) -> Result<(), Stop> {
         self.hand_over_joined()?;
+        if let Frame::ResetStream(reset) = &frame {
+            // As a stream frame: the readable event it makes is raised
+            // with theirs, once for the packet (a peer may reset a stream
+            // in every frame of it).
+            self.ack_eliciting = true;
+            self.streams_changed = true;
+            self.connection.streams.on_reset(reset)?;
+            return Ok(());
+        }
         // The events of the frames before it come first, as the frames did.
         if std::mem::take(&mut self.streams_changed) {
             self.connection.flush_readable();

@@ -226,7 +226,12 @@ impl Attacker {
     /// attacker's keys, without sending it (to send it later, or twice).
     /// Returns the datagram and how many frames it holds.
     pub fn seal(&mut self, frames: &[Frame<'_>]) -> (Vec<u8>, usize) {
-        let mut buf = vec![0; MAX_DATAGRAM];
+        self.seal_within(frames, MAX_DATAGRAM)
+    }
+
+    /// As [`seal`](Self::seal), into a datagram of at most `max` bytes.
+    pub fn seal_within(&mut self, frames: &[Frame<'_>], max: usize) -> (Vec<u8>, usize) {
+        let mut buf = vec![0; max];
         let mut packet = self.keys.sealer.start(&mut buf).expect("packet");
         let mut pushed = 0;
         for frame in frames {

@@ -58,6 +58,8 @@ mod stream_tests;
 mod tables;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod unmade_tests;
 
 use bytes::Bytes;
 use tern_wire::{Frame, MaxStreamData, MaxStreams, PacketBuilder, ResetStream, StopSending};
@@ -131,6 +133,13 @@ struct Incoming {
     /// A [`StreamReadable`](crate::Event::StreamReadable) event for it
     /// waits to be taken: no other is queued (see `poll_readable`).
     readable_queued: bool,
+    /// The stream is the peer's, both ways, and its sending half is not
+    /// made yet: nothing was written, and the peer said nothing of it. A
+    /// stream an attacker opens and resets in one packet never needs one,
+    /// so the half (about 600 bytes) is made at its first use (see
+    /// `Streams::make_outgoing`), or when this half goes: the stream is not
+    /// done with while its sending half is still to come.
+    unmade_outgoing: bool,
 }
 
 /// What the application learns from a read.
@@ -321,8 +330,7 @@ impl Streams {
         let id = self.limits.open(Direction::Bi)?;
         let out = self.new_outgoing();
         self.tables.get_mut().outgoing.insert(id, out);
-        let inc = self.new_announced_incoming(id);
-        self.tables.get_mut().incoming.insert(id, inc);
+        self.insert_incoming(id, false);
         Some(id)
     }
 
@@ -419,15 +427,9 @@ impl Streams {
         *opened = id.index() + 1;
         for index in first..=id.index() {
             let new = StreamId::new(id.opener(), direction, index);
-            let inc = match direction {
-                Direction::Bi | Direction::OneWay => self.new_announced_incoming(new),
-                Direction::Uni => self.new_incoming(true),
-            };
-            self.tables.get_mut().incoming.insert(new, inc);
+            self.insert_incoming(new, direction == Direction::Bi);
             match direction {
                 Direction::Bi => {
-                    let out = self.new_outgoing();
-                    self.tables.get_mut().outgoing.insert(new, out);
                     self.tables.get_mut().accept_queue.push_back(new);
                     self.opened_by_peer = true;
                 }

@@ -14,35 +14,51 @@ use super::{Delivered, Incoming, ReadOutcome, Streams, slot};
 use crate::config::INITIAL_STREAM_WINDOW;
 use crate::connection::error::{ProtocolError, ReadError};
 
-impl Streams {
-    // ---- the application's side ----
-
-    pub(super) fn new_incoming(&self, message: bool) -> Incoming {
+impl Incoming {
+    /// The receiving half of a stream `kind` opened, with `window` bytes
+    /// its most: built where it is kept (see `Streams::insert_incoming`).
+    /// A bidirectional stream's whole window is announced to the peer at
+    /// once: what the peer writes before this side's application reads
+    /// can then be sent, and does not sit in the peer's send budget that
+    /// its other streams share.
+    #[inline]
+    fn new(kind: Direction, window: u64, unmade_outgoing: bool) -> Incoming {
+        let announced = kind != Direction::Uni;
+        let window = if announced {
+            RecvWindow::new(window)
+        } else {
+            RecvWindow::with_initial_limit(window, INITIAL_STREAM_WINDOW)
+        };
         Incoming {
-            data: RecvStream::new(INITIAL_STREAM_WINDOW),
-            window: RecvWindow::with_initial_limit(
-                self.stream_receive_window,
-                INITIAL_STREAM_WINDOW,
-            ),
-            message: message.then(Assembly::new),
+            data: RecvStream::new(window.limit()),
+            window,
+            message: (kind == Direction::Uni).then(Assembly::new),
             charged: 0,
             reset_code: None,
             stop_code: None,
             readable_queued: false,
+            unmade_outgoing,
+        }
+    }
+}
+
+impl Streams {
+    /// Makes the receiving half of stream `id` in its place in the table,
+    /// and queues its window's announcement if it is announced at once.
+    pub(super) fn insert_incoming(&mut self, id: StreamId, unmade_outgoing: bool) {
+        let kind = id.direction();
+        let window = self.stream_receive_window;
+        let tables = self.tables.get_mut();
+        tables
+            .incoming
+            .entry(id)
+            .or_insert_with(|| Incoming::new(kind, window, unmade_outgoing));
+        if kind != Direction::Uni {
+            tables.max_stream_data_due.push(id);
         }
     }
 
-    /// The receiving half of a bidirectional stream, with its whole window
-    /// announced to the peer at once: what the peer writes before this
-    /// side's application reads can then be sent, and does not sit in the
-    /// peer's send budget that its other streams share.
-    pub(super) fn new_announced_incoming(&mut self, id: StreamId) -> Incoming {
-        let mut inc = self.new_incoming(false);
-        inc.window = RecvWindow::new(self.stream_receive_window);
-        inc.data.set_limit(inc.window.limit());
-        self.tables.get_mut().max_stream_data_due.push(id);
-        inc
-    }
+    // ---- the application's side ----
 
     pub(in crate::connection) fn stop_sending(
         &mut self,
@@ -110,10 +126,15 @@ impl Streams {
         self.pages.trim();
     }
 
-    /// Forgets the receiving half of `id`, its pages back to the pool.
+    /// Forgets the receiving half of `id`, its pages back to the pool. A
+    /// sending half still to come is made now: the stream lives on in it.
     pub(super) fn remove_incoming(&mut self, id: StreamId) {
         if let Some(mut inc) = self.tables.get_mut().incoming.remove(&id) {
             inc.data.discard(&mut self.pages);
+            if inc.unmade_outgoing {
+                let out = self.new_outgoing();
+                self.tables.get_mut().outgoing.insert(id, out);
+            }
         }
     }
 

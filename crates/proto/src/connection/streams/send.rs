@@ -37,6 +37,34 @@ impl Streams {
         }
     }
 
+    /// Makes the sending half of a stream the peer opened both ways, if it
+    /// is not made yet (see `Incoming::unmade_outgoing`): for whatever
+    /// changes it, from the application or the peer.
+    fn make_outgoing(&mut self, id: StreamId) {
+        if id.opener() == self.side || id.direction() != Direction::Bi {
+            return;
+        }
+        let unmade = self
+            .tables
+            .existing()
+            .and_then(|t| t.incoming.get_mut(&id))
+            .is_some_and(|inc| std::mem::take(&mut inc.unmade_outgoing));
+        if unmade {
+            let out = self.new_outgoing();
+            self.tables.get_mut().outgoing.insert(id, out);
+        }
+    }
+
+    /// Whether `id`'s sending half is still to be made: it reads as a
+    /// fresh half, nothing written.
+    fn outgoing_unmade(&self, id: StreamId) -> bool {
+        self.tables
+            .get()
+            .incoming
+            .get(&id)
+            .is_some_and(|inc| inc.unmade_outgoing)
+    }
+
     /// Sends `message` on a one-way stream of its own, if the peer allows
     /// one more; gives it back otherwise.
     pub(in crate::connection) fn send_message(&mut self, message: Bytes) -> Result<(), Bytes> {
@@ -90,6 +118,7 @@ impl Streams {
         id: StreamId,
         data: &[u8],
     ) -> Result<usize, WriteError> {
+        self.make_outgoing(id);
         let tables = self.tables.get_mut();
         let out = Self::app_outgoing(&mut tables.outgoing, id)?;
         if let Some(code) = out.reset_code {
@@ -110,6 +139,7 @@ impl Streams {
     }
 
     pub(in crate::connection) fn finish(&mut self, id: StreamId) -> Result<(), WriteError> {
+        self.make_outgoing(id);
         let out = Self::app_outgoing(&mut self.tables.get_mut().outgoing, id)?;
         out.data.finish();
         self.room_released |= Self::settle(out, &mut self.budget);
@@ -122,6 +152,7 @@ impl Streams {
         id: StreamId,
         code: u64,
     ) -> Result<(), WriteError> {
+        self.make_outgoing(id);
         let out = Self::app_outgoing(&mut self.tables.get_mut().outgoing, id)?;
         if out.reset_code.is_none() {
             out.reset_code = Some(code);
@@ -240,12 +271,13 @@ impl Streams {
 
     /// Bytes `write` would take on `id` now.
     pub(in crate::connection) fn writable(&self, id: StreamId) -> usize {
-        self.tables
-            .get()
-            .outgoing
-            .get(&id)
-            .filter(|o| id.direction().is_application() && o.reset_code.is_none())
-            .map_or(0, |o| Self::room(o, &self.budget))
+        match self.tables.get().outgoing.get(&id) {
+            Some(out) if id.direction().is_application() && out.reset_code.is_none() => {
+                Self::room(out, &self.budget)
+            }
+            None if self.outgoing_unmade(id) => Self::room(&self.new_outgoing(), &self.budget),
+            _ => 0,
+        }
     }
 
     /// Whether the peer announced its flow-control limit for `id`.
@@ -263,6 +295,7 @@ impl Streams {
     pub(in crate::connection) fn stop_code(&self, id: StreamId) -> Result<Option<u64>, WriteError> {
         match self.tables.get().outgoing.get(&id) {
             Some(out) if id.direction().is_application() => Ok(out.stop_code),
+            None if self.outgoing_unmade(id) => Ok(None),
             _ => Err(WriteError::UnknownStream(id)),
         }
     }
@@ -281,6 +314,7 @@ impl Streams {
     ) -> Result<(), ProtocolError> {
         let id = StreamId(frame.id);
         self.remote_stream(id, false)?;
+        self.make_outgoing(id);
         if let Some(out) = self.tables.get_mut().outgoing.get_mut(&id)
             && out.reset_code.is_none()
         {
@@ -306,6 +340,7 @@ impl Streams {
     ) -> Result<(), ProtocolError> {
         let id = StreamId(frame.id);
         self.remote_stream(id, false)?;
+        self.make_outgoing(id);
         if let Some(out) = self.tables.get_mut().outgoing.get_mut(&id) {
             out.credit.raise(frame.max);
             out.credit_announced = true;
