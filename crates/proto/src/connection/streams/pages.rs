@@ -15,12 +15,28 @@
 //! too ([`SPARE_LISTS`]): a stream that is opened, written once and reset,
 //! over and over (a peer's cheapest way to make a receiver work), then
 //! takes the list the last one left rather than allocating its own.
+//!
+//! A stream's first bytes, when they are few and the pool keeps no page,
+//! land in a short page sized to them ([`SHORT_PAGE_MAX`] at most) rather
+//! than in a whole one: a request of a few bytes on a stream of its own
+//! (a peer's everyday use of streams) then costs a small allocation, not
+//! a zeroed 4 KiB, and holds what it carries. A short page that more
+//! bytes reach is exchanged for a whole one, once.
 
 use std::collections::VecDeque;
 
 /// Bytes in a page: a few packets' worth, so a packet lands in one or two.
 pub(crate) const PAGE: usize = 4096;
 
+/// The most bytes a short page holds, from the start of its page: a
+/// stream's first bytes up to this take a short page, past it a whole one.
+const SHORT_PAGE_MAX: usize = PAGE / 4;
+
+/// Short pages are sized in steps of this many bytes.
+const SHORT_PAGE_STEP: usize = 64;
+
+/// A page's bytes from its start: [`PAGE`] of them, or fewer for a short
+/// page.
 type Page = Box<[u8]>;
 
 /// One stream's pages, by page number.
@@ -36,10 +52,10 @@ pub struct PagePool {
     free: Vec<Page>,
     /// Emptied lists of pages, their room kept (at most [`SPARE_LISTS`]).
     lists: Vec<PageList>,
-    /// Pages handed out and not given back.
+    /// Bytes of the pages handed out and not given back.
     live: usize,
-    /// Pages held at most, live and free together, before a freed one is
-    /// returned to the allocator.
+    /// Bytes of pages held at most, live and free together, before a
+    /// freed one is returned to the allocator.
     cap: usize,
 }
 
@@ -47,7 +63,8 @@ impl PagePool {
     /// A pool that keeps freed pages while it holds at most `max_bytes`
     /// (rounded up to whole pages).
     pub fn new(max_bytes: u64) -> Self {
-        let cap = usize::try_from(max_bytes.div_ceil(PAGE as u64)).unwrap_or(usize::MAX);
+        let pages = usize::try_from(max_bytes.div_ceil(PAGE as u64)).unwrap_or(usize::MAX);
+        let cap = pages.saturating_mul(PAGE);
         Self {
             free: Vec::new(),
             lists: Vec::new(),
@@ -56,16 +73,31 @@ impl PagePool {
         }
     }
 
+    /// A whole page: one kept, or a new one.
     fn take(&mut self) -> Page {
-        self.live += 1;
+        self.live += PAGE;
         self.free
             .pop()
             .unwrap_or_else(|| vec![0; PAGE].into_boxed_slice())
     }
 
+    /// A page for the first `needed` bytes of a page and perhaps more: one
+    /// kept if there is one (no allocation), else a short page if `short`
+    /// and they are few, else a new whole one.
+    fn take_for(&mut self, needed: usize, short: bool) -> Page {
+        if !short || needed > SHORT_PAGE_MAX || !self.free.is_empty() {
+            return self.take();
+        }
+        let len = needed.next_multiple_of(SHORT_PAGE_STEP);
+        self.live += len;
+        vec![0; len].into_boxed_slice()
+    }
+
+    /// Takes `page` back: a whole page is kept for the next bytes while
+    /// the pool holds no more than its cap, a short one goes.
     fn give(&mut self, page: Page) {
-        self.live -= 1;
-        if self.live + self.free.len() < self.cap {
+        self.live -= page.len();
+        if page.len() == PAGE && self.live + (self.free.len() + 1) * PAGE <= self.cap {
             self.free.push(page);
         }
     }
@@ -92,13 +124,13 @@ impl PagePool {
 
     /// Bytes of every page the pool handed out or keeps.
     pub fn memory(&self) -> usize {
-        (self.live + self.free.len()) * PAGE
+        self.live + self.free.len() * PAGE
     }
 
     /// Bytes of the pages in use.
     #[cfg(test)]
     pub(crate) fn live_memory(&self) -> usize {
-        self.live * PAGE
+        self.live
     }
 }
 
@@ -115,31 +147,49 @@ impl Pages {
     }
 
     /// Pages held.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.pages.len()
     }
 
-    /// The index in `pages` of page `number`, taken from `pool` if absent.
-    /// Bytes arriving in order land in the last page or a new one after it.
-    fn page(&mut self, pool: &mut PagePool, number: u64) -> usize {
+    /// Bytes of the pages held.
+    pub(crate) fn memory(&self) -> usize {
+        self.pages.iter().map(|(_, page)| page.len()).sum()
+    }
+
+    /// The index in `pages` of page `number`, holding at least its first
+    /// `needed` bytes, taken from `pool` if absent (short if the stream
+    /// holds no other) or too short. Bytes arriving in order land in the
+    /// last page or a new one after it.
+    fn page(&mut self, pool: &mut PagePool, number: u64, needed: usize) -> usize {
         if self.pages.capacity() == 0 {
             self.pages = pool.take_list();
         }
-        match self.pages.back() {
-            Some(&(last, _)) if last == number => return self.pages.len() - 1,
-            Some(&(last, _)) if last > number => {}
-            _ => {
-                self.pages.push_back((number, pool.take()));
+        let i = match self.pages.back() {
+            Some(&(last, _)) if last == number => self.pages.len() - 1,
+            Some(&(last, _)) if last > number => {
+                match self.pages.binary_search_by_key(&number, |(n, _)| *n) {
+                    Ok(i) => i,
+                    Err(i) => {
+                        self.pages.insert(i, (number, pool.take_for(needed, false)));
+                        return i;
+                    }
+                }
+            }
+            last => {
+                let page = pool.take_for(needed, last.is_none());
+                self.pages.push_back((number, page));
                 return self.pages.len() - 1;
             }
+        };
+        let page = &mut self.pages[i].1;
+        if page.len() < needed {
+            // A short page more bytes reached: a whole one takes its place.
+            let mut whole = pool.take();
+            whole[..page.len()].copy_from_slice(page);
+            pool.give(std::mem::replace(page, whole));
         }
-        match self.pages.binary_search_by_key(&number, |(n, _)| *n) {
-            Ok(i) => i,
-            Err(i) => {
-                self.pages.insert(i, (number, pool.take()));
-                i
-            }
-        }
+        i
     }
 
     /// Copies `data` to offsets `offset..offset + data.len()`.
@@ -157,7 +207,7 @@ impl Pages {
         while !data.is_empty() {
             let within = (at % PAGE as u64) as usize;
             let n = data.len().min(PAGE - within);
-            let i = self.page(pool, at / PAGE as u64);
+            let i = self.page(pool, at / PAGE as u64, within + n);
             self.pages[i].1[within..within + n].copy_from_slice(&data[..n]);
             data = &data[n..];
             at += n as u64;
@@ -235,6 +285,56 @@ mod tests {
         assert_eq!(pool.memory(), 2 * PAGE);
         pages.write(&mut pool, 0, &[1; PAGE]);
         assert_eq!(pool.memory(), 2 * PAGE, "a kept page is used again");
+    }
+
+    #[test]
+    fn a_few_first_bytes_take_a_short_page_until_more_reach_it() {
+        let mut pool = PagePool::new(1 << 20);
+        let mut pages = Pages::new();
+        pages.write(&mut pool, 0, &[7; 16]);
+        assert_eq!((pool.live_memory(), pages.memory()), (64, 64));
+        pages.write(&mut pool, 16, &[8; 100]);
+        assert_eq!(pages.memory(), PAGE, "a whole page took its place");
+        assert_eq!(pool.live_memory(), PAGE);
+        let mut out = [0; 116];
+        pages.read(0, &mut out);
+        assert_eq!((&out[..16], &out[16..]), (&[7; 16][..], &[8; 100][..]));
+        pages.clear(&mut pool);
+        assert_eq!((pool.live_memory(), pool.memory()), (0, PAGE));
+        let mut next = Pages::new();
+        next.write(&mut pool, 3, b"abc");
+        assert_eq!(next.memory(), PAGE, "the page kept serves first");
+    }
+
+    #[test]
+    fn a_short_page_holds_a_later_page_written_before_it() {
+        let mut pool = PagePool::new(1 << 20);
+        let mut pages = Pages::new();
+        pages.write(&mut pool, 100, b"xy");
+        pages.write(&mut pool, 2 * PAGE as u64 + 5, b"far");
+        assert_eq!(pages.memory(), 128 + PAGE);
+        pages.write(&mut pool, 0, &[1; 100]);
+        assert_eq!(pages.memory(), 128 + PAGE, "within the short page");
+        pages.write(&mut pool, 102, &[2; 2000]);
+        assert_eq!(pages.memory(), 2 * PAGE);
+        let mut out = [0; 2102];
+        pages.read(0, &mut out);
+        assert_eq!(&out[98..104], &[1, 1, b'x', b'y', 2, 2]);
+        pages.release_before(&mut pool, 2 * PAGE as u64);
+        pages.clear(&mut pool);
+        assert_eq!((pool.live_memory(), pool.memory()), (0, 2 * PAGE));
+    }
+
+    #[test]
+    fn a_short_page_is_not_kept() {
+        let mut pool = PagePool::new(1 << 20);
+        let mut pages = Pages::new();
+        pages.write(&mut pool, 0, &[1; SHORT_PAGE_MAX]);
+        assert_eq!(pages.memory(), SHORT_PAGE_MAX);
+        pages.clear(&mut pool);
+        assert_eq!(pool.memory(), 0);
+        pages.write(&mut pool, 0, &[1; SHORT_PAGE_MAX + 1]);
+        assert_eq!(pages.memory(), PAGE, "past the most a short page holds");
     }
 
     #[test]
