@@ -11,10 +11,10 @@
 //! for the next bytes (a stream in steady state takes the page the reader
 //! just left, still in the CPU's cache, and never calls the allocator), up
 //! to as many pages as the connection's window spans: what the peer may
-//! make it hold at any time anyway. It keeps a few emptied lists of pages
-//! too ([`SPARE_LISTS`]): a stream that is opened, written once and reset,
-//! over and over (a peer's cheapest way to make a receiver work), then
-//! takes the list the last one left rather than allocating its own.
+//! make it hold at any time anyway. A stream holding one page holds it
+//! alone; the list of its pages is made when it holds two, and the pool
+//! keeps a few emptied lists ([`SPARE_LISTS`]) for the next streams that
+//! do, rather than each allocating its own.
 //!
 //! A stream's first bytes, when they are few and the pool keeps no page,
 //! land in a short page sized to them ([`SHORT_PAGE_MAX`] at most) rather
@@ -135,9 +135,15 @@ impl PagePool {
 }
 
 /// Pages by number (offset / [`PAGE`]), sorted, only where bytes landed.
+/// A stream that holds one page (a request of a few bytes, a reader that
+/// keeps up) holds it alone, with no list allocated: the list is made
+/// when a second page is.
 #[derive(Debug, Default)]
 pub(crate) struct Pages {
-    pages: PageList,
+    /// The only page, while the stream holds no more (`list` is empty).
+    only: Option<(u64, Page)>,
+    /// Every page, once the stream held two (`only` is `None`).
+    list: PageList,
 }
 
 impl Pages {
@@ -146,56 +152,66 @@ impl Pages {
         Self::default()
     }
 
+    /// The pages held, in order.
+    fn iter(&self) -> impl Iterator<Item = &(u64, Page)> {
+        self.only.iter().chain(&self.list)
+    }
+
     /// Pages held.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.pages.len()
+        self.iter().count()
     }
 
     /// Bytes of the pages held.
     pub(crate) fn memory(&self) -> usize {
-        self.pages.iter().map(|(_, page)| page.len()).sum()
+        self.iter().map(|(_, page)| page.len()).sum()
     }
 
-    /// The index in `pages` of page `number`, holding at least its first
-    /// `needed` bytes, taken from `pool` if absent (short if the stream
-    /// holds no other) or too short. Bytes arriving in order land in the
-    /// last page or a new one after it.
-    fn page(&mut self, pool: &mut PagePool, number: u64, needed: usize) -> usize {
-        if self.pages.capacity() == 0 {
-            self.pages = pool.take_list();
+    /// Page `number`, holding at least its first `needed` bytes, taken
+    /// from `pool` if absent (short if the stream holds no other) or too
+    /// short. Bytes arriving in order land in the last page or a new one
+    /// after it.
+    fn page(&mut self, pool: &mut PagePool, number: u64, needed: usize) -> &mut Page {
+        if self.list.is_empty() && self.only.as_ref().is_none_or(|(n, _)| *n == number) {
+            let (_, page) = self
+                .only
+                .get_or_insert_with(|| (number, pool.take_for(needed, true)));
+            hold(pool, page, needed);
+            return page;
         }
-        let i = match self.pages.back() {
-            Some(&(last, _)) if last == number => self.pages.len() - 1,
+        if let Some(only) = self.only.take() {
+            // A second page: the list holds them all from now on.
+            if self.list.capacity() == 0 {
+                self.list = pool.take_list();
+            }
+            self.list.push_back(only);
+        }
+        let i = match self.list.back() {
+            Some(&(last, _)) if last == number => self.list.len() - 1,
             Some(&(last, _)) if last > number => {
-                match self.pages.binary_search_by_key(&number, |(n, _)| *n) {
+                match self.list.binary_search_by_key(&number, |(n, _)| *n) {
                     Ok(i) => i,
                     Err(i) => {
-                        self.pages.insert(i, (number, pool.take_for(needed, false)));
-                        return i;
+                        self.list.insert(i, (number, pool.take_for(needed, false)));
+                        i
                     }
                 }
             }
-            last => {
-                let page = pool.take_for(needed, last.is_none());
-                self.pages.push_back((number, page));
-                return self.pages.len() - 1;
+            _ => {
+                self.list.push_back((number, pool.take()));
+                self.list.len() - 1
             }
         };
-        let page = &mut self.pages[i].1;
-        if page.len() < needed {
-            // A short page more bytes reached: a whole one takes its place.
-            let mut whole = pool.take();
-            whole[..page.len()].copy_from_slice(page);
-            pool.give(std::mem::replace(page, whole));
-        }
-        i
+        let page = &mut self.list[i].1;
+        hold(pool, page, needed);
+        page
     }
 
     /// Copies `data` to offsets `offset..offset + data.len()`.
     pub(crate) fn write(&mut self, pool: &mut PagePool, offset: u64, mut data: &[u8]) {
         let within = (offset % PAGE as u64) as usize;
-        if let Some((last, page)) = self.pages.back_mut()
+        if let Some((last, page)) = self.only.as_mut().or_else(|| self.list.back_mut())
             && *last == offset / PAGE as u64
             && let Some(to) = page.get_mut(within..within + data.len())
         {
@@ -207,8 +223,8 @@ impl Pages {
         while !data.is_empty() {
             let within = (at % PAGE as u64) as usize;
             let n = data.len().min(PAGE - within);
-            let i = self.page(pool, at / PAGE as u64, within + n);
-            self.pages[i].1[within..within + n].copy_from_slice(&data[..n]);
+            let page = self.page(pool, at / PAGE as u64, within + n);
+            page[within..within + n].copy_from_slice(&data[..n]);
             data = &data[n..];
             at += n as u64;
         }
@@ -217,7 +233,7 @@ impl Pages {
     /// Copies the bytes at `offset..offset + out.len()`, which were all
     /// written, into `out`.
     pub(crate) fn read(&self, offset: u64, out: &mut [u8]) {
-        let first = self.pages.front().map_or(0, |(n, _)| *n);
+        let first = self.iter().next().map_or(0, |(n, _)| *n);
         let mut at = offset;
         let mut done = 0;
         while done < out.len() {
@@ -225,7 +241,11 @@ impl Pages {
             let n = (out.len() - done).min(PAGE - within);
             // Written bytes are contiguous from `offset`, so are their pages.
             let index = (at / PAGE as u64 - first) as usize;
-            if let Some((_, page)) = self.pages.get(index) {
+            let page = match &self.only {
+                Some((_, page)) => (index == 0).then_some(page),
+                None => self.list.get(index).map(|(_, page)| page),
+            };
+            if let Some(page) = page {
                 out[done..done + n].copy_from_slice(&page[within..within + n]);
             }
             done += n;
@@ -237,8 +257,13 @@ impl Pages {
     /// `pool`.
     pub(crate) fn release_before(&mut self, pool: &mut PagePool, offset: u64) {
         let number = offset / PAGE as u64;
-        while self.pages.front().is_some_and(|(n, _)| *n < number) {
-            if let Some((_, page)) = self.pages.pop_front() {
+        if self.only.as_ref().is_some_and(|(n, _)| *n < number)
+            && let Some((_, page)) = self.only.take()
+        {
+            pool.give(page);
+        }
+        while self.list.front().is_some_and(|(n, _)| *n < number) {
+            if let Some((_, page)) = self.list.pop_front() {
                 pool.give(page);
             }
         }
@@ -246,10 +271,23 @@ impl Pages {
 
     /// Every page goes back to `pool`, and the emptied list with them.
     pub(crate) fn clear(&mut self, pool: &mut PagePool) {
-        while let Some((_, page)) = self.pages.pop_front() {
+        if let Some((_, page)) = self.only.take() {
             pool.give(page);
         }
-        pool.give_list(std::mem::take(&mut self.pages));
+        while let Some((_, page)) = self.list.pop_front() {
+            pool.give(page);
+        }
+        pool.give_list(std::mem::take(&mut self.list));
+    }
+}
+
+/// Makes `page` hold at least its first `needed` bytes: a short page more
+/// bytes reached is exchanged for a whole one from `pool`.
+fn hold(pool: &mut PagePool, page: &mut Page, needed: usize) {
+    if page.len() < needed {
+        let mut whole = pool.take();
+        whole[..page.len()].copy_from_slice(page);
+        pool.give(std::mem::replace(page, whole));
     }
 }
 
@@ -343,6 +381,7 @@ mod tests {
         let mut streams: Vec<Pages> = (0..SPARE_LISTS + 2).map(|_| Pages::new()).collect();
         for (k, pages) in streams.iter_mut().enumerate() {
             pages.write(&mut pool, k as u64, b"x");
+            pages.write(&mut pool, PAGE as u64 + k as u64, b"x");
         }
         for pages in &mut streams {
             pages.clear(&mut pool);
@@ -350,10 +389,18 @@ mod tests {
         assert_eq!(pool.lists.len(), SPARE_LISTS, "no more lists kept");
         let mut next = Pages::new();
         next.write(&mut pool, PAGE as u64 + 7, b"yz");
-        assert_eq!(pool.lists.len(), SPARE_LISTS - 1, "the new stream took one");
+        assert_eq!(pool.lists.len(), SPARE_LISTS, "one page needs no list");
+        next.write(&mut pool, 2 * PAGE as u64 + 7, b"ab");
+        assert_eq!(
+            pool.lists.len(),
+            SPARE_LISTS - 1,
+            "the second page took one"
+        );
         let mut out = [0; 2];
         next.read(PAGE as u64 + 7, &mut out);
         assert_eq!(&out, b"yz");
+        next.read(2 * PAGE as u64 + 7, &mut out);
+        assert_eq!(&out, b"ab");
         next.clear(&mut pool);
         assert_eq!(pool.lists.len(), SPARE_LISTS);
         assert_eq!(pool.live_memory(), 0);
