@@ -21,7 +21,8 @@
 //! than in a whole one: a request of a few bytes on a stream of its own
 //! (a peer's everyday use of streams) then costs a small allocation, not
 //! a zeroed 4 KiB, and holds what it carries. A short page that more
-//! bytes reach is exchanged for a whole one, once.
+//! bytes reach is exchanged for a whole one, once. The pool keeps one
+//! short page while it keeps no whole one.
 
 use std::collections::VecDeque;
 
@@ -49,6 +50,7 @@ const SPARE_LISTS: usize = 4;
 /// The pages of one connection not in use, kept to be used again.
 #[derive(Debug)]
 pub struct PagePool {
+    /// Pages kept for the next bytes: whole ones, or one short page alone.
     free: Vec<Page>,
     /// Emptied lists of pages, their room kept (at most [`SPARE_LISTS`]).
     lists: Vec<PageList>,
@@ -73,31 +75,49 @@ impl PagePool {
         }
     }
 
-    /// A whole page: one kept, or a new one.
+    /// A whole page: one kept, or a new one (a kept short page goes).
     fn take(&mut self) -> Page {
         self.live += PAGE;
-        self.free
-            .pop()
-            .unwrap_or_else(|| vec![0; PAGE].into_boxed_slice())
+        match self.free.pop() {
+            Some(page) if page.len() == PAGE => page,
+            _ => vec![0; PAGE].into_boxed_slice(),
+        }
     }
 
-    /// A page for the first `needed` bytes of a page and perhaps more: one
-    /// kept if there is one (no allocation), else a short page if `short`
-    /// and they are few, else a new whole one.
+    /// A page for the first `needed` bytes of a page and perhaps more: a
+    /// whole one kept if there is one (no allocation), else a short page
+    /// if `short` and they are few (the one kept if it holds them), else a
+    /// new whole one.
     fn take_for(&mut self, needed: usize, short: bool) -> Page {
-        if !short || needed > SHORT_PAGE_MAX || !self.free.is_empty() {
+        let whole_kept = self.free.last().is_some_and(|page| page.len() == PAGE);
+        if !short || needed > SHORT_PAGE_MAX || whole_kept {
             return self.take();
         }
-        let len = needed.next_multiple_of(SHORT_PAGE_STEP);
-        self.live += len;
-        vec![0; len].into_boxed_slice()
+        let page = match self.free.pop() {
+            Some(page) if page.len() >= needed => page,
+            _ => vec![0; needed.next_multiple_of(SHORT_PAGE_STEP)].into_boxed_slice(),
+        };
+        self.live += page.len();
+        page
     }
 
     /// Takes `page` back: a whole page is kept for the next bytes while
-    /// the pool holds no more than its cap, a short one goes.
+    /// the pool holds no more than its cap; a short one only while the
+    /// pool keeps nothing else (streams opened, written a few bytes and
+    /// reset, one after another, then take the same one), and a whole one
+    /// given back takes its place.
     fn give(&mut self, page: Page) {
         self.live -= page.len();
-        if page.len() == PAGE && self.live + (self.free.len() + 1) * PAGE <= self.cap {
+        if page.len() < PAGE {
+            if self.free.is_empty() && self.live + page.len() <= self.cap {
+                self.free.push(page);
+            }
+            return;
+        }
+        if self.free.last().is_some_and(|kept| kept.len() < PAGE) {
+            self.free.pop();
+        }
+        if self.live + (self.free.len() + 1) * PAGE <= self.cap {
             self.free.push(page);
         }
     }
@@ -124,7 +144,12 @@ impl PagePool {
 
     /// Bytes of every page the pool handed out or keeps.
     pub fn memory(&self) -> usize {
-        self.live + self.free.len() * PAGE
+        // The pages kept are whole, or one short page alone.
+        let kept = self
+            .free
+            .last()
+            .map_or(0, |last| (self.free.len() - 1) * PAGE + last.len());
+        self.live + kept
     }
 
     /// Bytes of the pages in use.
@@ -364,15 +389,31 @@ mod tests {
     }
 
     #[test]
-    fn a_short_page_is_not_kept() {
+    fn one_short_page_is_kept_while_no_whole_one_is() {
         let mut pool = PagePool::new(1 << 20);
         let mut pages = Pages::new();
         pages.write(&mut pool, 0, &[1; SHORT_PAGE_MAX]);
         assert_eq!(pages.memory(), SHORT_PAGE_MAX);
         pages.clear(&mut pool);
+        assert_eq!(pool.memory(), SHORT_PAGE_MAX, "kept for the next stream");
+        pages.write(&mut pool, 5, b"abc");
+        assert_eq!(pages.memory(), SHORT_PAGE_MAX, "the kept one, taken");
+        assert_eq!(pool.memory(), SHORT_PAGE_MAX);
+        let mut out = [0; 3];
+        pages.read(5, &mut out);
+        assert_eq!(&out, b"abc");
+        let mut whole = Pages::new();
+        whole.write(&mut pool, 0, &[2; SHORT_PAGE_MAX + 1]);
+        assert_eq!(whole.memory(), PAGE, "past the most a short page holds");
+        whole.clear(&mut pool);
+        pages.clear(&mut pool);
+        assert_eq!(
+            pool.memory(),
+            PAGE,
+            "a whole page kept, no short one beside it"
+        );
+        pool.trim();
         assert_eq!(pool.memory(), 0);
-        pages.write(&mut pool, 0, &[1; SHORT_PAGE_MAX + 1]);
-        assert_eq!(pages.memory(), PAGE, "past the most a short page holds");
     }
 
     #[test]
