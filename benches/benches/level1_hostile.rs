@@ -10,7 +10,8 @@
 //! work a class can buy: tiny stream fragments, empty messages, empty
 //! datagrams, pings (in a batch, and one per turn), ACKs of everything
 //! (as many ranges as a frame holds),
-//! resets (one stream a packet, and packed), and ACKs of every 8th packet with small messages queued behind
+//! resets (one stream a packet, and packed, each weighed against honest
+//! small requests on as many streams), and ACKs of every 8th packet with small messages queued behind
 //! (each one costs the endpoint the losses it declares).
 
 #![forbid(unsafe_code)]
@@ -314,19 +315,7 @@ fn sent_ranges(attacker: &mut Attacker, count: usize) -> Vec<std::ops::RangeIncl
 fn resets(bencher: Bencher) {
     run(
         bencher,
-        || {
-            let mut attacker = Attacker::connect(EndpointConfig::default());
-            let pairs = opened_and_reset(&mut attacker);
-            let packets = pairs
-                .chunks(2)
-                .map(|pair| {
-                    let (packet, pushed) = attacker.seal(pair);
-                    assert_eq!(pushed, 2, "the pair fits");
-                    packet
-                })
-                .collect();
-            sealed(attacker, packets)
-        },
+        || one_stream_a_packet(opened_and_reset),
         still_open,
     );
 }
@@ -337,32 +326,74 @@ fn resets(bencher: Bencher) {
 /// its packets would have it.
 #[divan::bench]
 fn resets_packed(bencher: Bencher) {
-    run(
-        bencher,
-        || {
-            let mut attacker = Attacker::connect(EndpointConfig::default());
-            let frames = opened_and_reset(&mut attacker);
-            let mut packets = Vec::new();
-            let mut rest = &frames[..];
-            while !rest.is_empty() {
-                let (packet, pushed) = attacker.seal_within(rest, PACKED_DATAGRAM);
-                packets.push(packet);
-                rest = &rest[pushed..];
-            }
-            sealed(attacker, packets)
-        },
-        still_open,
-    );
+    run(bencher, || packed(opened_and_reset), still_open);
+}
+
+/// The honest peer [`resets`] is weighed against: the same streams, each
+/// carrying a small request ([`REQUEST`] bytes from offset 0, with its
+/// end) rather than a byte and a reset, one stream a packet. The
+/// application does what it does in [`resets`]: nothing, yet.
+#[divan::bench]
+fn honest_requests(bencher: Bencher) {
+    run(bencher, || one_stream_a_packet(requests), still_open);
+}
+
+/// As [`honest_requests`], packed as [`resets_packed`] is.
+#[divan::bench]
+fn honest_requests_packed(bencher: Bencher) {
+    run(bencher, || packed(requests), still_open);
 }
 
 /// The datagram [`resets_packed`] fills: the size every path carries.
 const PACKED_DATAGRAM: usize = 1200;
 
+/// The bytes of a request in [`honest_requests`]: a typical request
+/// header.
+const REQUEST: &[u8] = &[0x5a; 16];
+
+/// An attacker connected to a fresh endpoint and the frames `frames` makes
+/// for each stream it was granted, a stream's frames to a packet.
+fn one_stream_a_packet(frames: fn(&mut Attacker) -> Vec<Frame<'static>>) -> Batch {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    let frames = frames(&mut attacker);
+    let packets = frames
+        .chunks(frames.len() / RESET_STREAMS)
+        .map(|stream| {
+            let (packet, pushed) = attacker.seal(stream);
+            assert_eq!(pushed, stream.len(), "the stream's frames fit");
+            packet
+        })
+        .collect();
+    sealed(attacker, packets)
+}
+
+/// As [`one_stream_a_packet`], the frames packed: as many as fit a packet
+/// of [`PACKED_DATAGRAM`] bytes.
+fn packed(frames: fn(&mut Attacker) -> Vec<Frame<'static>>) -> Batch {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    let frames = frames(&mut attacker);
+    let mut packets = Vec::new();
+    let mut rest = &frames[..];
+    while !rest.is_empty() {
+        let (packet, pushed) = attacker.seal_within(rest, PACKED_DATAGRAM);
+        packets.push(packet);
+        rest = &rest[pushed..];
+    }
+    sealed(attacker, packets)
+}
+
+/// The two-way streams the endpoint granted (its MaxStreams, read back),
+/// checked against [`RESET_STREAMS`].
+fn granted_streams(attacker: &Attacker) -> u64 {
+    let streams = attacker.granted.bi_streams;
+    assert_eq!(streams, RESET_STREAMS as u64, "the streams granted");
+    streams
+}
+
 /// A stream frame and its reset for each two-way stream the endpoint
 /// granted (see [`resets`]).
 fn opened_and_reset(attacker: &mut Attacker) -> Vec<Frame<'static>> {
-    let streams = attacker.granted.bi_streams;
-    assert_eq!(streams, RESET_STREAMS as u64, "the streams granted");
+    let streams = granted_streams(attacker);
     let window = attacker.granted.data.max(INITIAL_CONNECTION_WINDOW);
     let far = (window / streams - 1).min(INITIAL_STREAM_WINDOW / 4);
     (0..streams)
@@ -381,6 +412,21 @@ fn opened_and_reset(attacker: &mut Attacker) -> Vec<Frame<'static>> {
                     final_size: far + 1,
                 }),
             ]
+        })
+        .collect()
+}
+
+/// A whole request ([`REQUEST`], with the stream's end) on each two-way
+/// stream the endpoint granted (see [`honest_requests`]).
+fn requests(attacker: &mut Attacker) -> Vec<Frame<'static>> {
+    (0..granted_streams(attacker))
+        .map(|k| {
+            Frame::Stream(Stream {
+                id: bi(k),
+                offset: 0,
+                fin: true,
+                data: REQUEST,
+            })
         })
         .collect()
 }

@@ -184,6 +184,9 @@ impl Attacking {
             Attack::Fragments => {
                 // One byte a page, across 16 streams: each stream's
                 // highest offset counts against the connection window.
+                // Each byte is its page's last, so that it takes a whole
+                // page (a stream's first bytes near its start would take
+                // a short one).
                 for _ in 0..20 {
                     let (index, page) = (self.sent % 16, self.sent / 16);
                     if (self.sent + 1) * 4096 + 16 * 2 > self.limits.data {
@@ -192,7 +195,7 @@ impl Attacking {
                     let id = StreamId::new(Side::Initiator, Direction::Bi, index);
                     attacker.send(&[Frame::Stream(Stream {
                         id: id.0,
-                        offset: page * 4096 + 1,
+                        offset: page * 4096 + 4095,
                         fin: false,
                         data: b"x",
                     })]);

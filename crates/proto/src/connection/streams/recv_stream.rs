@@ -13,7 +13,7 @@
 //! [`MIN_RUN_BYTES`] bytes buffered; past that the peer is cutting its data
 //! into slivers no honest sender sends, and the connection fails).
 
-use super::pages::{PAGE, PagePool, Pages};
+use super::pages::{PagePool, Pages};
 use super::range_set::RangeSet;
 
 /// Separate runs of bytes a stream holds whatever their size: holes of
@@ -107,7 +107,7 @@ impl RecvStream {
 
     /// Bytes of pages this stream holds.
     pub fn memory(&self) -> usize {
-        self.pages.len() * PAGE
+        self.pages.memory()
     }
 
     /// Separate runs of bytes held.
