@@ -109,10 +109,13 @@ pub trait Node {
     }
 
     /// When the soonest answer is expected to an exchange this turn's
-    /// transmits opened: a packet that asks for an acknowledgement, sent by
-    /// a connection that had nothing in flight before it (a request sent
-    /// from quiet, not the next packet of a transfer whose
-    /// acknowledgements keep arriving). Taken by the call, like
+    /// transmits opened: a packet that carries application data (stream
+    /// bytes, a message, a datagram), sent by a connection that had nothing
+    /// in flight before it (a request sent from quiet, not the next packet
+    /// of a transfer whose acknowledgements keep arriving). Control frames
+    /// alone open none: a bulk receiver sends its flow-control updates from
+    /// quiet, and what answers them is the next data, which wakes the
+    /// driver anyway. Taken by the call, like
     /// [`take_answer_expected`](Self::take_answer_expected). A driver may
     /// wake ahead of it when it is due later than a poll is worth. The
     /// default: never.

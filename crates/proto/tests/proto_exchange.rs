@@ -228,6 +228,29 @@ fn a_message_sent_behind_one_in_flight_opens_no_exchange() {
 }
 
 #[test]
+fn a_flow_control_update_sent_from_quiet_opens_no_exchange() {
+    let mut exchange = Exchange::connected();
+    let mut updates = 0;
+    for _ in 0..SETTLE {
+        let counts = exchange.round_trip(1024);
+        // The answer acknowledged the message: nothing is in flight when
+        // the client's turn that takes it sends its flow-control update
+        // (see `SETTLE`). The update asks for an acknowledgement, but it
+        // carries no data, so it opens no exchange.
+        let client = &mut exchange.pair.client;
+        let expected = Node::take_answer_expected(client);
+        let opened = Node::take_exchange_opened(client);
+        assert_eq!(opened, None, "{counts:?}");
+        if counts.client_receives != Turn::default() {
+            assert!(counts.client_receives.carries_no_data(), "{counts:?}");
+            assert!(expected.is_some(), "{counts:?}");
+            updates += 1;
+        }
+    }
+    assert!(updates >= 16, "{updates} updates from quiet");
+}
+
+#[test]
 fn a_1_kib_message_costs_one_datagram_each_way() {
     let mut exchange = Exchange::connected();
     for _ in 0..SETTLE {

@@ -136,12 +136,13 @@ impl DriverConfig {
     /// quickly, and there a parked thread is most of the round trip: on a
     /// virtual machine each wake-up of a halted virtual CPU costs tens of
     /// microseconds, on each side of every exchange. The answer to an
-    /// exchange opened from quiet (a packet sent with nothing else in
-    /// flight) and expected later (any network path) is woken for early
-    /// instead, where the driver has a precise timer (Linux): the driver
-    /// parks, its timer wakes it this long before the answer is due, and
-    /// it polls the same way until the answer arrives or half this long
-    /// after it was due. A connection that sends behind packets in flight
+    /// exchange opened from quiet (application data sent with nothing else
+    /// in flight; control frames alone, such as a receiver's flow-control
+    /// updates, open none) and expected later (any network path) is woken
+    /// for early instead, where the driver has a precise timer (Linux): the
+    /// driver parks, its timer wakes it this long before the answer is
+    /// due, and it polls the same way until the answer arrives or half this
+    /// long after it was due. A connection that sends behind packets in flight
     /// (a bulk transfer) is never woken early, and datagrams that arrive
     /// before the wake-up cancel it. What it costs is CPU while it waits:
     /// at most this long after each turn that sent a quick exchange (a

@@ -70,8 +70,9 @@ impl Endpoint {
                 self.is_sending.remove(&index);
                 continue;
             };
-            // Nothing in flight before this packet: it opens an exchange.
-            let opens = connection.answer_expected(now).is_none();
+            // Nothing in flight before this packet: if it carries data, it
+            // opens an exchange.
+            let quiet = connection.answer_expected(now).is_none();
             let transmit = match carrier {
                 Some(carrier) => relayed::wrapped(carrier, limits, buf, |limits, inner| {
                     connection.poll_transmit(now, limits, inner)
@@ -83,7 +84,7 @@ impl Endpoint {
             {
                 let soonest = |expected: Option<Instant>| Some(expected.map_or(at, |e| e.min(at)));
                 self.answer_expected = soonest(self.answer_expected);
-                if opens {
+                if quiet && connection.sent_data() {
                     self.exchange_opened = soonest(self.exchange_opened);
                 }
             }
