@@ -171,10 +171,12 @@ async fn a_turn_that_woke_no_receiver_keeps_the_lock_until_it_ends() {
 }
 
 /// Echoes every datagram and, after each echo, expects an answer within
-/// `expect_in`.
+/// `expect_in`; to an exchange the echo opened (`opens`, a request sent
+/// from quiet), or behind packets still in flight (a transfer's).
 struct Expecting {
     queue: VecDeque<(SocketAddr, Vec<u8>)>,
     expect_in: Duration,
+    opens: bool,
     sent_at: Option<Instant>,
 }
 
@@ -196,7 +198,12 @@ impl Node for Expecting {
     }
 
     fn take_answer_expected(&mut self) -> Option<Instant> {
-        self.sent_at.take().map(|at| at + self.expect_in)
+        self.sent_at.map(|at| at + self.expect_in)
+    }
+
+    fn take_exchange_opened(&mut self) -> Option<Instant> {
+        let expected = self.sent_at.take().map(|at| at + self.expect_in);
+        expected.filter(|_| self.opens)
     }
 
     fn poll_timeout(&mut self) -> Option<Instant> {
@@ -207,12 +214,18 @@ impl Node for Expecting {
 }
 
 /// One echo through a driver whose node expects an answer `expect_in`
-/// after each send; how often the driver read its socket in the 10 ms
-/// after the echo, and from 50 to 80 ms after it.
-async fn socket_reads_after_an_echo(config: DriverConfig, expect_in: Duration) -> (u64, u64) {
+/// after each send (to an exchange it opened: `opens`); how often the
+/// driver read its socket in the 10 ms after the echo, and from 50 to 80 ms
+/// after it.
+async fn socket_reads_after_an_echo(
+    config: DriverConfig,
+    expect_in: Duration,
+    opens: bool,
+) -> (u64, u64) {
     let node = Expecting {
         queue: VecDeque::new(),
         expect_in,
+        opens,
         sent_at: None,
     };
     let (driver, handle) = Driver::bind(loopback(), node, &config).expect("bind");
@@ -242,7 +255,8 @@ async fn socket_reads_after_an_echo(config: DriverConfig, expect_in: Duration) -
 async fn an_answer_expected_within_the_wait_keeps_the_driver_reading_then_it_parks() {
     for backend in BACKENDS {
         let config = config(backend).answer_wait(Duration::from_millis(30));
-        let (early, late) = socket_reads_after_an_echo(config, Duration::from_millis(1)).await;
+        let (early, late) =
+            socket_reads_after_an_echo(config, Duration::from_millis(1), false).await;
         assert!(
             early > 10,
             "{backend:?}: read its socket {early} times while waiting"
@@ -252,18 +266,54 @@ async fn an_answer_expected_within_the_wait_keeps_the_driver_reading_then_it_par
     }
 }
 
+#[cfg(target_os = "linux")]
 #[tokio::test(flavor = "current_thread")]
-async fn an_answer_expected_later_than_the_wait_leaves_the_driver_parked() {
+async fn an_exchange_opened_is_read_for_around_its_answer_s_time() {
     for backend in BACKENDS {
-        // An answer due in 50 ms is not worth 30 ms awake; no expected
-        // answer at all (the wait off) neither.
-        for (wait, expect_in) in [(30, 50), (0, 1)] {
-            let config = config(backend).answer_wait(Duration::from_millis(wait));
+        // Due 60 ms after the echo, waited for with 10 ms: parked until
+        // 50 ms, then reading the socket until 65 ms (the precise timer
+        // wakes it; where there is none it only parks).
+        let config = config(backend).answer_wait(Duration::from_millis(10));
+        let (early, late) =
+            socket_reads_after_an_echo(config, Duration::from_millis(60), true).await;
+        assert!(
+            early <= 2,
+            "{backend:?}: read its socket {early} times long before the answer"
+        );
+        assert!(
+            late > 10,
+            "{backend:?}: read its socket {late} times around the answer"
+        );
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn sending_behind_packets_in_flight_leaves_the_driver_parked() {
+    for backend in BACKENDS {
+        // The same answer, expected of a send that followed others still in
+        // flight (a transfer's next packets): its acknowledgements wake
+        // the driver, which does not wake ahead of them.
+        let config = config(backend).answer_wait(Duration::from_millis(10));
+        let (early, late) =
+            socket_reads_after_an_echo(config, Duration::from_millis(60), false).await;
+        assert!(
+            early + late <= 2,
+            "{backend:?}: read its socket {early} + {late} times"
+        );
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn with_the_wait_off_the_driver_stays_parked() {
+    for backend in BACKENDS {
+        let config = config(backend).answer_wait(Duration::ZERO);
+        for expect_in in [1, 60] {
             let (early, late) =
-                socket_reads_after_an_echo(config, Duration::from_millis(expect_in)).await;
+                socket_reads_after_an_echo(config.clone(), Duration::from_millis(expect_in), true)
+                    .await;
             assert!(
                 early + late <= 2,
-                "{backend:?}, wait {wait} ms for {expect_in} ms: read its socket {early} + {late} times"
+                "{backend:?}, answer in {expect_in} ms: read its socket {early} + {late} times"
             );
         }
     }

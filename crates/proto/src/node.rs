@@ -30,7 +30,8 @@ use quanta::Instant;
 ///    it could not hand out and offer it again on a later turn;
 /// 4. [`poll_timeout`](Self::poll_timeout), whose answer arms the driver's
 ///    timer until the next turn, and
-///    [`take_answer_expected`](Self::take_answer_expected);
+///    [`take_answer_expected`](Self::take_answer_expected) and
+///    [`take_exchange_opened`](Self::take_exchange_opened);
 /// 5. [`end_turn`](Self::end_turn), once.
 ///
 /// Between turns the driver sleeps until the socket is readable, the timer
@@ -104,6 +105,21 @@ pub trait Node {
     /// parking its thread when it is due sooner than a wake-up is worth.
     /// The default: never.
     fn take_answer_expected(&mut self) -> Option<Instant> {
+        None
+    }
+
+    /// When the soonest answer is expected to an exchange this turn's
+    /// transmits opened: a packet that carries application data (stream
+    /// bytes, a message, a datagram), sent by a connection that had nothing
+    /// in flight before it (a request sent from quiet, not the next packet
+    /// of a transfer whose acknowledgements keep arriving). Control frames
+    /// alone open none: a bulk receiver sends its flow-control updates from
+    /// quiet, and what answers them is the next data, which wakes the
+    /// driver anyway. Taken by the call, like
+    /// [`take_answer_expected`](Self::take_answer_expected). A driver may
+    /// wake ahead of it when it is due later than a poll is worth. The
+    /// default: never.
+    fn take_exchange_opened(&mut self) -> Option<Instant> {
         None
     }
 

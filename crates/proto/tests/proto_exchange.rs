@@ -51,6 +51,9 @@ struct Counts {
     /// When, after that turn, the client expects the message acknowledged
     /// (`Node::take_answer_expected`), from the turn's time.
     answer_expected_in: Option<Duration>,
+    /// The same, if the message opened an exchange
+    /// (`Node::take_exchange_opened`): nothing was in flight before it.
+    exchange_opened_in: Option<Duration>,
     /// The server's turn that receives it: what it sends once its
     /// application has taken the message and answered.
     server_answers: Turn,
@@ -134,8 +137,12 @@ impl Exchange {
             .send_message(message(self.sent, len))
             .expect("send");
         let message = self.client_turn();
-        let answer_expected_in = Node::take_answer_expected(&mut self.pair.client)
-            .map(|at| at.saturating_duration_since(self.pair.clock.now()));
+        let now = self.pair.clock.now();
+        let client = &mut self.pair.client;
+        let answer_expected_in =
+            Node::take_answer_expected(client).map(|at| at.saturating_duration_since(now));
+        let exchange_opened_in =
+            Node::take_exchange_opened(client).map(|at| at.saturating_duration_since(now));
         self.hop();
         self.pair.server_timer();
         self.server_answers();
@@ -152,6 +159,7 @@ impl Exchange {
         Counts {
             message,
             answer_expected_in,
+            exchange_opened_in,
             server_answers,
             client_receives,
             answers,
@@ -187,7 +195,59 @@ fn a_32_kib_message_costs_one_run_out_and_one_datagram_back() {
             "{counts:?}"
         );
         assert_eq!(Node::take_answer_expected(&mut exchange.pair.client), None);
+        // The answer acknowledged the message before: nothing was in
+        // flight, so the message opened an exchange.
+        assert_eq!(counts.exchange_opened_in, Some(expected), "{counts:?}");
     }
+}
+
+#[test]
+fn a_message_sent_behind_one_in_flight_opens_no_exchange() {
+    let mut exchange = Exchange::connected();
+    for _ in 0..SETTLE {
+        exchange.round_trip(1024);
+    }
+    // Two messages, the second sent before the first is answered: its
+    // packet follows one in flight, as a transfer's next packets do.
+    for turn in 0..2 {
+        exchange.sent += 1;
+        let message = message(exchange.sent, 1024);
+        let connection = exchange.pair.client.connection(exchange.handle);
+        connection
+            .expect("connected")
+            .send_message(message)
+            .expect("send");
+        exchange.client_turn();
+        let client = &mut exchange.pair.client;
+        let expected = Node::take_answer_expected(client);
+        let opened = Node::take_exchange_opened(client);
+        assert!(expected.is_some(), "message {turn}");
+        assert_eq!(opened, expected.filter(|_| turn == 0), "message {turn}");
+        exchange.hop();
+    }
+}
+
+#[test]
+fn a_flow_control_update_sent_from_quiet_opens_no_exchange() {
+    let mut exchange = Exchange::connected();
+    let mut updates = 0;
+    for _ in 0..SETTLE {
+        let counts = exchange.round_trip(1024);
+        // The answer acknowledged the message: nothing is in flight when
+        // the client's turn that takes it sends its flow-control update
+        // (see `SETTLE`). The update asks for an acknowledgement, but it
+        // carries no data, so it opens no exchange.
+        let client = &mut exchange.pair.client;
+        let expected = Node::take_answer_expected(client);
+        let opened = Node::take_exchange_opened(client);
+        assert_eq!(opened, None, "{counts:?}");
+        if counts.client_receives != Turn::default() {
+            assert!(counts.client_receives.carries_no_data(), "{counts:?}");
+            assert!(expected.is_some(), "{counts:?}");
+            updates += 1;
+        }
+    }
+    assert!(updates >= 16, "{updates} updates from quiet");
 }
 
 #[test]

@@ -29,6 +29,10 @@
 //! Counters ([`CounterSnapshot`]) show datagrams per system call, drops and
 //! fallbacks live.
 //!
+//! On Linux it also has the driver's [`PreciseTimer`]: a `timerfd` the
+//! reactor waits on beside the socket, to the nanosecond where tokio's own
+//! timer counts milliseconds.
+//!
 //! # Example
 //! ```
 //! use std::net::SocketAddr;
@@ -70,6 +74,8 @@ mod interfaces;
 mod recv;
 mod socket;
 mod sockopt;
+#[cfg(target_os = "linux")]
+mod timer;
 mod transmit;
 
 pub use capabilities::Capabilities;
@@ -78,6 +84,8 @@ pub use counters::{CounterSnapshot, CountersHandle};
 pub use interfaces::interface_addresses;
 pub use recv::{RecvBuffers, RecvMeta};
 pub use socket::UdpSocket;
+#[cfg(target_os = "linux")]
+pub use timer::PreciseTimer;
 pub use transmit::{RefusalReason, SendRefusal, Sent, Transmit};
 
 #[cfg(test)]

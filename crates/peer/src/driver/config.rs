@@ -135,12 +135,20 @@ impl DriverConfig {
     /// Only paths as short as loopback or a host's own bridge answer that
     /// quickly, and there a parked thread is most of the round trip: on a
     /// virtual machine each wake-up of a halted virtual CPU costs tens of
-    /// microseconds, on each side of every exchange. On any network path
-    /// the round trip is longer than the window and the driver parks at
-    /// once. What it costs is CPU while it waits: at most this long after
-    /// each turn that sent, and only while the answers keep coming quickly
-    /// (a loaded machine, whose round trips stretch past the window, stops
-    /// it by itself).
+    /// microseconds, on each side of every exchange. The answer to an
+    /// exchange opened from quiet (application data sent with nothing else
+    /// in flight; control frames alone, such as a receiver's flow-control
+    /// updates, open none) and expected later (any network path) is woken
+    /// for early instead, where the driver has a precise timer (Linux): the
+    /// driver parks, its timer wakes it this long before the answer is
+    /// due, and it polls the same way until the answer arrives or half this
+    /// long after it was due. A connection that sends behind packets in flight
+    /// (a bulk transfer) is never woken early, and datagrams that arrive
+    /// before the wake-up cancel it. What it costs is CPU while it waits:
+    /// at most this long after each turn that sent a quick exchange (a
+    /// loaded machine, whose round trips stretch past the window, stops it
+    /// by itself), and at most one and a half times this long per exchange
+    /// opened otherwise.
     pub fn answer_wait(mut self, time: Duration) -> Self {
         self.answer_wait = time;
         self

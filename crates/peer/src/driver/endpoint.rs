@@ -7,7 +7,6 @@ use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
-use std::time::Duration;
 
 use crossbeam_queue::SegQueue;
 use tern_sockio::{Backend, CounterSnapshot, CountersHandle, RecvBuffers, UdpSocket};
@@ -19,14 +18,11 @@ use crate::driver::stats::{DriverStats, Stats, bump};
 use crate::driver::stopped::{DriverStopped, StopCause, Stopped};
 use crate::proto::{Instant, Node};
 
+mod timer;
 mod wait;
 
-use wait::{Spin, Woken};
-
-/// How often the mapping from the node's clock (quanta) to tokio's timer
-/// clock is taken again, so that the two never drift apart by more than a
-/// rounding error.
-const REANCHOR: Duration = Duration::from_secs(1);
+use timer::Timer;
+use wait::{AnswerWait, Spin, Woken};
 
 /// The most payload bytes of one GSO message (the largest UDP payload over
 /// IPv4): runs are kept within it so that each leaves as one message.
@@ -229,16 +225,14 @@ impl<N: Node> Driver<N> {
 
     async fn run_loop(mut self) -> io::Result<Stopped<N>> {
         let shared = Arc::clone(&self.shared);
-        let mut timer = pin!(tokio::time::sleep(Duration::ZERO));
-        let mut armed: Option<Instant> = None;
-        let mut anchor = (Instant::now(), tokio::time::Instant::now());
+        // The node's deadlines, on tokio's millisecond timer; the wake-up
+        // ahead of an expected answer, to the microsecond (`timer.rs`).
+        let mut timer = Timer::coarse();
+        let mut answer_timer = Timer::new();
         let mut received = false;
         let mut fired = false;
         let busy_poll = self.config.busy_poll_time();
-        let answer_wait = self.config.answer_wait_time();
-        // Until when the driver polls for an answer to what it sent (see
-        // `DriverConfig::answer_wait`).
-        let mut answer_until: Option<Instant> = None;
+        let mut answer = AnswerWait::new(self.config.answer_wait_time());
         // Until when the driver polls instead of parking (see
         // `DriverConfig::busy_poll`); renewed by every turn that was not
         // only its timer's.
@@ -256,6 +250,7 @@ impl<N: Node> Driver<N> {
                 drain_until = Some(now + self.config.drain_time());
             }
             let more_queued;
+            let arrived;
             // The turn's end, if it came under the lock the turn began
             // with (`None`: it is let go for the tasks the arrivals woke).
             let ended = {
@@ -281,6 +276,7 @@ impl<N: Node> Driver<N> {
                     queued = batches == self.config.recv_batches();
                 }
                 more_queued = queued;
+                arrived = datagrams;
                 bump(&shared.stats.datagrams_in, datagrams);
                 let mut refusals = 0;
                 for (destination, reason) in self.arena.take_refused() {
@@ -315,6 +311,7 @@ impl<N: Node> Driver<N> {
             let Some(TurnEnd {
                 mut deadline,
                 answer_expected,
+                exchange_opened,
                 idle,
                 more_to_send,
             }) = ended
@@ -333,50 +330,35 @@ impl<N: Node> Driver<N> {
                 }
                 deadline = Some(deadline.map_or(until, |d| d.min(until)));
             }
+            answer.after_turn(now, arrived > 0, answer_expected, exchange_opened);
             if busy && all_sent {
                 // More work is waiting: let the runtime's other tasks run,
                 // then take the next turn without sleeping.
                 tokio::task::yield_now().await;
                 continue;
             }
-            if deadline != armed {
-                armed = deadline;
-                if let Some(deadline) = deadline {
-                    if fired || now.saturating_duration_since(anchor.0) > REANCHOR {
-                        anchor = (now, tokio::time::Instant::now());
-                    }
-                    let at = anchor.1 + deadline.saturating_duration_since(anchor.0);
-                    timer.as_mut().reset(at);
-                }
-            }
+            // Only a precise timer can wake the driver ahead of an answer; a
+            // millisecond one would wake it late.
+            timer.set(deadline);
+            answer_timer.set(answer.wake_at().filter(|_| answer_timer.is_precise()));
             if !fired && !busy_poll.is_zero() {
                 spin_until = Some(now + busy_poll);
-            }
-            if answer_expected.is_some_and(|at| at <= now + answer_wait) {
-                answer_until = Some(now + answer_wait);
             }
 
             if let Some(socket) = shared.take_replacement() {
                 self.move_to(socket);
             }
             let notified = pin!(shared.wake.notified());
-            let spin = Spin::at(now, spin_until, answer_until, deadline);
+            let spin = Spin::at(now, spin_until, answer.until(), deadline);
             let woken = self
-                .wait(notified, timer.as_mut(), armed.is_some(), spin)
+                .wait(notified, [&mut timer, &mut answer_timer], spin)
                 .await?;
             fired = false;
             match woken {
                 Woken::Received => received = true,
                 Woken::Wake => bump(&shared.stats.wakes, 1),
                 Woken::Sent => {}
-                Woken::Timer => {
-                    // Re-arm from a fresh reading of both clocks even if
-                    // the deadline stays: a timer that fired a hair before
-                    // the node's clock reached the deadline then sleeps
-                    // again instead of firing at once, turn after turn.
-                    armed = None;
-                    fired = true;
-                }
+                Woken::Timer => fired = true,
             }
         }
         self.finish().await
@@ -406,10 +388,12 @@ impl<N: Node> Driver<N> {
         let node = guard.as_mut()?;
         let deadline = node.poll_timeout();
         let answer_expected = node.take_answer_expected();
+        let exchange_opened = node.take_exchange_opened();
         node.end_turn(now);
         Some(TurnEnd {
             deadline,
             answer_expected,
+            exchange_opened,
             idle: drain_until.is_some() && node.is_idle(),
             more_to_send,
         })
@@ -460,6 +444,8 @@ struct TurnEnd {
     deadline: Option<Instant>,
     /// When the node expects an answer to what it sent.
     answer_expected: Option<Instant>,
+    /// When it expects an answer to an exchange it opened.
+    exchange_opened: Option<Instant>,
     /// The node is idle while it drains.
     idle: bool,
     /// The send arena filled up: more waits to be sent.

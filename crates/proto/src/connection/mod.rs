@@ -267,6 +267,8 @@ pub struct Connection {
     /// When the pacer or rate limit lets the next batch go.
     send_blocked_until: Option<Instant>,
     app_limited: bool,
+    /// See [`sent_data`](Self::sent_data).
+    sent_data: bool,
     probes_due: u8,
     /// Whether one packet may go beyond a window a loss just reduced (see
     /// [`RecoverySend`]).
@@ -392,6 +394,7 @@ impl Connection {
             rate_limit,
             send_blocked_until: None,
             app_limited: false,
+            sent_data: false,
             probes_due: 0,
             recovery_send: RecoverySend::Idle,
             ping_due: false,
@@ -450,6 +453,13 @@ impl Connection {
     /// plus the smoothed round trip), if any packet in flight asks for one.
     pub(crate) fn answer_expected(&self, now: Instant) -> Option<Instant> {
         (self.loss.bytes_in_flight() > 0).then(|| now + self.smoothed_rtt())
+    }
+
+    /// Whether the last [`poll_transmit`](Self::poll_transmit) sent
+    /// application data (stream bytes, a message, a datagram), not control
+    /// frames alone: only such a packet opens an exchange.
+    pub(crate) fn sent_data(&self) -> bool {
+        self.sent_data
     }
 
     /// This side's address as the peer sees it (behind a NAT, the public

@@ -79,6 +79,7 @@ impl Connection {
         limits: TransmitLimits,
         buf: &mut [u8],
     ) -> Option<Transmit> {
+        self.sent_data = false;
         match &mut self.state {
             State::Closed | State::Draining { .. } => return None,
             State::Connecting(c) => {
@@ -561,6 +562,7 @@ impl Connection {
                 }
                 self.datagrams_out.pop();
                 self.last_data = now;
+                self.sent_data = true;
                 ack_eliciting = true;
             }
             let copy_blocking = rtt >= LONG_PATH;
@@ -573,6 +575,7 @@ impl Connection {
                 copy_blocking,
             ) {
                 self.last_data = now;
+                self.sent_data = true;
                 ack_eliciting = true;
                 // Every packet of a run but the last is the run's stride
                 // long (GSO), and a frame's room is reckoned for the

@@ -151,6 +151,9 @@ pub struct Endpoint {
     /// The soonest acknowledgement expected of what was sent since the
     /// driver last asked ([`Node::take_answer_expected`]).
     answer_expected: Option<Instant>,
+    /// The same, for packets that opened an exchange
+    /// ([`Node::take_exchange_opened`]).
+    exchange_opened: Option<Instant>,
     rng: ChaCha20Rng,
     /// The wall-clock time at `epoch`, for intro timestamps.
     wall_epoch: (Instant, SystemTime),
@@ -248,6 +251,7 @@ impl Endpoint {
             armed: FxHashMap::default(),
             rate_wait: None,
             answer_expected: None,
+            exchange_opened: None,
             rng,
             wall_epoch: (now, wall),
             incoming: VecDeque::new(),
@@ -520,6 +524,10 @@ impl Node for Endpoint {
 
     fn take_answer_expected(&mut self) -> Option<Instant> {
         self.answer_expected.take()
+    }
+
+    fn take_exchange_opened(&mut self) -> Option<Instant> {
+        self.exchange_opened.take()
     }
 
     fn poll_timeout(&mut self) -> Option<Instant> {

@@ -70,6 +70,9 @@ impl Endpoint {
                 self.is_sending.remove(&index);
                 continue;
             };
+            // Nothing in flight before this packet: if it carries data, it
+            // opens an exchange.
+            let quiet = connection.answer_expected(now).is_none();
             let transmit = match carrier {
                 Some(carrier) => relayed::wrapped(carrier, limits, buf, |limits, inner| {
                     connection.poll_transmit(now, limits, inner)
@@ -79,8 +82,11 @@ impl Endpoint {
             if transmit.is_some()
                 && let Some(at) = connection.answer_expected(now)
             {
-                self.answer_expected =
-                    Some(self.answer_expected.map_or(at, |soonest| soonest.min(at)));
+                let soonest = |expected: Option<Instant>| Some(expected.map_or(at, |e| e.min(at)));
+                self.answer_expected = soonest(self.answer_expected);
+                if quiet && connection.sent_data() {
+                    self.exchange_opened = soonest(self.exchange_opened);
+                }
             }
             // Sending moves its timers either way (loss detection, pacing).
             if self.is_dirty.insert(index) {

@@ -664,6 +664,10 @@ impl Node for EndpointState {
         self.proto.take_answer_expected()
     }
 
+    fn take_exchange_opened(&mut self) -> Option<Instant> {
+        self.proto.take_exchange_opened()
+    }
+
     fn wake_receivers(&mut self, now: Instant) -> bool {
         self.wake_for_events(now)
     }
