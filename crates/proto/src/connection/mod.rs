@@ -23,8 +23,9 @@
 //! [`Connection::poll_event`].
 //!
 //! This module holds the struct, its calling contract, the application's
-//! commands (those on streams in `stream_commands`) and the event queue. The rest of the `impl` is split by
-//! concern, one file each, over this module's fields: `handshake`,
+//! commands (those on streams in `stream_commands`) and the event queue.
+//! The rest of the `impl` is split by concern, one file each, over this
+//! module's fields: `handshake`,
 //! `identity` (the identity each side proved, and the proof it owes), `recv`
 //! (datagrams in, frame dispatch), `recovery` (ACKs and losses), `send`
 //! (packet assembly), `timers`, `close` and `figures` (stats and the

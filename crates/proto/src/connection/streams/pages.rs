@@ -84,13 +84,13 @@ impl PagePool {
         }
     }
 
-    /// A page for the first `needed` bytes of a page and perhaps more: a
-    /// whole one kept if there is one (no allocation), else a short page
-    /// if `short` and they are few (the one kept if it holds them), else a
+    /// A stream's only page, for the first `needed` bytes of it and
+    /// perhaps more: a whole one kept if there is one (no allocation), else
+    /// a short page if they are few (the one kept if it holds them), else a
     /// new whole one.
-    fn take_for(&mut self, needed: usize, short: bool) -> Page {
+    fn take_short(&mut self, needed: usize) -> Page {
         let whole_kept = self.free.last().is_some_and(|page| page.len() == PAGE);
-        if !short || needed > SHORT_PAGE_MAX || whole_kept {
+        if needed > SHORT_PAGE_MAX || whole_kept {
             return self.take();
         }
         let page = match self.free.pop() {
@@ -201,7 +201,7 @@ impl Pages {
         if self.list.is_empty() && self.only.as_ref().is_none_or(|(n, _)| *n == number) {
             let (_, page) = self
                 .only
-                .get_or_insert_with(|| (number, pool.take_for(needed, true)));
+                .get_or_insert_with(|| (number, pool.take_short(needed)));
             hold(pool, page, needed);
             return page;
         }
@@ -218,7 +218,7 @@ impl Pages {
                 match self.list.binary_search_by_key(&number, |(n, _)| *n) {
                     Ok(i) => i,
                     Err(i) => {
-                        self.list.insert(i, (number, pool.take_for(needed, false)));
+                        self.list.insert(i, (number, pool.take()));
                         i
                     }
                 }
