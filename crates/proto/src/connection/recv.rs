@@ -290,10 +290,9 @@ impl Connection {
                 Some(Direction::Uni) => self.notify(Event::MessagesWritable),
                 None => {}
             },
-            Frame::ResetStream(r) => {
-                self.streams.on_reset(r)?;
-                self.flush_readable();
-            }
+            // Its readable event is raised with the packet's stream frames
+            // (`PacketFrames::on_frame`).
+            Frame::ResetStream(r) => self.streams.on_reset(r)?,
             Frame::StopSending(s) => {
                 self.streams.on_stop_sending(s)?;
                 self.flush_readable();
@@ -548,13 +547,13 @@ impl<'a> FrameHandler<'a> for PacketFrames<'_> {
 
     fn on_frame(&mut self, frame: Frame<'a>) -> Result<(), Stop> {
         self.hand_over_joined()?;
-        if let Frame::ResetStream(reset) = &frame {
+        if let Frame::ResetStream(_) = &frame {
             // As a stream frame: the readable event it makes is raised
             // with theirs, once for the packet (a peer may reset a stream
             // in every frame of it).
             self.ack_eliciting = true;
             self.streams_changed = true;
-            self.connection.streams.on_reset(reset)?;
+            self.connection.handle_frame(self.now, &frame)?;
             return Ok(());
         }
         // The events of the frames before it come first, as the frames did.
