@@ -30,6 +30,14 @@ fn bi(index: u64) -> StreamId {
     StreamId::new(Side::Initiator, Direction::Bi, index)
 }
 
+fn reset(id: StreamId, error_code: u64) -> Frame<'static> {
+    Frame::ResetStream(ResetStream {
+        id: id.0,
+        error_code,
+        final_size: 1,
+    })
+}
+
 fn stream(id: StreamId, offset: u64, data: &[u8]) -> Frame<'_> {
     Frame::Stream(Stream {
         id: id.0,
@@ -106,13 +114,6 @@ fn a_reset_lets_go_of_the_bytes_it_credits() {
 fn streams_opened_and_reset_reach_the_application_once_each_as_resets() {
     let mut attacker = Attacker::connect(EndpointConfig::default());
     while attacker.endpoint.poll_event().is_some() {}
-    let reset = |id: StreamId, code| {
-        Frame::ResetStream(ResetStream {
-            id: id.0,
-            error_code: code,
-            final_size: 1,
-        })
-    };
     let mut readable = Vec::new();
     let mut take_events = |attacker: &mut Attacker| {
         while let Some((handle, event)) = attacker.endpoint.poll_event() {
@@ -149,6 +150,64 @@ fn streams_opened_and_reset_reach_the_application_once_each_as_resets() {
     }
     assert_eq!(connection.accept_stream(), None);
     assert!(connection.error().is_none());
+}
+
+/// Stream churn is bounded by the application: a peer's stream counts
+/// toward the streams it may open anew only once the application is done
+/// with it, so an attacker that opens and resets every stream it was
+/// granted can make the endpoint do that much per connection and no more,
+/// until the application takes its streams (and then one stream for each
+/// taken). What the churn costs per stream is the cost of an honest
+/// stream; what bounds it is the application's pace, as for honest
+/// streams.
+#[test]
+fn streams_opened_and_reset_come_back_only_as_the_application_takes_them() {
+    let mut attacker = Attacker::connect(EndpointConfig::default());
+    let one_way = |index| StreamId::new(Side::Initiator, Direction::OneWay, index);
+    let mut limits = attacker.granted.clone();
+    let granted = limits.one_way_streams.max(INITIAL_MAX_STREAMS);
+    let churn = |attacker: &mut Attacker, indices: std::ops::Range<u64>| {
+        for index in indices {
+            let id = one_way(index);
+            attacker.send(&[stream(id, 0, b"x"), reset(id, 7)]);
+        }
+        attacker.turn();
+    };
+    churn(&mut attacker, 0..granted);
+    attacker.take_limits(&mut limits);
+    assert_eq!(
+        limits.one_way_streams.max(INITIAL_MAX_STREAMS),
+        granted,
+        "no stream comes back before the application takes one"
+    );
+    assert!(violation(&mut attacker).is_none());
+
+    let taken = 3;
+    let connection = attacker.connection().expect("open");
+    for index in 0..taken {
+        assert_eq!(connection.accept_uni(), Some(one_way(index)));
+        let mut out = [0; 8];
+        assert_eq!(
+            connection.read(one_way(index), &mut out),
+            Err(ReadError::Reset(7))
+        );
+    }
+    attacker.turn();
+    attacker.take_limits(&mut limits);
+    assert_eq!(
+        limits.one_way_streams,
+        granted + taken,
+        "one for each taken"
+    );
+
+    churn(&mut attacker, granted..granted + taken);
+    assert!(violation(&mut attacker).is_none());
+    churn(&mut attacker, granted + taken..granted + taken + 1);
+    assert!(
+        matches!(violation(&mut attacker), Some(ProtocolError::Stream(_))),
+        "{:?}",
+        attacker.error()
+    );
 }
 
 /// The connection's end, once it closed for a violation.

@@ -60,6 +60,8 @@ pub struct Limits {
     pub bi_streams: u64,
     /// How many large messages' streams the attacker may open (MaxStreams).
     pub message_streams: u64,
+    /// How many one-way streams the attacker may open (MaxStreams).
+    pub one_way_streams: u64,
 }
 
 /// An endpoint under attack, and the authenticated peer attacking it.
@@ -365,7 +367,7 @@ impl Attacker {
     /// Takes the datagrams in `inbox` and raises `limits` to the
     /// flow-control limits they carry: the connection's (MaxData), each
     /// stream's (MaxStreamData, by stream id) and the counts of two-way
-    /// streams and large messages' streams (MaxStreams).
+    /// streams, large messages' streams and one-way streams (MaxStreams).
     pub fn take_limits(&mut self, limits: &mut Limits) {
         for mut datagram in std::mem::take(&mut self.inbox) {
             let Ok(opened) = self.keys.opener.open(&mut datagram) else {
@@ -387,7 +389,9 @@ impl Attacker {
                             Direction::Uni => {
                                 limits.message_streams = limits.message_streams.max(bound.index());
                             }
-                            Direction::OneWay => {}
+                            Direction::OneWay => {
+                                limits.one_way_streams = limits.one_way_streams.max(bound.index());
+                            }
                         }
                     }
                     _ => {}
