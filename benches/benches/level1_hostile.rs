@@ -329,6 +329,14 @@ fn resets_packed(bencher: Bencher) {
     run(bencher, || packed(opened_and_reset), still_open);
 }
 
+/// As [`resets_packed`] with no byte first: each stream opened by its
+/// reset alone, at final size 0 (no credit taken), the fewest bytes a
+/// stream can be had for.
+#[divan::bench]
+fn resets_alone_packed(bencher: Bencher) {
+    run(bencher, || packed(reset_unopened), still_open);
+}
+
 /// The honest peer [`resets`] is weighed against: the same streams, each
 /// carrying a small request ([`REQUEST`] bytes from offset 0, with its
 /// end) rather than a byte and a reset, one stream a packet. The
@@ -412,6 +420,20 @@ fn opened_and_reset(attacker: &mut Attacker) -> Vec<Frame<'static>> {
                     final_size: far + 1,
                 }),
             ]
+        })
+        .collect()
+}
+
+/// A reset of each two-way stream the endpoint granted, at final size 0,
+/// no byte sent (see [`resets_alone_packed`]).
+fn reset_unopened(attacker: &mut Attacker) -> Vec<Frame<'static>> {
+    (0..granted_streams(attacker))
+        .map(|k| {
+            Frame::ResetStream(ResetStream {
+                id: bi(k),
+                error_code: 1,
+                final_size: 0,
+            })
         })
         .collect()
 }
