@@ -8,7 +8,7 @@ use bytes::Bytes;
 use quanta::Instant;
 use tern_wire::{
     Ack, Datagram, DecodeError, Frame, FrameHandler, Message, PacketType, PathChallenge,
-    PathResponse, Stream,
+    PathResponse, ResetStream, Stream,
 };
 
 use super::error::{ConnectionError, ProtocolError};
@@ -290,9 +290,10 @@ impl Connection {
                 Some(Direction::Uni) => self.notify(Event::MessagesWritable),
                 None => {}
             },
-            // Its readable event is raised with the packet's stream frames
-            // (`PacketFrames::on_frame`).
-            Frame::ResetStream(r) => self.streams.on_reset(r)?,
+            Frame::ResetStream(r) => {
+                self.streams.on_reset(r)?;
+                self.flush_readable();
+            }
             Frame::StopSending(s) => {
                 self.streams.on_stop_sending(s)?;
                 self.flush_readable();
@@ -547,15 +548,6 @@ impl<'a> FrameHandler<'a> for PacketFrames<'_> {
 
     fn on_frame(&mut self, frame: Frame<'a>) -> Result<(), Stop> {
         self.hand_over_joined()?;
-        if let Frame::ResetStream(_) = &frame {
-            // As a stream frame: the readable event it makes is raised
-            // with theirs, once for the packet (a peer may reset a stream
-            // in every frame of it).
-            self.ack_eliciting = true;
-            self.streams_changed = true;
-            self.connection.handle_frame(self.now, &frame)?;
-            return Ok(());
-        }
         // The events of the frames before it come first, as the frames did.
         if std::mem::take(&mut self.streams_changed) {
             self.connection.flush_readable();
@@ -595,6 +587,18 @@ impl<'a> FrameHandler<'a> for PacketFrames<'_> {
         self.streams_changed = true;
         self.connection.on_stream(self.now, &frame)?;
         self.still_established()
+    }
+
+    /// As a stream frame: the readable event it makes is raised with
+    /// theirs, once for the packet (a peer may reset a stream in every
+    /// other frame of it).
+    #[inline]
+    fn on_reset_stream(&mut self, frame: ResetStream) -> Result<(), Stop> {
+        self.ack_eliciting = true;
+        self.hand_over_joined()?;
+        self.streams_changed = true;
+        self.connection.streams.on_reset(&frame)?;
+        Ok(())
     }
 
     #[inline]
