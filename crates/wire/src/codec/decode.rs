@@ -345,10 +345,10 @@ impl core::iter::FusedIterator for Frames<'_> {}
 /// where it is read.
 ///
 /// A peer decides how many frames a packet holds, hundreds of small ones if
-/// it likes, so each costs per attacker byte: the frames that carry data,
-/// the ACK and a stream's reset have a method of their own and reach it
-/// without being made a [`Frame`] and moved through an iterator (about 45
-/// instructions a frame). Each but [`on_ack`](Self::on_ack) defaults to
+/// it likes, so each costs per attacker byte: the frames that carry data
+/// and the ACK have a method of their own and reach it without being made
+/// a [`Frame`] and moved through an iterator (about 45 instructions a
+/// frame). Each but [`on_ack`](Self::on_ack) defaults to
 /// [`on_frame`](Self::on_frame).
 pub trait FrameHandler<'a> {
     /// Why the handler stopped reading: a frame it refused, or one that
@@ -387,13 +387,6 @@ pub trait FrameHandler<'a> {
     #[inline]
     fn on_datagram(&mut self, frame: Datagram<'a>) -> Result<(), Self::Stop> {
         self.on_frame(Frame::Datagram(frame))
-    }
-
-    /// A `ResetStream` frame: a peer may reset a stream in every other
-    /// frame of a packet, one it opened with the frame before.
-    #[inline]
-    fn on_reset_stream(&mut self, frame: ResetStream) -> Result<(), Self::Stop> {
-        self.on_frame(Frame::ResetStream(frame))
     }
 }
 
@@ -450,11 +443,6 @@ impl<'a> Frames<'a> {
                 read::PING => {
                     handler.on_ping()?;
                     body
-                }
-                read::RESET_STREAM => {
-                    let (frame, after) = read::reset_stream(body)?;
-                    handler.on_reset_stream(frame)?;
-                    after
                 }
                 _ => {
                     let (frame, used) = Frame::decode(rest)?;

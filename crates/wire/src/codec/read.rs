@@ -240,8 +240,7 @@ pub(super) fn datagram(body: &[u8]) -> Result<(Datagram<'_>, &[u8]), DecodeError
     canonical(ty, &r, Datagram { data })
 }
 
-#[inline]
-pub(super) fn reset_stream(body: &[u8]) -> Result<(ResetStream, &[u8]), DecodeError> {
+fn reset_stream(body: &[u8]) -> Result<(ResetStream, &[u8]), DecodeError> {
     let ty = FrameType::ResetStream;
     let mut r = Reader::new(body);
     let (id, error_code, final_size) = (|| Ok((r.varint()?, r.varint()?, r.varint()?)))()
@@ -394,9 +393,7 @@ mod tests {
     use super::super::tests::{ack_ranges, any_frame, encode_all, encode_mutated};
     use crate::codec::{FrameHandler, Frames};
     use crate::error::DecodeError;
-    use crate::frame::{
-        Ack, AckFrameRanges, Datagram, Frame, FrameType, Message, ResetStream, Stream,
-    };
+    use crate::frame::{Ack, AckFrameRanges, Datagram, Frame, FrameType, Message, Stream};
 
     /// [`Frame::decode`] gives what postcard gives, frame by frame: the
     /// same frame, or the same error.
@@ -492,10 +489,6 @@ mod tests {
         fn on_datagram(&mut self, frame: Datagram<'a>) -> Result<(), DecodeError> {
             self.own(Frame::Datagram(frame))
         }
-
-        fn on_reset_stream(&mut self, frame: ResetStream) -> Result<(), DecodeError> {
-            self.own(Frame::ResetStream(frame))
-        }
     }
 
     /// [`Frames::handle`] hands over the frames the iterator yields, and
@@ -521,7 +514,6 @@ mod tests {
                         | Frame::Stream(_)
                         | Frame::Message(_)
                         | Frame::Datagram(_)
-                        | Frame::ResetStream(_)
                 )
             })
             .count();
