@@ -425,21 +425,38 @@ impl Streams {
         let opened = &mut self.opened_remote[slot(direction)];
         let first = *opened;
         *opened = id.index() + 1;
+        self.make_room_for_remote(direction, first, id.index() + 1 - first);
         for index in first..=id.index() {
             let new = StreamId::new(id.opener(), direction, index);
             self.insert_incoming(new, direction == Direction::Bi);
             match direction {
                 Direction::Bi => {
-                    self.tables.get_mut().accept_queue.push_back(new);
+                    tables::push_back(&mut self.tables.get_mut().accept_queue, new);
                     self.opened_by_peer = true;
                 }
                 Direction::OneWay => {
-                    self.tables.get_mut().accept_one_way_queue.push_back(new);
+                    tables::push_back(&mut self.tables.get_mut().accept_one_way_queue, new);
                     self.opened_by_peer = true;
                 }
                 Direction::Uni => {}
             }
         }
+    }
+
+    /// Makes room in the table of receiving halves for `count` streams of
+    /// `direction` the peer opens after its first `opened`: when it is
+    /// full, room grows by [`tables::more_room`], never past what the peer
+    /// may still open (what it could make the table hold at once anyway).
+    fn make_room_for_remote(&mut self, direction: Direction, opened: u64, count: u64) {
+        let incoming = &mut self.tables.get_mut().incoming;
+        let count = usize::try_from(count).unwrap_or(usize::MAX);
+        if incoming.capacity() - incoming.len() >= count {
+            return;
+        }
+        let may_open = self.limits.remote_allowed(direction).saturating_sub(opened);
+        let may_open = usize::try_from(may_open).unwrap_or(usize::MAX);
+        let room = tables::more_room(incoming.len()).min(may_open);
+        incoming.reserve(room.max(count));
     }
 
     /// The peer's new limit on streams this side opens; the direction whose

@@ -299,6 +299,10 @@ impl Pages {
         if let Some((_, page)) = self.only.take() {
             pool.give(page);
         }
+        if self.list.capacity() == 0 {
+            // Never held two pages: no list to give back.
+            return;
+        }
         while let Some((_, page)) = self.list.pop_front() {
             pool.give(page);
         }

@@ -27,6 +27,16 @@ impl RangeSet {
         Self::default()
     }
 
+    /// Empties the set. A set that never had a gap (a stream's bytes in
+    /// order, or a reset one's single byte) has no map to drop: nothing
+    /// is made and dropped for it.
+    pub(crate) fn clear(&mut self) {
+        if !self.ranges.is_empty() {
+            self.ranges = BTreeMap::new();
+        }
+        self.last = 0..0;
+    }
+
     /// Whether the set holds no byte.
     pub(crate) fn is_empty(&self) -> bool {
         self.last.is_empty()
@@ -256,6 +266,22 @@ impl Iterator for Gaps<'_> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_cleared_set_is_empty_and_takes_ranges_anew() {
+        let cases: [&[(u64, u64)]; 2] = [&[(0, 1)], &[(0, 4), (8, 9), (12, 20)]];
+        for ranges in cases {
+            let mut set = RangeSet::new();
+            for &(start, end) in ranges {
+                set.insert(start..end);
+            }
+            set.clear();
+            assert!(set.is_empty());
+            assert_eq!((set.len(), set.first(), set.end()), (0, None, None));
+            set.insert(5..7);
+            assert_eq!((set.len(), set.first()), (1, Some(5..7)));
+        }
+    }
 
     #[test]
     fn inserts_merge_and_removes_split() {

@@ -10,7 +10,7 @@ use super::flow_control::{FlowControlError, RecvWindow};
 use super::messages::assembly::Assembly;
 use super::recv_stream::RecvStream;
 use super::stream_id::{Direction, StreamId};
-use super::{Delivered, Incoming, ReadOutcome, Streams, slot};
+use super::{Delivered, Incoming, ReadOutcome, Streams, slot, tables};
 use crate::config::INITIAL_STREAM_WINDOW;
 use crate::connection::error::{ProtocolError, ReadError};
 
@@ -54,7 +54,7 @@ impl Streams {
             .entry(id)
             .or_insert_with(|| Incoming::new(kind, window, unmade_outgoing));
         if kind != Direction::Uni {
-            tables.max_stream_data_due.push(id);
+            tables::push(&mut tables.max_stream_data_due, id);
         }
     }
 
@@ -401,7 +401,7 @@ impl Streams {
             // frames find it queued already and look no further.
             if !inc.readable_queued && (inc.data.readable() > 0 || inc.data.is_finished()) {
                 inc.readable_queued = true;
-                self.tables.get_mut().readable.push(id);
+                tables::push(&mut self.tables.get_mut().readable, id);
             }
             self.grant_update();
             return Ok(None);
@@ -451,7 +451,7 @@ impl Streams {
             inc.data.discard(&mut self.pages);
             inc.reset_code = Some(frame.error_code);
             if !std::mem::replace(&mut inc.readable_queued, true) {
-                self.tables.get_mut().readable.push(id);
+                tables::push(&mut self.tables.get_mut().readable, id);
             }
         }
         self.on_consumed(unread);

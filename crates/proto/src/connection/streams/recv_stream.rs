@@ -206,7 +206,7 @@ impl RecvStream {
     /// will never be read (the stream was reset).
     pub fn discard(&mut self, pool: &mut PagePool) {
         self.pages.clear(pool);
-        self.received = RangeSet::new();
+        self.received.clear();
         self.buffered = 0;
     }
 

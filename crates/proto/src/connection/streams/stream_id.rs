@@ -165,6 +165,16 @@ impl StreamLimits {
         (counts.opened_local, counts.allowed_local)
     }
 
+    /// How many streams of `direction` this side lets the peer open, in
+    /// all.
+    pub(crate) fn remote_allowed(&self, direction: Direction) -> u64 {
+        match direction {
+            Direction::Bi => self.bi.allowed_remote,
+            Direction::Uni => self.uni.allowed_remote,
+            Direction::OneWay => self.one_way.allowed_remote,
+        }
+    }
+
     /// The peer raised how many streams of `direction` this side may open
     /// (frames may arrive out of order: only a raise counts). Whether the
     /// limit rose.

@@ -68,6 +68,34 @@ impl Tables {
     };
 }
 
+/// Room to make for more in a list or table of streams found full with
+/// `len`: three times as much again, so it grows fourfold rather than
+/// twofold. A peer most often opens its streams one after another, and
+/// every step costs the allocator a few hundred instructions and moves
+/// all that is held: a hundred streams take a list three steps, not six.
+/// (An empty one gets what a first push gives it.)
+pub(super) fn more_room(len: usize) -> usize {
+    3 * len
+}
+
+/// Pushes `id` onto `list`, which grows by [`more_room`].
+#[inline]
+pub(super) fn push(list: &mut Vec<StreamId>, id: StreamId) {
+    if list.len() == list.capacity() {
+        list.reserve(more_room(list.len()));
+    }
+    list.push(id);
+}
+
+/// Pushes `id` at the back of `queue`, which grows by [`more_room`].
+#[inline]
+pub(super) fn push_back(queue: &mut VecDeque<StreamId>, id: StreamId) {
+    if queue.len() == queue.capacity() {
+        queue.reserve(more_room(queue.len()));
+    }
+    queue.push_back(id);
+}
+
 /// What every connection without tables reads.
 static EMPTY: Tables = Tables::EMPTY;
 
