@@ -290,9 +290,8 @@ impl Connection {
                 Some(Direction::Uni) => self.notify(Event::MessagesWritable),
                 None => {}
             },
-            // `PacketFrames::on_frame` hands a packet's resets to the
-            // streams itself, and raises their readable events with the
-            // packet's stream frames.
+            // Its readable event is raised with the packet's stream frames
+            // (`PacketFrames::on_frame`).
             Frame::ResetStream(r) => self.streams.on_reset(r)?,
             Frame::StopSending(s) => {
                 self.streams.on_stop_sending(s)?;
@@ -546,21 +545,15 @@ impl PacketFrames<'_> {
 impl<'a> FrameHandler<'a> for PacketFrames<'_> {
     type Stop = Stop;
 
-    /// Out of line: `Frames::handle` calls it once, in the loop that reads
-    /// every frame, and inlined there with a reset's work in it, it left
-    /// the loop fewer registers: every empty datagram cost 3 instructions
-    /// more.
-    #[inline(never)]
     fn on_frame(&mut self, frame: Frame<'a>) -> Result<(), Stop> {
         self.hand_over_joined()?;
-        if let Frame::ResetStream(reset) = &frame {
+        if let Frame::ResetStream(_) = &frame {
             // As a stream frame: the readable event it makes is raised
             // with theirs, once for the packet (a peer may reset a stream
-            // in every frame of it). Straight to the stream, not through
-            // `Connection::handle_frame`'s match (about 44 instructions).
+            // in every frame of it).
             self.ack_eliciting = true;
             self.streams_changed = true;
-            self.connection.streams.on_reset(reset)?;
+            self.connection.handle_frame(self.now, &frame)?;
             return Ok(());
         }
         // The events of the frames before it come first, as the frames did.
