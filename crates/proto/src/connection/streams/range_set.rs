@@ -32,7 +32,7 @@ impl RangeSet {
     /// is made and dropped for it.
     pub(crate) fn clear(&mut self) {
         if !self.ranges.is_empty() {
-            self.ranges = BTreeMap::new();
+            self.ranges.clear();
         }
         self.last = 0..0;
     }
