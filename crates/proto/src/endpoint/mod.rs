@@ -136,12 +136,12 @@ pub struct Endpoint {
     /// send, an application command), in the order touched: only these can
     /// have new events, a new deadline, or be over. So the endpoint's work
     /// per turn follows its active connections, not all it holds.
+    /// Each is on it once: marked [`turn::DIRTY`] in `connections`.
     dirty: Vec<u32>,
-    is_dirty: FxHashSet<u32>,
     /// Connections that may have something to send, in round-robin order;
-    /// one leaves when it has nothing, and comes back when touched.
+    /// one leaves when it has nothing, and comes back when touched. Each
+    /// is on it once: marked [`turn::SENDING`].
     sending: VecDeque<u32>,
-    is_sending: FxHashSet<u32>,
     /// Every connection's deadline, earliest first; an entry is stale when
     /// it differs from `armed`, and is skipped.
     timers: BinaryHeap<Reverse<(Instant, u32)>>,
@@ -244,9 +244,7 @@ impl Endpoint {
             connecting: HashMap::new(),
             outgoing: FxHashSet::default(),
             dirty: Vec::new(),
-            is_dirty: FxHashSet::default(),
             sending: VecDeque::new(),
-            is_sending: FxHashSet::default(),
             timers: BinaryHeap::new(),
             armed: FxHashMap::default(),
             rate_wait: None,

@@ -33,6 +33,9 @@ pub struct IndexFull(pub usize);
 struct Slot<T> {
     /// The index last handed out for this slot (0 before the first).
     index: u32,
+    /// The owner's marks on `index` (see [`ReceiverIndex::mark`]); they
+    /// fill what would be padding beside it.
+    marks: u8,
     value: Option<T>,
 }
 
@@ -58,11 +61,13 @@ impl<T> VacantIndex<'_, T> {
         } else {
             table.slots.push(Slot {
                 index: 0,
+                marks: 0,
                 value: None,
             });
         }
         let entry = &mut table.slots[slot as usize];
         entry.index = self.index;
+        entry.marks = 0;
         entry.value = Some(value);
         table.len += 1;
         self.index
@@ -135,24 +140,52 @@ impl<T> ReceiverIndex<T> {
 
     /// The entry under `index`, mutably, if `index` is live.
     pub fn get_mut(&mut self, index: u32) -> Option<&mut T> {
-        self.slots
-            .get_mut((index & SLOT_MASK) as usize)
-            .filter(|s| s.index == index)?
-            .value
-            .as_mut()
+        self.slot_of_mut(index)?.value.as_mut()
     }
 
     /// Removes and returns the entry under `index`; the index is dead from
     /// now on.
     pub fn remove(&mut self, index: u32) -> Option<T> {
-        let slot = self
-            .slots
-            .get_mut((index & SLOT_MASK) as usize)
-            .filter(|s| s.index == index)?;
+        let slot = self.slot_of_mut(index)?;
         let value = slot.value.take()?;
         self.free.push_back(index & SLOT_MASK);
         self.len -= 1;
         Some(value)
+    }
+
+    /// Sets the owner's mark `mark` (a bit) on `index`; whether it was not
+    /// set. An owner that keeps lists of indices (work to do for each)
+    /// marks an index when it puts it on a list and unmarks it when it
+    /// takes it off, so each index is on a list once: the mark is an array
+    /// access where a set beside the table costs a hash and a probe, and
+    /// every datagram received and sent checks one. An index keeps its
+    /// marks after it is removed, until its slot's next index is handed
+    /// out; one whose slot has moved on keeps none, and this says `true`:
+    /// a list may then hold it more than once, and finds nothing under it.
+    pub fn mark(&mut self, index: u32, mark: u8) -> bool {
+        match self.slot_of_mut(index) {
+            Some(slot) => {
+                let fresh = slot.marks & mark == 0;
+                slot.marks |= mark;
+                fresh
+            }
+            None => true,
+        }
+    }
+
+    /// Clears the owner's mark `mark` on `index` (see [`mark`](Self::mark)).
+    pub fn unmark(&mut self, index: u32, mark: u8) {
+        if let Some(slot) = self.slot_of_mut(index) {
+            slot.marks &= !mark;
+        }
+    }
+
+    /// The slot `index` was handed out for, live or not, while it is the
+    /// slot's last index.
+    fn slot_of_mut(&mut self, index: u32) -> Option<&mut Slot<T>> {
+        self.slots
+            .get_mut((index & SLOT_MASK) as usize)
+            .filter(|s| s.index == index)
     }
 
     /// Entries held.
@@ -223,7 +256,72 @@ mod tests {
         ]
     }
 
+    #[derive(Debug, Clone)]
+    enum ListOp {
+        Insert,
+        Remove(usize),
+        /// Put an index handed out before (live or not) on the list.
+        Touch(usize),
+        /// Take everything off the list.
+        Drain,
+    }
+
+    fn list_op() -> impl Strategy<Value = ListOp> {
+        prop_oneof![
+            3 => Just(ListOp::Insert),
+            2 => any::<usize>().prop_map(ListOp::Remove),
+            4 => any::<usize>().prop_map(ListOp::Touch),
+            1 => Just(ListOp::Drain),
+        ]
+    }
+
     proptest! {
+        /// A list kept with a mark, as the endpoint keeps its lists of
+        /// connections to look at: a live index is on it once at most,
+        /// and on it after every touch until the list is drained, whatever
+        /// was removed and handed out in between.
+        #[test]
+        fn a_list_kept_with_a_mark_holds_each_live_index_once(
+            seed in any::<u64>(),
+            ops in proptest::collection::vec(list_op(), 0..400),
+        ) {
+            const ON_LIST: u8 = 1;
+            let mut table = ReceiverIndex::with_capacity(8);
+            let mut rng = SplitMix(seed);
+            let mut issued: Vec<u32> = Vec::new();
+            let mut list: Vec<u32> = Vec::new();
+            for op in ops {
+                match op {
+                    ListOp::Insert => {
+                        if let Ok(index) = table.insert((), &mut rng) {
+                            issued.push(index);
+                        }
+                    }
+                    ListOp::Remove(pick) if !issued.is_empty() => {
+                        table.remove(issued[pick % issued.len()]);
+                    }
+                    ListOp::Touch(pick) if !issued.is_empty() => {
+                        let index = issued[pick % issued.len()];
+                        if table.mark(index, ON_LIST) {
+                            list.push(index);
+                        }
+                        if table.get(index).is_some() {
+                            prop_assert!(list.contains(&index));
+                        }
+                    }
+                    ListOp::Drain => {
+                        for index in list.drain(..) {
+                            table.unmark(index, ON_LIST);
+                        }
+                    }
+                    ListOp::Remove(_) | ListOp::Touch(_) => {}
+                }
+                for (index, _) in table.iter() {
+                    prop_assert!(list.iter().filter(|&&i| i == index).count() <= 1);
+                }
+            }
+        }
+
         /// Against a map model: live indices find their entry, dead and
         /// forged ones find nothing, no index is 0 or handed out twice
         /// while live.

@@ -4,6 +4,7 @@
 use quanta::Instant;
 use tern_congestion::Take;
 
+use super::turn::{DIRTY, SENDING};
 use super::{Endpoint, relayed};
 use crate::{Transmit, TransmitLimits};
 
@@ -67,7 +68,7 @@ impl Endpoint {
             let index = self.sending.pop_front()?;
             let carrier = self.carrier(index);
             let Some(connection) = self.connections.get_mut(index) else {
-                self.is_sending.remove(&index);
+                self.connections.unmark(index, SENDING);
                 continue;
             };
             // Nothing in flight before this packet: if it carries data, it
@@ -89,12 +90,12 @@ impl Endpoint {
                 }
             }
             // Sending moves its timers either way (loss detection, pacing).
-            if self.is_dirty.insert(index) {
+            if self.connections.mark(index, DIRTY) {
                 self.dirty.push(index);
             }
             let Some(transmit) = transmit else {
                 // Nothing now: back in line when something touches it.
-                self.is_sending.remove(&index);
+                self.connections.unmark(index, SENDING);
                 continue;
             };
             if let Some(bucket) = self.rate_limit.as_mut() {

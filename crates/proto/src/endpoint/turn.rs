@@ -10,14 +10,20 @@ use super::{ConnectionHandle, Endpoint};
 use crate::StreamId;
 use crate::connection::{ConnectionError, Event};
 
+/// The mark (in the connection table) of a connection on the endpoint's
+/// list of touched connections, `dirty`.
+pub(super) const DIRTY: u8 = 1;
+/// The mark of a connection on the list of those that may send, `sending`.
+pub(super) const SENDING: u8 = 2;
+
 impl Endpoint {
     /// Marks a connection as touched: it may have events, a new deadline,
     /// or something to send.
     pub(super) fn touch(&mut self, index: u32) {
-        if self.is_dirty.insert(index) {
+        if self.connections.mark(index, DIRTY) {
             self.dirty.push(index);
         }
-        if self.is_sending.insert(index) {
+        if self.connections.mark(index, SENDING) {
             self.sending.push_back(index);
         }
     }
@@ -33,7 +39,7 @@ impl Endpoint {
         // Taken for the loop and put back empty, so its buffer is reused.
         let mut dirty = std::mem::take(&mut self.dirty);
         for index in dirty.drain(..) {
-            self.is_dirty.remove(&index);
+            self.connections.unmark(index, DIRTY);
             let Some(connection) = self.connections.get_mut(index) else {
                 self.armed.remove(&index);
                 continue;
