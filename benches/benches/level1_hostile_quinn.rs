@@ -1,5 +1,6 @@
-//! Level 1, the reference beside Tern's `level1_hostile`: what the stream
-//! classes cost quinn-proto 0.11 (the state machine under quinn; rustls
+//! Level 1, the reference beside Tern's `level1_hostile`: what its stream
+//! classes and the per-packet classes quinn's API can make a client send
+//! cost quinn-proto 0.11 (the state machine under quinn; rustls
 //! with ring, AES-128-GCM) per byte it receives, against its own bulk
 //! data. Built only with the `quinn` feature, which also gives Tern's
 //! packets ring's AES-GCM: both sides then open packets with the same code.
@@ -20,10 +21,18 @@
 //! time, not in the instructions a profiler counts in [`deliver`].
 //!
 //! Both sides keep quinn's defaults (100 two-way streams, its flow-control
-//! windows) but for two things: MTU discovery off, so every datagram is
-//! at most the initial 1200 bytes, and the client's initial congestion
+//! windows) but for three things: MTU discovery off, so every datagram is
+//! at most the initial 1200 bytes; the client's initial congestion
 //! window raised past 4 GiB, where quinn stops pacing, so a class's
-//! datagrams leave in one go.
+//! datagrams leave in one go; and the client's send buffer for unreliable
+//! datagrams unbounded, so the datagram classes queue theirs at once.
+//!
+//! Tern's other per-packet classes cannot be made through quinn's API, so
+//! they are not here: empty messages (quinn has no messages), one-byte
+//! stream fragments, a hundred to a packet (quinn writes a stream's
+//! pending bytes as one frame a packet) and ACKs of everything (quinn's ACK frames
+//! are what it received, sent when it has something new to acknowledge).
+//! `one_byte_datagrams` has no class of Tern's beside it.
 
 #![forbid(unsafe_code)]
 
@@ -31,7 +40,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use divan::counter::BytesCount;
 use divan::{Bencher, black_box};
 use quinn_proto::congestion::CubicConfig;
@@ -180,6 +189,8 @@ impl Pair {
         // Past u32::MAX quinn does not pace (`Pacer::delay`).
         cubic.initial_window(1 << 33);
         transport.congestion_controller_factory(Arc::new(cubic));
+        // Room for the datagram classes' datagrams, queued at once.
+        transport.datagram_send_buffer_size(usize::MAX);
         client_config.transport_config(Arc::new(transport));
         let server_addr: SocketAddr = "192.0.2.1:7000".parse().expect("address");
         let client_addr: SocketAddr = "198.51.100.7:40000".parse().expect("address");
@@ -480,6 +491,94 @@ fn honest_requests(bencher: Bencher) {
         },
         |b| received(b, STREAMS, 0),
     );
+}
+
+/// The pings of Tern's `pings`.
+const PINGS: u64 = 400;
+
+/// Datagrams holding a PING each: the client's `ping` and its turn, once
+/// a datagram. quinn puts nothing else in them but padding: every packet
+/// it sends is at least 6 bytes longer than a connection ID and the tag,
+/// so a stateless reset looks like one. Checked here: no ACK goes with
+/// the pings, and every datagram is [`PING_DATAGRAM`] bytes.
+#[divan::bench]
+fn pings(bencher: Bencher) {
+    run(
+        bencher,
+        || {
+            batch(|pair| {
+                let acks = pair.client.connection().stats().frame_tx.acks;
+                let mut sent = Vec::new();
+                for _ in 0..PINGS {
+                    pair.client.connection().ping();
+                    sent.extend(pair.client_sends());
+                }
+                assert_eq!(sent.len() as u64, PINGS, "a datagram a ping");
+                assert!(
+                    sent.iter().all(|d| d.len() == PING_DATAGRAM),
+                    "a ping alone"
+                );
+                let frames = pair.client.connection().stats().frame_tx;
+                assert_eq!(frames.acks, acks, "no ACK with the pings");
+                sent
+            })
+        },
+        |b| {
+            still_open(b);
+            let frames = b.pair.server_connection().stats().frame_rx;
+            assert_eq!(frames.ping, PINGS, "the pings");
+        },
+    );
+}
+
+/// A ping's datagram: a short header (1 byte and the 8-byte connection
+/// ID), the packet number, PING and padding to 5 bytes, the 16-byte tag.
+const PING_DATAGRAM: usize = 30;
+
+/// The datagrams of the datagram classes: as many as fit quinn's default
+/// receive buffer (`datagram_receive_buffer_size`, 1.25 MB, where each
+/// datagram counts its bytes and 32 more), so the server drops none of
+/// them.
+const DATAGRAMS: u64 = 36_000;
+
+/// Empty datagrams (quinn's unreliable datagrams, the DATAGRAM frame),
+/// [`DATAGRAMS`] of them, as many to a packet as quinn packs, never taken:
+/// frames of 2 bytes (each with its length), 583 to a 1 192-byte datagram.
+#[divan::bench]
+fn empty_datagrams(bencher: Bencher) {
+    run(bencher, || datagrams(&[], 583), datagrams_received);
+}
+
+/// As [`empty_datagrams`], each datagram of one byte: frames of 3 bytes,
+/// 389 to a 1 193-byte datagram.
+#[divan::bench]
+fn one_byte_datagrams(bencher: Bencher) {
+    run(bencher, || datagrams(b"x", 389), datagrams_received);
+}
+
+/// A pair connected and the datagrams the client sends for [`DATAGRAMS`]
+/// copies of `data`, queued at once (its send buffer raised for them),
+/// checked to be `per_datagram` to a datagram (the last one fewer).
+fn datagrams(data: &'static [u8], per_datagram: u64) -> Batch {
+    batch(|pair| {
+        let mut datagrams = pair.client.connection().datagrams();
+        for _ in 0..DATAGRAMS {
+            datagrams
+                .send(Bytes::from_static(data), false)
+                .expect("room for the datagram");
+        }
+        let sent = pair.client_sends();
+        let expected = DATAGRAMS.div_ceil(per_datagram);
+        assert_eq!(sent.len() as u64, expected, "{per_datagram} to a datagram");
+        sent
+    })
+}
+
+/// The server received every datagram and is still open.
+fn datagrams_received(batch: &mut Batch) {
+    still_open(batch);
+    let frames = batch.pair.server_connection().stats().frame_rx;
+    assert_eq!(frames.datagram, DATAGRAMS, "the datagrams");
 }
 
 /// [`REQUEST`] on stream `id`, and its end.
