@@ -25,7 +25,7 @@ use crate::report;
 use crate::results::{Run, result_path};
 use crate::source::{Collected, Mode};
 use crate::table::results_table;
-use crate::workspace::{HARNESS_BIN, Workspace};
+use crate::workspace::{BENCH_PACKAGE, HARNESS_BIN, Workspace};
 
 /// What will run.
 #[derive(Debug, Default)]
@@ -49,6 +49,24 @@ impl Plan {
             .filter(|l| !HARNESS_LEVELS.contains(l))
             .collect();
         plan.divan = divan::discover(&package.dir.join("benches"), &divan_levels, &mut plan.notes);
+        // The divan run builds the default features: a target that needs
+        // others (a comparison transport) is left to be run by hand.
+        let notes = &mut plan.notes;
+        plan.divan.retain(|target| {
+            let Some((_, features)) = package
+                .feature_benches
+                .iter()
+                .find(|(name, _)| *name == target.name)
+            else {
+                return true;
+            };
+            let features = features.join(",");
+            notes.push(format!(
+                "{}: built only with feature {features}, skipped (cargo bench -p {BENCH_PACKAGE} --features {features} --bench {})",
+                target.name, target.name
+            ));
+            false
+        });
         for level in &divan_levels {
             if !plan.divan.iter().any(|t| t.level == *level) {
                 plan.notes.push(format!(
@@ -390,19 +408,22 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tern-xtask-plan-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("benches")).expect("dir");
         std::fs::write(dir.join("benches/level0_wire.rs"), "").expect("file");
+        std::fs::write(dir.join("benches/level0_wire_quinn.rs"), "").expect("file");
         let workspace = Workspace {
             root: dir.clone(),
             target_dir: dir.join("target"),
             bench_package: Some(crate::workspace::BenchPackage {
                 dir: dir.clone(),
                 has_harness: true,
+                feature_benches: vec![("level0_wire_quinn".to_owned(), vec!["quinn".to_owned()])],
             }),
         };
         let plan = Plan::new(&workspace, &[0, 1, 2]);
         assert_eq!(plan.divan.len(), 1);
         assert_eq!(plan.harness_levels, [2]);
-        assert_eq!(plan.notes.len(), 1, "{:?}", plan.notes);
-        assert!(plan.notes[0].starts_with("level 1"));
+        assert_eq!(plan.notes.len(), 2, "{:?}", plan.notes);
+        assert!(plan.notes[0].starts_with("level0_wire_quinn: built only with feature quinn"));
+        assert!(plan.notes[1].starts_with("level 1"));
         let plan = Plan::new(&workspace, &[3]);
         assert!(plan.divan.is_empty());
         assert_eq!(plan.harness_levels, [3]);

@@ -3,7 +3,9 @@
 //! Each file is one bench target whose level is in its name. Targets are
 //! built together up front, listed (`-- --list`) for the progress line, then
 //! run one by one with `cargo bench -p tern-benches --bench <target> --
-//! <divan args>`, their output parsed as it streams.
+//! <divan args>`, their output parsed as it streams. The run builds the
+//! default features, so a target that needs others (`required-features`,
+//! as a comparison transport's does) is left out with a note.
 
 use std::collections::HashSet;
 use std::path::Path;

@@ -29,6 +29,9 @@ pub(crate) struct BenchPackage {
     pub(crate) dir: PathBuf,
     /// Whether it has the `tern-harness` binary.
     pub(crate) has_harness: bool,
+    /// Its bench targets built only with some of its features
+    /// (`required-features`), by name, with those features.
+    pub(crate) feature_benches: Vec<(String, Vec<String>)>,
 }
 
 /// Name of the benchmark package.
@@ -54,6 +57,8 @@ struct Package {
 struct Target {
     name: String,
     kind: Vec<String>,
+    #[serde(default, rename = "required-features")]
+    required_features: Vec<String>,
 }
 
 /// The cargo that started xtask (`CARGO`), else the one on `PATH`.
@@ -94,6 +99,14 @@ impl Workspace {
                     .targets
                     .iter()
                     .any(|t| t.name == HARNESS_BIN && t.kind.iter().any(|k| k == "bin")),
+                feature_benches: p
+                    .targets
+                    .iter()
+                    .filter(|t| {
+                        t.kind.iter().any(|k| k == "bench") && !t.required_features.is_empty()
+                    })
+                    .map(|t| (t.name.clone(), t.required_features.clone()))
+                    .collect(),
             });
         Ok(Self {
             root: metadata.workspace_root,
@@ -116,7 +129,8 @@ mod tests {
     fn metadata_gives_root_target_dir_and_the_harness() {
         let json = r#"{"workspace_root":"/w","target_directory":"/t","packages":[
             {"name":"tern-benches","manifest_path":"/w/benches/Cargo.toml","targets":[
-                {"name":"tern-harness","kind":["bin"]},{"name":"level0_wire","kind":["bench"]}]},
+                {"name":"tern-harness","kind":["bin"]},{"name":"level0_wire","kind":["bench"]},
+                {"name":"level1_x_quinn","kind":["bench"],"required-features":["quinn"]}]},
             {"name":"xtask","manifest_path":"/w/xtask/Cargo.toml","targets":[{"name":"xtask","kind":["bin"]}]}],
             "version":1}"#;
         let ws = Workspace::from_metadata(json).expect("valid metadata");
@@ -125,6 +139,10 @@ mod tests {
         let bench = ws.bench_package.expect("tern-benches");
         assert_eq!(bench.dir, Path::new("/w/benches"));
         assert!(bench.has_harness);
+        assert_eq!(
+            bench.feature_benches,
+            [("level1_x_quinn".to_owned(), vec!["quinn".to_owned()])]
+        );
     }
 
     #[test]

@@ -32,6 +32,8 @@ mod ping_pong;
 mod pipeline;
 #[cfg(feature = "quinn")]
 mod quinn;
+#[cfg(feature = "quinn")]
+mod quinn_tls;
 mod rate_cap;
 mod suite;
 mod tern;

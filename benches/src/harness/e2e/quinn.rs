@@ -33,14 +33,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
-use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::quinn_tls::{SERVER_NAME, other, tls};
 use super::{ClientsSample, REQUEST_LEN, WARM_UP, WRITE_LEN, Workloads, ask};
-
-const SERVER_NAME: &str = "localhost";
 
 /// A quinn server on its own thread and a client endpoint on this one.
 pub(crate) struct Quinn {
@@ -51,37 +49,6 @@ pub(crate) struct Quinn {
     server_addr: SocketAddr,
     /// Dropping it stops the server's runtime.
     _stop: tokio::sync::oneshot::Sender<()>,
-}
-
-fn other(e: impl std::fmt::Display) -> io::Error {
-    io::Error::other(e.to_string())
-}
-
-/// TLS configurations for both sides, limited to AES-128-GCM.
-fn tls() -> io::Result<(rustls::ServerConfig, rustls::ClientConfig)> {
-    let certified =
-        rcgen::generate_simple_self_signed(vec![SERVER_NAME.to_owned()]).map_err(other)?;
-    let cert = CertificateDer::from(certified.cert.der().to_vec());
-    let key = PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der());
-    let provider = Arc::new(rustls::crypto::CryptoProvider {
-        cipher_suites: vec![rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256],
-        ..rustls::crypto::ring::default_provider()
-    });
-    let server = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(other)?
-        .with_no_client_auth()
-        .with_single_cert(vec![cert.clone()], key.into())
-        .map_err(other)?;
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert).map_err(other)?;
-    let mut client = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(other)?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    client.resumption = rustls::client::Resumption::disabled();
-    Ok((server, client))
 }
 
 impl Quinn {
