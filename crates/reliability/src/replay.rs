@@ -208,6 +208,17 @@ impl ReplayWindow {
     /// # Errors
     /// As [`ReplayWindow::check`]; nothing is recorded then.
     pub fn accept(&mut self, packet_number: u64) -> Result<(), ReplayError> {
+        // Most packets arrive in order: the next number's slot held the
+        // number a window below, which now falls out, so setting its bit
+        // is the whole slide.
+        if let Some(largest) = self.largest
+            && largest.checked_add(1) == Some(packet_number)
+        {
+            self.largest = Some(packet_number);
+            let (word, bit) = self.position(packet_number);
+            self.words[word] |= bit;
+            return Ok(());
+        }
         if let Err(error) = self.check(packet_number) {
             if let (ReplayError::TooOld(_), Some(largest)) = (error, self.largest) {
                 self.grow_for(largest - packet_number);
