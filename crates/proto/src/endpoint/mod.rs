@@ -609,8 +609,14 @@ impl Endpoint {
                     self.stats.tickets_received += 1;
                 }
                 self.budget.settle(index, connection);
-                // Rare, and at most a packet's worth.
-                let signals: Vec<_> = std::iter::from_fn(|| connection.poll_signal()).collect();
+                // Rare, and at most a packet's worth: most packets bring
+                // none, and skip collecting.
+                let signals: Vec<_> = match connection.poll_signal() {
+                    Some(first) => std::iter::once(first)
+                        .chain(std::iter::from_fn(|| connection.poll_signal()))
+                        .collect(),
+                    None => Vec::new(),
+                };
                 self.touch(index);
                 for signal in signals {
                     self.on_signal(now, index, signal);
