@@ -357,20 +357,31 @@ impl Header {
         if first & RESERVED_BIT != 0 {
             return Err(HeaderError::ReservedBits(first));
         }
-        let bare = [
-            (PacketType::Intro, Self::Intro),
-            (PacketType::Retry, Self::Retry),
-            (PacketType::IntroX25519, Self::IntroX25519),
-            (PacketType::IntroResume, Self::IntroResume),
-            (PacketType::ResumeRefused, Self::ResumeRefused),
-        ];
-        if let Some(&(ty, header)) = bare.iter().find(|(ty, _)| *ty == packet_type) {
-            // A packet without index or number has no flags either.
-            if first != ty as u8 {
-                return Err(HeaderError::ReservedBits(first));
+        let header = match packet_type {
+            PacketType::IntroReply | PacketType::Data => {
+                return Self::parse_protected(packet_type, first, rest);
             }
-            return Ok((header, 1));
+            PacketType::Intro => Self::Intro,
+            PacketType::Retry => Self::Retry,
+            PacketType::IntroX25519 => Self::IntroX25519,
+            PacketType::IntroResume => Self::IntroResume,
+            PacketType::ResumeRefused => Self::ResumeRefused,
+        };
+        // A packet without index or number has no flags either.
+        if first != packet_type as u8 {
+            return Err(HeaderError::ReservedBits(first));
         }
+        Ok((header, 1))
+    }
+
+    /// The rest of a header with a receiver index and a packet number
+    /// (`packet_type` is `IntroReply` or `Data`), after its first byte.
+    #[inline]
+    fn parse_protected(
+        packet_type: PacketType,
+        first: u8,
+        rest: &[u8],
+    ) -> Result<(Self, usize), HeaderError> {
         let (index, rest) = rest
             .split_first_chunk::<4>()
             .ok_or(HeaderError::Truncated)?;

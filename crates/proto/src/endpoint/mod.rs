@@ -506,7 +506,7 @@ impl Node for Endpoint {
             // A connection the relay carries takes its peer's direct
             // packets too (probes, and its move there): only what opens
             // under its keys counts.
-            Some(_) => self.handle_indexed(now, from, datagram),
+            Some(index) => self.handle_indexed(now, index, from, datagram),
             None => self.stats.dropped_unroutable += 1,
         }
     }
@@ -573,12 +573,8 @@ impl Node for Endpoint {
 }
 
 impl Endpoint {
-    /// A datagram with a receiver index, to the connection it names.
-    fn handle_indexed(&mut self, now: Instant, from: SocketAddr, datagram: &mut [u8]) {
-        let Some(index) = peek_receiver_index(datagram) else {
-            self.stats.dropped_unroutable += 1;
-            return;
-        };
+    /// A datagram with receiver index `index`, to the connection it names.
+    fn handle_indexed(&mut self, now: Instant, index: u32, from: SocketAddr, datagram: &mut [u8]) {
         self.budget.saw(now);
         self.settle_lent();
         match self.connections.get_mut(index) {

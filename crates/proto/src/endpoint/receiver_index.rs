@@ -153,23 +153,25 @@ impl<T> ReceiverIndex<T> {
         Some(value)
     }
 
-    /// Sets the owner's mark `mark` (a bit) on `index`; whether it was not
-    /// set. An owner that keeps lists of indices (work to do for each)
+    /// Sets the owner's marks `marks` (bits) on `index`; returns those of
+    /// them that were not set. An owner that keeps lists of indices (work to do for each)
     /// marks an index when it puts it on a list and unmarks it when it
     /// takes it off, so each index is on a list once: the mark is an array
     /// access where a set beside the table costs a hash and a probe, and
     /// every datagram received and sent checks one. An index keeps its
     /// marks after it is removed, until its slot's next index is handed
-    /// out; one whose slot has moved on keeps none, and this says `true`:
-    /// a list may then hold it more than once, and finds nothing under it.
-    pub fn mark(&mut self, index: u32, mark: u8) -> bool {
+    /// out; one whose slot has moved on keeps none, and this returns all
+    /// of `marks`: a list may then hold it more than once, and finds
+    /// nothing under it. Several marks set at once cost one look at the
+    /// slot.
+    pub fn mark(&mut self, index: u32, marks: u8) -> u8 {
         match self.slot_of_mut(index) {
             Some(slot) => {
-                let fresh = slot.marks & mark == 0;
-                slot.marks |= mark;
+                let fresh = marks & !slot.marks;
+                slot.marks |= marks;
                 fresh
             }
-            None => true,
+            None => marks,
         }
     }
 
@@ -227,6 +229,20 @@ mod tests {
             assert_eq!(table.get(old), None);
             assert_eq!(table.remove(new), Some(round + 1));
         }
+    }
+
+    #[test]
+    fn marks_set_together_say_which_were_not_set() {
+        let mut table = ReceiverIndex::with_capacity(4);
+        let index = table.insert((), &mut SplitMix(7)).expect("room");
+        assert_eq!(table.mark(index, 0b01), 0b01);
+        assert_eq!(table.mark(index, 0b11), 0b10);
+        assert_eq!(table.mark(index, 0b11), 0);
+        table.unmark(index, 0b01);
+        assert_eq!(table.mark(index, 0b11), 0b01);
+        // A removed index keeps its marks until its slot is handed out again.
+        table.remove(index);
+        assert_eq!(table.mark(index, 0b11), 0);
     }
 
     #[test]
@@ -302,7 +318,7 @@ mod tests {
                     }
                     ListOp::Touch(pick) if !issued.is_empty() => {
                         let index = issued[pick % issued.len()];
-                        if table.mark(index, ON_LIST) {
+                        if table.mark(index, ON_LIST) != 0 {
                             list.push(index);
                         }
                         if table.get(index).is_some() {

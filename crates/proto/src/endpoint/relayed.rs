@@ -347,7 +347,9 @@ impl Endpoint {
             return self.handle_resume_refused(now, from, inner);
         }
         match peek_receiver_index(inner) {
-            Some(index) if carrying == Some(index) => self.handle_indexed(now, from, inner),
+            Some(index) if carrying == Some(index) => {
+                self.handle_indexed(now, index, from, inner);
+            }
             _ => self.stats.relayed_dropped += 1,
         }
     }

@@ -90,7 +90,7 @@ impl Endpoint {
                 }
             }
             // Sending moves its timers either way (loss detection, pacing).
-            if self.connections.mark(index, DIRTY) {
+            if self.connections.mark(index, DIRTY) != 0 {
                 self.dirty.push(index);
             }
             let Some(transmit) = transmit else {

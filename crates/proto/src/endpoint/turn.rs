@@ -20,10 +20,11 @@ impl Endpoint {
     /// Marks a connection as touched: it may have events, a new deadline,
     /// or something to send.
     pub(super) fn touch(&mut self, index: u32) {
-        if self.connections.mark(index, DIRTY) {
+        let fresh = self.connections.mark(index, DIRTY | SENDING);
+        if fresh & DIRTY != 0 {
             self.dirty.push(index);
         }
-        if self.connections.mark(index, SENDING) {
+        if fresh & SENDING != 0 {
             self.sending.push_back(index);
         }
     }

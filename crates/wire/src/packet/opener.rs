@@ -142,10 +142,9 @@ impl PacketOpener {
             self.current
                 .get(backend)
                 .open_in_place(packet_number, aad, payload, tag)?;
-            self.current_start = self
-                .current_start
-                .min(Some(packet_number))
-                .or(Some(packet_number));
+            if self.current_start.is_none_or(|start| packet_number < start) {
+                self.current_start = Some(packet_number);
+            }
             false
         } else if let (true, Some(previous)) = (older_than_phase, &self.previous) {
             previous.open_in_place(packet_number, aad, payload, tag)?;
@@ -160,7 +159,12 @@ impl PacketOpener {
             self.rotate(packet_number);
             true
         };
-        self.largest_received = self.largest_received.max(Some(packet_number));
+        if self
+            .largest_received
+            .is_none_or(|largest| packet_number > largest)
+        {
+            self.largest_received = Some(packet_number);
+        }
 
         let header_len = header.len();
         let datagram: &'b [u8] = packet.into_inner();
