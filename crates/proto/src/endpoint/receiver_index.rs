@@ -154,11 +154,11 @@ impl<T> ReceiverIndex<T> {
     }
 
     /// Sets the owner's marks `marks` (bits) on `index`; returns those of
-    /// them that were not set. An owner that keeps lists of indices (work to do for each)
-    /// marks an index when it puts it on a list and unmarks it when it
-    /// takes it off, so each index is on a list once: the mark is an array
-    /// access where a set beside the table costs a hash and a probe, and
-    /// every datagram received and sent checks one. An index keeps its
+    /// them that were not set. An owner that keeps lists of indices (work
+    /// to do for each) marks an index when it puts it on a list and
+    /// unmarks it when it takes it off, so each index is on a list once:
+    /// the mark is an array access where a set beside the table costs a
+    /// hash and a probe, and every datagram received and sent checks one. An index keeps its
     /// marks after it is removed, until its slot's next index is handed
     /// out; one whose slot has moved on keeps none, and this returns all
     /// of `marks`: a list may then hold it more than once, and finds
