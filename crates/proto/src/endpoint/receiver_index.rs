@@ -33,8 +33,9 @@ pub struct IndexFull(pub usize);
 struct Slot<T> {
     /// The index last handed out for this slot (0 before the first).
     index: u32,
-    /// The owner's marks on `index` (see [`ReceiverIndex::mark`]); they
-    /// fill what would be padding beside it.
+    /// The owner's marks on the slot (see [`ReceiverIndex::mark`]), kept
+    /// when the slot is handed out again; they fill what would be padding
+    /// beside `index`.
     marks: u8,
     value: Option<T>,
 }
@@ -67,7 +68,6 @@ impl<T> VacantIndex<'_, T> {
         }
         let entry = &mut table.slots[slot as usize];
         entry.index = self.index;
-        entry.marks = 0;
         entry.value = Some(value);
         table.len += 1;
         self.index
@@ -153,17 +153,21 @@ impl<T> ReceiverIndex<T> {
         Some(value)
     }
 
-    /// Sets the owner's marks `marks` (bits) on `index`; returns those of
-    /// them that were not set. An owner that keeps lists of indices (work
-    /// to do for each) marks an index when it puts it on a list and
-    /// unmarks it when it takes it off, so each index is on a list once:
-    /// the mark is an array access where a set beside the table costs a
-    /// hash and a probe, and every datagram received and sent checks one. An index keeps its
-    /// marks after it is removed, until its slot's next index is handed
-    /// out; one whose slot has moved on keeps none, and this returns all
-    /// of `marks`: a list may then hold it more than once, and finds
-    /// nothing under it. Several marks set at once cost one look at the
-    /// slot.
+    /// Sets the owner's marks `marks` (bits) on `index`'s slot; returns
+    /// those of them that were not set. An owner that keeps lists of work
+    /// to do for its entries marks an index when it puts it on a list and
+    /// unmarks it when it takes it off, so each slot is on a list once: the
+    /// mark is an array access where a set beside the table costs a hash
+    /// and a probe, and every datagram received and sent checks one.
+    ///
+    /// The marks are the slot's, not the index's: an entry removed while
+    /// on a list leaves its slot marked, and a value the slot takes then
+    /// is already on that list, through the earlier index
+    /// ([`occupant_mut`](Self::occupant_mut) finds it). A mark that went
+    /// with the index would list the slot twice once it is handed out
+    /// again, even under the same index (its tag differs from the last
+    /// one only). An index whose slot has moved on to another is marked
+    /// with nothing (this returns 0): what it named is gone.
     pub fn mark(&mut self, index: u32, marks: u8) -> u8 {
         match self.slot_of_mut(index) {
             Some(slot) => {
@@ -171,15 +175,24 @@ impl<T> ReceiverIndex<T> {
                 slot.marks |= marks;
                 fresh
             }
-            None => marks,
+            None => 0,
         }
     }
 
-    /// Clears the owner's mark `mark` on `index` (see [`mark`](Self::mark)).
-    pub fn unmark(&mut self, index: u32, mark: u8) {
-        if let Some(slot) = self.slot_of_mut(index) {
-            slot.marks &= !mark;
+    /// Clears the marks `marks` of the slot a list's entry `index` stands
+    /// for, taken off that list (see [`mark`](Self::mark)): whatever index
+    /// the slot holds now.
+    pub fn unmark(&mut self, index: u32, marks: u8) {
+        if let Some(slot) = self.slots.get_mut((index & SLOT_MASK) as usize) {
+            slot.marks &= !marks;
         }
+    }
+
+    /// What a list's entry `index` stands for: the index and the value its
+    /// slot holds now, if it holds one (see [`mark`](Self::mark)).
+    pub fn occupant_mut(&mut self, index: u32) -> Option<(u32, &mut T)> {
+        let slot = self.slots.get_mut((index & SLOT_MASK) as usize)?;
+        Some((slot.index, slot.value.as_mut()?))
     }
 
     /// The slot `index` was handed out for, live or not, while it is the
@@ -240,9 +253,28 @@ mod tests {
         assert_eq!(table.mark(index, 0b11), 0);
         table.unmark(index, 0b01);
         assert_eq!(table.mark(index, 0b11), 0b01);
-        // A removed index keeps its marks until its slot is handed out again.
+        // A removed index's slot keeps its marks.
         table.remove(index);
         assert_eq!(table.mark(index, 0b11), 0);
+    }
+
+    #[test]
+    fn a_slot_handed_out_again_is_on_the_lists_its_last_index_was_on() {
+        let mut table = ReceiverIndex::with_capacity(1);
+        let mut rng = SplitMix(3);
+        let old = table.insert("old", &mut rng).expect("room");
+        assert_eq!(table.mark(old, 0b01), 0b01);
+        table.remove(old);
+        let new = table.insert("new", &mut rng).expect("room");
+        // Listed already, through the old index, which now stands for it.
+        assert_eq!(table.mark(new, 0b11), 0b10);
+        assert_eq!(table.occupant_mut(old), Some((new, &mut "new")));
+        // The old index names nothing to list any more.
+        assert_eq!(table.mark(old, 0b100), 0);
+        table.unmark(old, 0b11);
+        assert_eq!(table.mark(new, 0b11), 0b11);
+        table.remove(new);
+        assert_eq!(table.occupant_mut(new), None);
     }
 
     #[test]
@@ -293,9 +325,11 @@ mod tests {
 
     proptest! {
         /// A list kept with a mark, as the endpoint keeps its lists of
-        /// connections to look at: a live index is on it once at most,
-        /// and on it after every touch until the list is drained, whatever
-        /// was removed and handed out in between.
+        /// connections to look at: a live index is on it once at most
+        /// (itself, or an earlier index of its slot standing for it), and
+        /// on it after every touch until the list is drained, whatever was
+        /// removed and handed out in between, under new indices or the
+        /// same ones again.
         #[test]
         fn a_list_kept_with_a_mark_holds_each_live_index_once(
             seed in any::<u64>(),
@@ -322,7 +356,10 @@ mod tests {
                             list.push(index);
                         }
                         if table.get(index).is_some() {
-                            prop_assert!(list.contains(&index));
+                            let listed = list
+                                .iter()
+                                .any(|&e| table.occupant_mut(e).map(|(i, _)| i) == Some(index));
+                            prop_assert!(listed);
                         }
                     }
                     ListOp::Drain => {
@@ -332,8 +369,13 @@ mod tests {
                     }
                     ListOp::Remove(_) | ListOp::Touch(_) => {}
                 }
-                for (index, _) in table.iter() {
-                    prop_assert!(list.iter().filter(|&&i| i == index).count() <= 1);
+                let live: Vec<u32> = table.iter().map(|(index, _)| index).collect();
+                for index in live {
+                    let entries = list
+                        .iter()
+                        .filter(|&&e| table.occupant_mut(e).map(|(i, _)| i) == Some(index))
+                        .count();
+                    prop_assert!(entries <= 1);
                 }
             }
         }

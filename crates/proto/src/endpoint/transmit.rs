@@ -65,10 +65,14 @@ impl Endpoint {
             return None;
         }
         for _ in 0..self.sending.len() {
-            let index = self.sending.pop_front()?;
+            let entry = self.sending.pop_front()?;
+            // The connection its slot holds now (see `ReceiverIndex::mark`).
+            let Some((index, _)) = self.connections.occupant_mut(entry) else {
+                self.connections.unmark(entry, SENDING);
+                continue;
+            };
             let carrier = self.carrier(index);
             let Some(connection) = self.connections.get_mut(index) else {
-                self.connections.unmark(index, SENDING);
                 continue;
             };
             // Nothing in flight before this packet: if it carries data, it

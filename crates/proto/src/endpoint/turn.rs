@@ -39,10 +39,11 @@ impl Endpoint {
         let (mut outcomes, mut gone) = (Vec::new(), Vec::new());
         // Taken for the loop and put back empty, so its buffer is reused.
         let mut dirty = std::mem::take(&mut self.dirty);
-        for index in dirty.drain(..) {
-            self.connections.unmark(index, DIRTY);
-            let Some(connection) = self.connections.get_mut(index) else {
-                self.armed.remove(&index);
+        for entry in dirty.drain(..) {
+            self.connections.unmark(entry, DIRTY);
+            // The connection its slot holds now (see `ReceiverIndex::mark`).
+            let Some((index, connection)) = self.connections.occupant_mut(entry) else {
+                self.armed.remove(&entry);
                 continue;
             };
             while let Some(event) = connection.poll_event_queued() {
