@@ -73,6 +73,9 @@ impl Endpoint {
             };
             let carrier = self.carrier(index);
             let Some(connection) = self.connections.get_mut(index) else {
+                // As above: off the list, so unmarked (one left marked
+                // would never be put on the list again).
+                self.connections.unmark(entry, SENDING);
                 continue;
             };
             // Nothing in flight before this packet: if it carries data, it
